@@ -1,0 +1,30 @@
+# glovebox — every target sets up .venv by itself; a fresh machine needs only python3.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/glovebox demo
+
+test: $(STAMP) lint
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check runtime tests bench
+	$(BIN)/ruff format --check runtime tests bench
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python bench/bench_call.py
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache

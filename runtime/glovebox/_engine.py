@@ -1,0 +1,183 @@
+"""The one wasmtime Engine per process, its epoch ticker and its compile cache.
+
+Settings are chosen for density: a pooling allocator (instantiation is a slot
+reuse, not an mmap), copy-on-write memory images, small guard regions and no
+reservation for growth, so that ten thousand live instances fit in one
+process's address space. Fuel metering and epoch interruption are always on:
+every store gets a fuel budget and an epoch deadline.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import importlib.metadata
+import json
+import os
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import wasmtime
+import wasmtime._ffi as ffi
+from wasmtime.component import Component
+
+__all__ = ["EngineSettings", "SharedEngine", "get_engine"]
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Process-wide engine settings; part of the compile-cache key."""
+
+    max_memory_bytes: int = 256 * MIB
+    total_memories: int = 12_000
+    total_core_instances: int = 24_000
+    total_component_instances: int = 12_000
+    max_core_instances_per_component: int = 64
+    max_memories_per_component: int = 8
+    total_tables: int = 24_000
+    table_elements: int = 20_000
+    epoch_tick_ms: float = 1.0
+    max_wasm_stack: int = 512 * 1024
+    keep_resident_bytes: int = 256 * 1024
+
+    def fingerprint(self) -> str:
+        """A digest of everything that changes the compiled code or its layout."""
+        blob = json.dumps({"wasmtime": _wasmtime_version(), **asdict(self)}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _wasmtime_version() -> str:
+    try:
+        return importlib.metadata.version("wasmtime")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - vendored copies
+        return "unknown"
+
+
+def _pooling_config(settings: EngineSettings) -> ctypes._Pointer:  # type: ignore[type-arg]
+    pc = ffi.wasmtime_pooling_allocation_config_new()
+    ffi.wasmtime_pooling_allocation_config_total_memories_set(pc, settings.total_memories)
+    ffi.wasmtime_pooling_allocation_config_total_core_instances_set(pc, settings.total_core_instances)
+    ffi.wasmtime_pooling_allocation_config_total_component_instances_set(pc, settings.total_component_instances)
+    ffi.wasmtime_pooling_allocation_config_max_core_instances_per_component_set(
+        pc, settings.max_core_instances_per_component
+    )
+    ffi.wasmtime_pooling_allocation_config_max_memories_per_component_set(pc, settings.max_memories_per_component)
+    ffi.wasmtime_pooling_allocation_config_total_tables_set(pc, settings.total_tables)
+    ffi.wasmtime_pooling_allocation_config_table_elements_set(pc, settings.table_elements)
+    ffi.wasmtime_pooling_allocation_config_max_memory_size_set(pc, settings.max_memory_bytes)
+    # Reset the first pages of a reused slot with memset instead of madvise:
+    # a small tool then starts without page faults (halves instantiate+call).
+    ffi.wasmtime_pooling_allocation_config_linear_memory_keep_resident_set(pc, settings.keep_resident_bytes)
+    ffi.wasmtime_pooling_allocation_config_table_keep_resident_set(pc, settings.keep_resident_bytes)
+    return pc
+
+
+def _config(settings: EngineSettings) -> wasmtime.Config:
+    cfg = wasmtime.Config()
+    cfg.consume_fuel = True
+    cfg.epoch_interruption = True
+    cfg.wasm_component_model = True
+    cfg.max_wasm_stack = settings.max_wasm_stack
+    cfg.memory_reservation = settings.max_memory_bytes
+    cfg.memory_guard_size = 64 * 1024
+    cfg.memory_reservation_for_growth = 0
+    cfg.parallel_compilation = True
+    pc = _pooling_config(settings)
+    ffi.wasmtime_pooling_allocation_strategy_set(cfg.ptr(), pc)
+    ffi.wasmtime_pooling_allocation_config_delete(pc)
+    return cfg
+
+
+class SharedEngine:
+    """A wasmtime Engine, its epoch ticker thread and a compiled-component cache."""
+
+    def __init__(self, settings: EngineSettings | None = None) -> None:
+        self.settings = settings or EngineSettings()
+        self.engine = wasmtime.Engine(_config(self.settings))
+        self.fingerprint = self.settings.fingerprint()
+        self._components: OrderedDict[str, Component] = OrderedDict()
+        self._lock = threading.Lock()
+        self._ticker = threading.Thread(target=self._tick, name="glovebox-epoch", daemon=True)
+        self._ticker.start()
+
+    def _tick(self) -> None:
+        # Catch up on oversleeping so that one epoch stays one tick of real time.
+        period = self.settings.epoch_tick_ms / 1000.0
+        start, ticks = time.monotonic(), 0
+        while True:
+            time.sleep(period)
+            due = int((time.monotonic() - start) / period)
+            while ticks < due:
+                self.engine.increment_epoch()
+                ticks += 1
+
+    def deadline_ticks(self, timeout_ms: int) -> int:
+        """Epoch ticks that cover ``timeout_ms`` (plus one for the partial tick)."""
+        return int(timeout_ms / self.settings.epoch_tick_ms) + 1
+
+    def component(self, digest: str, wasm_path: Path, cache_dir: Path) -> Component:
+        """The compiled component for an artifact: from memory, the disk cache, or compiled now.
+
+        The on-disk entry is keyed by the artifact digest, the wasmtime version
+        and the engine settings, so an upgrade or a settings change misses the
+        cache instead of loading code built for another engine.
+        """
+        with self._lock:
+            hit = self._components.get(digest)
+            if hit is not None:
+                self._components.move_to_end(digest)
+                return hit
+        component = self._load_or_compile(digest, wasm_path, cache_dir)
+        with self._lock:
+            self._components[digest] = component
+            while len(self._components) > 256:
+                self._components.popitem(last=False)
+        return component
+
+    def _load_or_compile(self, digest: str, wasm_path: Path, cache_dir: Path) -> Component:
+        cached = cache_dir / f"{digest}-{self.fingerprint}.cwasm"
+        if cached.is_file():
+            try:
+                return Component.deserialize_file(self.engine, str(cached))
+            except wasmtime.WasmtimeError:
+                cached.unlink(missing_ok=True)
+        component = Component(self.engine, wasm_path.read_bytes())
+        self._write_cache(cached, component)
+        return component
+
+    def remember(self, digest: str, component: Component, cache_dir: Path) -> None:
+        """Keep a freshly compiled component in memory and on disk."""
+        cached = cache_dir / f"{digest}-{self.fingerprint}.cwasm"
+        if not cached.is_file():
+            self._write_cache(cached, component)
+        with self._lock:
+            self._components[digest] = component
+
+    def _write_cache(self, cached: Path, component: Component) -> None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}")
+        tmp.write_bytes(component.serialize())
+        os.replace(tmp, cached)
+
+    def forget(self, digest: str) -> None:
+        """Drop a component from the in-memory cache."""
+        with self._lock:
+            self._components.pop(digest, None)
+
+
+_shared: SharedEngine | None = None
+_shared_lock = threading.Lock()
+
+
+def get_engine() -> SharedEngine:
+    """The process-wide engine, created on first use."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = SharedEngine()
+        return _shared

@@ -1,0 +1,192 @@
+"""The glovebox exception tree and the stable error codes.
+
+Every failure a caller can see has a stable ``code`` string (part of the public
+contract), a ``retryable`` flag and, for the CLI, an ``exit_code``::
+
+    GloveboxError                      (root; never raised directly)
+    ├── CallError                      (ends a call; carried in the envelope)
+    │   ├── ToolNotFound               tool_not_found
+    │   ├── InvalidInput               invalid_input
+    │   ├── PermissionDenied           permission_denied
+    │   ├── ApprovalRequired           approval_required
+    │   ├── CapabilityDenied           capability_denied
+    │   ├── FuelExhausted              fuel_exhausted
+    │   ├── MemoryLimit                memory_limit
+    │   ├── CallTimeout                timeout
+    │   ├── OutputTooLarge             output_too_large
+    │   ├── GuestTrap                  guest_trap
+    │   ├── GuestError                 guest_error
+    │   ├── InvalidOutput              invalid_output
+    │   ├── UpstreamError              upstream_error
+    │   └── InternalError              internal_error
+    └── RegistrationError              (refuses an artifact, a manifest or a build)
+        ├── InvalidArtifact            invalid_artifact
+        ├── InvalidManifest            invalid_manifest
+        └── BuildError                 build_failed
+
+Third-party errors (wasmtime traps, jsonschema failures) are translated into
+this tree in exactly one place each: :mod:`glovebox._traps` for wasmtime.
+Misuse of the API (a closed Runtime, a wrong argument type) raises the usual
+``TypeError`` / ``ValueError`` instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "ApprovalRequired",
+    "BuildError",
+    "CallError",
+    "CallTimeout",
+    "CapabilityDenied",
+    "ERROR_CODES",
+    "FuelExhausted",
+    "GloveboxError",
+    "GuestError",
+    "GuestTrap",
+    "InternalError",
+    "InvalidArtifact",
+    "InvalidInput",
+    "InvalidManifest",
+    "InvalidOutput",
+    "MemoryLimit",
+    "OutputTooLarge",
+    "PermissionDenied",
+    "RegistrationError",
+    "ToolNotFound",
+    "UpstreamError",
+]
+
+
+class GloveboxError(Exception):
+    """Root of every glovebox error.
+
+    Attributes:
+        code: the stable error code string.
+        retryable: whether the same call may succeed if simply tried again.
+        details: structured, JSON-serialisable facts about the failure.
+    """
+
+    code: ClassVar[str] = "internal_error"
+    retryable: bool = False
+    exit_code: ClassVar[int] = 1
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None, retryable: bool | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = dict(details or {})
+        if retryable is not None:
+            self.retryable = retryable
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``error`` object of the result envelope."""
+        return {
+            "code": self.code,
+            "message": self.message,
+            "retryable": self.retryable,
+            "details": self.details,
+        }
+
+
+class CallError(GloveboxError):
+    """A failure that ends one tool call; it is returned, never raised, by ``call``."""
+
+
+class ToolNotFound(CallError):
+    code = "tool_not_found"
+
+
+class InvalidInput(CallError):
+    code = "invalid_input"
+
+
+class PermissionDenied(CallError):
+    code = "permission_denied"
+
+
+class ApprovalRequired(CallError):
+    code = "approval_required"
+
+
+class CapabilityDenied(CallError):
+    code = "capability_denied"
+
+
+class FuelExhausted(CallError):
+    code = "fuel_exhausted"
+
+
+class MemoryLimit(CallError):
+    code = "memory_limit"
+
+
+class CallTimeout(CallError):
+    code = "timeout"
+
+
+class OutputTooLarge(CallError):
+    code = "output_too_large"
+
+
+class GuestTrap(CallError):
+    code = "guest_trap"
+
+
+class GuestError(CallError):
+    code = "guest_error"
+
+
+class InvalidOutput(CallError):
+    code = "invalid_output"
+
+
+class UpstreamError(CallError):
+    code = "upstream_error"
+    retryable = True
+
+
+class InternalError(CallError):
+    """An opaque host-side failure: the detail goes to the log, never to the caller."""
+
+    code = "internal_error"
+
+    def __init__(
+        self, message: str = "internal error", *, details: dict[str, Any] | None = None, retryable: bool = False
+    ) -> None:
+        super().__init__(message, details=details, retryable=retryable)
+
+
+class RegistrationError(GloveboxError):
+    """Refuses an artifact, a manifest or a build; raised by ``register`` and ``build``."""
+
+
+class InvalidArtifact(RegistrationError):
+    code = "invalid_artifact"
+
+
+class InvalidManifest(RegistrationError):
+    code = "invalid_manifest"
+
+
+class BuildError(RegistrationError):
+    code = "build_failed"
+
+
+#: Every call error code, in the order DESIGN.md lists them.
+ERROR_CODES: tuple[str, ...] = (
+    "tool_not_found",
+    "invalid_input",
+    "permission_denied",
+    "approval_required",
+    "capability_denied",
+    "fuel_exhausted",
+    "memory_limit",
+    "timeout",
+    "output_too_large",
+    "guest_trap",
+    "guest_error",
+    "invalid_output",
+    "upstream_error",
+    "internal_error",
+)

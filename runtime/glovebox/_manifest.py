@@ -1,0 +1,163 @@
+"""Tool manifests: what a tool is, what it accepts and returns, and what it may use.
+
+A manifest lives in a TOML (or JSON) file beside the artifact. ``register``
+looks, in order, for an explicit ``manifest=`` argument, ``<stem>.glovebox.toml``
+next to the ``.wasm`` file, then ``glovebox.toml`` in the same directory. With
+none of them, the defaults apply: the name is the file's stem, the version
+``0.0.0``, both schemas accept any JSON value, default limits, no capabilities
+and no required scopes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+import jsonschema.exceptions
+import jsonschema.validators
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ._errors import InvalidManifest
+
+__all__ = ["HttpRule", "Capabilities", "Limits", "Manifest", "load_manifest", "find_manifest"]
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+VERSION_PATTERN = r"^\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]+)?$"
+MIB = 1024 * 1024
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Limits(_Frozen):
+    """Per-call resource limits. The host keeps its own maxima (see ``HOST_MAXIMA``)."""
+
+    fuel: int = Field(100_000_000, gt=0, description="Wasm fuel units per call.")
+    memory_bytes: int = Field(16 * MIB, gt=0, description="Linear memory cap per instance.")
+    timeout_ms: int = Field(2_000, gt=0, description="Wall-clock deadline per call.")
+    output_bytes: int = Field(1 * MIB, gt=0, description="Largest output (or error) text.")
+    log_bytes: int = Field(16 * 1024, ge=0, description="Log text kept per call.")
+
+    def tighter(self, other: Limits) -> Limits:
+        """The field-by-field minimum of two limit sets."""
+        mine, theirs = self.model_dump(), other.model_dump()
+        return Limits(**{key: min(value, theirs[key]) for key, value in mine.items()})
+
+
+#: The largest limits any manifest may ask for on this host.
+HOST_MAXIMA = Limits(
+    fuel=10_000_000_000,
+    memory_bytes=256 * MIB,
+    timeout_ms=60_000,
+    output_bytes=16 * MIB,
+    log_bytes=256 * 1024,
+)
+
+
+class HttpRule(_Frozen):
+    """One HTTP destination a tool declares (and a policy may grant)."""
+
+    host: str = Field(description="Exact host name or a '*.example.com' wildcard.")
+    schemes: list[Literal["http", "https"]] = ["https"]
+    ports: list[int] | None = None
+    methods: list[str] = ["GET"]
+    paths: list[str] = ["/*"]
+
+
+class Capabilities(_Frozen):
+    """Host capabilities a tool declares it needs. Nothing is granted by default."""
+
+    http: list[HttpRule] = []
+
+
+class Manifest(_Frozen):
+    """Everything the host needs to know about a tool besides its code."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    version: str = Field("0.0.0", pattern=VERSION_PATTERN)
+    description: str = ""
+    input_schema: dict[str, Any] | bool = True
+    output_schema: dict[str, Any] | bool = True
+    limits: Limits = Limits()
+    capabilities: Capabilities = Capabilities()
+    required_scopes: list[str] = []
+
+    @field_validator("input_schema", "output_schema")
+    @classmethod
+    def _valid_schema(cls, schema: dict[str, Any] | bool) -> dict[str, Any] | bool:
+        validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        try:
+            validator.check_schema(schema)  # type: ignore[arg-type]  # booleans are schemas too
+        except jsonschema.exceptions.SchemaError as exc:
+            where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+            raise ValueError(f"not a valid JSON Schema at {where}: {exc.message}") from None
+        return schema
+
+    @classmethod
+    def default_for(cls, wasm_path: Path) -> Manifest:
+        """The manifest of an artifact registered without one."""
+        stem = re.sub(r"[^a-z0-9_-]", "-", wasm_path.stem.lower()).strip("-_") or "tool"
+        return cls(name=stem[:64])
+
+    def to_json(self) -> str:
+        """Canonical JSON text (sorted keys, no spaces) of the whole manifest."""
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+    def check_within(self, maxima: Limits) -> None:
+        """Raise InvalidManifest when a limit exceeds the host's maximum."""
+        for key, value in self.limits.model_dump().items():
+            ceiling = getattr(maxima, key)
+            if value > ceiling:
+                raise InvalidManifest(
+                    f"manifest of {self.name!r}: limits.{key} = {value} exceeds the host maximum {ceiling}",
+                    details={"field": f"limits.{key}", "value": value, "maximum": ceiling},
+                )
+
+
+def _describe(exc: ValidationError, source: str) -> InvalidManifest:
+    problems = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "(root)"
+        problems.append(f"{field}: {err['msg']}")
+    return InvalidManifest(
+        f"invalid manifest {source}: " + "; ".join(problems),
+        details={"source": source, "problems": problems},
+    )
+
+
+def parse_manifest(data: Any, source: str = "(inline)") -> Manifest:
+    """Validate a decoded manifest document (a mapping) into a Manifest."""
+    if isinstance(data, Manifest):
+        return data
+    if not isinstance(data, dict):
+        raise InvalidManifest(f"invalid manifest {source}: expected a table/object, got {type(data).__name__}")
+    try:
+        return Manifest.model_validate(data)
+    except ValidationError as exc:
+        raise _describe(exc, source) from None
+
+
+def load_manifest(path: Path) -> Manifest:
+    """Read a manifest file (.toml or .json); errors name the file and the field."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidManifest(f"cannot read manifest {path}: {exc}") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InvalidManifest(f"invalid manifest {path}: {exc}") from None
+    return parse_manifest(data, str(path))
+
+
+def find_manifest(wasm_path: Path) -> Path | None:
+    """The manifest file that belongs to an artifact, if there is one."""
+    for candidate in (wasm_path.with_name(wasm_path.stem + ".glovebox.toml"), wasm_path.with_name("glovebox.toml")):
+        if candidate.is_file():
+            return candidate
+    return None

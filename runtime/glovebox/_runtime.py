@@ -1,0 +1,285 @@
+"""The Runtime facade: register tools, list them, call them."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from wasmtime.component import Component
+
+from ._engine import get_engine
+from ._errors import CallError, InternalError, InvalidArtifact, InvalidInput, InvalidOutput, PermissionDenied
+from ._manifest import HOST_MAXIMA, Manifest, find_manifest, load_manifest, parse_manifest
+from ._registry import Registry
+from ._result import CallResult, ToolInfo
+from ._sandbox import Sandbox
+from ._validate import MAX_ARTIFACT_BYTES, validate_component
+
+__all__ = ["Runtime", "default_home"]
+
+logger = logging.getLogger("glovebox")
+
+MAX_INPUT_BYTES = 4 * 1024 * 1024
+ManifestSource = Manifest | dict[str, Any] | str | os.PathLike[str] | None
+
+
+def default_home() -> Path:
+    """``GLOVEBOX_HOME``, else ``$XDG_DATA_HOME/glovebox``, else ``~/.local/share/glovebox``."""
+    env = os.environ.get("GLOVEBOX_HOME")
+    if env:
+        return Path(env)
+    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data) / "glovebox"
+
+
+class Runtime:
+    """Registers tools and runs each call in a fresh, isolated wasm instance.
+
+    Args:
+        home: where artifacts, caches and the index live (default: ``default_home()``).
+        policy: a policy file (the default grants nothing: no capabilities,
+            and tools that require scopes are refused).
+
+    Use it as a context manager, or call ``close()`` when done.
+    """
+
+    def __init__(self, home: str | os.PathLike[str] | None = None, policy: str | os.PathLike[str] | None = None):
+        self.home = Path(home) if home is not None else default_home()
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.policy_path = Path(policy) if policy is not None else _env_path("GLOVEBOX_POLICY")
+        self._registry = Registry(self.home)
+        self._shared = get_engine()
+        self._sandbox = Sandbox(self._shared)
+        self._cache_dir = self.home / "cache" / "compiled"
+        self._validators: dict[tuple[str, str, str], _SchemaCheck] = {}
+        self._verified: set[str] = set()
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the worker pool and database handles. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+        self._registry.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError("this Runtime is closed")
+
+    # -- registry ----------------------------------------------------------
+
+    def register(self, wasm_path: str | os.PathLike[str], manifest: ManifestSource = None) -> ToolInfo:
+        """Validate and store a component with its manifest; return what was registered.
+
+        Raises:
+            InvalidArtifact: the file is not a component of the glovebox world.
+            InvalidManifest: the manifest is malformed or asks for too much.
+        """
+        self._check_open()
+        path = Path(wasm_path)
+        data = _read_artifact(path)
+        resolved = _resolve_manifest(path, manifest)
+        resolved.check_within(HOST_MAXIMA)
+        component = validate_component(self._shared.engine, data, str(path))
+        self._sandbox.probe(component, resolved.limits, str(path))
+        digest = self._registry.store_blob(data)
+        self._shared.remember(digest, component, self._cache_dir)
+        return self._registry.add(resolved, digest, len(data))
+
+    def tools(self) -> list[ToolInfo]:
+        """Every registered tool version, sorted by name, newest first."""
+        self._check_open()
+        return self._registry.entries()
+
+    # -- calls ---------------------------------------------------------------
+
+    def call(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
+        """Run tool ``name`` (or ``name@version``) on the JSON value ``input``.
+
+        Never raises for a failed call: the failure is in the result's ``error``.
+        """
+        self._check_open()
+        if not isinstance(name, str):
+            raise TypeError(f"tool name must be a str, not {type(name).__name__}")
+        started = time.perf_counter()
+        meta: dict[str, Any] = {
+            "call_id": uuid.uuid4().hex,
+            "tool": name,
+            "version": None,
+            "digest": None,
+            "principal": principal or "anonymous",
+            "duration_ms": 0.0,
+            "fuel_used": 0,
+        }
+        try:
+            output = self._call(name, input, meta)
+            result = CallResult(ok=True, output=output, meta=meta)
+        except CallError as error:
+            result = CallResult(ok=False, error=error, meta=meta)
+        except Exception:
+            logger.exception("internal error in call %s", meta["call_id"])
+            opaque = InternalError(f"internal error (call_id {meta['call_id']})", details={"call_id": meta["call_id"]})
+            result = CallResult(ok=False, error=opaque, meta=meta)
+        meta["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        return result
+
+    async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
+        """``call`` on a worker thread, so the event loop keeps running."""
+        import asyncio  # imported here to keep `import glovebox` light
+
+        self._check_open()
+        loop = asyncio.get_running_loop()
+        job: Callable[[], CallResult] = functools.partial(self.call, name, input, principal=principal)
+        return await loop.run_in_executor(self._pool(), job)
+
+    def _pool(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="glovebox")
+            return self._executor
+
+    def _call(self, name: str, value: Any, meta: dict[str, Any]) -> Any:
+        info = self._registry.resolve(name)
+        meta.update(tool=info.name, version=info.version, digest=info.digest)
+        self._check_scopes(info, meta["principal"])
+        input_text = _encode_input(value)
+        if info.input_schema is not True:
+            self._validator(info, "input").validate(value)
+        component = self._component(info)
+        outcome = self._sandbox.run(component, input_text, info.manifest.limits)
+        meta["fuel_used"] = outcome.fuel_used
+        meta["logs"] = outcome.state.logs
+        if outcome.state.logs_dropped:
+            meta["logs_dropped"] = outcome.state.logs_dropped
+        if outcome.state.denials:
+            meta["denials"] = outcome.state.denials
+        if outcome.error is not None:
+            raise outcome.error
+        assert outcome.output_text is not None
+        return self._decode_output(info, outcome.output_text)
+
+    def _check_scopes(self, info: ToolInfo, principal: str) -> None:
+        missing = sorted(set(info.manifest.required_scopes))
+        if missing:
+            raise PermissionDenied(
+                f"principal {principal!r} lacks the scopes {missing} that {info.name} requires",
+                details={"missing_scopes": missing},
+            )
+
+    def _validator(self, info: ToolInfo, which: str) -> _SchemaCheck:
+        key = (info.digest, info.name, which)
+        validator = self._validators.get(key)
+        if validator is None:
+            schema = info.input_schema if which == "input" else info.output_schema
+            cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+            validator = _SchemaCheck(cls(schema), which)
+            self._validators[key] = validator
+        return validator
+
+    def _component(self, info: ToolInfo) -> Component:
+        blob = self._registry.blob_path(info.digest)
+        if info.digest not in self._verified:
+            actual = "sha256:" + hashlib.sha256(blob.read_bytes()).hexdigest()
+            if actual != info.digest:
+                logger.error("artifact %s changed on disk (now %s)", info.digest, actual)
+                raise InternalError("the tool's artifact failed verification; it will not run")
+            self._verified.add(info.digest)
+        return self._shared.component(info.digest, blob, self._cache_dir)
+
+    def _decode_output(self, info: ToolInfo, text: str) -> Any:
+        try:
+            output = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidOutput(
+                f"the tool's output is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+                details={"excerpt": text[:200]},
+            ) from None
+        if info.output_schema is not True:
+            self._validator(info, "output").validate(output)
+        return output
+
+
+class _SchemaCheck:
+    """A cached jsonschema validator that raises the glovebox error for its side."""
+
+    def __init__(self, validator: Any, which: str) -> None:
+        self.validator = validator
+        self.which = which
+
+    def validate(self, value: Any) -> None:
+        if self.validator.is_valid(value):
+            return
+        error = jsonschema.exceptions.best_match(self.validator.iter_errors(value))
+        if error is None:
+            return
+        where = "/" + "/".join(str(p) for p in error.absolute_path)
+        details = {"path": where, "schema_path": "/" + "/".join(str(p) for p in error.absolute_schema_path)}
+        if self.which == "input":
+            raise InvalidInput(
+                f"input does not match the tool's input schema at {where}: {error.message}", details=details
+            )
+        raise InvalidOutput(
+            f"the tool's output does not match its output schema at {where}: {error.message}", details=details
+        )
+
+
+def _env_path(name: str) -> Path | None:
+    value = os.environ.get(name)
+    return Path(value) if value else None
+
+
+def _encode_input(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"input is not a JSON value: {exc}") from None
+    size = len(text.encode("utf-8"))
+    if size > MAX_INPUT_BYTES:
+        raise InvalidInput(
+            f"input is {size} bytes, over the {MAX_INPUT_BYTES}-byte limit", details={"input_bytes": size}
+        )
+    return text
+
+
+def _read_artifact(path: Path) -> bytes:
+    try:
+        size = path.stat().st_size
+        if size > MAX_ARTIFACT_BYTES:
+            raise InvalidArtifact(f"{path} is {size} bytes, over the {MAX_ARTIFACT_BYTES}-byte artifact limit")
+        return path.read_bytes()
+    except OSError as exc:
+        raise InvalidArtifact(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _resolve_manifest(path: Path, manifest: ManifestSource) -> Manifest:
+    if manifest is None:
+        found = find_manifest(path)
+        return load_manifest(found) if found is not None else Manifest.default_for(path)
+    if isinstance(manifest, (Manifest, dict)):
+        return parse_manifest(manifest)
+    if isinstance(manifest, (str, os.PathLike)):
+        return load_manifest(Path(manifest))
+    raise TypeError(f"manifest must be a path, a dict or a Manifest, not {type(manifest).__name__}")

@@ -1,0 +1,156 @@
+"""One tool invocation: a fresh Store and instance, limits set, `call` run, dropped.
+
+Nothing reaches the guest but its input and the host interface: no files, no
+environment, no arguments, no clocks beyond what WASI would give (C guests
+import no WASI at all), no network. Each call gets its own fuel budget, memory
+cap, epoch deadline and output cap.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+
+import wasmtime
+from wasmtime.component import Component, ExportIndex, Linker
+
+from ._engine import SharedEngine
+from ._errors import CallError, GuestError, InvalidArtifact, OutputTooLarge
+from ._fastcall import call_tool, post_return
+from ._host import CallState, activate, make_linker
+from ._manifest import Limits
+from ._traps import Failure, classify
+
+__all__ = ["Outcome", "Sandbox"]
+
+MAX_ERROR_MESSAGE_CHARS = 4096
+
+
+@dataclass
+class Outcome:
+    """What one invocation produced: output text, or the error, and what it cost."""
+
+    output_text: str | None
+    error: CallError | None
+    fuel_used: int
+    state: CallState
+
+
+class Sandbox:
+    """Runs invocations of compiled components on a shared engine."""
+
+    def __init__(self, shared: SharedEngine) -> None:
+        self.shared = shared
+        self._linker: Linker = make_linker(shared.engine)
+        self._live = 0
+        self._live_lock = threading.Lock()
+
+    @property
+    def live_instances(self) -> int:
+        """Instances alive right now (for metrics)."""
+        return self._live
+
+    def run(self, component: Component, input_text: str, limits: Limits) -> Outcome:
+        """Instantiate ``component`` afresh and call it once with ``input_text``."""
+        deadline = time.monotonic() + limits.timeout_ms / 1000.0
+        state = CallState(deadline=deadline, log_limit_bytes=limits.log_bytes)
+        store = wasmtime.Store(self.shared.engine)
+        store.set_limits(memory_size=limits.memory_bytes)
+        store.set_fuel(limits.fuel)
+        store.set_epoch_deadline(self.shared.deadline_ticks(limits.timeout_ms))
+        with self._live_lock:
+            self._live += 1
+        try:
+            with activate(state):
+                output, error = self._invoke(store, component, input_text, limits, state)
+        finally:
+            with self._live_lock:
+                self._live -= 1
+        fuel_used = limits.fuel - _fuel_left(store)
+        if error is None and output is not None:
+            error = _check_output(output, limits)
+        return Outcome(output_text=output if error is None else None, error=error, fuel_used=fuel_used, state=state)
+
+    def probe(self, component: Component, limits: Limits, source: str) -> None:
+        """Instantiate once without calling, to prove the component links and starts."""
+        state = CallState(deadline=time.monotonic() + limits.timeout_ms / 1000.0, log_limit_bytes=0)
+        store = wasmtime.Store(self.shared.engine)
+        store.set_limits(memory_size=limits.memory_bytes)
+        store.set_fuel(limits.fuel)
+        store.set_epoch_deadline(self.shared.deadline_ticks(limits.timeout_ms))
+        try:
+            with activate(state):
+                self._linker.instantiate(store, component)
+        except (wasmtime.Trap, wasmtime.WasmtimeError, wasmtime.ExitTrap) as exc:
+            error = classify(Failure(exc, limits, _fuel_left(store), False, instantiating=True))
+            if error.code in ("memory_limit", "fuel_exhausted", "timeout"):
+                reason = error.message
+            else:
+                reason = " ".join(str(exc).strip().splitlines()[:3])
+            raise InvalidArtifact(f"{source} cannot be instantiated: {reason}") from None
+
+    def _invoke(
+        self, store: wasmtime.Store, component: Component, input_text: str, limits: Limits, state: CallState
+    ) -> tuple[str | None, CallError | None]:
+        deadline = state.deadline
+        instantiating = True
+        try:
+            instance = self._linker.instantiate(store, component)
+            func = instance.get_func(store, _export_index(component))
+            if func is None:
+                raise wasmtime.WasmtimeError("component does not export `call`")
+            instantiating = False
+            is_ok, payload = call_tool(func, store, input_text)
+            post_return(func, store)
+        except (wasmtime.Trap, wasmtime.WasmtimeError, wasmtime.ExitTrap) as exc:
+            failure = Failure(
+                exc,
+                limits,
+                _fuel_left(store),
+                time.monotonic() >= deadline,
+                instantiating,
+                guest_reported_oom=state.oom_reported,
+            )
+            return None, classify(failure)
+        return _unpack(is_ok, payload)
+
+
+def _fuel_left(store: wasmtime.Store) -> int:
+    try:
+        return store.get_fuel()
+    except wasmtime.WasmtimeError:
+        return 0
+
+
+_EXPORT_INDEXES: weakref.WeakKeyDictionary[Component, ExportIndex] = weakref.WeakKeyDictionary()
+
+
+def _export_index(component: Component) -> ExportIndex | str:
+    index = _EXPORT_INDEXES.get(component)
+    if index is None:
+        index = component.get_export_index("call")
+        if index is None:
+            return "call"
+        _EXPORT_INDEXES[component] = index
+    return index
+
+
+def _unpack(is_ok: bool, payload: str) -> tuple[str | None, CallError | None]:
+    if is_ok:
+        return payload, None
+    message = payload
+    if len(message) > MAX_ERROR_MESSAGE_CHARS:
+        message = message[:MAX_ERROR_MESSAGE_CHARS] + " …(truncated)"
+    return None, GuestError(message or "the tool reported an error without a message")
+
+
+def _check_output(output: str, limits: Limits) -> CallError | None:
+    size = len(output.encode("utf-8", "surrogatepass"))
+    if size > limits.output_bytes:
+        return OutputTooLarge(
+            f"the tool's output is {size} bytes, over its {limits.output_bytes}-byte limit",
+            details={"output_bytes": size, "limit": limits.output_bytes},
+        )
+    return None

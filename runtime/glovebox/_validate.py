@@ -1,0 +1,98 @@
+"""Check that a .wasm artifact is a component of the glovebox world.
+
+The checks run before anything is stored: the bytes are wasm; they are a
+component, not a core module; they compile; the component exports
+``call: func(input: string) -> result<string, string>``; and it imports
+nothing but the ``glovebox:tool/host@0.1.0`` interface. Each refusal says which
+check failed and what to do about it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import wasmtime
+from wasmtime.component import Component, ComponentInstanceType, FuncType, ResultType, String
+
+from ._errors import InvalidArtifact
+from ._host import HOST_FUNCTIONS, HOST_INTERFACE
+
+__all__ = ["MAX_ARTIFACT_BYTES", "check_header", "validate_component"]
+
+MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
+_MAGIC = b"\0asm"
+_CORE_VERSION = b"\x01\x00\x00\x00"
+_COMPONENT_LAYER = b"\x0d\x00\x01\x00"
+
+
+def check_header(data: bytes, source: str) -> None:
+    """Refuse what is not a wasm component by its first eight bytes and size."""
+    if len(data) > MAX_ARTIFACT_BYTES:
+        raise InvalidArtifact(f"{source} is {len(data)} bytes, over the {MAX_ARTIFACT_BYTES}-byte artifact limit")
+    if data[:4] != _MAGIC:
+        raise InvalidArtifact(f"{source} is not a WebAssembly file (no \\0asm magic number)")
+    if data[4:8] == _CORE_VERSION:
+        raise InvalidArtifact(
+            f"{source} is a core wasm module, not a component: build it with `glovebox build`, "
+            "or wrap it with `wasm-tools component new`"
+        )
+    if data[4:8] != _COMPONENT_LAYER:
+        raise InvalidArtifact(f"{source} has an unsupported wasm version/layer {data[4:8].hex()}")
+
+
+def validate_component(engine: wasmtime.Engine, data: bytes, source: str) -> Component:
+    """Compile ``data`` and check it against the glovebox world; return the component."""
+    check_header(data, source)
+    try:
+        component = Component(engine, data)
+    except wasmtime.WasmtimeError as exc:
+        raise InvalidArtifact(f"{source} is not a valid component: {_first_line(str(exc))}") from None
+    ctype = component.type
+    _check_exports(ctype.exports(engine), engine, source)
+    _check_imports(ctype.imports(engine), engine, source)
+    return component
+
+
+def _first_line(text: str) -> str:
+    return " ".join(text.strip().splitlines()[:3])
+
+
+def _check_exports(exports: Mapping[str, object], engine: wasmtime.Engine, source: str) -> None:
+    item = exports.get("call")
+    if item is None:
+        found = ", ".join(sorted(exports)) or "nothing"
+        raise InvalidArtifact(
+            f"{source} does not export `call` (it exports {found}); a tool exports "
+            "`call: func(input: string) -> result<string, string>`"
+        )
+    ty = item.ty  # type: ignore[attr-defined]
+    if not isinstance(ty, FuncType) or not _is_call_type(ty):
+        raise InvalidArtifact(
+            f"{source} exports `call` with the wrong type; expected `func(input: string) -> result<string, string>`"
+        )
+
+
+def _is_call_type(ty: FuncType) -> bool:
+    params, result = ty.params, ty.result
+    if len(params) != 1 or not isinstance(params[0][1], String):
+        return False
+    return isinstance(result, ResultType) and isinstance(result.ok, String) and isinstance(result.err, String)
+
+
+def _check_imports(imports: Mapping[str, object], engine: wasmtime.Engine, source: str) -> None:
+    for name, item in imports.items():
+        if name != HOST_INTERFACE:
+            raise InvalidArtifact(
+                f"{source} imports `{name}`, which is outside the glovebox world "
+                f"(a tool may import only `{HOST_INTERFACE}`)"
+            )
+        ty = item.ty  # type: ignore[attr-defined]
+        if not isinstance(ty, ComponentInstanceType):
+            raise InvalidArtifact(f"{source} imports `{name}` as something other than an interface")
+        funcs = {fname for fname, f in ty.exports(engine).items() if isinstance(f.ty, FuncType)}
+        unknown = sorted(funcs - HOST_FUNCTIONS)
+        if unknown:
+            raise InvalidArtifact(
+                f"{source} imports `{name}#{unknown[0]}`, which the host does not provide "
+                f"(it provides {', '.join(sorted(HOST_FUNCTIONS))})"
+            )

@@ -1,0 +1,103 @@
+"""The CLI contract: commands, the envelope on stdout, exit codes 0 / 1 / 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from glovebox._cli import cli
+
+
+def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "glovebox", *args], capture_output=True, text=True, input=input, timeout=300
+    )
+
+
+def test_register_tools_call_roundtrip(build_example: Callable[[str], Path]) -> None:
+    wasm = build_example("text-stats")
+    registered = run("register", str(wasm))
+    assert registered.returncode == 0, registered.stderr
+    assert registered.stdout.startswith("registered text-stats@1.0.0 sha256:")
+
+    listed = run("tools", "--json")
+    assert listed.returncode == 0
+    [tool] = json.loads(listed.stdout)
+    assert tool["name"] == "text-stats" and tool["digest"].startswith("sha256:")
+    assert "text-stats" in run("tools").stdout
+
+    ok = run("call", "text-stats", "--input", '{"text": "a b\\nc"}', "--principal", "tester")
+    assert ok.returncode == 0, ok.stderr
+    envelope = json.loads(ok.stdout)
+    assert envelope["ok"] is True
+    assert envelope["output"] == {"characters": 5, "words": 3, "lines": 2, "bytes": 5}
+    assert envelope["meta"]["principal"] == "tester"
+    for key in ("call_id", "tool", "version", "digest", "duration_ms", "fuel_used"):
+        assert key in envelope["meta"]
+
+    bad = run("call", "text-stats", "--input", '{"text": 5}')
+    assert bad.returncode == 1
+    failed = json.loads(bad.stdout)
+    assert failed["ok"] is False
+    assert failed["error"]["code"] == "invalid_input"
+    assert set(failed["error"]) == {"code", "message", "retryable", "details"}
+
+    stdin = run("call", "text-stats", "--input", "-", input='{"text": "x"}')
+    assert stdin.returncode == 0 and json.loads(stdin.stdout)["output"]["words"] == 1
+
+
+def test_unknown_tool_exits_1_with_envelope() -> None:
+    result = run("call", "nope", "--input", "{}")
+    assert result.returncode == 1
+    assert json.loads(result.stdout)["error"]["code"] == "tool_not_found"
+
+
+def test_usage_errors_exit_2() -> None:
+    assert run("call", "x", "--input", "{not json").returncode == 2
+    assert "not JSON" in run("call", "x", "--input", "{not json").stderr
+    assert run("call", "x").returncode == 2
+    assert run("call", "x", "--input", "{}", "--bogus").returncode == 2
+    assert run("frobnicate").returncode == 2
+
+
+def test_register_refusal_exits_1(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.wasm"
+    junk.write_text("hello")
+    result = run("register", str(junk))
+    assert result.returncode == 1
+    assert "error [invalid_artifact]" in result.stderr and "junk.wasm" in result.stderr
+
+
+def test_build_error_is_verbatim_with_file_and_line(tmp_path: Path) -> None:
+    src = tmp_path / "broken.c"
+    src.write_text('#include "glovebox.h"\nint gb_tool(const char *i, size_t n, gb_buf *o) {\n  return nope;\n}\n')
+    result = run("build", str(src), "-o", str(tmp_path / "out.wasm"))
+    assert result.returncode == 1
+    assert "error [build_failed]" in result.stderr
+    assert "broken.c:3:" in result.stderr and "nope" in result.stderr
+    assert not (tmp_path / "out.wasm").exists()
+
+
+def test_build_refuses_stdio_with_a_hint(tmp_path: Path) -> None:
+    src = tmp_path / "printer.c"
+    src.write_text(
+        '#include "glovebox.h"\nint gb_tool(const char *i, size_t n, gb_buf *o) {\n'
+        '  printf("hi\\n");\n  return gb_buf_puts(o, "1"), GB_OK;\n}\n'
+    )
+    result = CliRunner().invoke(cli, ["build", str(src), "-o", str(tmp_path / "p.wasm")])
+    assert result.exit_code == 1
+    assert "fd_write" in result.output and "gb_log" in result.output
+
+
+def test_home_option_overrides_env(tmp_path: Path, build_example: Callable[[str], Path]) -> None:
+    home = tmp_path / "elsewhere"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["--home", str(home), "register", str(build_example("calc"))]).exit_code == 0
+    assert (home / "registry.sqlite").is_file()
+    assert "calc" in runner.invoke(cli, ["--home", str(home), "tools"]).output
+    assert "no tools registered" in runner.invoke(cli, ["tools"]).output

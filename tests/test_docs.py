@@ -1,0 +1,35 @@
+"""The README documents every CLI command, error code and manifest field."""
+
+from pathlib import Path
+
+import pytest
+
+import glovebox
+from glovebox._cli import cli
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+@pytest.mark.parametrize("command", sorted(cli.commands))
+def test_cli_command_documented(command: str) -> None:
+    assert f"`glovebox {command}" in README
+
+
+@pytest.mark.parametrize("code", glovebox.ERROR_CODES + ("invalid_artifact", "invalid_manifest", "build_failed"))
+def test_error_code_documented(code: str) -> None:
+    assert f"`{code}`" in README
+
+
+@pytest.mark.parametrize("field", sorted(glovebox.Manifest.model_fields))
+def test_manifest_field_documented(field: str) -> None:
+    assert f"`{field}" in README
+
+
+@pytest.mark.parametrize("field", sorted(glovebox.Limits.model_fields))
+def test_limit_documented(field: str) -> None:
+    assert f"`limits.{field}`" in README
+
+
+@pytest.mark.parametrize("variable", ["GLOVEBOX_HOME", "GLOVEBOX_POLICY"])
+def test_environment_documented(variable: str) -> None:
+    assert f"`{variable}`" in README
