@@ -106,15 +106,7 @@ class Registry:
         db = self._db()
         db.execute("BEGIN IMMEDIATE")
         try:
-            row = db.execute(
-                "SELECT digest, manifest FROM tools WHERE name = ? AND version = ?", (manifest.name, manifest.version)
-            ).fetchone()
-            if row is not None and (row[0], row[1]) != (digest, manifest.to_json()):
-                raise InvalidManifest(
-                    f"{manifest.name}@{manifest.version} is already registered with a different "
-                    f"artifact or manifest ({row[0]}); bump the version",
-                    details={"name": manifest.name, "version": manifest.version, "digest": row[0]},
-                )
+            row = self.check_conflict(manifest, digest)
             if row is None:
                 db.execute(
                     "INSERT INTO tools (name, version, digest, manifest, size_bytes, registered_at) "
@@ -122,10 +114,28 @@ class Registry:
                     (manifest.name, manifest.version, digest, manifest.to_json(), size_bytes, now),
                 )
             db.execute("COMMIT")
+            self._local.cache = None
         except BaseException:
             db.execute("ROLLBACK")
             raise
         return self.resolve(f"{manifest.name}@{manifest.version}")
+
+    def check_conflict(self, manifest: Manifest, digest: str) -> tuple[str, str] | None:
+        """The existing (digest, manifest) row for name@version; refuses a different one."""
+        row: tuple[str, str] | None = (
+            self._db()
+            .execute(
+                "SELECT digest, manifest FROM tools WHERE name = ? AND version = ?", (manifest.name, manifest.version)
+            )
+            .fetchone()
+        )
+        if row is not None and (row[0], row[1]) != (digest, manifest.to_json()):
+            raise InvalidManifest(
+                f"{manifest.name}@{manifest.version} is already registered with a different "
+                f"artifact or manifest ({row[0]}); bump the version",
+                details={"name": manifest.name, "version": manifest.version, "digest": row[0]},
+            )
+        return row
 
     def entries(self) -> list[ToolInfo]:
         """Every registered tool version, by name, newest version first."""
@@ -136,7 +146,29 @@ class Registry:
         return infos
 
     def resolve(self, ref: str) -> ToolInfo:
-        """Find ``name@version``, or the newest version of ``name``."""
+        """Find ``name@version``, or the newest version of ``name``.
+
+        Answers are cached per thread until the index changes: SQLite's
+        ``data_version`` moves whenever another connection (another thread or
+        process) commits, and this connection's own writes clear the cache.
+        """
+        cache = self._cache()
+        hit = cache.get(ref)
+        if hit is not None:
+            return hit
+        info = self._resolve(ref)
+        cache[ref] = info
+        return info
+
+    def _cache(self) -> dict[str, ToolInfo]:
+        version = self._db().execute("PRAGMA data_version").fetchone()[0]
+        cache: dict[str, ToolInfo] | None = getattr(self._local, "cache", None)
+        if cache is None or getattr(self._local, "cache_version", None) != version:
+            cache = self._local.cache = {}
+            self._local.cache_version = version
+        return cache
+
+    def _resolve(self, ref: str) -> ToolInfo:
         name, _, version = ref.partition("@")
         query = "SELECT name, version, digest, manifest, size_bytes, registered_at FROM tools WHERE name = ?"
         rows = [_info(row) for row in self._db().execute(query, (name,))]

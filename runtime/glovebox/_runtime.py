@@ -105,7 +105,9 @@ class Runtime:
         resolved.check_within(HOST_MAXIMA)
         component = validate_component(self._shared.engine, data, str(path))
         self._sandbox.probe(component, resolved.limits, str(path))
-        digest = self._registry.store_blob(data)
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        self._registry.check_conflict(resolved, digest)
+        self._registry.store_blob(data)
         self._shared.remember(digest, component, self._cache_dir)
         return self._registry.add(resolved, digest, len(data))
 
