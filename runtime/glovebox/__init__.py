@@ -27,7 +27,8 @@ from ._errors import (
     ToolNotFound,
     UpstreamError,
 )
-from ._manifest import Capabilities, HttpRule, Limits, Manifest
+from ._grants import Grants, HttpLimits, HttpRule, SecretRule
+from ._manifest import Capabilities, Limits, Manifest
 from ._result import CallResult, ToolInfo
 from ._runtime import Runtime
 
@@ -44,8 +45,10 @@ __all__ = [
     "ERROR_CODES",
     "FuelExhausted",
     "GloveboxError",
+    "Grants",
     "GuestError",
     "GuestTrap",
+    "HttpLimits",
     "HttpRule",
     "InternalError",
     "InvalidArtifact",
@@ -59,6 +62,7 @@ __all__ = [
     "PermissionDenied",
     "RegistrationError",
     "Runtime",
+    "SecretRule",
     "ToolInfo",
     "ToolNotFound",
     "UpstreamError",

@@ -14,7 +14,7 @@ import json
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jsonschema
 import jsonschema.exceptions
@@ -22,6 +22,7 @@ import jsonschema.validators
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ._errors import InvalidManifest
+from ._grants import HttpRule
 
 __all__ = ["HttpRule", "Capabilities", "Limits", "Manifest", "load_manifest", "find_manifest"]
 
@@ -57,16 +58,6 @@ HOST_MAXIMA = Limits(
     output_bytes=16 * MIB,
     log_bytes=256 * 1024,
 )
-
-
-class HttpRule(_Frozen):
-    """One HTTP destination a tool declares (and a policy may grant)."""
-
-    host: str = Field(description="Exact host name or a '*.example.com' wildcard.")
-    schemes: list[Literal["http", "https"]] = ["https"]
-    ports: list[int] | None = None
-    methods: list[str] = ["GET"]
-    paths: list[str] = ["/*"]
 
 
 class Capabilities(_Frozen):
