@@ -101,3 +101,35 @@ def test_home_option_overrides_env(tmp_path: Path, build_example: Callable[[str]
     assert (home / "registry.sqlite").is_file()
     assert "calc" in runner.invoke(cli, ["--home", str(home), "tools"]).output
     assert "no tools registered" in runner.invoke(cli, ["tools"]).output
+
+
+def test_registry_commands(tmp_path: Path, build_example: Callable[[str], Path]) -> None:
+    wasm = tmp_path / "calc.wasm"
+    wasm.write_bytes(build_example("calc").read_bytes())
+    (tmp_path / "calc.glovebox.toml").write_text(build_example("calc").with_name("calc.glovebox.toml").read_text())
+    keys = tmp_path / "keys"
+    assert run("keys", "generate", "release", "--dir", str(keys)).returncode == 0
+    assert run("keys", "generate", "release", "--dir", str(keys)).returncode == 1  # never overwrites
+    assert "no trusted keys" in run("keys", "list").stdout
+    assert run("keys", "trust", str(keys / "release.pub")).stdout.startswith("trusted release:")
+    assert run("keys", "list").stdout.startswith("release:")
+
+    signed = run("sign", str(wasm), "--key", str(keys / "release.key"))
+    assert signed.returncode == 0 and signed.stdout.strip().endswith("calc.wasm.sig")
+    verified = run("verify", str(wasm))
+    assert verified.returncode == 0 and "signed by release:" in verified.stdout
+    assert run("register", str(wasm)).returncode == 0
+
+    shown = json.loads(run("show", "calc").stdout)
+    assert shown["signer"].startswith("release:") and shown["version"] == "1.0.0"
+    assert run("show", "nope").returncode == 1
+
+    assert "DEPRECATED: use v2" in (run("deprecate", "calc@1.0.0", "-m", "use v2").stdout + run("tools").stdout)
+    assert run("tools", "--no-deprecated", "--json").stdout.strip() == "[]"
+    assert run("remove", "calc").returncode == 2  # a bare name needs --all
+    assert run("remove", "calc@1.0.0").stdout.strip() == "removed calc@1.0.0"
+    assert run("remove", "calc@1.0.0").returncode == 1
+
+    wasm.write_bytes(wasm.read_bytes() + b"\0")
+    tampered = run("verify", str(wasm))
+    assert tampered.returncode == 1 and "error [invalid_signature]" in tampered.stderr

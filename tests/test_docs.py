@@ -15,7 +15,15 @@ def test_cli_command_documented(command: str) -> None:
     assert f"`glovebox {command}" in README
 
 
-@pytest.mark.parametrize("code", glovebox.ERROR_CODES + ("invalid_artifact", "invalid_manifest", "build_failed"))
+def test_cli_subcommands_documented() -> None:
+    for name, command in cli.commands.items():
+        for sub in getattr(command, "commands", {}):
+            assert f"{name} {sub}" in README, f"glovebox {name} {sub}"
+
+
+@pytest.mark.parametrize(
+    "code", glovebox.ERROR_CODES + ("invalid_artifact", "invalid_manifest", "invalid_signature", "build_failed")
+)
 def test_error_code_documented(code: str) -> None:
     assert f"`{code}`" in README
 
@@ -30,6 +38,6 @@ def test_limit_documented(field: str) -> None:
     assert f"`limits.{field}`" in README
 
 
-@pytest.mark.parametrize("variable", ["GLOVEBOX_HOME", "GLOVEBOX_POLICY"])
+@pytest.mark.parametrize("variable", ["GLOVEBOX_HOME", "GLOVEBOX_POLICY", "GLOVEBOX_REQUIRE_SIGNATURES"])
 def test_environment_documented(variable: str) -> None:
     assert f"`{variable}`" in README

@@ -24,6 +24,7 @@ from ._errors import (
     OutputTooLarge,
     PermissionDenied,
     RegistrationError,
+    SignatureError,
     ToolNotFound,
     UpstreamError,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "RegistrationError",
     "Runtime",
     "SecretRule",
+    "SignatureError",
     "ToolInfo",
     "ToolNotFound",
     "UpstreamError",

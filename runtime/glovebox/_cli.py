@@ -9,14 +9,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from ._build import build as build_tool
+from ._compiled import file_sha256
 from ._errors import GloveboxError
 from ._result import ToolInfo
-from ._runtime import Runtime
+from ._runtime import Runtime, resolve_manifest
+from ._signing import TrustStore, generate_keypair, sign_artifact, signature_path, trust_key, verify_signature
 
 __all__ = ["main"]
 
@@ -27,7 +29,7 @@ def _runtime(ctx: click.Context) -> Runtime:
     return Runtime(home=home, policy=policy)
 
 
-def _fail(error: GloveboxError) -> None:
+def _fail(error: GloveboxError) -> NoReturn:
     click.echo(f"error [{error.code}]: {error.message}", err=True)
     sys.exit(error.exit_code)
 
@@ -75,12 +77,15 @@ def register(ctx: click.Context, wasm: str, manifest: str | None, as_json: bool)
 
 
 @cli.command()
+@click.argument("pattern", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--no-deprecated", is_flag=True, help="Hide deprecated versions.")
+@click.option("--signed/--unsigned", default=None, help="Only signed (or only unsigned) versions.")
 @click.pass_context
-def tools(ctx: click.Context, as_json: bool) -> None:
-    """List the registered tools."""
+def tools(ctx: click.Context, pattern: str | None, as_json: bool, no_deprecated: bool, signed: bool | None) -> None:
+    """List the registered tools (PATTERN filters names, e.g. 'text-*')."""
     with _runtime(ctx) as rt:
-        infos = rt.tools()
+        infos = rt.tools(pattern, include_deprecated=not no_deprecated, signed=signed)
     if as_json:
         click.echo(_dump([info.to_dict() for info in infos]))
         return
@@ -92,12 +97,138 @@ def tools(ctx: click.Context, as_json: bool) -> None:
 
 def _table(infos: list[ToolInfo]) -> str:
     rows = [("NAME", "VERSION", "DIGEST", "DESCRIPTION")]
-    rows += [(i.name, i.version, i.digest[7:19], i.description[:60]) for i in infos]
+    rows += [(i.name, i.version, i.digest[7:19], _describe(i)) for i in infos]
     widths = [max(len(row[col]) for row in rows) for col in range(3)]
     return "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)) + "  " + row[3]
         for row in rows
     )
+
+
+def _describe(info: ToolInfo) -> str:
+    flags = [f"signed by {info.signer}"] if info.signer else []
+    flags += [f"DEPRECATED: {info.deprecated}"] if info.deprecated else []
+    return info.description[:60] + (f"  [{'; '.join(flags)}]" if flags else "")
+
+
+@cli.command()
+@click.argument("ref")
+@click.pass_context
+def show(ctx: click.Context, ref: str) -> None:
+    """Show one tool (NAME or NAME@VERSION) as JSON: manifest, digest, signer."""
+    with _runtime(ctx) as rt:
+        try:
+            info = rt.tool(ref)
+        except GloveboxError as error:
+            _fail(error)
+    click.echo(_dump(info.to_dict()))
+
+
+@cli.command()
+@click.argument("ref")
+@click.option("--all", "all_versions", is_flag=True, help="With a bare NAME: remove every version.")
+@click.pass_context
+def remove(ctx: click.Context, ref: str, all_versions: bool) -> None:
+    """Remove NAME@VERSION (or, with --all, every version of NAME)."""
+    if "@" not in ref and not all_versions:
+        raise click.UsageError(f"{ref!r} names every version; give NAME@VERSION or add --all")
+    with _runtime(ctx) as rt:
+        try:
+            removed = rt.remove(ref)
+        except GloveboxError as error:
+            _fail(error)
+    for info in removed:
+        click.echo(f"removed {info.name}@{info.version}")
+
+
+@cli.command()
+@click.argument("ref")
+@click.option("-m", "--message", default="", help="Why, and what to use instead.")
+@click.pass_context
+def deprecate(ctx: click.Context, ref: str, message: str) -> None:
+    """Deprecate NAME@VERSION (or every version of NAME)."""
+    with _runtime(ctx) as rt:
+        try:
+            marked = rt.deprecate(ref, message)
+        except GloveboxError as error:
+            _fail(error)
+    for info in marked:
+        click.echo(f"deprecated {info.name}@{info.version}: {info.deprecated}")
+
+
+@cli.group()
+def keys() -> None:
+    """Manage signing keys and the keys this registry trusts."""
+
+
+@keys.command("generate")
+@click.argument("name")
+@click.option("-d", "--dir", "directory", default=".", type=click.Path(file_okay=False), show_default=True)
+def keys_generate(name: str, directory: str) -> None:
+    """Create an Ed25519 key pair NAME.key (private) and NAME.pub in DIR."""
+    try:
+        private, public = generate_keypair(Path(directory), name)
+    except FileExistsError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"private key: {private} (keep it secret)\npublic key:  {public}")
+
+
+@keys.command("trust")
+@click.argument("public_key", type=click.Path(exists=True, dir_okay=False))
+@click.pass_context
+def keys_trust(ctx: click.Context, public_key: str) -> None:
+    """Trust signatures made with PUBLIC_KEY (copied into GLOVEBOX_HOME/trusted_keys)."""
+    with _runtime(ctx) as rt:
+        try:
+            signer = trust_key(rt.trusted_keys_dir, Path(public_key))
+        except GloveboxError as error:
+            _fail(error)
+    click.echo(f"trusted {signer}")
+
+
+@keys.command("list")
+@click.pass_context
+def keys_list(ctx: click.Context) -> None:
+    """List the trusted public keys."""
+    with _runtime(ctx) as rt:
+        trust = TrustStore.load(rt.trusted_keys_dir)
+    for key, name in sorted(trust.names.items(), key=lambda item: item[1]):
+        click.echo(f"{name}:{key}")
+    if not trust.names:
+        click.echo("no trusted keys (add one with `glovebox keys trust KEY.pub`)")
+
+
+@cli.command()
+@click.argument("wasm", type=click.Path(exists=True, dir_okay=False))
+@click.option("--key", "key_path", required=True, type=click.Path(exists=True, dir_okay=False), help="Private key.")
+@click.option("--manifest", type=click.Path(exists=True, dir_okay=False), help="Manifest file (default: beside WASM).")
+def sign(wasm: str, key_path: str, manifest: str | None) -> None:
+    """Sign WASM together with its manifest; writes WASM.sig."""
+    try:
+        target = sign_artifact(Path(wasm), resolve_manifest(Path(wasm), manifest), Path(key_path))
+    except GloveboxError as error:
+        _fail(error)
+    click.echo(str(target))
+
+
+@cli.command()
+@click.argument("wasm", type=click.Path(exists=True, dir_okay=False))
+@click.option("--manifest", type=click.Path(exists=True, dir_okay=False), help="Manifest file (default: beside WASM).")
+@click.option("--signature", type=click.Path(dir_okay=False), help="Signature file (default: WASM.sig).")
+@click.pass_context
+def verify(ctx: click.Context, wasm: str, manifest: str | None, signature: str | None) -> None:
+    """Check WASM's signature against its manifest and the trusted keys."""
+    path = Path(wasm)
+    with _runtime(ctx) as rt:
+        trust = TrustStore.load(rt.trusted_keys_dir)
+    try:
+        digest = "sha256:" + file_sha256(path)
+        key = verify_signature(
+            Path(signature) if signature else signature_path(path), digest, resolve_manifest(path, manifest), trust
+        )
+    except GloveboxError as error:
+        _fail(error)
+    click.echo(f"ok: {path.name} {digest} signed by {trust.names[key]}:{key}")
 
 
 def _parse_input(raw: str) -> Any:

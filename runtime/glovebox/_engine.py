@@ -1,4 +1,4 @@
-"""The one wasmtime Engine per process, its epoch ticker and its compile cache.
+"""The one wasmtime Engine per process, its epoch ticker and its loaded components.
 
 Settings are chosen for density: a pooling allocator (instantiation is a slot
 reuse, not an mmap), copy-on-write memory images, small guard regions and no
@@ -13,7 +13,6 @@ import ctypes
 import hashlib
 import importlib.metadata
 import json
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -24,7 +23,7 @@ import wasmtime
 import wasmtime._ffi as ffi
 from wasmtime.component import Component
 
-__all__ = ["EngineSettings", "SharedEngine", "get_engine"]
+__all__ = ["EngineSettings", "SharedEngine", "compile_config", "get_engine"]
 
 MIB = 1024 * 1024
 
@@ -77,7 +76,8 @@ def _pooling_config(settings: EngineSettings) -> ctypes._Pointer:  # type: ignor
     return pc
 
 
-def _config(settings: EngineSettings) -> wasmtime.Config:
+def compile_config(settings: EngineSettings) -> wasmtime.Config:
+    """Everything that shapes generated code (a child compiler uses exactly this)."""
     cfg = wasmtime.Config()
     cfg.consume_fuel = True
     cfg.epoch_interruption = True
@@ -87,6 +87,11 @@ def _config(settings: EngineSettings) -> wasmtime.Config:
     cfg.memory_guard_size = 64 * 1024
     cfg.memory_reservation_for_growth = 0
     cfg.parallel_compilation = True
+    return cfg
+
+
+def _config(settings: EngineSettings) -> wasmtime.Config:
+    cfg = compile_config(settings)
     pc = _pooling_config(settings)
     ffi.wasmtime_pooling_allocation_strategy_set(cfg.ptr(), pc)
     ffi.wasmtime_pooling_allocation_config_delete(pc)
@@ -120,49 +125,24 @@ class SharedEngine:
         """Epoch ticks that cover ``timeout_ms`` (plus one for the partial tick)."""
         return int(timeout_ms / self.settings.epoch_tick_ms) + 1
 
-    def component(self, digest: str, wasm_path: Path, cache_dir: Path) -> Component:
-        """The compiled component for an artifact: from memory, the disk cache, or compiled now.
-
-        The on-disk entry is keyed by the artifact digest, the wasmtime version
-        and the engine settings, so an upgrade or a settings change misses the
-        cache instead of loading code built for another engine.
-        """
+    def cached(self, digest: str) -> Component | None:
+        """A component already loaded in this process, if any."""
         with self._lock:
             hit = self._components.get(digest)
             if hit is not None:
                 self._components.move_to_end(digest)
-                return hit
-        component = self._load_or_compile(digest, wasm_path, cache_dir)
+            return hit
+
+    def remember(self, digest: str, component: Component) -> None:
+        """Keep a loaded component in memory (least recently used are dropped)."""
         with self._lock:
             self._components[digest] = component
             while len(self._components) > 256:
                 self._components.popitem(last=False)
-        return component
 
-    def _load_or_compile(self, digest: str, wasm_path: Path, cache_dir: Path) -> Component:
-        cached = cache_dir / f"{digest}-{self.fingerprint}.cwasm"
-        if cached.is_file():
-            try:
-                return Component.deserialize_file(self.engine, str(cached))
-            except wasmtime.WasmtimeError:
-                cached.unlink(missing_ok=True)
-        component = Component(self.engine, wasm_path.read_bytes())
-        self._write_cache(cached, component)
-        return component
-
-    def remember(self, digest: str, component: Component, cache_dir: Path) -> None:
-        """Keep a freshly compiled component in memory and on disk."""
-        cached = cache_dir / f"{digest}-{self.fingerprint}.cwasm"
-        if not cached.is_file():
-            self._write_cache(cached, component)
-        with self._lock:
-            self._components[digest] = component
-
-    def _write_cache(self, cached: Path, component: Component) -> None:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}")
-        tmp.write_bytes(component.serialize())
-        os.replace(tmp, cached)
+    def load(self, compiled: Path) -> Component:
+        """Memory-map a serialized component made with this engine's settings."""
+        return Component.deserialize_file(self.engine, str(compiled))
 
     def forget(self, digest: str) -> None:
         """Drop a component from the in-memory cache."""

@@ -22,6 +22,7 @@ contract), a ``retryable`` flag and, for the CLI, an ``exit_code``::
     └── RegistrationError              (refuses an artifact, a manifest or a build)
         ├── InvalidArtifact            invalid_artifact
         ├── InvalidManifest            invalid_manifest
+        ├── SignatureError             invalid_signature
         └── BuildError                 build_failed
 
 Third-party errors (wasmtime traps, jsonschema failures) are translated into
@@ -54,6 +55,7 @@ __all__ = [
     "OutputTooLarge",
     "PermissionDenied",
     "RegistrationError",
+    "SignatureError",
     "ToolNotFound",
     "UpstreamError",
 ]
@@ -167,6 +169,12 @@ class InvalidArtifact(RegistrationError):
 
 class InvalidManifest(RegistrationError):
     code = "invalid_manifest"
+
+
+class SignatureError(RegistrationError):
+    """A signature is missing where required, does not verify, or names an untrusted key."""
+
+    code = "invalid_signature"
 
 
 class BuildError(RegistrationError):

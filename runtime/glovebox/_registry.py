@@ -3,22 +3,27 @@
 Layout under ``GLOVEBOX_HOME``::
 
     blobs/sha256/<hex>.wasm      artifacts, named by their digest, read-only
-    cache/compiled/              compiled components (see glovebox._engine)
-    registry.sqlite              the index (WAL): name, version, digest, manifest
+    cache/compiled/              compiled components (see glovebox._compiled)
+    registry.sqlite              the index (WAL): tools and compiled-artifact hashes
 
-An artifact is written to a temporary file and renamed into place, and its
-index row is written in one transaction, so a crash never leaves a row
-pointing at a missing or partial blob.
+An artifact is written to a temporary file and renamed into place before its
+index row is committed, so a crash never leaves a row pointing at a missing
+or partial blob. Writers take SQLite's write lock (``BEGIN IMMEDIATE``), so
+two processes registering at once serialise instead of corrupting the index.
+Readers see every committed change at their next lookup (hot registration).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import hashlib
 import os
 import sqlite3
 import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -37,9 +42,19 @@ CREATE TABLE IF NOT EXISTS tools (
     size_bytes INTEGER NOT NULL,
     registered_at TEXT NOT NULL,
     signer TEXT,
+    deprecated TEXT,
     PRIMARY KEY (name, version)
 );
+CREATE INDEX IF NOT EXISTS tools_digest ON tools (digest);
+CREATE TABLE IF NOT EXISTS compiled (
+    digest TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    PRIMARY KEY (digest, fingerprint)
+);
 """
+_COLUMNS = "name, version, digest, manifest, size_bytes, registered_at, signer, deprecated"
+Row = tuple[str, str, str, str, int, str, str | None, str | None]
 
 
 def version_key(version: str) -> tuple[int, int, int, int, str]:
@@ -62,24 +77,45 @@ class Registry:
         self.blob_dir = home / "blobs" / "sha256"
         self.blob_dir.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        with self._db() as db:
-            db.executescript(_SCHEMA)
+        self._connections: list[sqlite3.Connection] = []
+        self._connections_lock = threading.Lock()
+        self._db().executescript(_SCHEMA)
 
     def _db(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
-            db = sqlite3.connect(self.home / "registry.sqlite", timeout=30, isolation_level=None)
+            db = sqlite3.connect(
+                self.home / "registry.sqlite", timeout=30, isolation_level=None, check_same_thread=False
+            )
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             self._local.db = db
+            with self._connections_lock:
+                self._connections.append(db)
         return db
 
     def close(self) -> None:
-        """Close this thread's database connection."""
-        db = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            self._local.db = None
+        """Close every database connection this registry opened."""
+        with self._connections_lock:
+            for db in self._connections:
+                db.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        db = self._db()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        finally:
+            self._local.cache = None
+
+    # -- blobs ---------------------------------------------------------------
 
     def blob_path(self, digest: str) -> Path:
         """Where the artifact with ``digest`` (``sha256:<hex>``) is stored."""
@@ -99,36 +135,28 @@ class Registry:
             os.replace(tmp, target)
         return digest
 
-    def add(self, manifest: Manifest, digest: str, size_bytes: int) -> ToolInfo:
-        """Index a tool version. Re-registering the same name@version is allowed
-        only with the same artifact and manifest (then it is a no-op)."""
-        now = datetime.now(UTC).isoformat(timespec="milliseconds")
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            row = self.check_conflict(manifest, digest)
-            if row is None:
-                db.execute(
-                    "INSERT INTO tools (name, version, digest, manifest, size_bytes, registered_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    (manifest.name, manifest.version, digest, manifest.to_json(), size_bytes, now),
-                )
-            db.execute("COMMIT")
-            self._local.cache = None
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        return self.resolve(f"{manifest.name}@{manifest.version}")
+    # -- compiled artifacts --------------------------------------------------
+
+    def compiled_hash(self, digest: str, fingerprint: str) -> str | None:
+        """The recorded SHA-256 of a compiled artifact, if one was recorded."""
+        row = (
+            self._db()
+            .execute("SELECT sha256 FROM compiled WHERE digest = ? AND fingerprint = ?", (digest, fingerprint))
+            .fetchone()
+        )
+        return str(row[0]) if row else None
+
+    def record_compiled(self, digest: str, fingerprint: str, sha256: str) -> None:
+        """Remember the SHA-256 of a compiled artifact (checked before it is loaded)."""
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO compiled VALUES (?, ?, ?)", (digest, fingerprint, sha256))
+
+    # -- tools ---------------------------------------------------------------
 
     def check_conflict(self, manifest: Manifest, digest: str) -> tuple[str, str] | None:
         """The existing (digest, manifest) row for name@version; refuses a different one."""
-        row: tuple[str, str] | None = (
-            self._db()
-            .execute(
-                "SELECT digest, manifest FROM tools WHERE name = ? AND version = ?", (manifest.name, manifest.version)
-            )
-            .fetchone()
-        )
+        query = "SELECT digest, manifest FROM tools WHERE name = ? AND version = ?"
+        row: tuple[str, str] | None = self._db().execute(query, (manifest.name, manifest.version)).fetchone()
         if row is not None and (row[0], row[1]) != (digest, manifest.to_json()):
             raise InvalidManifest(
                 f"{manifest.name}@{manifest.version} is already registered with a different "
@@ -137,16 +165,42 @@ class Registry:
             )
         return row
 
-    def entries(self) -> list[ToolInfo]:
-        """Every registered tool version, by name, newest version first."""
-        rows = self._db().execute("SELECT name, version, digest, manifest, size_bytes, registered_at FROM tools")
-        infos = [_info(row) for row in rows]
+    def add(self, manifest: Manifest, digest: str, size_bytes: int, signer: str | None = None) -> ToolInfo:
+        """Index a tool version. Re-registering the same name@version is allowed
+        only with the same artifact and manifest (then it is a no-op)."""
+        now = datetime.now(UTC).isoformat(timespec="milliseconds")
+        with self._write() as db:
+            if self.check_conflict(manifest, digest) is None:
+                db.execute(
+                    f"INSERT INTO tools ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
+                    (manifest.name, manifest.version, digest, manifest.to_json(), size_bytes, now, signer),
+                )
+        return self.resolve(f"{manifest.name}@{manifest.version}")
+
+    def entries(
+        self, pattern: str | None = None, *, include_deprecated: bool = True, signed: bool | None = None
+    ) -> list[ToolInfo]:
+        """Registered tool versions, by name, newest first, optionally filtered.
+
+        Args:
+            pattern: an fnmatch pattern over names (``"text-*"``).
+            include_deprecated: list deprecated versions too.
+            signed: True for signed versions only, False for unsigned only.
+        """
+        infos = [_info(row) for row in self._db().execute(f"SELECT {_COLUMNS} FROM tools")]
+        infos = [
+            info
+            for info in infos
+            if (pattern is None or fnmatch.fnmatchcase(info.name, pattern))
+            and (include_deprecated or info.deprecated is None)
+            and (signed is None or (info.signer is not None) == signed)
+        ]
         infos.sort(key=lambda info: version_key(info.version), reverse=True)
         infos.sort(key=lambda info: info.name)
         return infos
 
     def resolve(self, ref: str) -> ToolInfo:
-        """Find ``name@version``, or the newest version of ``name``.
+        """Find ``name@version``, or the newest non-deprecated version of ``name``.
 
         Answers are cached per thread until the index changes: SQLite's
         ``data_version`` moves whenever another connection (another thread or
@@ -168,27 +222,69 @@ class Registry:
             self._local.cache_version = version
         return cache
 
-    def _resolve(self, ref: str) -> ToolInfo:
+    def _versions(self, ref: str) -> list[ToolInfo]:
         name, _, version = ref.partition("@")
-        query = "SELECT name, version, digest, manifest, size_bytes, registered_at FROM tools WHERE name = ?"
-        rows = [_info(row) for row in self._db().execute(query, (name,))]
+        rows = self._db().execute(f"SELECT {_COLUMNS} FROM tools WHERE name = ?", (name,))
+        infos = [_info(row) for row in rows]
         if version:
-            rows = [info for info in rows if info.version == version]
-        if not rows:
+            infos = [info for info in infos if info.version == version]
+        if not infos:
             raise ToolNotFound(_not_found_message(ref, self.names()), details={"tool": ref})
-        return max(rows, key=lambda info: version_key(info.version))
+        return infos
+
+    def _resolve(self, ref: str) -> ToolInfo:
+        infos = self._versions(ref)
+        current = [info for info in infos if info.deprecated is None] or infos
+        return max(current, key=lambda info: version_key(info.version))
 
     def names(self) -> list[str]:
         """Registered tool names."""
         return [row[0] for row in self._db().execute("SELECT DISTINCT name FROM tools ORDER BY name")]
 
+    def remove(self, ref: str) -> list[ToolInfo]:
+        """Remove ``name@version`` (or every version of ``name``); drop unreferenced blobs."""
+        with self._write() as db:
+            removed = self._versions(ref)
+            for info in removed:
+                db.execute("DELETE FROM tools WHERE name = ? AND version = ?", (info.name, info.version))
+        for digest in {info.digest for info in removed}:
+            self._collect(digest)
+        return removed
+
+    def _collect(self, digest: str) -> None:
+        with self._write() as db:
+            if db.execute("SELECT 1 FROM tools WHERE digest = ?", (digest,)).fetchone():
+                return
+            db.execute("DELETE FROM compiled WHERE digest = ?", (digest,))
+        self.blob_path(digest).unlink(missing_ok=True)
+        for cached in (self.home / "cache" / "compiled").glob(f"{digest}-*.cwasm"):
+            cached.unlink(missing_ok=True)
+
+    def deprecate(self, ref: str, message: str) -> list[ToolInfo]:
+        """Mark ``name@version`` (or every version of ``name``) deprecated with a message."""
+        note = message.strip() or "deprecated"
+        with self._write() as db:
+            targets = self._versions(ref)
+            for info in targets:
+                db.execute(
+                    "UPDATE tools SET deprecated = ? WHERE name = ? AND version = ?", (note, info.name, info.version)
+                )
+        return [self._resolve(f"{info.name}@{info.version}") for info in targets]
+
 
 @functools.lru_cache(maxsize=4096)
-def _info(row: tuple[str, str, str, str, int, str]) -> ToolInfo:
-    # Rows are immutable once written, so parsing (and re-checking the
-    # schemas of) a manifest happens once per row, not once per call.
+def _info(row: Row) -> ToolInfo:
+    # Rows are immutable while their values are unchanged, so parsing (and
+    # re-checking the schemas of) a manifest happens once per row, not per call.
     manifest = Manifest.model_validate_json(row[3])
-    return ToolInfo(manifest=manifest, digest=row[2], registered_at=row[5], size_bytes=row[4])
+    return ToolInfo(
+        manifest=manifest,
+        digest=row[2],
+        registered_at=row[5],
+        size_bytes=row[4],
+        signer=row[6],
+        deprecated=row[7],
+    )
 
 
 def _not_found_message(ref: str, names: list[str]) -> str:

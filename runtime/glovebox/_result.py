@@ -52,6 +52,8 @@ class ToolInfo:
     digest: str
     registered_at: str
     size_bytes: int
+    signer: str | None = None
+    deprecated: str | None = None
 
     @property
     def name(self) -> str:
@@ -80,4 +82,6 @@ class ToolInfo:
             "digest": self.digest,
             "registered_at": self.registered_at,
             "size_bytes": self.size_bytes,
+            "signer": self.signer,
+            "deprecated": self.deprecated,
         }

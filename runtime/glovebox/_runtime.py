@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import os
+import tempfile
 import threading
 import time
 import uuid
@@ -16,17 +17,29 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import wasmtime
 from wasmtime.component import Component
 
+from ._compile import precompile
+from ._compiled import CompiledCache, file_sha256
 from ._engine import get_engine
-from ._errors import CallError, InternalError, InvalidArtifact, InvalidInput, InvalidOutput, PermissionDenied
+from ._errors import (
+    CallError,
+    InternalError,
+    InvalidArtifact,
+    InvalidInput,
+    InvalidOutput,
+    PermissionDenied,
+    SignatureError,
+)
 from ._manifest import HOST_MAXIMA, Manifest, find_manifest, load_manifest, parse_manifest
 from ._registry import Registry
 from ._result import CallResult, ToolInfo
 from ._sandbox import Sandbox
-from ._validate import MAX_ARTIFACT_BYTES, validate_component
+from ._signing import TrustStore, signature_path, verify_signature
+from ._validate import MAX_ARTIFACT_BYTES, check_component, check_header
 
-__all__ = ["Runtime", "default_home"]
+__all__ = ["Runtime", "default_home", "resolve_manifest"]
 
 logger = logging.getLogger("glovebox")
 
@@ -50,18 +63,30 @@ class Runtime:
         home: where artifacts, caches and the index live (default: ``default_home()``).
         policy: a policy file (the default grants nothing: no capabilities,
             and tools that require scopes are refused).
+        require_signatures: refuse unsigned artifacts at registration
+            (default: the ``GLOVEBOX_REQUIRE_SIGNATURES`` environment variable).
 
     Use it as a context manager, or call ``close()`` when done.
     """
 
-    def __init__(self, home: str | os.PathLike[str] | None = None, policy: str | os.PathLike[str] | None = None):
+    def __init__(
+        self,
+        home: str | os.PathLike[str] | None = None,
+        policy: str | os.PathLike[str] | None = None,
+        *,
+        require_signatures: bool | None = None,
+    ):
         self.home = Path(home) if home is not None else default_home()
         self.home.mkdir(parents=True, exist_ok=True)
         self.policy_path = Path(policy) if policy is not None else _env_path("GLOVEBOX_POLICY")
         self._registry = Registry(self.home)
         self._shared = get_engine()
         self._sandbox = Sandbox(self._shared)
-        self._cache_dir = self.home / "cache" / "compiled"
+        self._compiled = CompiledCache(self._shared, self._registry, self.home / "cache" / "compiled")
+        self.trusted_keys_dir = self.home / "trusted_keys"
+        self.require_signatures = (
+            require_signatures if require_signatures is not None else _env_flag("GLOVEBOX_REQUIRE_SIGNATURES")
+        )
         self._validators: dict[tuple[str, str, str], _SchemaCheck] = {}
         self._verified: set[str] = set()
         self._lock = threading.Lock()
@@ -91,30 +116,110 @@ class Runtime:
 
     # -- registry ----------------------------------------------------------
 
-    def register(self, wasm_path: str | os.PathLike[str], manifest: ManifestSource = None) -> ToolInfo:
-        """Validate and store a component with its manifest; return what was registered.
+    def register(
+        self,
+        wasm_path: str | os.PathLike[str],
+        manifest: ManifestSource = None,
+        *,
+        signature: str | os.PathLike[str] | None = None,
+    ) -> ToolInfo:
+        """Validate, compile and store a component with its manifest; return what was registered.
+
+        The artifact is compiled in a resource-limited child process, checked
+        against the glovebox world and instantiated once under its limits
+        before anything is stored. A signature (``signature=``, else
+        ``TOOL.wasm.sig`` beside the artifact) is verified against the trusted
+        keys; with ``require_signatures`` an unsigned artifact is refused.
 
         Raises:
             InvalidArtifact: the file is not a component of the glovebox world.
             InvalidManifest: the manifest is malformed or asks for too much.
+            SignatureError: the signature is missing, tampered with or untrusted.
         """
         self._check_open()
         path = Path(wasm_path)
         data = _read_artifact(path)
-        resolved = _resolve_manifest(path, manifest)
+        check_header(data, str(path))
+        resolved = resolve_manifest(path, manifest)
         resolved.check_within(HOST_MAXIMA)
-        component = validate_component(self._shared.engine, data, str(path))
-        self._sandbox.probe(component, resolved.limits, str(path))
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        signer = self._check_signature(path, signature, digest, resolved)
         self._registry.check_conflict(resolved, digest)
-        self._registry.store_blob(data)
-        self._shared.remember(digest, component, self._cache_dir)
-        return self._registry.add(resolved, digest, len(data))
+        with tempfile.TemporaryDirectory(dir=self._compiled.directory, prefix=".register-") as tmp:
+            staged, compiled = Path(tmp) / "artifact.wasm", Path(tmp) / "compiled.cwasm"
+            staged.write_bytes(data)
+            precompile(staged, compiled, self._shared.settings, str(path))
+            component = self._load_compiled(compiled, path)
+            check_component(self._shared.engine, component, str(path))
+            self._sandbox.probe(component, resolved.limits, str(path))
+            self._registry.store_blob(data)
+            self._compiled.adopt(digest, compiled)
+        self._shared.remember(digest, component)
+        return self._registry.add(resolved, digest, len(data), signer)
 
-    def tools(self) -> list[ToolInfo]:
-        """Every registered tool version, sorted by name, newest first."""
+    def _load_compiled(self, compiled: Path, path: Path) -> Component:
+        try:
+            return self._shared.load(compiled)
+        except wasmtime.WasmtimeError as exc:
+            reason = " ".join(line.strip() for line in str(exc).strip().splitlines()[:4])
+            raise InvalidArtifact(f"{path} cannot run on this host: {reason}") from None
+
+    def _check_signature(
+        self, path: Path, signature: str | os.PathLike[str] | None, digest: str, manifest: Manifest
+    ) -> str | None:
+        sig_path = Path(signature) if signature is not None else signature_path(path)
+        if not sig_path.is_file():
+            if signature is not None:
+                raise SignatureError(f"signature file {sig_path} does not exist")
+            if self.require_signatures:
+                raise SignatureError(
+                    f"{path} is not signed and this registry requires signatures (expected {sig_path})"
+                )
+            return None
+        trust = TrustStore.load(self.trusted_keys_dir)
+        key = verify_signature(sig_path, digest, manifest, trust)
+        return f"{trust.names[key]}:{key}"
+
+    def tools(
+        self, pattern: str | None = None, *, include_deprecated: bool = True, signed: bool | None = None
+    ) -> list[ToolInfo]:
+        """Registered tool versions, sorted by name, newest first.
+
+        Args:
+            pattern: an fnmatch pattern over tool names (``"text-*"``).
+            include_deprecated: include deprecated versions.
+            signed: True for signed versions only, False for unsigned only.
+        """
         self._check_open()
-        return self._registry.entries()
+        return self._registry.entries(pattern, include_deprecated=include_deprecated, signed=signed)
+
+    def tool(self, ref: str) -> ToolInfo:
+        """One tool: ``name@version``, or the newest non-deprecated version of ``name``.
+
+        Raises:
+            ToolNotFound: nothing matches.
+        """
+        self._check_open()
+        return self._registry.resolve(ref)
+
+    def remove(self, ref: str) -> list[ToolInfo]:
+        """Remove ``name@version`` (or every version of ``name``); running Runtimes stop seeing it.
+
+        Raises:
+            ToolNotFound: nothing matches.
+        """
+        self._check_open()
+        return self._registry.remove(ref)
+
+    def deprecate(self, ref: str, message: str = "") -> list[ToolInfo]:
+        """Mark ``name@version`` (or every version of ``name``) deprecated.
+
+        A deprecated version still runs when asked for by ``name@version``;
+        a bare ``name`` resolves to the newest version that is not deprecated.
+        Calls to a deprecated version carry ``meta["deprecated"]``.
+        """
+        self._check_open()
+        return self._registry.deprecate(ref, message)
 
     # -- calls ---------------------------------------------------------------
 
@@ -139,6 +244,14 @@ class Runtime:
         try:
             output = self._call(name, input, meta)
             result = CallResult(ok=True, output=output, meta=meta)
+        except InternalError as error:
+            logger.error("call %s failed inside the host: %s", meta["call_id"], error.message)
+            opaque = InternalError(
+                f"{error.message} (call_id {meta['call_id']})",
+                details={"call_id": meta["call_id"]},
+                retryable=error.retryable,
+            )
+            result = CallResult(ok=False, error=opaque, meta=meta)
         except CallError as error:
             result = CallResult(ok=False, error=error, meta=meta)
         except Exception:
@@ -166,6 +279,8 @@ class Runtime:
     def _call(self, name: str, value: Any, meta: dict[str, Any]) -> Any:
         info = self._registry.resolve(name)
         meta.update(tool=info.name, version=info.version, digest=info.digest)
+        if info.deprecated is not None:
+            meta["deprecated"] = info.deprecated
         self._check_scopes(info, meta["principal"])
         input_text = _encode_input(value)
         if info.input_schema is not True:
@@ -202,14 +317,14 @@ class Runtime:
         return validator
 
     def _component(self, info: ToolInfo) -> Component:
-        blob = self._registry.blob_path(info.digest)
         if info.digest not in self._verified:
-            actual = "sha256:" + hashlib.sha256(blob.read_bytes()).hexdigest()
-            if actual != info.digest:
-                logger.error("artifact %s changed on disk (now %s)", info.digest, actual)
+            # Once per process and artifact: the blob must still be what was registered.
+            blob = self._registry.blob_path(info.digest)
+            if not blob.is_file() or "sha256:" + file_sha256(blob) != info.digest:
+                logger.error("artifact %s is missing or changed on disk", info.digest)
                 raise InternalError("the tool's artifact failed verification; it will not run")
             self._verified.add(info.digest)
-        return self._shared.component(info.digest, blob, self._cache_dir)
+        return self._compiled.get(info.digest)
 
     def _decode_output(self, info: ToolInfo, text: str) -> Any:
         try:
@@ -248,6 +363,10 @@ class _SchemaCheck:
         )
 
 
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def _env_path(name: str) -> Path | None:
     value = os.environ.get(name)
     return Path(value) if value else None
@@ -276,7 +395,8 @@ def _read_artifact(path: Path) -> bytes:
         raise InvalidArtifact(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def _resolve_manifest(path: Path, manifest: ManifestSource) -> Manifest:
+def resolve_manifest(path: Path, manifest: ManifestSource) -> Manifest:
+    """The manifest for an artifact: the one given, the one beside it, or the defaults."""
     if manifest is None:
         found = find_manifest(path)
         return load_manifest(found) if found is not None else Manifest.default_for(path)

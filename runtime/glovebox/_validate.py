@@ -1,7 +1,8 @@
 """Check that a .wasm artifact is a component of the glovebox world.
 
 The checks run before anything is stored: the bytes are wasm; they are a
-component, not a core module; they compile; the component exports
+component, not a core module; they compile (in a child process, see
+``_compile``); the component exports
 ``call: func(input: string) -> result<string, string>``; and it imports
 nothing but the ``glovebox:tool/host@0.1.0`` interface. Each refusal says which
 check failed and what to do about it.
@@ -17,7 +18,7 @@ from wasmtime.component import Component, ComponentInstanceType, FuncType, Resul
 from ._errors import InvalidArtifact
 from ._host import HOST_FUNCTIONS, HOST_INTERFACE
 
-__all__ = ["MAX_ARTIFACT_BYTES", "check_header", "validate_component"]
+__all__ = ["MAX_ARTIFACT_BYTES", "check_component", "check_header"]
 
 MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
 _MAGIC = b"\0asm"
@@ -40,17 +41,11 @@ def check_header(data: bytes, source: str) -> None:
         raise InvalidArtifact(f"{source} has an unsupported wasm version/layer {data[4:8].hex()}")
 
 
-def validate_component(engine: wasmtime.Engine, data: bytes, source: str) -> Component:
-    """Compile ``data`` and check it against the glovebox world; return the component."""
-    check_header(data, source)
-    try:
-        component = Component(engine, data)
-    except wasmtime.WasmtimeError as exc:
-        raise InvalidArtifact(f"{source} is not a valid component: {_first_line(str(exc))}") from None
+def check_component(engine: wasmtime.Engine, component: Component, source: str) -> None:
+    """Check a compiled component's exports and imports against the glovebox world."""
     ctype = component.type
     _check_exports(ctype.exports(engine), engine, source)
     _check_imports(ctype.imports(engine), engine, source)
-    return component
 
 
 def _first_line(text: str) -> str:

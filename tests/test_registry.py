@@ -1,0 +1,319 @@
+"""The registry: versions, removal, deprecation, signatures, the compile cache,
+hot registration, concurrency and hostile artifacts."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import glovebox
+from glovebox import _compile
+from glovebox._engine import get_engine
+from glovebox._signing import generate_keypair, sign_artifact, trust_key
+
+BuildGuest = Callable[[str], Path]
+
+
+def manifest(name: str = "tool", version: str = "1.0.0", **extra: object) -> dict[str, object]:
+    return {"name": name, "version": version, **extra}
+
+
+# -- versions and resolution ------------------------------------------------------
+
+
+def test_versions_resolve_newest_and_exact(runtime: glovebox.Runtime, build_guest: BuildGuest) -> None:
+    for version in ("1.2.0", "1.10.0", "1.10.1-rc1", "0.9.0"):
+        runtime.register(build_guest("echo"), manifest(version=version))
+    assert runtime.tool("tool").version == "1.10.1-rc1"
+    assert runtime.tool("tool@1.2.0").version == "1.2.0"
+    assert [i.version for i in runtime.tools()] == ["1.10.1-rc1", "1.10.0", "1.2.0", "0.9.0"]
+    assert runtime.call("tool@0.9.0", {"x": 1}).meta["version"] == "0.9.0"
+    with pytest.raises(glovebox.ToolNotFound, match=r"tool@2\.0\.0"):
+        runtime.tool("tool@2.0.0")
+
+
+def test_list_filters(runtime: glovebox.Runtime, build_guest: BuildGuest) -> None:
+    runtime.register(build_guest("echo"), manifest("alpha-one"))
+    runtime.register(build_guest("echo"), manifest("alpha-two"))
+    runtime.register(build_guest("echo"), manifest("beta"))
+    runtime.deprecate("alpha-two@1.0.0", "use alpha-one")
+    assert [i.name for i in runtime.tools("alpha-*")] == ["alpha-one", "alpha-two"]
+    assert [i.name for i in runtime.tools("alpha-*", include_deprecated=False)] == ["alpha-one"]
+    assert runtime.tools(signed=True) == []
+    assert len(runtime.tools(signed=False)) == 3
+
+
+def test_remove_version_and_collect_blob(runtime: glovebox.Runtime, build_guest: BuildGuest) -> None:
+    a = runtime.register(build_guest("echo"), manifest(version="1.0.0"))
+    b = runtime.register(build_guest("guest_error"), manifest(version="2.0.0"))
+    assert runtime.tool("tool").version == "2.0.0"
+    [removed] = runtime.remove("tool@2.0.0")
+    assert removed.version == "2.0.0"
+    assert runtime.tool("tool").version == "1.0.0"
+    assert not runtime._registry.blob_path(b.digest).exists()
+    assert not list((runtime.home / "cache" / "compiled").glob(f"{b.digest}-*"))
+    assert runtime._registry.blob_path(a.digest).exists()
+    runtime.remove("tool")
+    assert runtime.call("tool", {}).code == "tool_not_found"
+    with pytest.raises(glovebox.ToolNotFound):
+        runtime.remove("tool")
+
+
+def test_shared_blob_survives_removal_of_one_name(runtime: glovebox.Runtime, build_guest: BuildGuest) -> None:
+    first = runtime.register(build_guest("echo"), manifest("one"))
+    runtime.register(build_guest("echo"), manifest("two"))
+    runtime.remove("one@1.0.0")
+    assert runtime._registry.blob_path(first.digest).exists()
+    assert runtime.call("two", {"k": 1}).output == {"k": 1}
+
+
+def test_deprecated_versions(runtime: glovebox.Runtime, build_guest: BuildGuest) -> None:
+    runtime.register(build_guest("echo"), manifest(version="1.0.0"))
+    runtime.register(build_guest("echo"), manifest(version="2.0.0"))
+    [marked] = runtime.deprecate("tool@2.0.0", "broken, use 1.0.0")
+    assert marked.deprecated == "broken, use 1.0.0"
+    assert runtime.tool("tool").version == "1.0.0"
+    pinned = runtime.call("tool@2.0.0", {"a": 1})
+    assert pinned.ok and pinned.meta["deprecated"] == "broken, use 1.0.0"
+    runtime.deprecate("tool")
+    result = runtime.call("tool", {"a": 1})
+    assert result.ok and result.meta["version"] == "2.0.0" and result.meta["deprecated"] == "deprecated"
+
+
+# -- hot registration and concurrency ---------------------------------------------
+
+
+def test_hot_registration_seen_by_a_live_runtime(tmp_path: Path, build_guest: BuildGuest) -> None:
+    home = tmp_path / "shared-home"
+    with glovebox.Runtime(home=home) as serving:
+        assert serving.call("tool", {}).code == "tool_not_found"
+        script = (
+            "import glovebox, sys\n"
+            "rt = glovebox.Runtime(home=sys.argv[1])\n"
+            "rt.register(sys.argv[2], {'name': 'tool', 'version': '1.0.0'})\n"
+        )
+        subprocess.run([sys.executable, "-c", script, str(home), str(build_guest("echo"))], check=True)
+        assert serving.call("tool", {"n": 1}).output == {"n": 1}
+        subprocess.run(
+            [sys.executable, "-c", f"import glovebox; glovebox.Runtime(home={str(home)!r}).deprecate('tool', 'old')"],
+            check=True,
+        )
+        assert serving.tool("tool").deprecated == "old"
+        subprocess.run(
+            [sys.executable, "-c", f"import glovebox; glovebox.Runtime(home={str(home)!r}).remove('tool')"],
+            check=True,
+        )
+        assert serving.call("tool", {}).code == "tool_not_found"
+
+
+def _register_versions(home: str, wasm: str, offset: int) -> None:
+    with glovebox.Runtime(home=home) as rt:
+        for index in range(6):
+            rt.register(wasm, {"name": "tool", "version": f"{offset}.{index}.0"})
+
+
+def test_two_processes_register_at_once(tmp_path: Path, build_guest: BuildGuest) -> None:
+    home, wasm = str(tmp_path / "h"), str(build_guest("echo"))
+    glovebox.Runtime(home=home).close()
+    ctx = multiprocessing.get_context("spawn")
+    workers = [ctx.Process(target=_register_versions, args=(home, wasm, n)) for n in (1, 2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=300)
+        assert worker.exitcode == 0
+    with glovebox.Runtime(home=home) as rt:
+        assert len(rt.tools()) == 12
+        assert rt.call("tool@2.5.0", {"ok": True}).ok
+    db = sqlite3.connect(Path(home) / "registry.sqlite")
+    assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+# -- signatures ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def signed(tmp_path: Path, build_guest: BuildGuest, runtime: glovebox.Runtime) -> tuple[Path, Path, Path]:
+    """An artifact with its manifest and a signature by a key the runtime trusts."""
+    private, public = generate_keypair(tmp_path / "keys", "release")
+    trust_key(runtime.trusted_keys_dir, public)
+    wasm = tmp_path / "art" / "tool.wasm"
+    wasm.parent.mkdir()
+    wasm.write_bytes(build_guest("echo").read_bytes())
+    man = wasm.with_name("tool.glovebox.toml")
+    man.write_text('name = "tool"\nversion = "1.0.0"\ndescription = "echo"\n')
+    sign_artifact(wasm, glovebox.Manifest(name="tool", version="1.0.0", description="echo"), private)
+    return wasm, man, private
+
+
+def test_signed_artifact_registers_with_its_signer(runtime: glovebox.Runtime, signed: tuple[Path, Path, Path]) -> None:
+    info = runtime.register(signed[0])
+    assert info.signer is not None and info.signer.startswith("release:")
+    assert runtime.tools(signed=True) == [info]
+
+
+def test_tampered_artifact_is_refused(runtime: glovebox.Runtime, signed: tuple[Path, Path, Path]) -> None:
+    wasm = signed[0]
+    wasm.write_bytes(wasm.read_bytes() + b"\0")
+    with pytest.raises(glovebox.SignatureError, match="the artifact changed"):
+        runtime.register(wasm)
+    assert runtime.tools() == []
+
+
+def test_tampered_manifest_is_refused(runtime: glovebox.Runtime, signed: tuple[Path, Path, Path]) -> None:
+    wasm, man, _ = signed
+    man.write_text('name = "tool"\nversion = "1.0.0"\ndescription = "echo"\nlimits.fuel = 9999999999\n')
+    with pytest.raises(glovebox.SignatureError, match="manifest of tool changed"):
+        runtime.register(wasm)
+
+
+def test_forged_signature_is_refused(runtime: glovebox.Runtime, signed: tuple[Path, Path, Path]) -> None:
+    sig = signed[0].with_name("tool.wasm.sig")
+    document = json.loads(sig.read_text())
+    document["signature"] = document["signature"][:-4] + (
+        "AAA=" if not document["signature"].endswith("AAA=") else "BBB="
+    )
+    sig.write_text(json.dumps(document))
+    with pytest.raises(glovebox.SignatureError, match="does not verify"):
+        runtime.register(signed[0])
+
+
+def test_unknown_signer_is_refused(runtime: glovebox.Runtime, signed: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    stranger, _ = generate_keypair(tmp_path / "other", "stranger")
+    sign_artifact(signed[0], glovebox.Manifest(name="tool", version="1.0.0", description="echo"), stranger)
+    with pytest.raises(glovebox.SignatureError, match="not trusted"):
+        runtime.register(signed[0])
+
+
+def test_required_signatures_refuse_unsigned(tmp_path: Path, build_guest: BuildGuest) -> None:
+    with glovebox.Runtime(home=tmp_path / "strict", require_signatures=True) as rt:
+        with pytest.raises(glovebox.SignatureError, match="requires signatures"):
+            rt.register(build_guest("echo"), manifest())
+        assert rt.tools() == []
+
+
+def test_require_signatures_from_environment(
+    tmp_path: Path, build_guest: BuildGuest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GLOVEBOX_REQUIRE_SIGNATURES", "1")
+    with glovebox.Runtime(home=tmp_path / "strict") as rt, pytest.raises(glovebox.SignatureError):
+        rt.register(build_guest("echo"), manifest())
+
+
+# -- artifacts and the compile cache on disk -------------------------------------------------
+
+
+def test_blob_changed_on_disk_never_runs(tmp_path: Path, build_guest: BuildGuest) -> None:
+    home = tmp_path / "h"
+    with glovebox.Runtime(home=home) as rt:
+        info = rt.register(build_guest("echo"), manifest())
+        blob = rt._registry.blob_path(info.digest)
+    get_engine().forget(info.digest)
+    os.chmod(blob, 0o644)
+    blob.write_bytes(build_guest("guest_error").read_bytes())
+    with glovebox.Runtime(home=home) as rt:
+        result = rt.call("tool", {"a": 1})
+    assert result.code == "internal_error"
+    assert result.meta["call_id"] in result.error.message  # type: ignore[union-attr]
+
+
+def test_compiled_cache_survives_restart_without_recompiling(
+    tmp_path: Path, build_guest: BuildGuest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "h"
+    with glovebox.Runtime(home=home) as rt:
+        info = rt.register(build_guest("echo"), manifest())
+    [cached] = (home / "cache" / "compiled").glob(f"{info.digest}-*.cwasm")
+    assert get_engine().fingerprint in cached.name
+    get_engine().forget(info.digest)
+
+    def no_compile(*args: object) -> None:
+        raise AssertionError("the cached compiled component should have been used")
+
+    monkeypatch.setattr("glovebox._compiled.precompile", no_compile)
+    with glovebox.Runtime(home=home) as rt:
+        assert rt.call("tool", {"a": 2}).output == {"a": 2}
+
+
+def test_tampered_compiled_file_is_rebuilt_not_loaded(tmp_path: Path, build_guest: BuildGuest) -> None:
+    home = tmp_path / "h"
+    with glovebox.Runtime(home=home) as rt:
+        info = rt.register(build_guest("echo"), manifest())
+    [cached] = (home / "cache" / "compiled").glob(f"{info.digest}-*.cwasm")
+    get_engine().forget(info.digest)
+    data = bytearray(cached.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    cached.write_bytes(bytes(data))
+    with glovebox.Runtime(home=home) as rt:
+        assert rt.call("tool", {"a": 3}).output == {"a": 3}
+    assert cached.read_bytes() != bytes(data)
+
+
+def test_fingerprint_tracks_engine_settings() -> None:
+    from dataclasses import replace
+
+    settings = get_engine().settings
+    assert replace(settings, max_wasm_stack=settings.max_wasm_stack * 2).fingerprint() != settings.fingerprint()
+    assert replace(settings).fingerprint() == settings.fingerprint()
+
+
+# -- hostile artifacts -----------------------------------------------------------------------
+
+
+def component_wat(body: str) -> str:
+    return f"(component (core module $m {body}) (core instance (instantiate $m)))"
+
+
+def assemble(tmp_path: Path, name: str, wat: str) -> Path:
+    tool = Path(sys.executable).with_name("wasm-tools")
+    src, out = tmp_path / f"{name}.wat", tmp_path / f"{name}.wasm"
+    src.write_text(wat)
+    subprocess.run([str(tool), "parse", str(src), "-o", str(out)], check=True)
+    return out
+
+
+def test_huge_declared_memory_is_refused(runtime: glovebox.Runtime, tmp_path: Path) -> None:
+    wasm = assemble(tmp_path, "mem", component_wat("(memory 60000)"))
+    started = time.monotonic()
+    with pytest.raises(glovebox.InvalidArtifact):
+        runtime.register(wasm)
+    assert time.monotonic() - started < 60
+
+
+def test_compile_time_is_bounded(runtime: glovebox.Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    functions = " ".join(
+        f'(func (export "f{i}") (param i32) (result i32) local.get 0 i32.const {i} i32.mul)' for i in range(20000)
+    )
+    wasm = assemble(tmp_path, "many", component_wat(functions))
+    monkeypatch.setattr(_compile, "COMPILE_TIMEOUT_S", 0.05)
+    with pytest.raises(glovebox.InvalidArtifact, match="longer than 0.05 s to compile"):
+        runtime.register(wasm)
+    assert runtime.tools() == []
+
+
+def test_deep_nesting_is_refused_cleanly(runtime: glovebox.Runtime, tmp_path: Path) -> None:
+    depth = 50_000
+    body = "(func " + "(block " * depth + ")" * depth + ")"
+    wasm = assemble(tmp_path, "deep", component_wat(body))
+    with pytest.raises(glovebox.InvalidArtifact):
+        runtime.register(wasm)
+
+
+def test_hundred_megabyte_file_is_refused_before_reading(runtime: glovebox.Runtime, tmp_path: Path) -> None:
+    big = tmp_path / "big.wasm"
+    with big.open("wb") as handle:
+        handle.write(b"\0asm\x0d\x00\x01\x00")
+        handle.truncate(100 * 1024 * 1024)
+    started = time.monotonic()
+    with pytest.raises(glovebox.InvalidArtifact, match="over the .*artifact limit"):
+        runtime.register(big)
+    assert time.monotonic() - started < 5
