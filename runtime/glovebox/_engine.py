@@ -33,8 +33,18 @@ MIB = 1024 * 1024
 class EngineSettings:
     """Process-wide engine settings; part of the compile-cache key."""
 
+    # One memory slot per linear memory: its size is the host's largest
+    # memory limit, reserved as address space, not resident.
     max_memory_bytes: int = 256 * MIB
     total_memories: int = 12_000
+    # A C tool is 1 core instance, 1 memory, 1 small table. A Python tool
+    # (componentize-py: CPython as a shared library, wasi-libc, the WASI
+    # adapter and shims) is 38 core instances, 2 memories (CPython's starts at
+    # 12.4 MiB) and tables of up to 5,672 funcref elements. The per-component
+    # caps below admit it; the totals bound what a process can hold live
+    # (about 600 Python instances next to thousands of C ones). Slots are
+    # only address space until used, so a C call is not slower for them:
+    # it still takes one instance, one memory and one table slot.
     total_core_instances: int = 24_000
     total_component_instances: int = 12_000
     max_core_instances_per_component: int = 64
@@ -139,13 +149,30 @@ class SharedEngine:
                 self._components.popitem(last=False)
         return component
 
-    def _load_or_compile(self, digest: str, wasm_path: Path, cache_dir: Path) -> Component:
+    def cached(self, digest: str, cache_dir: Path) -> Component | None:
+        """The compiled component for ``digest`` if memory or disk has it; never compiles.
+
+        Registration uses it: a large (Python) component compiles for seconds,
+        and registering the same artifact again should not pay that twice.
+        """
+        with self._lock:
+            hit = self._components.get(digest)
+        return hit if hit is not None else self._load(digest, cache_dir)
+
+    def _load(self, digest: str, cache_dir: Path) -> Component | None:
         cached = cache_dir / f"{digest}-{self.fingerprint}.cwasm"
         if cached.is_file():
             try:
                 return Component.deserialize_file(self.engine, str(cached))
             except wasmtime.WasmtimeError:
                 cached.unlink(missing_ok=True)
+        return None
+
+    def _load_or_compile(self, digest: str, wasm_path: Path, cache_dir: Path) -> Component:
+        loaded = self._load(digest, cache_dir)
+        if loaded is not None:
+            return loaded
+        cached = cache_dir / f"{digest}-{self.fingerprint}.cwasm"
         component = Component(self.engine, wasm_path.read_bytes())
         self._write_cache(cached, component)
         return component
