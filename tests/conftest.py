@@ -14,6 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 GUESTS = ROOT / "tests" / "guests"
 EXAMPLES = ROOT / "guest" / "examples"
 
+# Guest sources are built into components, never imported on the host.
+collect_ignore_glob = ["guests/*.py"]
+
 
 @pytest.fixture(autouse=True)
 def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

@@ -7,6 +7,7 @@ the registry as it was.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -176,19 +177,43 @@ def _kind(signature: str) -> str:
     return "u32-param" if "u32" in signature else "strings"
 
 
-def test_import_outside_the_world(runtime: glovebox.Runtime, wat_component: Callable[[str, str], Path]) -> None:
-    text = f"""
-    (component
-      (import "wasi:cli/environment@0.2.0" (instance
+_WASI_ENV = """
+      (import "{name}" (instance
         (export "get-environment" (func (result (list (tuple string string)))))))
-      {_CORE} {_GOOD_CALL})
-    """
+"""
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "wasi:http/outgoing-handler@0.2.0",  # not an interface the sandbox links
+        "wasi:cli/environment@0.3.0",  # a linked interface, but not of WASI 0.2
+        "wasi:cli/environment",  # unversioned
+        "wasi:cli/environment@0.2.0-rc-2023-11-10",  # a pre-release
+    ],
+)
+def test_import_outside_the_world(
+    runtime: glovebox.Runtime, wat_component: Callable[[str, str], Path], name: str
+) -> None:
+    text = f"(component {_WASI_ENV.format(name=name)} {_CORE} {_GOOD_CALL})"
     with pytest.raises(
         glovebox.InvalidArtifact,
-        match=r"imports `wasi:cli/environment@0.2.0`, which is outside the glovebox world",
+        match=rf"imports `{re.escape(name)}`, which is outside the glovebox world "
+        r"\(a tool may import only `glovebox:tool/host@0.1.0`\)",
     ):
         runtime.register(wat_component("env", text), manifest={"name": "env"})
     assert_registry_untouched(runtime)
+
+
+def test_wasi_p2_imports_are_accepted_and_linked(
+    runtime: glovebox.Runtime, wat_component: Callable[[str, str], Path]
+) -> None:
+    # The interfaces a Python guest imports: linked (with nothing granted) on the WASI linker.
+    text = f"(component {_WASI_ENV.format(name='wasi:cli/environment@0.2.3')} {_CORE} {_GOOD_CALL})"
+    runtime.register(wat_component("env", text), manifest={"name": "env"})
+    result = runtime.call("env", None)
+    assert result.ok, result.to_dict()
+    assert result.output == 1
 
 
 def test_host_function_the_host_does_not_provide(

@@ -1,4 +1,6 @@
-"""``glovebox build``: turn a tool's C source into a component of the glovebox world.
+"""``glovebox build``: turn a tool's source (C or Python) into a component of the glovebox world.
+
+Dispatch is on the suffix: ``.c`` is built here, ``.py`` by ``_pybuild``.
 
 C is compiled with Zig (``python -m ziglang``, from PyPI) as a wasm32-wasi
 reactor with a 64 KiB stack, and the core module is wrapped into a component
@@ -9,6 +11,7 @@ copied to ``<OUT stem>.glovebox.toml`` so that ``register OUT.wasm`` finds it.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -49,7 +52,10 @@ def sdk_dir() -> Path:
 
 
 def build(src: str | Path, out: str | Path | None = None) -> Path:
-    """Build a tool from source; return the path of the component written.
+    """Build a tool from C (``.c``) or Python (``.py``) source; return the path of the component written.
+
+    A Python build also writes the generated manifest ``<out stem>.glovebox.toml``
+    and is cached by source digest (see ``_pybuild``).
 
     Raises:
         BuildError: the compiler or the componentizer refused; the message
@@ -59,8 +65,12 @@ def build(src: str | Path, out: str | Path | None = None) -> Path:
     out = Path(out) if out is not None else src.with_suffix(".wasm")
     if not src.is_file():
         raise BuildError(f"no such source file: {src}")
+    if src.suffix == ".py":
+        from ._pybuild import build_python  # the Python toolchain loads only when needed
+
+        return build_python(src, out, sdk_dir())
     if src.suffix != ".c":
-        raise BuildError(f"cannot build {src}: only C sources (.c) are supported")
+        raise BuildError(f"cannot build {src}: only C (.c) and Python (.py) sources are supported")
     sdk = sdk_dir()
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="glovebox-build-") as tmp:
@@ -82,14 +92,28 @@ def build(src: str | Path, out: str | Path | None = None) -> Path:
 
 
 def _run(argv: list[str], what: str) -> None:
+    run_tool(argv, what)
+
+
+def run_tool(argv: list[str], what: str, cwd: Path | None = None, rename: dict[str, str] | None = None) -> None:
+    """Run a toolchain command; on failure raise BuildError with its output.
+
+    ``rename`` maps staged paths in that output back to the author's files.
+    """
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        env = {**os.environ, "RUST_BACKTRACE": "0", "RUST_LIB_BACKTRACE": "0"}
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=cwd, env=env)
     except FileNotFoundError as exc:
         raise BuildError(f"{what}: cannot run {argv[0]}: {exc.strerror}") from None
     except subprocess.TimeoutExpired:
         raise BuildError(f"{what} did not finish within 600 s") from None
     if proc.returncode != 0:
-        raise BuildError(f"{what} failed:\n{proc.stderr.strip() or proc.stdout.strip()}")
+        output = proc.stderr.strip() or proc.stdout.strip()
+        for staged, real in (rename or {}).items():
+            output = output.replace(staged, real)
+        # componentize-py appends the Rust error chain and backtrace: noise to an author.
+        output = output.split("\n\nCaused by:", 1)[0].split("\nStack backtrace:", 1)[0]
+        raise BuildError(f"{what} failed:\n{output.strip()}")
 
 
 def _wasm_tools() -> str:

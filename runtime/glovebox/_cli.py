@@ -50,7 +50,7 @@ def cli(home: str | None, policy: str | None) -> None:
 @click.argument("src", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="Where to write the .wasm component.")
 def build(src: str, out: str | None) -> None:
-    """Build a tool from C source into a component (SRC.wasm by default)."""
+    """Build a tool from C or Python source into a component (SRC.wasm by default)."""
     try:
         path = build_tool(src, out)
     except GloveboxError as error:

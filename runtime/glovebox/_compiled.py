@@ -57,6 +57,25 @@ class CompiledCache:
         os.replace(compiled, target)
         self.registry.record_compiled(digest, self.shared.fingerprint, sha)
 
+    def existing(self, digest: str) -> Component | None:
+        """The component if it is already loaded or verified on disk; never compiles.
+
+        Registering an artifact again (a large Python component compiles for
+        seconds) reuses its compilation.
+        """
+        target = self.path(digest)
+        expected = self.registry.compiled_hash(digest, self.shared.fingerprint)
+        on_disk = target.is_file() and expected is not None and file_sha256(target) == expected
+        hit = self.shared.cached(digest)
+        if hit is not None and not on_disk:
+            # Loaded in this process for another home: give this home its own copy.
+            staged = target.with_name(target.name + f".{os.getpid()}.{threading.get_ident()}")
+            staged.write_bytes(hit.serialize())
+            self.adopt(digest, staged)
+        if hit is not None:
+            return hit
+        return self.shared.load(target) if on_disk else None
+
     def get(self, digest: str) -> Component:
         """The component for an artifact digest: from memory, the checked disk cache, or rebuilt."""
         hit = self.shared.cached(digest)

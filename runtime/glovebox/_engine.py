@@ -32,8 +32,18 @@ MIB = 1024 * 1024
 class EngineSettings:
     """Process-wide engine settings; part of the compile-cache key."""
 
+    # One memory slot per linear memory: its size is the host's largest
+    # memory limit, reserved as address space, not resident.
     max_memory_bytes: int = 256 * MIB
     total_memories: int = 12_000
+    # A C tool is 1 core instance, 1 memory, 1 small table. A Python tool
+    # (componentize-py: CPython as a shared library, wasi-libc, the WASI
+    # adapter and shims) is 38 core instances, 2 memories (CPython's starts at
+    # 12.4 MiB) and tables of up to 5,672 funcref elements. The per-component
+    # caps below admit it; the totals bound what a process can hold live
+    # (about 600 Python instances next to thousands of C ones). Slots are
+    # only address space until used, so a C call is not slower for them:
+    # it still takes one instance, one memory and one table slot.
     total_core_instances: int = 24_000
     total_component_instances: int = 12_000
     max_core_instances_per_component: int = 64

@@ -145,6 +145,12 @@ class Runtime:
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         signer = self._check_signature(path, signature, digest, resolved)
         self._registry.check_conflict(resolved, digest)
+        existing = self._compiled.existing(digest)
+        if existing is not None:
+            check_component(self._shared.engine, existing, str(path))
+            self._sandbox.probe(existing, resolved.limits, str(path))
+            self._registry.store_blob(data)
+            return self._registry.add(resolved, digest, len(data), signer)
         with tempfile.TemporaryDirectory(dir=self._compiled.directory, prefix=".register-") as tmp:
             staged, compiled = Path(tmp) / "artifact.wasm", Path(tmp) / "compiled.cwasm"
             staged.write_bytes(data)

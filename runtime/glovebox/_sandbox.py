@@ -1,9 +1,16 @@
 """One tool invocation: a fresh Store and instance, limits set, `call` run, dropped.
 
 Nothing reaches the guest but its input and the host interface: no files, no
-environment, no arguments, no clocks beyond what WASI would give (C guests
-import no WASI at all), no network. Each call gets its own fuel budget, memory
-cap, epoch deadline and output cap.
+environment, no arguments, no network. Each call gets its own fuel budget,
+memory cap, epoch deadline and output cap.
+
+Two linkers: components that import no WASI (C tools) use the lean one, which
+defines the host interface only. Components that import WASI 0.2 (Python
+tools: CPython is built on wasi-libc) use a second linker that also has
+``add_wasip2()``, and their store gets an empty ``WasiConfig``: no arguments, no
+environment, no preopened directories, stdin empty, stdout and stderr
+discarded (never the host's), every socket address refused, no name lookup.
+Clocks and randomness work. The choice is made once per component and cached.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from ._fastcall import call_tool, post_return
 from ._host import CallState, activate, make_linker
 from ._manifest import Limits
 from ._traps import Failure, classify
+from ._validate import imports_wasi
 
 __all__ = ["Outcome", "Sandbox"]
 
@@ -44,6 +52,8 @@ class Sandbox:
     def __init__(self, shared: SharedEngine) -> None:
         self.shared = shared
         self._linker: Linker = make_linker(shared.engine)
+        self._wasi_linker: Linker | None = None
+        self._wants_wasi: weakref.WeakKeyDictionary[Component, bool] = weakref.WeakKeyDictionary()
         self._live = 0
         self._live_lock = threading.Lock()
 
@@ -52,14 +62,33 @@ class Sandbox:
         """Instances alive right now (for metrics)."""
         return self._live
 
-    def run(self, component: Component, input_text: str, limits: Limits) -> Outcome:
-        """Instantiate ``component`` afresh and call it once with ``input_text``."""
-        deadline = time.monotonic() + limits.timeout_ms / 1000.0
-        state = CallState(deadline=deadline, log_limit_bytes=limits.log_bytes)
+    def _linker_for(self, component: Component) -> Linker:
+        wants = self._wants_wasi.get(component)
+        if wants is None:
+            wants = self._wants_wasi[component] = imports_wasi(self.shared.engine, component)
+        if not wants:
+            return self._linker
+        if self._wasi_linker is None:
+            linker = make_linker(self.shared.engine)
+            linker.add_wasip2()
+            self._wasi_linker = linker
+        return self._wasi_linker
+
+    def _store(self, component: Component, limits: Limits) -> wasmtime.Store:
         store = wasmtime.Store(self.shared.engine)
         store.set_limits(memory_size=limits.memory_bytes)
         store.set_fuel(limits.fuel)
         store.set_epoch_deadline(self.shared.deadline_ticks(limits.timeout_ms))
+        if self._linker_for(component) is not self._linker:
+            # Nothing inherited: WasiConfig starts with no args, env, preopens or stdio.
+            store.set_wasi(wasmtime.WasiConfig())
+        return store
+
+    def run(self, component: Component, input_text: str, limits: Limits) -> Outcome:
+        """Instantiate ``component`` afresh and call it once with ``input_text``."""
+        deadline = time.monotonic() + limits.timeout_ms / 1000.0
+        state = CallState(deadline=deadline, log_limit_bytes=limits.log_bytes)
+        store = self._store(component, limits)
         with self._live_lock:
             self._live += 1
         try:
@@ -76,13 +105,10 @@ class Sandbox:
     def probe(self, component: Component, limits: Limits, source: str) -> None:
         """Instantiate once without calling, to prove the component links and starts."""
         state = CallState(deadline=time.monotonic() + limits.timeout_ms / 1000.0, log_limit_bytes=0)
-        store = wasmtime.Store(self.shared.engine)
-        store.set_limits(memory_size=limits.memory_bytes)
-        store.set_fuel(limits.fuel)
-        store.set_epoch_deadline(self.shared.deadline_ticks(limits.timeout_ms))
+        store = self._store(component, limits)
         try:
             with activate(state):
-                self._linker.instantiate(store, component)
+                self._linker_for(component).instantiate(store, component)
         except (wasmtime.Trap, wasmtime.WasmtimeError, wasmtime.ExitTrap) as exc:
             error = classify(Failure(exc, limits, _fuel_left(store), False, instantiating=True))
             if error.code in ("memory_limit", "fuel_exhausted", "timeout"):
@@ -97,7 +123,7 @@ class Sandbox:
         deadline = state.deadline
         instantiating = True
         try:
-            instance = self._linker.instantiate(store, component)
+            instance = self._linker_for(component).instantiate(store, component)
             func = instance.get_func(store, _export_index(component))
             if func is None:
                 raise wasmtime.WasmtimeError("component does not export `call`")

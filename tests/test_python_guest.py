@@ -1,0 +1,372 @@
+"""Python tools: build (analysis, schema, manifest, cache), register, call, and hostile guests.
+
+componentize-py builds take seconds and compiling an 18 MB component takes
+more, so each Python component is built once per session into pytest's cache
+directory (the build cache is keyed by source, helper, WIT and componentize-py
+version) and compiled once into the process's engine cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tomllib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import glovebox
+from glovebox import _pybuild
+from glovebox._compile import precompile
+from glovebox._engine import get_engine
+from glovebox._pyanalyze import analyse
+
+ROOT = Path(__file__).resolve().parents[1]
+GUESTS = ROOT / "tests" / "guests"
+EXAMPLES = ROOT / "guest" / "examples"
+MIB = 1024 * 1024
+
+BuildPy = Callable[[Path], Path]
+
+
+@pytest.fixture(scope="session")
+def cache_root(request: pytest.FixtureRequest) -> Path:
+    """Build and compile caches that outlive the session (pytest's cache dir); keys make them safe."""
+    return Path(str(request.config.cache.mkdir("glovebox")))
+
+
+@pytest.fixture(scope="session")
+def build_py(cache_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuildPy]:
+    """Build a Python tool once per session and warm the engine's compiled-component cache."""
+    out_dir = tmp_path_factory.mktemp("pybuilt")
+    built: dict[Path, Path] = {}
+
+    def _build(src: Path) -> Path:
+        if src not in built:
+            name = src.parent.name if src.name == "tool.py" else src.stem
+            with pytest.MonkeyPatch.context() as mp:
+                mp.delenv("GLOVEBOX_HOME", raising=False)
+                mp.setenv("XDG_CACHE_HOME", str(cache_root))
+                out = glovebox.build(src, out_dir / f"{name}.wasm")
+            digest = "sha256:" + hashlib.sha256(out.read_bytes()).hexdigest()
+            engine = get_engine()
+            compiled = cache_root / "compiled" / f"{digest}-{engine.fingerprint}.cwasm"
+            if not compiled.is_file():
+                compiled.parent.mkdir(parents=True, exist_ok=True)
+                precompile(out, compiled, engine.settings, str(out))
+            engine.remember(digest, engine.load(compiled))
+            built[src] = out
+        return built[src]
+
+    yield _build
+
+
+@pytest.fixture
+def slugify(runtime: glovebox.Runtime, build_py: BuildPy) -> str:
+    runtime.register(build_py(EXAMPLES / "py-slugify" / "tool.py"))
+    return "py-slugify"
+
+
+@pytest.fixture
+def hostile(runtime: glovebox.Runtime, build_py: BuildPy) -> Callable[..., glovebox.CallResult]:
+    wasm = build_py(GUESTS / "py_hostile.py")
+    # Fuel at the host maximum, so that the wall-clock deadline is what stops a loop.
+    limits = {"memory_bytes": 48 * MIB, "timeout_ms": 500, "fuel": 10_000_000_000}
+    runtime.register(wasm, manifest={"name": "py-hostile", "limits": limits})
+
+    def _call(what: str) -> glovebox.CallResult:
+        return runtime.call("py-hostile", {"what": what})
+
+    return _call
+
+
+def assert_reveals_nothing(result: glovebox.CallResult) -> None:
+    """No host path, environment value or file content in the envelope."""
+    text = json.dumps(result.to_dict())
+    secrets = [str(ROOT), "root:x:0:0", "glovebox-pybuild", "/usr/lib/python", os.environ.get("PATH", "/usr/bin")]
+    secrets += [value for key, value in os.environ.items() if len(value) >= 6 and key in ("HOME", "USER", "PWD")]
+    for secret in secrets:
+        assert secret not in text, f"{secret!r} leaked into {text}"
+
+
+# -- build ----------------------------------------------------------------------
+
+
+def test_build_writes_component_and_generated_manifest(build_py: BuildPy) -> None:
+    wasm = build_py(EXAMPLES / "py-slugify" / "tool.py")
+    assert wasm.read_bytes()[:8] == b"\0asm\x0d\x00\x01\x00"
+    manifest = tomllib.loads(wasm.with_name("py-slugify.glovebox.toml").read_text())
+    assert manifest["name"] == "py-slugify"  # explicit (glovebox.toml beside the source)
+    assert manifest["version"] == "1.0.0"
+    assert manifest["description"] == "Turn a text into a lowercase ASCII URL slug."  # docstring
+    assert manifest["input_schema"] == {
+        "type": "object",
+        "properties": {
+            "text": {"type": "string", "description": "The text to slugify."},
+            "separator": {"type": "string", "description": "What joins the words.", "default": "-"},
+            "max_length": {"type": "integer", "description": "The longest slug to return.", "default": 80},
+        },
+        "required": ["text"],
+        "additionalProperties": False,
+    }
+    # Explicit limits win key by key; the rest are the Python defaults.
+    assert manifest["limits"] == {**_pybuild.PYTHON_LIMITS, "memory_bytes": 32 * MIB}
+
+
+def test_unchanged_source_is_not_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, build_py: BuildPy, cache_root: Path
+) -> None:
+    src = EXAMPLES / "py-slugify" / "tool.py"
+    build_py(src)
+    monkeypatch.delenv("GLOVEBOX_HOME")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_root))
+    calls: list[Path] = []
+    monkeypatch.setattr(_pybuild, "_componentize", lambda src, *args: calls.append(src))
+    out = glovebox.build(src, tmp_path / "again.wasm")
+    assert calls == []
+    assert out.read_bytes() == build_py(src).read_bytes()
+    changed = tmp_path / "tool.py"
+    changed.write_text(src.read_text() + "\n# changed\n")
+    with pytest.raises(FileNotFoundError):  # the stub built nothing, so there is nothing to copy
+        glovebox.build(changed, tmp_path / "changed.wasm")
+    assert calls == [changed]
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (
+            "from glovebox_guest import tool\n\n@tool\ndef f(x: str) -> str\n    return x\n",
+            r"tool\.py:4:\d+: syntax error",
+        ),
+        ("import json\nimport socket\n", r"tool\.py:2: import of socket: the network is not available"),
+        ("from threading import Thread\n", r"tool\.py:1: import of threading: threads and processes"),
+        ("import subprocess as sp\n", r"tool\.py:1: import of subprocess: processes are not available"),
+        ("import urllib.request\n", r"tool\.py:1: import of urllib\.request: the network"),
+        ("import ctypes\n", r"tool\.py:1: import of ctypes: native code"),
+        ("import os\n\n\ndef f():\n    os.system('id')\n", r"tool\.py:5: os\.system is not available"),
+        ("def f(x: str) -> str:\n    return x\n", r"tool\.py:1: no tool function"),
+        ("@tool\ndef f(x: str): ...\n@tool\ndef g(x: str): ...\n", r"tool\.py:4: a second @tool function \(g\)"),
+        ("@tool\ndef f(x: set[int, str]): ...\n", r"tool\.py:2: cannot turn the annotation `set\[int, str\]`"),
+        ("@tool\ndef f(x: bytes): ...\n", r"tool\.py:2: cannot turn the annotation `bytes` into a JSON Schema"),
+        ("@tool\ndef f(*args: str): ...\n", r"tool\.py:2: the tool's arguments come by name"),
+    ],
+)
+def test_build_refuses_with_file_and_line(tmp_path: Path, source: str, message: str) -> None:
+    src = tmp_path / "tool.py"
+    src.write_text(source)
+    with pytest.raises(glovebox.BuildError, match=message) as info:
+        glovebox.build(src, tmp_path / "tool.wasm")
+    assert str(src) in str(info.value)
+    assert not (tmp_path / "tool.wasm").exists()
+
+
+def test_errors_while_importing_the_tool_name_the_file_and_line(tmp_path: Path) -> None:
+    # componentize-py imports the module at build time (its state is snapshotted into the component).
+    src = tmp_path / "failing.py"
+    src.write_text(
+        "from glovebox_guest import tool\n\n\n@tool\ndef f(x: str) -> str:\n    return x\n\n\nundefined_name\n"
+    )
+    with pytest.raises(glovebox.BuildError) as info:
+        glovebox.build(src, tmp_path / "failing.wasm")
+    message = str(info.value)
+    assert f'File "{src}", line 9' in message
+    assert "NameError: name 'undefined_name' is not defined" in message
+    assert "Stack backtrace" not in message
+
+
+def test_schema_from_signature() -> None:
+    source = '''
+from typing import Any, Literal, Optional
+import glovebox_guest
+
+@glovebox_guest.tool
+def search(
+    query: str,
+    tags: list[str],
+    weights: dict[str, float],
+    mode: Literal["fast", "exact"] = "fast",
+    limit: Optional[int] = None,
+    near: "int | str | None" = None,
+    *,
+    strict: bool = False,
+    extra: Any = None,
+) -> list[dict[str, Any]]:
+    """Search the things.
+
+    More words that are not the description.
+
+    Args:
+        query: What to look for.
+        tags (list): Tags to filter on.
+    """
+'''
+    spec = analyse(Path("search.py"), source)
+    assert spec.function == "search"
+    assert spec.description == "Search the things."
+    assert spec.input_schema == {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "What to look for."},
+            "tags": {"type": "array", "items": {"type": "string"}, "description": "Tags to filter on."},
+            "weights": {"type": "object", "additionalProperties": {"type": "number"}},
+            "mode": {"enum": ["fast", "exact"], "default": "fast"},
+            "limit": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+            "near": {"anyOf": [{"type": "integer"}, {"type": "string"}, {"type": "null"}]},
+            "strict": {"type": "boolean", "default": False},
+            "extra": {},
+        },
+        "required": ["query", "tags", "weights"],
+        "additionalProperties": False,
+    }
+    assert spec.output_schema == {"type": "array", "items": {"type": "object", "additionalProperties": {}}}
+
+
+def test_kwargs_allow_extra_fields_and_no_return_annotation_accepts_anything() -> None:
+    spec = analyse(Path("t.py"), "from glovebox_guest import tool\n@tool\ndef f(**options: Any):\n    pass\n")
+    assert spec.input_schema == {"type": "object", "properties": {}, "additionalProperties": True}
+    assert spec.output_schema is True
+    assert spec.description == ""
+
+
+def test_generated_toml_round_trips() -> None:
+    document: dict[str, Any] = {
+        "name": "x",
+        "description": 'quotes " and \\ and é',
+        "input_schema": {"type": "object", "properties": {"a-b": {"enum": [1, 2.5, True, "s"]}, "c d": {}}},
+        "limits": {"fuel": 10},
+    }
+    assert tomllib.loads(_pybuild.dump_toml(document)) == document
+
+
+def test_build_cache_dir_follows_glovebox_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GLOVEBOX_HOME", str(tmp_path / "home"))
+    assert _pybuild.build_cache_dir() == tmp_path / "home" / "cache" / "build"
+    monkeypatch.delenv("GLOVEBOX_HOME")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _pybuild.build_cache_dir() == tmp_path / "xdg" / "glovebox" / "build"
+
+
+# -- register and call ----------------------------------------------------------------
+
+
+def test_slugify_call(runtime: glovebox.Runtime, slugify: str) -> None:
+    result = runtime.call(slugify, {"text": "Héllo, Wörld! Ça va?", "separator": "_"})
+    assert result.ok, result.to_dict()
+    assert result.output == {"slug": "hello_world_ca_va", "words": 4}
+    assert result.meta["logs"] == [{"level": "debug", "message": "4 words, slug of 17 characters"}]
+    assert result.meta["fuel_used"] > 0
+    info = runtime.tools()[0]
+    assert info.manifest.description == "Turn a text into a lowercase ASCII URL slug."
+
+
+def test_slugify_tool_error(runtime: glovebox.Runtime, slugify: str) -> None:
+    result = runtime.call(slugify, {"text": "!!!"})
+    assert result.code == "guest_error"
+    assert result.error is not None
+    assert result.error.message == "the text has no letters or digits to make a slug from"
+
+
+def test_slugify_input_checked_against_the_generated_schema(runtime: glovebox.Runtime, slugify: str) -> None:
+    result = runtime.call(slugify, {"text": "a", "colour": "red"})
+    assert result.code == "invalid_input"
+    result = runtime.call(slugify, {"max_length": 3})
+    assert result.code == "invalid_input"
+    assert "'text' is a required property" in result.error.message  # type: ignore[union-attr]
+
+
+def test_python_tools_use_the_wasi_linker_and_c_tools_the_lean_one(
+    runtime: glovebox.Runtime, slugify: str, build_guest: Callable[[str], Path]
+) -> None:
+    runtime.register(build_guest("echo"), manifest={"name": "echo"})
+    sandbox = runtime._sandbox
+    python = runtime._component(runtime._registry.resolve(slugify))
+    native = runtime._component(runtime._registry.resolve("echo"))
+    assert sandbox._linker_for(native) is sandbox._linker
+    assert sandbox._linker_for(python) is not sandbox._linker
+    assert runtime.call("echo", {"a": 1}).output == {"a": 1}
+
+
+def test_fetch_json_reports_the_denial(runtime: glovebox.Runtime, build_py: BuildPy) -> None:
+    runtime.register(build_py(EXAMPLES / "py-fetch-json" / "tool.py"))
+    url = "https://api.example.com/items.json"
+    result = runtime.call("py-fetch-json", {"url": url, "pointer": "/items/0"})
+    assert result.code == "guest_error"
+    assert result.error is not None
+    assert result.error.message == f"cannot fetch {url}: denied: the http capability is not granted to this call"
+    assert result.meta["denials"] == [
+        {"capability": "http", "method": "GET", "url": url, "reason": "the http capability is not granted to this call"}
+    ]
+    assert result.meta["logs"] == [{"level": "warn", "message": "fetch refused: denied"}]
+
+
+# -- hostile guests -----------------------------------------------------------------------
+
+
+def test_reading_a_host_file_fails_inside_the_guest(hostile: Callable[..., glovebox.CallResult]) -> None:
+    result = hostile("open")
+    assert result.code == "guest_error"
+    assert result.error is not None
+    assert result.error.message == "FileNotFoundError: [Errno 44] No such file or directory: '/etc/passwd'"
+    assert_reveals_nothing(result)
+
+
+def test_the_filesystem_root_is_empty(hostile: Callable[..., glovebox.CallResult]) -> None:
+    result = hostile("listdir")
+    assert result.code == "guest_error"
+    assert result.error is not None
+    assert result.error.message.startswith("FileNotFoundError")
+    assert_reveals_nothing(result)
+
+
+def test_the_environment_is_empty(hostile: Callable[..., glovebox.CallResult]) -> None:
+    result = hostile("environ")
+    assert result.ok, result.to_dict()
+    assert result.output == {"environ": {}, "home": None, "cwd": "/"}
+    assert_reveals_nothing(result)
+
+
+@pytest.mark.parametrize("what", ["socket", "connect"])
+def test_sockets_fail(hostile: Callable[..., glovebox.CallResult], what: str) -> None:
+    result = hostile(what)
+    assert result.code == "guest_error"
+    assert result.error is not None
+    assert result.error.message.startswith(("OSError", "PermissionError", "ImportError", "ModuleNotFoundError"))
+    assert_reveals_nothing(result)
+
+
+def test_infinite_loop_times_out(hostile: Callable[..., glovebox.CallResult]) -> None:
+    result = hostile("loop")
+    assert result.code == "timeout"
+    assert result.error is not None
+    assert result.error.details == {"timeout_ms": 500}
+    assert_reveals_nothing(result)
+
+
+def test_memory_bomb_hits_the_memory_limit(hostile: Callable[..., glovebox.CallResult]) -> None:
+    result = hostile("memory")
+    assert result.code == "memory_limit"
+    assert result.error is not None
+    assert result.error.details == {"memory_bytes": 48 * MIB}
+    assert result.meta["logs"] == [{"level": "error", "message": "glovebox: out of memory"}]
+    assert_reveals_nothing(result)
+
+
+def test_exit_is_a_trap(hostile: Callable[..., glovebox.CallResult]) -> None:
+    result = hostile("exit")
+    assert result.code == "guest_trap"
+    assert_reveals_nothing(result)
+
+
+def test_uncaught_exception_is_a_guest_error(
+    runtime: glovebox.Runtime, hostile: Callable[..., glovebox.CallResult]
+) -> None:
+    result = hostile("crash")
+    assert result.code == "guest_error"
+    assert result.error is not None
+    assert result.error.message == "ZeroDivisionError: division by zero"
+    # The host lives on, and the next call is a fresh instance.
+    assert hostile("environ").ok
