@@ -30,6 +30,6 @@ def test_limit_documented(field: str) -> None:
     assert f"`limits.{field}`" in README
 
 
-@pytest.mark.parametrize("variable", ["GLOVEBOX_HOME", "GLOVEBOX_POLICY"])
+@pytest.mark.parametrize("variable", ["GLOVEBOX_HOME", "GLOVEBOX_POLICY", "GLOVEBOX_GRANTS"])
 def test_environment_documented(variable: str) -> None:
     assert f"`{variable}`" in README

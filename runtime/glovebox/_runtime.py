@@ -9,29 +9,37 @@ import logging
 import os
 import threading
 import time
+import tomllib
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 from wasmtime.component import Component
 
 from ._engine import get_engine
 from ._errors import CallError, InternalError, InvalidArtifact, InvalidInput, InvalidOutput, PermissionDenied
+from ._grants import Grants
 from ._manifest import HOST_MAXIMA, Manifest, find_manifest, load_manifest, parse_manifest
 from ._registry import Registry
 from ._result import CallResult, ToolInfo
 from ._sandbox import Sandbox
 from ._validate import MAX_ARTIFACT_BYTES, validate_component
 
-__all__ = ["Runtime", "default_home"]
+if TYPE_CHECKING:
+    import httpx
+
+    from .capabilities._http import HttpCapability
+
+__all__ = ["Runtime", "default_home", "load_grants"]
 
 logger = logging.getLogger("glovebox")
 
 MAX_INPUT_BYTES = 4 * 1024 * 1024
 ManifestSource = Manifest | dict[str, Any] | str | os.PathLike[str] | None
+GrantsSource = Grants | dict[str, Any] | str | os.PathLike[str] | None
 
 
 def default_home() -> Path:
@@ -50,14 +58,28 @@ class Runtime:
         home: where artifacts, caches and the index live (default: ``default_home()``).
         policy: a policy file (the default grants nothing: no capabilities,
             and tools that require scopes are refused).
+        grants: the capabilities every call is granted, until policies grant
+            per principal: a :class:`Grants`, a dict, or a JSON/TOML grants
+            file; default ``GLOVEBOX_GRANTS`` (a file path), else nothing.
+        transport: an ``httpx`` transport for the HTTP capability (tests use
+            ``httpx.MockTransport``); default: real connections.
 
     Use it as a context manager, or call ``close()`` when done.
     """
 
-    def __init__(self, home: str | os.PathLike[str] | None = None, policy: str | os.PathLike[str] | None = None):
+    def __init__(
+        self,
+        home: str | os.PathLike[str] | None = None,
+        policy: str | os.PathLike[str] | None = None,
+        *,
+        grants: GrantsSource = None,
+        transport: httpx.BaseTransport | None = None,
+    ):
         self.home = Path(home) if home is not None else default_home()
         self.home.mkdir(parents=True, exist_ok=True)
         self.policy_path = Path(policy) if policy is not None else _env_path("GLOVEBOX_POLICY")
+        self._grants = load_grants(grants if grants is not None else _env_path("GLOVEBOX_GRANTS"))
+        self._transport = transport
         self._registry = Registry(self.home)
         self._shared = get_engine()
         self._sandbox = Sandbox(self._shared)
@@ -171,8 +193,15 @@ class Runtime:
         if info.input_schema is not True:
             self._validator(info, "input").validate(value)
         component = self._component(info)
-        outcome = self._sandbox.run(component, input_text, info.manifest.limits)
+        http = self._http_for(info, self._grants_for(info, meta["principal"]))
+        try:
+            outcome = self._sandbox.run(component, input_text, info.manifest.limits, http)
+        finally:
+            if http is not None:
+                http.close()
         meta["fuel_used"] = outcome.fuel_used
+        if outcome.state.egress:
+            meta["egress"] = outcome.state.egress
         meta["logs"] = outcome.state.logs
         if outcome.state.logs_dropped:
             meta["logs_dropped"] = outcome.state.logs_dropped
@@ -182,6 +211,19 @@ class Runtime:
             raise outcome.error
         assert outcome.output_text is not None
         return self._decode_output(info, outcome.output_text)
+
+    def _grants_for(self, info: ToolInfo, principal: str) -> Grants:
+        """The capabilities granted to ``principal`` calling ``info`` (the policy's seam)."""
+        return self._grants
+
+    def _http_for(self, info: ToolInfo, grants: Grants) -> HttpCapability | None:
+        declared = info.manifest.capabilities.http
+        if not declared or not grants.http:
+            return None  # the host function answers `denied` without touching the network
+        from .capabilities._http import HttpCapability  # httpx only when a call may use it
+        from .capabilities._secrets import load_secrets
+
+        return HttpCapability(declared, grants, load_secrets(grants.secrets), self._transport)
 
     def _check_scopes(self, info: ToolInfo, principal: str) -> None:
         missing = sorted(set(info.manifest.required_scopes))
@@ -246,6 +288,29 @@ class _SchemaCheck:
         raise InvalidOutput(
             f"the tool's output does not match its output schema at {where}: {error.message}", details=details
         )
+
+
+def load_grants(source: GrantsSource) -> Grants:
+    """A :class:`Grants` from a model, a dict, or a JSON/TOML file (``None``: nothing granted).
+
+    Raises:
+        ValueError: the file cannot be read or does not describe valid grants.
+    """
+    if source is None:
+        return Grants()
+    if isinstance(source, Grants):
+        return source
+    if isinstance(source, dict):
+        return Grants.model_validate(source)
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"grants must be a Grants, a dict or a path, not {type(source).__name__}")
+    path = Path(source)
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+        return Grants.model_validate(data)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, tomllib.TOMLDecodeError, ValueError) as exc:
+        raise ValueError(f"invalid grants file {path}: {exc}") from None
 
 
 def _env_path(name: str) -> Path | None:
