@@ -38,6 +38,8 @@ def test_limit_documented(field: str) -> None:
     assert f"`limits.{field}`" in README
 
 
-@pytest.mark.parametrize("variable", ["GLOVEBOX_HOME", "GLOVEBOX_POLICY", "GLOVEBOX_REQUIRE_SIGNATURES"])
+@pytest.mark.parametrize(
+    "variable", ["GLOVEBOX_HOME", "GLOVEBOX_POLICY", "GLOVEBOX_REQUIRE_SIGNATURES", "GLOVEBOX_GRANTS"]
+)
 def test_environment_documented(variable: str) -> None:
     assert f"`{variable}`" in README

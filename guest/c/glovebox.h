@@ -16,7 +16,7 @@
  *
  * Build it with `glovebox build tool.c -o tool.wasm`. Everything below — the
  * canonical-ABI glue for the `glovebox:tool@0.1.0` world, a growable buffer,
- * JSON helpers, `gb_log` and `gb_http_fetch` — lives in this header so that a
+ * JSON helpers, `gb_log`, `gb_http_fetch` and `gb_http_get` — lives in this header so that a
  * tool carries no boilerplate. The header is written for a single translation
  * unit (one tool = one .c file).
  *
@@ -411,6 +411,27 @@ static void gb_http_response_free(gb_http_response *resp) {
     memset(resp, 0, sizeof *resp);
 }
 
+/* The simplest request: GET `url` with no headers. On GB_HTTP_OK the body is */
+/* appended to `body` and, when `status` is not NULL, *status holds the HTTP   */
+/* status; otherwise `reason` (when not NULL) receives the host's explanation. */
+/* Secrets the host adds (e.g. an Authorization header) never reach the tool. */
+static gb_http_status gb_http_get(const char *url, int *status, gb_buf *body, gb_buf *reason) {
+    gb_http_request req = {.method = "GET", .url = url};
+    gb_http_response resp = {0};
+    gb_http_status st = gb_http_fetch(&req, &resp, reason);
+    if (st != GB_HTTP_OK) return st;
+    if (status) *status = resp.status;
+    if (body) gb_buf_append(body, resp.body ? resp.body : "", resp.body_len);
+    gb_http_response_free(&resp);
+    return GB_HTTP_OK;
+}
+
+/* The name of an http-error kind, e.g. for messages: "denied", "timeout"...  */
+static const char *gb_http_status_name(gb_http_status st) {
+    static const char *names[] = {"denied", "timeout", "too-large", "network"};
+    return st == GB_HTTP_OK ? "ok" : (st >= 0 && st <= 3 ? names[st] : "unknown");
+}
+
 /* ------------------------------------------------------------------------ */
 /* Export glue: `call: func(input: string) -> result<string, string>`         */
 /* ------------------------------------------------------------------------ */
@@ -430,7 +451,7 @@ __attribute__((export_name("cabi_realloc")))
 void *cabi_realloc(void *old, size_t old_size, size_t align, size_t new_size) {
     (void)old_size;
     (void)align; /* malloc's alignment (16) covers every canonical-ABI type */
-    if (new_size == 0) return (void *)align;
+    if (new_size == 0) new_size = 1; /* a real pointer, so free() works on empty values */
     void *p = realloc(old, new_size);
     if (!p) gb_out_of_memory(); /* the host cannot receive NULL */
     return p;

@@ -9,9 +9,12 @@ granted by default.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .capabilities._match import parse_host_pattern, parse_method, parse_path_pattern
 
 __all__ = ["Grants", "HttpLimits", "HttpRule", "SecretRule"]
 
@@ -33,6 +36,30 @@ class HttpRule(_Frozen):
     )
     follow_redirects: bool = Field(default=False, description="Follow redirects (each hop is re-checked).")
 
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        return parse_host_pattern(value)
+
+    @field_validator("methods")
+    @classmethod
+    def _methods(cls, value: list[str]) -> list[str]:
+        return [parse_method(method) for method in value]
+
+    @field_validator("paths")
+    @classmethod
+    def _paths(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            parse_path_pattern(pattern)
+        return value
+
+    @field_validator("ports")
+    @classmethod
+    def _ports(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and not all(0 < port < 65536 for port in value):
+            raise ValueError("ports must be between 1 and 65535")
+        return value
+
 
 class HttpLimits(_Frozen):
     """Per-call limits on HTTP use."""
@@ -53,6 +80,28 @@ class SecretRule(_Frozen):
     host: str = Field(description="Host (or '*.example.com') whose requests receive the secret.")
     header: str = "Authorization"
     format: str = Field(default="Bearer {value}", description="Header value template; {value} is the secret.")
+    schemes: list[Literal["http", "https"]] = Field(
+        default=["https"], description="Schemes whose requests receive the secret (never plain http by default)."
+    )
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        return parse_host_pattern(value)
+
+    @field_validator("header")
+    @classmethod
+    def _header(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}", value):
+            raise ValueError(f"header {value!r}: not an HTTP header name")
+        return value
+
+    @field_validator("format")
+    @classmethod
+    def _format(cls, value: str) -> str:
+        if "{value}" not in value or "\r" in value or "\n" in value:
+            raise ValueError("format must contain '{value}' and no CR/LF")
+        return value
 
 
 class Grants(_Frozen):

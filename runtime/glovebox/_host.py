@@ -13,10 +13,13 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wasmtime import Engine
 from wasmtime.component import Linker, Variant
+
+if TYPE_CHECKING:
+    from .capabilities._http import HttpCapability
 
 __all__ = ["HOST_INTERFACE", "CallState", "activate", "make_linker"]
 
@@ -41,6 +44,12 @@ class CallState:
     logs_dropped: int = 0
     denials: list[dict[str, Any]] = field(default_factory=list)
     oom_reported: bool = False
+    #: The call's HTTP capability (declared ∩ granted), or None when it has none.
+    http: HttpCapability | None = None
+    #: One summary per outgoing request: method, url, host, path, status or error, bytes, ms.
+    egress: list[dict[str, Any]] = field(default_factory=list)
+    #: Set by a host function that ran out of the call's time: the call ends as `timeout`.
+    timed_out: bool = False
 
     def add_log(self, level: str, message: str) -> None:
         """Keep a log line while the call's log budget lasts; count the rest."""
@@ -88,11 +97,14 @@ def _log(_store: Any, level: Any, message: Any) -> None:
 def _http_fetch(_store: Any, request: Any) -> Any:
     try:
         state = _state()
+        if state is not None and state.http is not None:
+            return state.http.fetch(request, state)
         url = str(getattr(request, "url", ""))
         method = str(getattr(request, "method", ""))
         reason = "the http capability is not granted to this call"
         if state is not None:
             state.denials.append({"capability": "http", "method": method, "url": url, "reason": reason})
+            state.egress.append({"method": method, "url": url, "error": "denied", "ms": 0.0})
         return Variant("denied", reason)
     except Exception:  # pragma: no cover - never raise into wasm
         logger.exception("http-fetch host function failed")

@@ -10,11 +10,12 @@ import os
 import tempfile
 import threading
 import time
+import tomllib
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 import wasmtime
@@ -32,6 +33,7 @@ from ._errors import (
     PermissionDenied,
     SignatureError,
 )
+from ._grants import Grants
 from ._manifest import HOST_MAXIMA, Manifest, find_manifest, load_manifest, parse_manifest
 from ._registry import Registry
 from ._result import CallResult, ToolInfo
@@ -39,12 +41,18 @@ from ._sandbox import Sandbox
 from ._signing import TrustStore, signature_path, verify_signature
 from ._validate import MAX_ARTIFACT_BYTES, check_component, check_header
 
-__all__ = ["Runtime", "default_home", "resolve_manifest"]
+if TYPE_CHECKING:
+    import httpx
+
+    from .capabilities._http import HttpCapability
+
+__all__ = ["Runtime", "default_home", "load_grants", "resolve_manifest"]
 
 logger = logging.getLogger("glovebox")
 
 MAX_INPUT_BYTES = 4 * 1024 * 1024
 ManifestSource = Manifest | dict[str, Any] | str | os.PathLike[str] | None
+GrantsSource = Grants | dict[str, Any] | str | os.PathLike[str] | None
 
 
 def default_home() -> Path:
@@ -65,6 +73,11 @@ class Runtime:
             and tools that require scopes are refused).
         require_signatures: refuse unsigned artifacts at registration
             (default: the ``GLOVEBOX_REQUIRE_SIGNATURES`` environment variable).
+        grants: the capabilities every call is granted, until policies grant
+            per principal: a :class:`Grants`, a dict, or a JSON/TOML grants
+            file; default ``GLOVEBOX_GRANTS`` (a file path), else nothing.
+        transport: an ``httpx`` transport for the HTTP capability (tests use
+            ``httpx.MockTransport``); default: real connections.
 
     Use it as a context manager, or call ``close()`` when done.
     """
@@ -75,10 +88,14 @@ class Runtime:
         policy: str | os.PathLike[str] | None = None,
         *,
         require_signatures: bool | None = None,
+        grants: GrantsSource = None,
+        transport: httpx.BaseTransport | None = None,
     ):
         self.home = Path(home) if home is not None else default_home()
         self.home.mkdir(parents=True, exist_ok=True)
         self.policy_path = Path(policy) if policy is not None else _env_path("GLOVEBOX_POLICY")
+        self._grants = load_grants(grants if grants is not None else _env_path("GLOVEBOX_GRANTS"))
+        self._transport = transport
         self._registry = Registry(self.home)
         self._shared = get_engine()
         self._sandbox = Sandbox(self._shared)
@@ -292,8 +309,15 @@ class Runtime:
         if info.input_schema is not True:
             self._validator(info, "input").validate(value)
         component = self._component(info)
-        outcome = self._sandbox.run(component, input_text, info.manifest.limits)
+        http = self._http_for(info, self._grants_for(info, meta["principal"]))
+        try:
+            outcome = self._sandbox.run(component, input_text, info.manifest.limits, http)
+        finally:
+            if http is not None:
+                http.close()
         meta["fuel_used"] = outcome.fuel_used
+        if outcome.state.egress:
+            meta["egress"] = outcome.state.egress
         meta["logs"] = outcome.state.logs
         if outcome.state.logs_dropped:
             meta["logs_dropped"] = outcome.state.logs_dropped
@@ -303,6 +327,19 @@ class Runtime:
             raise outcome.error
         assert outcome.output_text is not None
         return self._decode_output(info, outcome.output_text)
+
+    def _grants_for(self, info: ToolInfo, principal: str) -> Grants:
+        """The capabilities granted to ``principal`` calling ``info`` (the policy's seam)."""
+        return self._grants
+
+    def _http_for(self, info: ToolInfo, grants: Grants) -> HttpCapability | None:
+        declared = info.manifest.capabilities.http
+        if not declared or not grants.http:
+            return None  # the host function answers `denied` without touching the network
+        from .capabilities._http import HttpCapability  # httpx only when a call may use it
+        from .capabilities._secrets import load_secrets
+
+        return HttpCapability(declared, grants, load_secrets(grants.secrets), self._transport)
 
     def _check_scopes(self, info: ToolInfo, principal: str) -> None:
         missing = sorted(set(info.manifest.required_scopes))
@@ -371,6 +408,29 @@ class _SchemaCheck:
 
 def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def load_grants(source: GrantsSource) -> Grants:
+    """A :class:`Grants` from a model, a dict, or a JSON/TOML file (``None``: nothing granted).
+
+    Raises:
+        ValueError: the file cannot be read or does not describe valid grants.
+    """
+    if source is None:
+        return Grants()
+    if isinstance(source, Grants):
+        return source
+    if isinstance(source, dict):
+        return Grants.model_validate(source)
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"grants must be a Grants, a dict or a path, not {type(source).__name__}")
+    path = Path(source)
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+        return Grants.model_validate(data)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, tomllib.TOMLDecodeError, ValueError) as exc:
+        raise ValueError(f"invalid grants file {path}: {exc}") from None
 
 
 def _env_path(name: str) -> Path | None:

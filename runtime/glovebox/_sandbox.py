@@ -19,17 +19,21 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import wasmtime
 from wasmtime.component import Component, ExportIndex, Linker
 
 from ._engine import SharedEngine
-from ._errors import CallError, GuestError, InvalidArtifact, OutputTooLarge
+from ._errors import CallError, CallTimeout, GuestError, InvalidArtifact, OutputTooLarge
 from ._fastcall import call_tool, post_return
 from ._host import CallState, activate, make_linker
 from ._manifest import Limits
 from ._traps import Failure, classify
 from ._validate import imports_wasi
+
+if TYPE_CHECKING:
+    from .capabilities._http import HttpCapability
 
 __all__ = ["Outcome", "Sandbox"]
 
@@ -84,10 +88,10 @@ class Sandbox:
             store.set_wasi(wasmtime.WasiConfig())
         return store
 
-    def run(self, component: Component, input_text: str, limits: Limits) -> Outcome:
+    def run(self, component: Component, input_text: str, limits: Limits, http: HttpCapability | None = None) -> Outcome:
         """Instantiate ``component`` afresh and call it once with ``input_text``."""
         deadline = time.monotonic() + limits.timeout_ms / 1000.0
-        state = CallState(deadline=deadline, log_limit_bytes=limits.log_bytes)
+        state = CallState(deadline=deadline, log_limit_bytes=limits.log_bytes, http=http)
         store = self._store(component, limits)
         with self._live_lock:
             self._live += 1
@@ -98,6 +102,12 @@ class Sandbox:
             with self._live_lock:
                 self._live -= 1
         fuel_used = limits.fuel - _fuel_left(store)
+        if state.timed_out and (error is None or error.code != "timeout"):
+            # Epochs do not fire in host calls: a host function that ran out of time says so.
+            error = CallTimeout(
+                f"the tool did not finish within its {limits.timeout_ms} ms deadline (waiting on the network)",
+                details={"timeout_ms": limits.timeout_ms},
+            )
         if error is None and output is not None:
             error = _check_output(output, limits)
         return Outcome(output_text=output if error is None else None, error=error, fuel_used=fuel_used, state=state)

@@ -1,0 +1,233 @@
+"""The enforcing HTTP client behind the ``http-fetch`` host function.
+
+Every request, and every redirect hop, goes through the same steps: parse the
+URL (http/https only, no userinfo, no dot segments or encoded slashes), check
+it against the tool's declared rules AND the call's granted rules with the one
+matcher, resolve the host once and refuse non-public addresses unless both
+rules allow private addresses, then connect to exactly the address that was
+checked (the URL carries the IP; the ``Host`` header, TLS SNI and certificate
+verification use the name). Limits bound the number of requests, the bytes
+each way and the time, and the call's remaining deadline caps every timeout.
+Secrets are added here and scrubbed from what the guest gets back.
+
+Failures become :class:`Refusal` (kind = ``denied``, ``timeout``,
+``too-large`` or ``network``) and reach the guest as an ``http-error``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from wasmtime.component import Record, Variant
+
+from .._grants import Grants, HttpRule
+from ._match import Target, check_rules
+from ._net import Refusal, check_headers, parse_target, pin_address, ssl_context
+from ._secrets import Scrubber, Secret, guard_logs
+
+if TYPE_CHECKING:
+    from .._host import CallState
+
+__all__ = ["HttpCapability"]
+
+logger = logging.getLogger("glovebox.http")
+
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+DROP_ON_NEW_HOST = frozenset({"authorization", "cookie", "proxy-authorization"})
+
+
+@dataclass
+class _Outgoing:
+    """The request as the guest asked for it (updated on each redirect hop)."""
+
+    method: str
+    url: str
+    headers: list[tuple[str, str]]
+    body: bytes | None
+
+    def redirected(self, status: int, location: str) -> _Outgoing:
+        url = str(httpx.URL(self.url).join(location))
+        if status == 303 or (status in (301, 302) and self.method == "POST"):
+            return _Outgoing("GET", url, self.headers, None)
+        return _Outgoing(self.method, url, self.headers, self.body)
+
+
+class HttpCapability:
+    """What one call may fetch: declared ∩ granted rules, limits and secrets."""
+
+    def __init__(
+        self,
+        declared: Sequence[HttpRule],
+        grants: Grants,
+        secrets: Sequence[Secret] = (),
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.declared = list(declared)
+        self.granted = list(grants.http)
+        self.limits = grants.http_limits
+        self.secrets = list(secrets)
+        self.scrubber = Scrubber(self.secrets)
+        guard_logs(self.scrubber, active=True)
+        self.requests = 0
+        self._transport = transport
+        self._clients: dict[str, httpx.Client] = {}
+
+    def close(self) -> None:
+        """Close the call's connections."""
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+        guard_logs(self.scrubber, active=False)
+
+    def fetch(self, request: Any, state: CallState) -> Record | Variant:
+        """Perform one guest request; never raises."""
+        method, url = str(request.method).upper(), str(request.url)
+        entry: dict[str, Any] = {"method": method, "url": _loggable(url)}
+        started = time.monotonic()
+        body = None if request.body is None else bytes(request.body)
+        outgoing = _Outgoing(method, url, [(str(k), str(v)) for k, v in request.headers], body)
+        try:
+            response = self._fetch(outgoing, state, entry)
+        except Refusal as refusal:
+            reason = self.scrubber.text(refusal.reason)
+            entry["error"] = refusal.kind
+            if refusal.kind == "denied":
+                state.denials.append({"capability": "http", "method": method, "url": entry["url"], "reason": reason})
+            return Variant(refusal.kind, reason)
+        finally:
+            entry["ms"] = round((time.monotonic() - started) * 1000, 3)
+            state.egress.append(entry)
+        return response
+
+    def _fetch(self, out: _Outgoing, state: CallState, entry: dict[str, Any]) -> Record:
+        check_headers(out.headers)
+        limit = self.limits.max_request_bytes
+        if out.body is not None and len(out.body) > limit:
+            raise Refusal("too-large", f"request body is {len(out.body)} bytes, over the {limit}-byte limit")
+        target = parse_target(out.method, out.url)
+        for hop in range(self.limits.max_redirects + 1):
+            rule = self._authorize(target)
+            entry.update(host=target.host, path=target.path)
+            response = self._send(target, out, rule, state, entry)
+            location = response.headers.get("location")
+            if response.status_code not in REDIRECTS or not location or not rule.follow_redirects:
+                return self._deliver(response)
+            if hop == self.limits.max_redirects:
+                raise Refusal("denied", f"more than {self.limits.max_redirects} redirects")
+            out = out.redirected(response.status_code, location)
+            new = parse_target(out.method, out.url)
+            if new.host != target.host:
+                out.headers = [(k, v) for k, v in out.headers if k.lower() not in DROP_ON_NEW_HOST]
+            target = new
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _authorize(self, target: Target) -> HttpRule:
+        declared, reason = check_rules(self.declared, target, "declared")
+        if declared is None:
+            raise Refusal("denied", reason)
+        granted, reason = check_rules(self.granted, target, "granted")
+        if granted is None:
+            raise Refusal("denied", reason)
+        assert isinstance(declared, HttpRule) and isinstance(granted, HttpRule)
+        return granted.model_copy(
+            update={
+                "allow_private": declared.allow_private and granted.allow_private,
+                "follow_redirects": declared.follow_redirects and granted.follow_redirects,
+            }
+        )
+
+    def _send(
+        self,
+        target: Target,
+        out: _Outgoing,
+        rule: HttpRule,
+        state: CallState,
+        entry: dict[str, Any],
+    ) -> httpx.Response:
+        if self.requests >= self.limits.max_requests:
+            raise Refusal("denied", f"request limit reached ({self.limits.max_requests} per call)")
+        timeout = min(self.limits.request_timeout_ms / 1000.0, state.remaining_s())
+        if timeout <= 0:
+            state.timed_out = True
+            raise Refusal("timeout", "the call's deadline has passed")
+        address = pin_address(target, rule.allow_private)
+        self.requests += 1
+        request = self._client(target.host).build_request(
+            target.method,
+            httpx.URL(out.url).copy_with(host=address, fragment=None),
+            headers=self._headers(target, out.headers),
+            content=out.body,
+            timeout=httpx.Timeout(timeout),
+            extensions={"sni_hostname": target.host} if target.scheme == "https" else {},
+        )
+        entry["bytes_out"] = entry.get("bytes_out", 0) + len(out.body or b"")
+        try:
+            response = self._client(target.host).send(request, stream=True)
+            self._read(response, state, entry)
+        except httpx.TimeoutException:
+            if state.remaining_s() <= 0.005:
+                state.timed_out = True
+                raise Refusal("timeout", "the call's deadline passed while waiting for the server") from None
+            raise Refusal("timeout", f"no answer within {self.limits.request_timeout_ms} ms") from None
+        except httpx.HTTPError as exc:
+            raise Refusal("network", f"{type(exc).__name__} talking to {target.host}") from None
+        entry["status"] = response.status_code
+        return response
+
+    def _read(self, response: httpx.Response, state: CallState, entry: dict[str, Any]) -> None:
+        chunks, size, cap = [], 0, self.limits.max_response_bytes
+        try:
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > cap:
+                    raise Refusal("too-large", f"response body is over the {cap}-byte limit")
+                if state.remaining_s() <= 0:
+                    state.timed_out = True
+                    raise Refusal("timeout", "the call's deadline passed while reading the response")
+                chunks.append(chunk)
+        finally:
+            response.close()
+            entry["bytes_in"] = entry.get("bytes_in", 0) + size
+        response._content = b"".join(chunks)
+
+    def _headers(self, target: Target, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        secrets = [s for s in self.secrets if s.applies_to(target.scheme, target.host)]
+        replaced = {s.rule.header.lower() for s in secrets}
+        out = [(k, v) for k, v in headers if k.lower() not in replaced]
+        out += [(s.rule.header, s.header_value) for s in secrets]
+        default = {"http": 80, "https": 443}[target.scheme] == target.port
+        host = f"[{target.host}]" if ":" in target.host else target.host
+        return [("Host", host if default else f"{host}:{target.port}"), *out]
+
+    def _deliver(self, response: httpx.Response) -> Record:
+        record = Record()
+        headers = response.headers.multi_items()
+        record.__dict__.update(
+            status=response.status_code,
+            headers=[(self.scrubber.text(name), self.scrubber.text(value)) for name, value in headers],
+            body=self.scrubber.bytes(response.content),
+        )
+        return record
+
+    def _client(self, host: str) -> httpx.Client:
+        client = self._clients.get(host)
+        if client is None:
+            client = httpx.Client(
+                transport=self._transport, verify=ssl_context(), trust_env=False, follow_redirects=False
+            )
+            self._clients[host] = client
+        return client
+
+
+def _loggable(url: str) -> str:
+    """The URL without userinfo, query or fragment, for meta."""
+    try:
+        parsed = httpx.URL(url)
+        return str(parsed.copy_with(userinfo=b"", query=None, fragment=None))[:512]
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return url[:200]

@@ -1,0 +1,124 @@
+"""URL, header and address checks for the HTTP capability (SSRF defence).
+
+>>> blocked_reason(ipaddress.ip_address("169.254.169.254"), allow_private=True)
+'a cloud metadata address'
+>>> blocked_reason(ipaddress.ip_address("::ffff:10.0.0.1"), allow_private=False)
+'a private address'
+>>> blocked_reason(ipaddress.ip_address("93.184.216.34"), allow_private=False) is None
+True
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import re
+import socket
+import ssl
+from urllib.parse import urlsplit
+
+from ._match import DEFAULT_PORTS, Target, ip_literal
+
+__all__ = ["Refusal", "blocked_reason", "check_headers", "parse_target", "pin_address", "ssl_context"]
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,256}$")
+_RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "upgrade", "te"})
+_METADATA = frozenset(
+    ipaddress.ip_address(a) for a in ("169.254.169.254", "169.254.170.2", "100.100.100.200", "fd00:ec2::254")
+)
+_SHARED = ipaddress.ip_network("100.64.0.0/10")
+_ULA = ipaddress.ip_network("fc00::/7")
+_BAD_PATH = re.compile(r"(^|/)(\.|%2e){1,2}(/|$)|%2f|%5c|\\", re.IGNORECASE)
+
+
+class Refusal(Exception):
+    """A request the host will not (or could not) complete; ``kind`` is the http-error case."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
+
+
+def check_headers(headers: list[tuple[str, str]]) -> None:
+    """Refuse CR/LF/NUL anywhere, malformed names and headers the host owns."""
+    for name, value in headers:
+        if any(c in name or c in value for c in "\r\n\0"):
+            raise Refusal("denied", f"header {name.strip()[:64]!r} contains CR, LF or NUL")
+        if not _HEADER_NAME.match(name):
+            raise Refusal("denied", f"header name {name[:64]!r} is not a valid token")
+        if name.lower() in _RESERVED_HEADERS:
+            raise Refusal("denied", f"header {name} is set by the host, not the tool")
+
+
+def parse_target(method: str, url: str) -> Target:
+    """Split an absolute http(s) URL into what rules match; refuse what they cannot."""
+    if not re.fullmatch(r"[A-Z][A-Z0-9_-]{0,31}", method):
+        raise Refusal("denied", f"method {method[:32]!r} is not an HTTP method")
+    if any(ord(c) <= 0x20 or c == "\x7f" for c in url):
+        raise Refusal("denied", "URL contains whitespace or control characters")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise Refusal("denied", f"malformed URL: {exc}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in DEFAULT_PORTS:
+        raise Refusal("denied", f"scheme {scheme or '(none)'} not allowed (only http and https)")
+    if "@" in parts.netloc:
+        raise Refusal("denied", "URLs with userinfo (user:password@) are refused")
+    host = (parts.hostname or "").rstrip(".")
+    if not host:
+        raise Refusal("denied", "URL has no host")
+    path = parts.path or "/"
+    if _BAD_PATH.search(path):
+        raise Refusal("denied", f"path {path[:128]} has dot segments or encoded slashes")
+    address = ip_literal(host)
+    return Target(scheme, str(address) if address else host, port or DEFAULT_PORTS[scheme], method, path)
+
+
+def blocked_reason(address: IPAddress, allow_private: bool) -> str | None:
+    """Why a connection to ``address`` is refused, or None when it is allowed."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address in _METADATA:
+        return "a cloud metadata address"
+    if address.is_multicast or address.is_unspecified:
+        return "a multicast or unspecified address"
+    if address.is_global and address not in _SHARED and address not in _ULA:
+        return None
+    if allow_private:
+        return None
+    for label, test in (
+        ("a loopback address", address.is_loopback),
+        ("a link-local address", address.is_link_local),
+        ("a private address", address.is_private or address in _SHARED or address in _ULA),
+    ):
+        if test:
+            return label
+    return "a reserved address"
+
+
+def pin_address(target: Target, allow_private: bool) -> str:
+    """Resolve ``target.host`` once, check every address, return the one to connect to."""
+    try:
+        infos = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise Refusal("network", f"cannot resolve {target.host}: {exc}") from None
+    addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
+    if not addresses:
+        raise Refusal("network", f"cannot resolve {target.host}")
+    for address in addresses:
+        reason = blocked_reason(address, allow_private)
+        if reason is not None:
+            hint = "" if allow_private or reason.startswith(("a cloud", "a multicast")) else "; not granted"
+            raise Refusal("denied", f"host {target.host} resolves to {address}, {reason}{hint}")
+    return str(addresses[0])
+
+
+@functools.cache
+def ssl_context() -> ssl.SSLContext:
+    """One verifying TLS context for the process (building one costs milliseconds)."""
+    return ssl.create_default_context()

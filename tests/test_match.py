@@ -1,0 +1,126 @@
+"""The one matcher: host, path, method, scheme and port patterns, and their doctests."""
+
+from __future__ import annotations
+
+import doctest
+
+import pydantic
+import pytest
+
+import glovebox
+from glovebox._manifest import parse_manifest
+from glovebox.capabilities import _match, _net, _secrets
+from glovebox.capabilities._match import Target, check_rules, host_matches, path_matches
+
+
+@pytest.mark.parametrize("module", [_match, _net, _secrets])
+def test_doctests(module: object) -> None:
+    failures, attempted = doctest.testmod(module, raise_on_error=False)  # type: ignore[arg-type]
+    assert attempted > 0
+    assert failures == 0
+
+
+@pytest.mark.parametrize(
+    ("pattern", "host", "expected"),
+    [
+        ("api.example.com", "api.example.com", True),
+        ("api.example.com", "API.Example.com.", True),
+        ("api.example.com", "example.com", False),
+        ("*.example.com", "api.example.com", True),
+        ("*.example.com", "a.b.example.com", True),
+        ("*.example.com", "example.com", False),
+        ("*.example.com", "evilexample.com", False),
+        ("*.example.com", "example.com.evil.net", False),
+        ("127.0.0.1", "127.0.0.1", True),
+        ("::1", "[::1]", True),
+        ("*.example.com", "127.0.0.1", False),
+    ],
+)
+def test_host_patterns(pattern: str, host: str, expected: bool) -> None:
+    assert host_matches(pattern, host) is expected
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "expected"),
+    [
+        ("/users/*", "/users/1", True),
+        ("/users/*", "/users/1/keys", False),
+        ("/users/*", "/users", False),
+        ("/users/*/keys", "/users/7/keys", True),
+        ("/v1/*.json", "/v1/a.json", True),
+        ("/v1/*.json", "/v1/a.xml", False),
+        ("/**", "/", True),
+        ("/**", "/a/b/c", True),
+        ("/api/**", "/api", True),
+        ("/api/**", "/api/v1/x", True),
+        ("/api/**", "/apix", False),
+        ("/*", "/", True),
+        ("/*", "/a/b", False),
+    ],
+)
+def test_path_patterns(pattern: str, path: str, expected: bool) -> None:
+    assert path_matches(pattern, path) is expected
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        {"host": "*.com"},
+        {"host": "exa mple.com"},
+        {"host": "*"},
+        {"host": "a.example.com", "paths": ["users/*"]},
+        {"host": "a.example.com", "paths": ["/a**b"]},
+        {"host": "a.example.com", "methods": ["GE T"]},
+        {"host": "a.example.com", "ports": [0]},
+        {"host": "a.example.com", "schemes": ["ftp"]},
+    ],
+)
+def test_bad_patterns_are_refused_at_model_construction(rule: dict[str, object]) -> None:
+    with pytest.raises(pydantic.ValidationError):
+        glovebox.HttpRule.model_validate(rule)
+
+
+def test_manifest_validation_uses_the_matcher() -> None:
+    with pytest.raises(glovebox.InvalidManifest, match="capabilities.http.0.host"):
+        parse_manifest({"name": "t", "capabilities": {"http": [{"host": "*.com"}]}})
+
+
+def test_rule_normalises_host_and_methods() -> None:
+    rule = glovebox.HttpRule(host="*.Example.COM", methods=["get", "post"])
+    assert rule.host == "*.example.com"
+    assert rule.methods == ["GET", "POST"]
+
+
+def _target(method: str = "GET", path: str = "/users/1", host: str = "api.example.com", port: int = 443) -> Target:
+    return Target("https", host, port, method, path)
+
+
+RULES = [glovebox.HttpRule(host="api.example.com", methods=["GET"], paths=["/users/*"])]
+
+
+def test_check_rules_allows_a_match() -> None:
+    rule, reason = check_rules(RULES, _target(), "granted")
+    assert rule is RULES[0]
+    assert reason == ""
+
+
+@pytest.mark.parametrize(
+    ("target", "reason"),
+    [
+        (_target(method="DELETE"), "method DELETE not allowed for https://api.example.com/users/1 (granted: GET)"),
+        (_target(host="evil.example.com"), "host evil.example.com not allowed (granted: api.example.com)"),
+        (_target(path="/admin"), "path /admin not allowed for api.example.com (granted: /users/*)"),
+        (_target(port=8443), "port 8443 not allowed for api.example.com (granted: default)"),
+        (Target("http", "api.example.com", 80, "GET", "/users/1"), "scheme http not allowed for api.example.com"),
+    ],
+)
+def test_check_rules_names_the_failing_part(target: Target, reason: str) -> None:
+    rule, message = check_rules(RULES, target, "granted")
+    assert rule is None
+    assert message.startswith(reason)
+
+
+def test_check_rules_without_rules() -> None:
+    rule, reason = check_rules([], _target(), "granted")
+    assert rule is None
+    assert reason == "the http capability is not granted for this call (requested GET https://api.example.com/users/1)"
