@@ -19,10 +19,11 @@ contract), a ``retryable`` flag and, for the CLI, an ``exit_code``::
     │   ├── InvalidOutput              invalid_output
     │   ├── UpstreamError              upstream_error
     │   └── InternalError              internal_error
-    └── RegistrationError              (refuses an artifact, a manifest or a build)
-        ├── InvalidArtifact            invalid_artifact
-        ├── InvalidManifest            invalid_manifest
-        └── BuildError                 build_failed
+    ├── RegistrationError              (refuses an artifact, a manifest or a build)
+    │   ├── InvalidArtifact            invalid_artifact
+    │   ├── InvalidManifest            invalid_manifest
+    │   └── BuildError                 build_failed
+    └── InvalidPolicy                  invalid_policy (a policy document is refused)
 
 Third-party errors (wasmtime traps, jsonschema failures) are translated into
 this tree in exactly one place each: :mod:`glovebox._traps` for wasmtime.
@@ -50,6 +51,7 @@ __all__ = [
     "InvalidInput",
     "InvalidManifest",
     "InvalidOutput",
+    "InvalidPolicy",
     "MemoryLimit",
     "OutputTooLarge",
     "PermissionDenied",
@@ -171,6 +173,12 @@ class InvalidManifest(RegistrationError):
 
 class BuildError(RegistrationError):
     code = "build_failed"
+
+
+class InvalidPolicy(GloveboxError):
+    """A policy document that cannot be used; the message names the file, line and field."""
+
+    code = "invalid_policy"
 
 
 #: Every call error code, in the order DESIGN.md lists them.

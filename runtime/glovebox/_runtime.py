@@ -18,13 +18,17 @@ from typing import Any
 import jsonschema
 from wasmtime.component import Component
 
+from ._audit import AuditLog
 from ._engine import get_engine
-from ._errors import CallError, InternalError, InvalidArtifact, InvalidInput, InvalidOutput, PermissionDenied
+from ._errors import CallError, InternalError, InvalidArtifact, InvalidInput, InvalidOutput
+from ._gate import CallTrace, PolicyGate, input_digest
+from ._grants import Grants
 from ._manifest import HOST_MAXIMA, Manifest, find_manifest, load_manifest, parse_manifest
 from ._registry import Registry
 from ._result import CallResult, ToolInfo
 from ._sandbox import Sandbox
 from ._validate import MAX_ARTIFACT_BYTES, validate_component
+from .policy import Approval, Decision, Policy
 
 __all__ = ["Runtime", "default_home"]
 
@@ -47,17 +51,28 @@ class Runtime:
     """Registers tools and runs each call in a fresh, isolated wasm instance.
 
     Args:
-        home: where artifacts, caches and the index live (default: ``default_home()``).
-        policy: a policy file (the default grants nothing: no capabilities,
-            and tools that require scopes are refused).
+        home: where artifacts, caches, the index, approvals and the audit log
+            live (default: ``default_home()``).
+        policy: a policy file (reloaded when it changes) or a ``Policy``; else
+            ``GLOVEBOX_POLICY``. With neither, tools without required scopes
+            run, tools that require scopes are refused, and nothing is granted.
+
+    Raises:
+        InvalidPolicy: the policy file given at construction cannot be used.
 
     Use it as a context manager, or call ``close()`` when done.
     """
 
-    def __init__(self, home: str | os.PathLike[str] | None = None, policy: str | os.PathLike[str] | None = None):
+    def __init__(
+        self, home: str | os.PathLike[str] | None = None, policy: str | os.PathLike[str] | Policy | None = None
+    ):
         self.home = Path(home) if home is not None else default_home()
         self.home.mkdir(parents=True, exist_ok=True)
-        self.policy_path = Path(policy) if policy is not None else _env_path("GLOVEBOX_POLICY")
+        if policy is None:
+            policy = _env_path("GLOVEBOX_POLICY")
+        self._gate = PolicyGate(self.home, policy)
+        self.policy_path = self._gate.path
+        self._audit = AuditLog(self.home)
         self._registry = Registry(self.home)
         self._shared = get_engine()
         self._sandbox = Sandbox(self._shared)
@@ -84,6 +99,8 @@ class Runtime:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
         self._registry.close()
+        self._audit.close()
+        self._gate.close()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -116,6 +133,54 @@ class Runtime:
         self._check_open()
         return self._registry.entries()
 
+    # -- policy, approvals, audit -------------------------------------------
+
+    @property
+    def policy(self) -> Policy:
+        """The policy in force (re-read first if its file changed)."""
+        return self._gate.current()
+
+    @property
+    def policy_error(self) -> str | None:
+        """Why the last reload failed (the previous policy stays in force), or None."""
+        return self._gate.error
+
+    def reload_policy(self) -> bool:
+        """Re-read the policy file now; return whether a new policy took effect."""
+        return self._gate.reload()
+
+    def explain(self, name: str, *, principal: str | None = None) -> Decision:
+        """What the policy decides for ``principal`` calling tool ``name``, and why."""
+        self._check_open()
+        return self._gate.decide(self._registry.resolve(name), principal or "anonymous")
+
+    def approve(self, approval_id: str, *, principal: str) -> Approval:
+        """Approve a pending ``approval_required`` call on behalf of ``principal``.
+
+        Raises:
+            PermissionDenied: ``principal`` lacks the policy's approver scope, or
+                asked to approve its own request.
+            ValueError: the id is unknown, expired, or not pending any more.
+        """
+        self._check_open()
+        if not isinstance(principal, str) or not principal:
+            raise TypeError("principal must be a non-empty str")
+        return self._gate.approve(approval_id, principal)
+
+    def pending_approvals(self) -> list[Approval]:
+        """Approval requests waiting for an approver."""
+        self._check_open()
+        return self._gate.approvals.pending()
+
+    @property
+    def audit(self) -> AuditLog:
+        """The audit log of this home."""
+        return self._audit
+
+    def _grants_for(self, info: ToolInfo, principal: str) -> Grants:
+        """What the policy grants ``principal`` when calling ``info``."""
+        return self._gate.decide(info, principal).grants
+
     # -- calls ---------------------------------------------------------------
 
     def call(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
@@ -136,8 +201,9 @@ class Runtime:
             "duration_ms": 0.0,
             "fuel_used": 0,
         }
+        trace = CallTrace()
         try:
-            output = self._call(name, input, meta)
+            output = self._call(name, input, meta, trace)
             result = CallResult(ok=True, output=output, meta=meta)
         except CallError as error:
             result = CallResult(ok=False, error=error, meta=meta)
@@ -146,6 +212,17 @@ class Runtime:
             opaque = InternalError(f"internal error (call_id {meta['call_id']})", details={"call_id": meta["call_id"]})
             result = CallResult(ok=False, error=opaque, meta=meta)
         meta["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        return self._record(result, input, trace)
+
+    def _record(self, result: CallResult, value: Any, trace: CallTrace) -> CallResult:
+        """Commit the audit record; a call that cannot be audited fails closed."""
+        try:
+            self._audit.append(trace.record(result, value))
+        except Exception:
+            call_id = result.meta["call_id"]
+            logger.exception("cannot write the audit record of call %s", call_id)
+            opaque = InternalError(f"internal error (call_id {call_id})", details={"call_id": call_id})
+            return CallResult(ok=False, error=opaque, meta=result.meta)
         return result
 
     async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
@@ -163,15 +240,17 @@ class Runtime:
                 self._executor = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="glovebox")
             return self._executor
 
-    def _call(self, name: str, value: Any, meta: dict[str, Any]) -> Any:
+    def _call(self, name: str, value: Any, meta: dict[str, Any], trace: CallTrace) -> Any:
+        trace.input_digest = input_digest(value)
+        trace.policy = self._gate.current()
         info = self._registry.resolve(name)
         meta.update(tool=info.name, version=info.version, digest=info.digest)
-        self._check_scopes(info, meta["principal"])
+        decision = self._gate.admit(trace, info, meta["principal"])
         input_text = _encode_input(value)
         if info.input_schema is not True:
             self._validator(info, "input").validate(value)
         component = self._component(info)
-        outcome = self._sandbox.run(component, input_text, info.manifest.limits)
+        outcome = self._sandbox.run(component, input_text, decision.limits)
         meta["fuel_used"] = outcome.fuel_used
         meta["logs"] = outcome.state.logs
         if outcome.state.logs_dropped:
@@ -182,14 +261,6 @@ class Runtime:
             raise outcome.error
         assert outcome.output_text is not None
         return self._decode_output(info, outcome.output_text)
-
-    def _check_scopes(self, info: ToolInfo, principal: str) -> None:
-        missing = sorted(set(info.manifest.required_scopes))
-        if missing:
-            raise PermissionDenied(
-                f"principal {principal!r} lacks the scopes {missing} that {info.name} requires",
-                details={"missing_scopes": missing},
-            )
 
     def _validator(self, info: ToolInfo, which: str) -> _SchemaCheck:
         key = (info.digest, info.name, which)
