@@ -44,6 +44,13 @@ def test_shipped_policies_parse() -> None:
     assert any(grant.http for grant in team.grants) and team.limits
 
 
+def test_api_keys_identify_principals_by_hash() -> None:
+    team = glovebox.load_policy(POLICIES / "examples" / "team.yaml")
+    assert team.principal_for_api_key("agent-demo-key") == "agent"
+    assert team.principal_for_api_key("agent-demo-key ") is None
+    assert team.principal_for_api_key("") is None
+
+
 def test_schema_json_is_in_sync_with_the_models() -> None:
     committed = json.loads((POLICIES / "schema.json").read_text())
     assert committed == policy_schema(), "regenerate with: glovebox policy schema > policies/schema.json"

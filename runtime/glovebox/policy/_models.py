@@ -6,7 +6,9 @@ unknown fields are errors. Every model is frozen and forbids extra fields.
 
 from __future__ import annotations
 
-from typing import Literal
+import hashlib
+import hmac
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,7 +42,7 @@ class Principal(_Frozen):
 
     description: str = Field("", description="Who this is.")
     scopes: list[str] = Field([], description="Scopes held; a tool's required_scopes must all be among them.")
-    api_key_sha256: list[str] = Field(
+    api_key_sha256: list[Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]] = Field(
         [],
         description="Hex SHA-256 digests of API keys that authenticate as this principal (for the servers).",
     )
@@ -119,6 +121,16 @@ class Policy(_Frozen):
         """The scopes a principal holds (none for an unknown principal)."""
         entry = self.principals.get(principal)
         return frozenset(entry.scopes) if entry is not None else frozenset()
+
+    def principal_for_api_key(self, api_key: str) -> str | None:
+        """The principal an API key authenticates as (compared by SHA-256, in constant time), or None."""
+        digest = hashlib.sha256(api_key.encode("utf-8")).hexdigest()
+        found = None
+        for name, entry in self.principals.items():
+            for known in entry.api_key_sha256:
+                if hmac.compare_digest(known, digest):
+                    found = name
+        return found
 
 
 #: The behaviour when no policy is configured: tools without required scopes
