@@ -133,3 +133,37 @@ def test_registry_commands(tmp_path: Path, build_example: Callable[[str], Path])
     wasm.write_bytes(wasm.read_bytes() + b"\0")
     tampered = run("verify", str(wasm))
     assert tampered.returncode == 1 and "error [invalid_signature]" in tampered.stderr
+
+
+def test_policy_commands(build_example: Callable[[str], Path], tmp_path: Path) -> None:
+    from glovebox.policy import policy_schema
+
+    root = Path(__file__).resolve().parents[1]
+    team = str(root / "policies" / "examples" / "team.yaml")
+    assert run("register", str(build_example("text-stats"))).returncode == 0
+    assert run("register", str(build_example("primes"))).returncode == 0
+    explained = run("--policy", team, "policy", "explain", "--principal", "agent", "--tool", "primes")
+    assert explained.returncode == 0, explained.stderr
+    assert explained.stdout.startswith("decision: require_approval") and "signs off first" in explained.stdout
+    as_json = run("policy", "explain", "--policy", team, "--principal", "nobody", "--tool", "text-stats", "--json")
+    assert json.loads(as_json.stdout)["action"] == "allow"
+    checked = run("policy", "check", team)
+    assert checked.returncode == 1 and "rules[2]: tool pattern 'calc' matches no registered tool" in checked.stdout
+    good = tmp_path / "good.yaml"
+    good.write_text("version: 1\nprincipals: {ann: {}}\nrules: [{tool: 'text-*', action: allow}]\n")
+    assert run("policy", "check", str(good)).returncode == 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\nrules:\n  - tool: x\n    acton: allow\n")
+    broken = run("policy", "check", str(bad))
+    assert broken.returncode == 1 and "bad.yaml:4: rules.0.acton: unknown field" in broken.stderr
+    assert json.loads(run("policy", "schema").stdout) == policy_schema()
+
+
+def test_policy_denial_in_cli_call(build_example: Callable[[str], Path]) -> None:
+    root = Path(__file__).resolve().parents[1]
+    assert run("register", str(build_example("text-stats"))).returncode == 0
+    denied = run("--policy", str(root / "policies" / "default.yaml"), "call", "text-stats", "--input", '{"text": ""}')
+    assert denied.returncode == 1 and json.loads(denied.stdout)["error"]["code"] == "permission_denied"
+    runner = CliRunner()
+    result = runner.invoke(cli, ["policy", "check", str(root / "policies" / "default.yaml")])
+    assert result.exit_code == 0 and "ok (0 rules" in result.output

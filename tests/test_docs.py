@@ -22,7 +22,9 @@ def test_cli_subcommands_documented() -> None:
 
 
 @pytest.mark.parametrize(
-    "code", glovebox.ERROR_CODES + ("invalid_artifact", "invalid_manifest", "invalid_signature", "build_failed")
+    "code",
+    glovebox.ERROR_CODES
+    + ("invalid_artifact", "invalid_manifest", "invalid_signature", "build_failed", "invalid_policy"),
 )
 def test_error_code_documented(code: str) -> None:
     assert f"`{code}`" in README
@@ -43,3 +45,29 @@ def test_limit_documented(field: str) -> None:
 )
 def test_environment_documented(variable: str) -> None:
     assert f"`{variable}`" in README
+
+
+def _policy_fields() -> list[str]:
+    from glovebox.policy import _models
+
+    fields = set(glovebox.Policy.model_fields)
+    for model in (_models.Principal, _models.ToolRule, _models.Defaults, _models.ApprovalSettings):
+        fields |= set(model.model_fields)
+    fields |= {f"audit.{name}" for name in _models.AuditSettings.model_fields}
+    fields |= {f"approvals.{name}" for name in _models.ApprovalSettings.model_fields}
+    return sorted(fields)
+
+
+@pytest.mark.parametrize("field", _policy_fields())
+def test_policy_field_documented(field: str) -> None:
+    assert f"`{field}" in README or f".{field}`" in README
+
+
+@pytest.mark.parametrize("field", sorted(glovebox.HttpRule.model_fields) + sorted(glovebox.HttpLimits.model_fields))
+def test_grant_field_documented(field: str) -> None:
+    assert f"`{field}`" in README
+
+
+@pytest.mark.parametrize("command", ["policy check", "policy explain", "policy schema", "audit tail", "audit verify"])
+def test_subcommand_documented(command: str) -> None:
+    assert f"`glovebox {command}" in README

@@ -3,6 +3,7 @@
 The whole public API is listed in ``__all__``; everything else is private.
 """
 
+from ._audit import AuditLog, AuditVerification
 from ._build import build
 from ._errors import (
     ERROR_CODES,
@@ -20,6 +21,7 @@ from ._errors import (
     InvalidInput,
     InvalidManifest,
     InvalidOutput,
+    InvalidPolicy,
     MemoryLimit,
     OutputTooLarge,
     PermissionDenied,
@@ -32,17 +34,22 @@ from ._grants import Grants, HttpLimits, HttpRule, SecretRule
 from ._manifest import Capabilities, Limits, Manifest
 from ._result import CallResult, ToolInfo
 from ._runtime import Runtime
+from .policy import Approval, Decision, Policy, load_policy
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Approval",
     "ApprovalRequired",
+    "AuditLog",
+    "AuditVerification",
     "BuildError",
     "CallError",
     "CallResult",
     "CallTimeout",
     "Capabilities",
     "CapabilityDenied",
+    "Decision",
     "ERROR_CODES",
     "FuelExhausted",
     "GloveboxError",
@@ -56,11 +63,13 @@ __all__ = [
     "InvalidInput",
     "InvalidManifest",
     "InvalidOutput",
+    "InvalidPolicy",
     "Limits",
     "Manifest",
     "MemoryLimit",
     "OutputTooLarge",
     "PermissionDenied",
+    "Policy",
     "RegistrationError",
     "Runtime",
     "SecretRule",
@@ -69,5 +78,6 @@ __all__ = [
     "ToolNotFound",
     "UpstreamError",
     "build",
+    "load_policy",
     "__version__",
 ]

@@ -1,7 +1,8 @@
 """The ``glovebox`` command line. Thin: parse, call the library, format.
 
-Exit codes: 0 success; 1 a failed call or a refused registration/build;
-2 a usage error (bad flags, --input that is not JSON).
+Exit codes: 0 success; 1 a failed call, a refused registration/build, a
+refused approval, a policy with problems or a tampered audit log; 2 a usage
+error (bad flags, --input that is not JSON).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, NoReturn
 import click
 
 from ._build import build as build_tool
+from ._cli_policy import approve, audit, policy
 from ._compiled import file_sha256
 from ._errors import GloveboxError
 from ._result import ToolInfo
@@ -264,6 +266,11 @@ def demo(keep: str | None) -> None:
     from ._demo import run_demo
 
     sys.exit(run_demo(Path(keep) if keep else None))
+
+
+cli.add_command(policy)
+cli.add_command(approve)
+cli.add_command(audit)
 
 
 def main() -> None:

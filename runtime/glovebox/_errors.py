@@ -19,11 +19,12 @@ contract), a ``retryable`` flag and, for the CLI, an ``exit_code``::
     │   ├── InvalidOutput              invalid_output
     │   ├── UpstreamError              upstream_error
     │   └── InternalError              internal_error
-    └── RegistrationError              (refuses an artifact, a manifest or a build)
-        ├── InvalidArtifact            invalid_artifact
-        ├── InvalidManifest            invalid_manifest
-        ├── SignatureError             invalid_signature
-        └── BuildError                 build_failed
+    ├── RegistrationError              (refuses an artifact, a manifest or a build)
+    │   ├── InvalidArtifact            invalid_artifact
+    │   ├── InvalidManifest            invalid_manifest
+    │   ├── SignatureError             invalid_signature
+    │   └── BuildError                 build_failed
+    └── InvalidPolicy                  invalid_policy (a policy document is refused)
 
 Third-party errors (wasmtime traps, jsonschema failures) are translated into
 this tree in exactly one place each: :mod:`glovebox._traps` for wasmtime.
@@ -51,6 +52,7 @@ __all__ = [
     "InvalidInput",
     "InvalidManifest",
     "InvalidOutput",
+    "InvalidPolicy",
     "MemoryLimit",
     "OutputTooLarge",
     "PermissionDenied",
@@ -179,6 +181,12 @@ class SignatureError(RegistrationError):
 
 class BuildError(RegistrationError):
     code = "build_failed"
+
+
+class InvalidPolicy(GloveboxError):
+    """A policy document that cannot be used; the message names the file, line and field."""
+
+    code = "invalid_policy"
 
 
 #: Every call error code, in the order DESIGN.md lists them.

@@ -21,18 +21,12 @@ import jsonschema
 import wasmtime
 from wasmtime.component import Component
 
+from ._audit import AuditLog
 from ._compile import precompile
 from ._compiled import CompiledCache, file_sha256
 from ._engine import get_engine
-from ._errors import (
-    CallError,
-    InternalError,
-    InvalidArtifact,
-    InvalidInput,
-    InvalidOutput,
-    PermissionDenied,
-    SignatureError,
-)
+from ._errors import CallError, InternalError, InvalidArtifact, InvalidInput, InvalidOutput, SignatureError
+from ._gate import CallTrace, PolicyGate, input_digest
 from ._grants import Grants
 from ._manifest import HOST_MAXIMA, Manifest, find_manifest, load_manifest, parse_manifest
 from ._registry import Registry
@@ -40,6 +34,7 @@ from ._result import CallResult, ToolInfo
 from ._sandbox import Sandbox
 from ._signing import TrustStore, signature_path, verify_signature
 from ._validate import MAX_ARTIFACT_BYTES, check_component, check_header
+from .policy import Approval, Decision, Policy
 
 if TYPE_CHECKING:
     import httpx
@@ -68,16 +63,22 @@ class Runtime:
     """Registers tools and runs each call in a fresh, isolated wasm instance.
 
     Args:
-        home: where artifacts, caches and the index live (default: ``default_home()``).
-        policy: a policy file (the default grants nothing: no capabilities,
-            and tools that require scopes are refused).
+        home: where artifacts, caches, the index, approvals and the audit log
+            live (default: ``default_home()``).
+        policy: a policy file (reloaded when it changes) or a ``Policy``; else
+            ``GLOVEBOX_POLICY``. With neither, tools without required scopes
+            run, tools that require scopes are refused, and nothing is granted
+            beyond ``grants``.
         require_signatures: refuse unsigned artifacts at registration
             (default: the ``GLOVEBOX_REQUIRE_SIGNATURES`` environment variable).
-        grants: the capabilities every call is granted, until policies grant
-            per principal: a :class:`Grants`, a dict, or a JSON/TOML grants
-            file; default ``GLOVEBOX_GRANTS`` (a file path), else nothing.
+        grants: what every call is granted when no policy is configured (with a
+            policy, the policy's grants govern): a :class:`Grants`, a dict, or a
+            JSON/TOML grants file; default ``GLOVEBOX_GRANTS`` (a file path), else nothing.
         transport: an ``httpx`` transport for the HTTP capability (tests use
             ``httpx.MockTransport``); default: real connections.
+
+    Raises:
+        InvalidPolicy: the policy file given at construction cannot be used.
 
     Use it as a context manager, or call ``close()`` when done.
     """
@@ -85,7 +86,7 @@ class Runtime:
     def __init__(
         self,
         home: str | os.PathLike[str] | None = None,
-        policy: str | os.PathLike[str] | None = None,
+        policy: str | os.PathLike[str] | Policy | None = None,
         *,
         require_signatures: bool | None = None,
         grants: GrantsSource = None,
@@ -93,7 +94,12 @@ class Runtime:
     ):
         self.home = Path(home) if home is not None else default_home()
         self.home.mkdir(parents=True, exist_ok=True)
-        self.policy_path = Path(policy) if policy is not None else _env_path("GLOVEBOX_POLICY")
+        if policy is None:
+            policy = _env_path("GLOVEBOX_POLICY")
+        self._gate = PolicyGate(self.home, policy)
+        self.policy_path = self._gate.path
+        self._policy_given = policy is not None
+        self._audit = AuditLog(self.home)
         self._grants = load_grants(grants if grants is not None else _env_path("GLOVEBOX_GRANTS"))
         self._transport = transport
         self._registry = Registry(self.home)
@@ -126,6 +132,8 @@ class Runtime:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
         self._registry.close()
+        self._audit.close()
+        self._gate.close()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -244,6 +252,50 @@ class Runtime:
         self._check_open()
         return self._registry.deprecate(ref, message)
 
+    # -- policy, approvals, audit -------------------------------------------
+
+    @property
+    def policy(self) -> Policy:
+        """The policy in force (re-read first if its file changed)."""
+        return self._gate.current()
+
+    @property
+    def policy_error(self) -> str | None:
+        """Why the last reload failed (the previous policy stays in force), or None."""
+        return self._gate.error
+
+    def reload_policy(self) -> bool:
+        """Re-read the policy file now; return whether a new policy took effect."""
+        return self._gate.reload()
+
+    def explain(self, name: str, *, principal: str | None = None) -> Decision:
+        """What the policy decides for ``principal`` calling tool ``name``, and why."""
+        self._check_open()
+        return self._gate.decide(self._registry.resolve(name), principal or "anonymous")
+
+    def approve(self, approval_id: str, *, principal: str) -> Approval:
+        """Approve a pending ``approval_required`` call on behalf of ``principal``.
+
+        Raises:
+            PermissionDenied: ``principal`` lacks the policy's approver scope, or
+                asked to approve its own request.
+            ValueError: the id is unknown, expired, or not pending any more.
+        """
+        self._check_open()
+        if not isinstance(principal, str) or not principal:
+            raise TypeError("principal must be a non-empty str")
+        return self._gate.approve(approval_id, principal)
+
+    def pending_approvals(self) -> list[Approval]:
+        """Approval requests waiting for an approver."""
+        self._check_open()
+        return self._gate.approvals.pending()
+
+    @property
+    def audit(self) -> AuditLog:
+        """The audit log of this home."""
+        return self._audit
+
     # -- calls ---------------------------------------------------------------
 
     def call(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
@@ -264,8 +316,9 @@ class Runtime:
             "duration_ms": 0.0,
             "fuel_used": 0,
         }
+        trace = CallTrace()
         try:
-            output = self._call(name, input, meta)
+            output = self._call(name, input, meta, trace)
             result = CallResult(ok=True, output=output, meta=meta)
         except InternalError as error:
             logger.error("call %s failed inside the host: %s", meta["call_id"], error.message)
@@ -282,6 +335,17 @@ class Runtime:
             opaque = InternalError(f"internal error (call_id {meta['call_id']})", details={"call_id": meta["call_id"]})
             result = CallResult(ok=False, error=opaque, meta=meta)
         meta["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        return self._record(result, input, trace)
+
+    def _record(self, result: CallResult, value: Any, trace: CallTrace) -> CallResult:
+        """Commit the audit record; a call that cannot be audited fails closed."""
+        try:
+            self._audit.append(trace.record(result, value))
+        except Exception:
+            call_id = result.meta["call_id"]
+            logger.exception("cannot write the audit record of call %s", call_id)
+            opaque = InternalError(f"internal error (call_id {call_id})", details={"call_id": call_id})
+            return CallResult(ok=False, error=opaque, meta=result.meta)
         return result
 
     async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
@@ -299,19 +363,21 @@ class Runtime:
                 self._executor = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="glovebox")
             return self._executor
 
-    def _call(self, name: str, value: Any, meta: dict[str, Any]) -> Any:
+    def _call(self, name: str, value: Any, meta: dict[str, Any], trace: CallTrace) -> Any:
+        trace.input_digest = input_digest(value)
+        trace.policy = self._gate.current()
         info = self._registry.resolve(name)
         meta.update(tool=info.name, version=info.version, digest=info.digest)
         if info.deprecated is not None:
             meta["deprecated"] = info.deprecated
-        self._check_scopes(info, meta["principal"])
+        decision = self._gate.admit(trace, info, meta["principal"])
         input_text = _encode_input(value)
         if info.input_schema is not True:
             self._validator(info, "input").validate(value)
         component = self._component(info)
-        http = self._http_for(info, self._grants_for(info, meta["principal"]))
+        http = self._http_for(info, self._grants_for(decision))
         try:
-            outcome = self._sandbox.run(component, input_text, info.manifest.limits, http)
+            outcome = self._sandbox.run(component, input_text, decision.limits, http)
         finally:
             if http is not None:
                 http.close()
@@ -328,9 +394,9 @@ class Runtime:
         assert outcome.output_text is not None
         return self._decode_output(info, outcome.output_text)
 
-    def _grants_for(self, info: ToolInfo, principal: str) -> Grants:
-        """The capabilities granted to ``principal`` calling ``info`` (the policy's seam)."""
-        return self._grants
+    def _grants_for(self, decision: Decision) -> Grants:
+        """The capabilities of one call: the policy's grants, or, with no policy, ``grants``."""
+        return decision.grants if self._policy_given else self._grants
 
     def _http_for(self, info: ToolInfo, grants: Grants) -> HttpCapability | None:
         declared = info.manifest.capabilities.http
@@ -340,14 +406,6 @@ class Runtime:
         from .capabilities._secrets import load_secrets
 
         return HttpCapability(declared, grants, load_secrets(grants.secrets), self._transport)
-
-    def _check_scopes(self, info: ToolInfo, principal: str) -> None:
-        missing = sorted(set(info.manifest.required_scopes))
-        if missing:
-            raise PermissionDenied(
-                f"principal {principal!r} lacks the scopes {missing} that {info.name} requires",
-                details={"missing_scopes": missing},
-            )
 
     def _validator(self, info: ToolInfo, which: str) -> _SchemaCheck:
         key = (info.digest, info.name, which)

@@ -1,0 +1,175 @@
+"""The tamper-evident audit log: one hash-chained SQLite row per call.
+
+``GLOVEBOX_HOME/audit.sqlite`` (WAL). Each row stores ``prev_hash`` (the
+previous row's ``hash``; 64 zeros for the first) and
+``hash = sha256(prev_hash + canonical JSON of the row's other fields)``, so
+changing, inserting or deleting a row breaks the chain at that row, which
+:meth:`AuditLog.verify` reports. Each record is committed before ``call``
+returns: a process killed afterwards loses nothing it returned. (With
+``synchronous=NORMAL`` a power loss may still drop the newest records.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = ["AuditLog", "AuditVerification", "redact"]
+
+GENESIS = "0" * 64
+FIELDS = (
+    "seq",
+    "call_id",
+    "time",
+    "principal",
+    "tool",
+    "digest",
+    "input_digest",
+    "decision",
+    "outcome",
+    "fuel_used",
+    "duration_ms",
+    "egress",
+    "input",
+    "output",
+)
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS audit (
+    seq INTEGER PRIMARY KEY, call_id TEXT NOT NULL, time TEXT NOT NULL, principal TEXT NOT NULL,
+    tool TEXT NOT NULL, digest TEXT, input_digest TEXT, decision TEXT, outcome TEXT NOT NULL,
+    fuel_used INTEGER NOT NULL, duration_ms REAL NOT NULL, egress TEXT NOT NULL,
+    input TEXT, output TEXT, prev_hash TEXT NOT NULL, hash TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_call_id ON audit (call_id);
+"""
+_SECRET_KEY = re.compile(
+    r"pass(word|wd|phrase)?|token|secret|api[-_]?key|authori[sz]ation|cookie|credential|private[-_]?key|session",
+    re.IGNORECASE,
+)
+REDACTED = "[redacted]"
+
+
+def redact(value: Any) -> Any:
+    """A copy of a JSON value with the values of secret-looking keys replaced.
+
+    >>> redact({"user": "ann", "Password": "x", "nested": [{"api_key": 1}]})
+    {'user': 'ann', 'Password': '[redacted]', 'nested': [{'api_key': '[redacted]'}]}
+    """
+    if isinstance(value, dict):
+        return {k: REDACTED if _SECRET_KEY.search(str(k)) else redact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(item) for item in value]
+    return value
+
+
+def row_hash(prev_hash: str, record: dict[str, Any]) -> str:
+    """The chain hash of one record (every field of FIELDS, in canonical JSON)."""
+    body = json.dumps({k: record.get(k) for k in FIELDS}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256((prev_hash + body).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class AuditVerification:
+    """The result of walking the chain: ``ok``, rows checked, and the first problem."""
+
+    ok: bool
+    rows: int
+    head_hash: str
+    problem: str | None = None
+    seq: int | None = None
+
+
+class AuditLog:
+    """Appends, reads and verifies audit records (safe across threads and processes)."""
+
+    def __init__(self, home: Path) -> None:
+        home.mkdir(parents=True, exist_ok=True)
+        self.path = home / "audit.sqlite"
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._db().executescript(_SCHEMA)
+
+    def _db(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            self._local.db = db
+        return db
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+    def append(self, record: dict[str, Any]) -> int:
+        """Commit one record at the end of the chain; return its ``seq``."""
+        row = {k: record.get(k) for k in FIELDS if k != "seq"}
+        row["time"] = row["time"] or datetime.now(UTC).isoformat(timespec="microseconds")
+        for key in ("egress", "input", "output"):
+            if row[key] is not None and not isinstance(row[key], str):
+                row[key] = json.dumps(row[key], sort_keys=True, ensure_ascii=False)
+        db = self._db()
+        with self._lock:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                last = db.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
+                seq, prev = (last[0] + 1, last[1]) if last else (1, GENESIS)
+                row["seq"] = seq
+                values = [row[k] for k in FIELDS] + [prev, row_hash(prev, row)]
+                db.execute(f"INSERT INTO audit VALUES ({', '.join('?' * len(values))})", values)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return seq
+
+    def records(self, *, after: int = 0) -> Iterator[dict[str, Any]]:
+        """Every record in chain order (with ``prev_hash`` and ``hash``)."""
+        cursor = self._db().execute("SELECT * FROM audit WHERE seq > ? ORDER BY seq", (after,))
+        names = [c[0] for c in cursor.description]
+        for values in cursor:
+            yield dict(zip(names, values, strict=True))
+
+    def tail(self, n: int = 20) -> list[dict[str, Any]]:
+        """The newest ``n`` records, oldest first."""
+        cursor = self._db().execute("SELECT max(seq) FROM audit")
+        newest = cursor.fetchone()[0] or 0
+        return list(self.records(after=max(0, newest - n)))
+
+    def find(self, call_id: str) -> dict[str, Any] | None:
+        """The record of one call."""
+        cursor = self._db().execute("SELECT seq FROM audit WHERE call_id = ?", (call_id,))
+        row = cursor.fetchone()
+        return next(self.records(after=row[0] - 1), None) if row else None
+
+    def verify(self) -> AuditVerification:
+        """Walk the chain; report the first changed, inserted or deleted row."""
+        prev, expected, count = GENESIS, 1, 0
+        for record in self.records():
+            problem = _check(record, prev, expected)
+            if problem is not None:
+                return AuditVerification(False, count, prev, problem, record["seq"])
+            prev, expected, count = record["hash"], record["seq"] + 1, count + 1
+        return AuditVerification(True, count, prev)
+
+
+def _check(record: dict[str, Any], prev: str, expected: int) -> str | None:
+    seq = record["seq"]
+    if seq != expected:
+        return f"row {seq}: expected row {expected} next; row(s) {expected}..{seq - 1} were deleted or renumbered"
+    if record["prev_hash"] != prev:
+        return f"row {seq}: prev_hash does not match row {seq - 1}; a row was inserted, deleted or changed before it"
+    if row_hash(prev, record) != record["hash"]:
+        return f"row {seq}: contents changed (hash mismatch)"
+    return None

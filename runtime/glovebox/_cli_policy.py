@@ -1,0 +1,152 @@
+"""The ``policy``, ``approve`` and ``audit`` commands (thin, like the rest of the CLI)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ._audit import AuditLog
+from ._errors import GloveboxError
+from ._runtime import Runtime, default_home
+from .policy import dead_entries, load_policy, policy_schema
+
+__all__ = ["approve", "audit", "policy"]
+
+
+def _fail(error: GloveboxError | ValueError) -> None:
+    code = getattr(error, "code", "error")
+    message = getattr(error, "message", str(error))
+    click.echo(f"error [{code}]: {message}", err=True)
+    sys.exit(1)
+
+
+def _root(ctx: click.Context, key: str) -> Any:
+    return ctx.find_root().params.get(key)
+
+
+def _home(ctx: click.Context) -> Path:
+    home = _root(ctx, "home")
+    return Path(home) if home else default_home()
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+@click.group()
+def policy() -> None:
+    """Check, explain and describe policy documents."""
+
+
+@policy.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.pass_context
+def check(ctx: click.Context, file: str) -> None:
+    """Validate FILE and report rules that can never match a registered tool (exit 1 if any)."""
+    try:
+        document = load_policy(file)
+    except GloveboxError as error:
+        _fail(error)
+    with Runtime(home=_home(ctx)) as rt:
+        problems = dead_entries(document, rt.tools())
+    for problem in problems:
+        click.echo(f"{file}: {problem}")
+    if problems:
+        sys.exit(1)
+    click.echo(f"{file}: ok ({len(document.rules)} rules, {len(document.principals)} principals)")
+
+
+@policy.command()
+@click.option("--principal", required=True, help="Who would call.")
+@click.option("--tool", "tool", required=True, help="Tool NAME or NAME@VERSION.")
+@click.option("--policy", "policy_file", type=click.Path(dir_okay=False), help="Policy file (default: --policy).")
+@click.option("--json", "as_json", is_flag=True, help="Print the decision as JSON.")
+@click.pass_context
+def explain(ctx: click.Context, principal: str, tool: str, policy_file: str | None, as_json: bool) -> None:
+    """Print what the policy decides for PRINCIPAL calling TOOL, and why."""
+    try:
+        with Runtime(home=_home(ctx), policy=policy_file or _root(ctx, "policy")) as rt:
+            decision = rt.explain(tool, principal=principal)
+    except GloveboxError as error:
+        _fail(error)
+    if as_json:
+        click.echo(_dump(decision.to_dict()))
+        return
+    click.echo(f"decision: {decision.action}")
+    for line in decision.reason:
+        click.echo(f"  because {line}")
+    click.echo("limits: " + json.dumps(decision.limits.model_dump()))
+    click.echo("grants: " + json.dumps(decision.grants.model_dump(mode="json", exclude_defaults=True)))
+
+
+@policy.command()
+def schema() -> None:
+    """Print the JSON Schema of policy documents."""
+    click.echo(json.dumps(policy_schema(), indent=2, sort_keys=True))
+
+
+@click.command()
+@click.argument("approval_id")
+@click.option("--principal", required=True, help="Who approves (needs the policy's approver scope).")
+@click.pass_context
+def approve(ctx: click.Context, approval_id: str, principal: str) -> None:
+    """Approve a pending approval_required call, so it can run once."""
+    try:
+        with Runtime(home=_home(ctx), policy=_root(ctx, "policy")) as rt:
+            approval = rt.approve(approval_id, principal=principal)
+    except (GloveboxError, ValueError) as error:
+        _fail(error)
+    click.echo(f"approved {approval.id}: {approval.principal} may call {approval.tool} once with that input")
+
+
+@click.group()
+def audit() -> None:
+    """Read, verify and export the audit log."""
+
+
+@audit.command()
+@click.option("-n", "count", default=20, show_default=True, help="How many records.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.pass_context
+def tail(ctx: click.Context, count: int, as_json: bool) -> None:
+    """Print the newest audit records."""
+    log = AuditLog(_home(ctx))
+    for record in log.tail(count):
+        if as_json:
+            click.echo(json.dumps(record, ensure_ascii=False))
+        else:
+            click.echo(
+                f"{record['seq']:>6} {record['time']} {record['principal']} {record['tool']} "
+                f"{record['decision'] or '-'} {record['outcome']} {record['duration_ms']}ms {record['call_id']}"
+            )
+
+
+@audit.command()
+@click.pass_context
+def verify(ctx: click.Context) -> None:
+    """Walk the hash chain; exit 1 naming the first changed, inserted or deleted row."""
+    result = AuditLog(_home(ctx)).verify()
+    if not result.ok:
+        click.echo(f"audit log TAMPERED: {result.problem}", err=True)
+        sys.exit(1)
+    click.echo(f"audit log ok: {result.rows} records, head {result.head_hash}")
+
+
+@audit.command()
+@click.option("--jsonl", is_flag=True, required=True, help="JSON Lines (the only format).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
+@click.pass_context
+def export(ctx: click.Context, jsonl: bool, output: str | None) -> None:
+    """Export every audit record, with its hashes, as JSON Lines."""
+    log = AuditLog(_home(ctx))
+    lines = (json.dumps(record, ensure_ascii=False) + "\n" for record in log.records())
+    if output is None:
+        for line in lines:
+            click.echo(line, nl=False)
+        return
+    with open(output, "w", encoding="utf-8") as fh:
+        fh.writelines(lines)

@@ -1,0 +1,170 @@
+"""Where the runtime meets the policy: the policy in force (reloaded when its
+file changes), admission of each call, approvals, and the call's audit record.
+
+Reload: at most every ``RECHECK_S`` a call compares the file's
+(mtime_ns, size, inode) with the loaded one and re-reads it when they differ.
+The swap is atomic (a call uses the policy it started with); a broken file
+keeps the previous policy in force and sets ``error``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._audit import redact
+from ._errors import ApprovalRequired, InvalidInput, InvalidPolicy, PermissionDenied
+from ._result import CallResult, ToolInfo
+from .policy import NO_POLICY, Approval, ApprovalStore, Decision, Policy, decide, load_policy
+
+__all__ = ["CallTrace", "PolicyGate", "input_digest"]
+
+logger = logging.getLogger("glovebox")
+RECHECK_S = 0.1
+
+
+def input_digest(value: Any) -> str | None:
+    """``sha256:`` of the canonical JSON of an input (None when it is not JSON)."""
+    try:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class CallTrace:
+    """What the audit record needs to know about a call besides its result."""
+
+    policy: Policy = NO_POLICY
+    input_digest: str | None = None
+    decision: str | None = None
+    approval_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def record(self, result: CallResult, value: Any) -> dict[str, Any]:
+        meta = result.meta
+        tool = meta["tool"] if meta.get("version") is None else f"{meta['tool']}@{meta['version']}"
+        egress = {"denials": meta.get("denials", []), **({"http": meta["egress"]} if "egress" in meta else {})}
+        stored = self.policy.audit
+        return {
+            "call_id": meta["call_id"],
+            "principal": meta["principal"],
+            "tool": tool,
+            "digest": meta.get("digest"),
+            "input_digest": self.input_digest,
+            "decision": self.decision,
+            "outcome": "ok" if result.ok else result.code,
+            "fuel_used": meta.get("fuel_used", 0),
+            "duration_ms": meta.get("duration_ms", 0.0),
+            "egress": egress,
+            "input": redact(value) if stored.store_inputs and self.input_digest else None,
+            "output": redact(result.output) if stored.store_outputs and result.ok else None,
+        }
+
+
+class PolicyGate:
+    """Holds the policy in force and admits, or refuses, each call."""
+
+    def __init__(self, home: Path, source: str | os.PathLike[str] | Policy | None) -> None:
+        self.path: Path | None = None
+        self.error: str | None = None
+        self._policy = NO_POLICY
+        self._stamp: tuple[int, int, int] | None = None
+        self._checked = time.monotonic()
+        self._lock = threading.Lock()
+        self.approvals = ApprovalStore(home)
+        if isinstance(source, Policy):
+            self._policy = source
+        elif source is not None:
+            self.path = Path(source)
+            self._stamp = _stamp(self.path)
+            self._policy = load_policy(self.path)
+
+    def close(self) -> None:
+        self.approvals.close()
+
+    def current(self) -> Policy:
+        """The policy in force, re-read first if the file changed (checked every RECHECK_S)."""
+        if self.path is not None and time.monotonic() - self._checked >= RECHECK_S:
+            self._checked = time.monotonic()
+            if _stamp(self.path) != self._stamp:
+                self.reload()
+        return self._policy
+
+    def reload(self) -> bool:
+        """Re-read the file; swap atomically on success, keep the old policy on failure."""
+        if self.path is None:
+            return False
+        with self._lock:
+            stamp = _stamp(self.path)
+            try:
+                policy = load_policy(self.path)
+            except InvalidPolicy as exc:
+                if self.error != exc.message:
+                    logger.error("policy reload failed, the previous policy stays in force: %s", exc.message)
+                self.error, self._stamp = exc.message, stamp
+                return False
+            self._policy, self._stamp, self.error = policy, stamp, None
+            logger.info("policy reloaded from %s", self.path)
+            return True
+
+    def decide(self, info: ToolInfo, principal: str) -> Decision:
+        return decide(self.current(), principal, info)
+
+    def admit(self, trace: CallTrace, info: ToolInfo, principal: str) -> Decision:
+        """The decision for this call; raise when it may not run (now)."""
+        decision = decide(trace.policy, principal, info)
+        trace.decision = decision.action
+        if decision.missing_scopes:
+            missing = list(decision.missing_scopes)
+            raise PermissionDenied(decision.reason[0], details={"missing_scopes": missing})
+        if decision.action == "block":
+            raise PermissionDenied(
+                f"the policy blocks {principal!r} from calling {info.name}", details={"reason": list(decision.reason)}
+            )
+        if decision.action == "require_approval":
+            self._approved(trace, info, principal)
+        return decision
+
+    def _approved(self, trace: CallTrace, info: ToolInfo, principal: str) -> None:
+        if trace.input_digest is None:
+            raise InvalidInput("input is not a JSON value")
+        tool = f"{info.name}@{info.version}"
+        used = self.approvals.consume(principal, tool, trace.input_digest)
+        if used is not None:
+            trace.decision, trace.approval_id = "approved", used.id
+            return
+        request = self.approvals.request(principal, tool, trace.input_digest, trace.policy.approvals.ttl_s)
+        raise ApprovalRequired(
+            f"calling {tool} needs approval: ask a principal with the "
+            f"{trace.policy.approvals.approver_scope!r} scope to run `glovebox approve {request.id}`",
+            details={"approval_id": request.id, "expires_at": request.expires_at},
+        )
+
+    def approve(self, approval_id: str, principal: str) -> Approval:
+        policy = self.current()
+        scope = policy.approvals.approver_scope
+        if scope not in policy.scopes_of(principal):
+            raise PermissionDenied(
+                f"principal {principal!r} lacks the approver scope {scope!r}", details={"missing_scopes": [scope]}
+            )
+        try:
+            return self.approvals.approve(approval_id, principal)
+        except PermissionError as exc:
+            raise PermissionDenied(str(exc), details={"approval_id": approval_id}) from None
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)

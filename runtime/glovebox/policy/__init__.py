@@ -1,0 +1,22 @@
+"""Policies: documents, the one matcher, the scope checker and approvals."""
+
+from ._approvals import Approval, ApprovalStore
+from ._checker import Decision, dead_entries, decide
+from ._loader import load_policy, parse_policy, policy_schema
+from ._match import match_name, match_tool
+from ._models import NO_POLICY, Policy
+
+__all__ = [
+    "NO_POLICY",
+    "Approval",
+    "ApprovalStore",
+    "Decision",
+    "Policy",
+    "dead_entries",
+    "decide",
+    "load_policy",
+    "match_name",
+    "match_tool",
+    "parse_policy",
+    "policy_schema",
+]

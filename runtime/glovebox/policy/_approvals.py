@@ -1,0 +1,144 @@
+"""Approval requests for ``require_approval`` calls, kept in SQLite.
+
+``GLOVEBOX_HOME/approvals.sqlite`` holds one row per request. A request is
+``pending`` until a principal holding the approver scope approves it (never
+its own request); it is then ``approved`` and lets exactly one call with the
+same principal, tool@version and input digest run once, before ``expires_at``;
+that call marks it ``used``. Tools cannot reach this table: approvals happen
+only through ``Runtime.approve`` / ``glovebox approve``.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Approval", "ApprovalStore"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS approvals (
+    id TEXT PRIMARY KEY,
+    principal TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    input_digest TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    approved_by TEXT,
+    approved_at REAL,
+    used_at REAL
+);
+CREATE INDEX IF NOT EXISTS approvals_key ON approvals (principal, tool, input_digest, status);
+"""
+_COLUMNS = "id, principal, tool, input_digest, status, created_at, expires_at, approved_by, approved_at, used_at"
+
+
+@dataclass(frozen=True)
+class Approval:
+    """One approval request. ``tool`` is ``name@version``; times are Unix seconds."""
+
+    id: str
+    principal: str
+    tool: str
+    input_digest: str
+    status: str
+    created_at: float
+    expires_at: float
+    approved_by: str | None = None
+    approved_at: float | None = None
+    used_at: float | None = None
+
+
+class ApprovalStore:
+    """Creates, approves and consumes approval requests (safe across threads and processes)."""
+
+    def __init__(self, home: Path) -> None:
+        self.path = home / "approvals.sqlite"
+        self._local = threading.local()
+        self._db().executescript(_SCHEMA)
+
+    def _db(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            self._local.db = db
+        return db
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+    def get(self, approval_id: str) -> Approval | None:
+        row = self._db().execute(f"SELECT {_COLUMNS} FROM approvals WHERE id = ?", (approval_id,)).fetchone()
+        return Approval(*row) if row is not None else None
+
+    def consume(self, principal: str, tool: str, input_digest: str) -> Approval | None:
+        """Mark one approved, unexpired request for exactly this call used; return it."""
+        db, now = self._db(), time.time()
+        row = db.execute(
+            f"SELECT {_COLUMNS} FROM approvals WHERE principal = ? AND tool = ? AND input_digest = ?"
+            " AND status = 'approved' AND expires_at > ? ORDER BY approved_at LIMIT 1",
+            (principal, tool, input_digest, now),
+        ).fetchone()
+        if row is None:
+            return None
+        done = db.execute(
+            "UPDATE approvals SET status = 'used', used_at = ? WHERE id = ? AND status = 'approved'", (now, row[0])
+        )
+        return Approval(*row) if done.rowcount == 1 else None
+
+    def request(self, principal: str, tool: str, input_digest: str, ttl_s: int) -> Approval:
+        """The pending request for this call (an existing unexpired one, else a new one)."""
+        db, now = self._db(), time.time()
+        row = db.execute(
+            f"SELECT {_COLUMNS} FROM approvals WHERE principal = ? AND tool = ? AND input_digest = ?"
+            " AND status = 'pending' AND expires_at > ? LIMIT 1",
+            (principal, tool, input_digest, now),
+        ).fetchone()
+        if row is not None:
+            return Approval(*row)
+        approval = Approval(secrets.token_hex(8), principal, tool, input_digest, "pending", now, now + ttl_s)
+        db.execute(
+            "INSERT INTO approvals (id, principal, tool, input_digest, status, created_at, expires_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (approval.id, principal, tool, input_digest, "pending", now, approval.expires_at),
+        )
+        return approval
+
+    def approve(self, approval_id: str, approver: str) -> Approval:
+        """Approve a pending request. Raises ValueError (unknown, expired, not pending)
+        or PermissionError (self-approval); the approver's scope is checked by the caller."""
+        found = self.get(approval_id)
+        if found is None:
+            raise ValueError(f"no approval request {approval_id!r}")
+        if found.principal == approver:
+            raise PermissionError(f"principal {approver!r} cannot approve its own request {approval_id}")
+        if found.status != "pending":
+            raise ValueError(f"approval request {approval_id} is {found.status}, not pending")
+        now = time.time()
+        if found.expires_at <= now:
+            raise ValueError(f"approval request {approval_id} expired")
+        done = self._db().execute(
+            "UPDATE approvals SET status = 'approved', approved_by = ?, approved_at = ? WHERE id = ? AND status = ?",
+            (approver, now, approval_id, "pending"),
+        )
+        if done.rowcount != 1:
+            raise ValueError(f"approval request {approval_id} is no longer pending")
+        result = self.get(approval_id)
+        assert result is not None
+        return result
+
+    def pending(self) -> list[Approval]:
+        """Unexpired pending requests, oldest first."""
+        rows = self._db().execute(
+            f"SELECT {_COLUMNS} FROM approvals WHERE status = 'pending' AND expires_at > ? ORDER BY created_at",
+            (time.time(),),
+        )
+        return [Approval(*row) for row in rows]

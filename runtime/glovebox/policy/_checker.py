@@ -1,0 +1,126 @@
+"""The scope checker: pure functions from (policy, principal, tool) to a decision.
+
+Deny by default. The principal's scopes must cover the tool's
+``required_scopes``; then every tool rule matching the tool and the principal
+is collected and the most restrictive wins (block > require_approval >
+allow); with none, the policy's default action applies. Grants and limit
+overrides of every matching entry are combined: grants add up, limits only
+tighten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .._grants import Grants, HttpLimits
+from .._manifest import Limits
+from .._result import ToolInfo
+from ._match import match_name, match_tool
+from ._models import SEVERITY, Action, Policy, _Targeted
+
+__all__ = ["Decision", "dead_entries", "decide"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the policy says about one principal calling one tool, and why."""
+
+    action: Action
+    reason: tuple[str, ...]
+    grants: Grants
+    limits: Limits
+    missing_scopes: tuple[str, ...] = ()
+
+    @property
+    def allowed(self) -> bool:
+        return self.action == "allow"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "action": self.action,
+            "reason": list(self.reason),
+            "missing_scopes": list(self.missing_scopes),
+            "grants": self.grants.model_dump(mode="json"),
+            "limits": self.limits.model_dump(),
+        }
+
+
+def applies(entry: _Targeted, principal: str, info: ToolInfo) -> bool:
+    """Whether a rule, grant or limit entry covers this principal and tool."""
+    if not match_tool(entry.tool, info.name, info.version):
+        return False
+    return any(match_name(pattern, principal) for pattern in entry.principals)
+
+
+def decide(policy: Policy, principal: str, info: ToolInfo) -> Decision:
+    """The decision for ``principal`` calling ``info`` under ``policy``."""
+    grants = _grants(policy, principal, info)
+    limits = _limits(policy, principal, info)
+    held = policy.scopes_of(principal)
+    missing = tuple(sorted(set(info.manifest.required_scopes) - held))
+    if missing:
+        why = f"principal {principal!r} lacks the scopes {list(missing)} that {info.name} requires"
+        return Decision("block", (why,), grants, limits, missing)
+    action, reason = _action(policy, principal, info)
+    return Decision(action, tuple(reason), grants, limits)
+
+
+def _action(policy: Policy, principal: str, info: ToolInfo) -> tuple[Action, list[str]]:
+    reason: list[str] = []
+    if info.manifest.required_scopes:
+        reason.append(f"principal {principal!r} holds the required scopes {sorted(info.manifest.required_scopes)}")
+    matched = [(i, rule) for i, rule in enumerate(policy.rules) if applies(rule, principal, info)]
+    if not matched:
+        reason.append(f"no rule matches; the default action is {policy.defaults.action}")
+        return policy.defaults.action, reason
+    for index, rule in matched:
+        note = f": {rule.reason}" if rule.reason else ""
+        reason.append(f"rules[{index}] (tool {rule.tool!r}, principals {rule.principals}) says {rule.action}{note}")
+    winner = max((rule.action for _, rule in matched), key=SEVERITY.__getitem__)
+    if len(matched) > 1:
+        reason.append(f"the most restrictive matching rule wins: {winner}")
+    return winner, reason
+
+
+def _grants(policy: Policy, principal: str, info: ToolInfo) -> Grants:
+    matching = [g for g in policy.grants if applies(g, principal, info)]
+    if not matching:
+        return Grants()
+    limits = [g.http_limits for g in matching if g.http_limits is not None]
+    return Grants(
+        http=[rule for g in matching for rule in g.http],
+        http_limits=_tightest_http(limits) if limits else HttpLimits(),
+        secrets=[secret for g in matching for secret in g.secrets],
+    )
+
+
+def _tightest_http(limits: Sequence[HttpLimits]) -> HttpLimits:
+    dumps = [item.model_dump() for item in limits]
+    return HttpLimits(**{key: min(d[key] for d in dumps) for key in dumps[0]})
+
+
+def _limits(policy: Policy, principal: str, info: ToolInfo) -> Limits:
+    limits = info.manifest.limits
+    for entry in policy.limits:
+        if applies(entry, principal, info):
+            override = entry.limits.model_dump(exclude_none=True)
+            limits = limits.tighter(limits.model_copy(update=override))
+    return limits
+
+
+def dead_entries(policy: Policy, tools: Iterable[ToolInfo]) -> list[str]:
+    """Entries that can never apply: their tool pattern matches no registered tool,
+    or none of their principal patterns matches a declared principal or ``anonymous``."""
+    infos = list(tools)
+    known = [*policy.principals, "anonymous"]
+    problems: list[str] = []
+    for section in ("rules", "grants", "limits"):
+        entries: list[_Targeted] = list(getattr(policy, section))
+        for index, entry in enumerate(entries):
+            where = f"{section}[{index}]"
+            if not any(match_tool(entry.tool, i.name, i.version) for i in infos):
+                problems.append(f"{where}: tool pattern {entry.tool!r} matches no registered tool")
+            if not any(match_name(p, name) for p in entry.principals for name in known):
+                problems.append(f"{where}: principals {entry.principals} match no principal in the policy")
+    return problems

@@ -1,0 +1,138 @@
+"""Policy documents: who may call what, with which grants and limits.
+
+A policy is a versioned YAML document (``version: 1``); unknown versions and
+unknown fields are errors. Every model is frozen and forbids extra fields.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .._grants import HttpLimits, HttpRule, SecretRule
+
+__all__ = [
+    "Action",
+    "ApprovalSettings",
+    "AuditSettings",
+    "Defaults",
+    "GrantRule",
+    "LimitOverride",
+    "LimitValues",
+    "Policy",
+    "Principal",
+    "ToolRule",
+]
+
+Action = Literal["allow", "require_approval", "block"]
+
+#: How restrictive each action is: the most restrictive matching rule wins.
+SEVERITY: dict[str, int] = {"allow": 0, "require_approval": 1, "block": 2}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Principal(_Frozen):
+    """Someone who calls tools: an agent, a person, a service."""
+
+    description: str = Field("", description="Who this is.")
+    scopes: list[str] = Field([], description="Scopes held; a tool's required_scopes must all be among them.")
+    api_key_sha256: list[Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]] = Field(
+        [],
+        description="Hex SHA-256 digests of API keys that authenticate as this principal (for the servers).",
+    )
+
+
+class _Targeted(_Frozen):
+    tool: str = Field("*", description="Tool name pattern (fnmatch-style; 'name@version' when it contains '@').")
+    principals: list[str] = Field(["*"], description="Principal name patterns this entry applies to.")
+
+
+class ToolRule(_Targeted):
+    """What happens when matching principals call matching tools."""
+
+    action: Action = Field(description="allow, require_approval or block.")
+    reason: str = Field("", description="Shown in explanations and denials.")
+
+
+class GrantRule(_Targeted):
+    """Capabilities granted to matching calls (intersected with the manifest's own)."""
+
+    http: list[HttpRule] = Field([], description="HTTP destinations granted.")
+    http_limits: HttpLimits | None = Field(None, description="Per-call HTTP limits (the tightest matching wins).")
+    secrets: list[SecretRule] = Field([], description="Secrets the host adds to matching requests.")
+
+
+class LimitValues(_Frozen):
+    """Limit overrides; a field left out keeps the manifest's value. Overrides only tighten."""
+
+    fuel: int | None = Field(None, gt=0)
+    memory_bytes: int | None = Field(None, gt=0)
+    timeout_ms: int | None = Field(None, gt=0)
+    output_bytes: int | None = Field(None, gt=0)
+    log_bytes: int | None = Field(None, ge=0)
+
+
+class LimitOverride(_Targeted):
+    """Tighter limits for matching calls."""
+
+    limits: LimitValues = Field(description="The limits to apply (never loosens a manifest).")
+
+
+class Defaults(_Frozen):
+    """What applies when no rule matches."""
+
+    action: Action = Field("block", description="Action when no tool rule matches.")
+
+
+class ApprovalSettings(_Frozen):
+    """How require_approval works."""
+
+    approver_scope: str = Field("glovebox:approve", description="Scope a principal needs to approve calls.")
+    ttl_s: int = Field(900, gt=0, description="Seconds an approval request stays valid (to approve and to use).")
+
+
+class AuditSettings(_Frozen):
+    """What the audit log keeps besides the call record."""
+
+    store_inputs: bool = Field(False, description="Store call inputs (secret-looking keys redacted).")
+    store_outputs: bool = Field(False, description="Store call outputs (secret-looking keys redacted).")
+
+
+class Policy(_Frozen):
+    """A policy document (``version: 1``)."""
+
+    version: Literal[1] = Field(description="Format version; only 1 exists.")
+    description: str = Field("", description="What this policy is for.")
+    principals: dict[str, Principal] = Field({}, description="Known principals by name; others hold no scopes.")
+    rules: list[ToolRule] = Field([], description="Tool rules; the most restrictive match wins.")
+    grants: list[GrantRule] = Field([], description="Capability grants (network, secrets).")
+    limits: list[LimitOverride] = Field([], description="Limit overrides.")
+    defaults: Defaults = Field(Defaults(), description="What applies when no rule matches.")
+    approvals: ApprovalSettings = Field(ApprovalSettings(), description="Approval settings.")
+    audit: AuditSettings = Field(AuditSettings(), description="Audit settings.")
+
+    def scopes_of(self, principal: str) -> frozenset[str]:
+        """The scopes a principal holds (none for an unknown principal)."""
+        entry = self.principals.get(principal)
+        return frozenset(entry.scopes) if entry is not None else frozenset()
+
+    def principal_for_api_key(self, api_key: str) -> str | None:
+        """The principal an API key authenticates as (compared by SHA-256, in constant time), or None."""
+        digest = hashlib.sha256(api_key.encode("utf-8")).hexdigest()
+        found = None
+        for name, entry in self.principals.items():
+            for known in entry.api_key_sha256:
+                if hmac.compare_digest(known, digest):
+                    found = name
+        return found
+
+
+#: The behaviour when no policy is configured: tools without required scopes
+#: run, tools with required scopes are refused, nothing is granted.
+NO_POLICY = Policy(version=1, description="no policy configured", defaults=Defaults(action="allow"))

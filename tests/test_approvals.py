@@ -1,0 +1,115 @@
+"""require_approval: one approved call, with exactly that principal, tool and input, runs once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import glovebox
+from glovebox.policy import parse_policy
+
+POLICY = """
+version: 1
+principals:
+  agent: {scopes: [run]}
+  other: {scopes: [run]}
+  admin: {scopes: [run, glovebox:approve]}
+  boss: {scopes: [run, glovebox:approve]}
+rules:
+  - {tool: sensitive, action: require_approval}
+  - {tool: plain, action: allow}
+approvals: {ttl_s: 60}
+"""
+
+
+@pytest.fixture
+def rt(runtime: glovebox.Runtime, build_guest: Callable[[str], Path]) -> Iterator[glovebox.Runtime]:
+    for name in ("sensitive", "plain"):
+        runtime.register(build_guest("echo"), {"name": name, "required_scopes": ["run"]})
+    with glovebox.Runtime(home=runtime.home, policy=parse_policy(POLICY)) as rt:
+        yield rt
+
+
+def request(rt: glovebox.Runtime, value: object, principal: str = "agent") -> str:
+    result = rt.call("sensitive", value, principal=principal)
+    assert result.code == "approval_required" and result.error is not None, result.to_dict()
+    assert result.meta["fuel_used"] == 0 and "logs" not in result.meta
+    approval_id: str = result.error.details["approval_id"]
+    return approval_id
+
+
+def test_approved_call_runs_exactly_once(rt: glovebox.Runtime) -> None:
+    approval_id = request(rt, {"q": 1})
+    assert request(rt, {"q": 1}) == approval_id, "asking again reuses the pending request"
+    assert [a.id for a in rt.pending_approvals()] == [approval_id]
+    approval = rt.approve(approval_id, principal="admin")
+    assert approval.status == "approved" and approval.approved_by == "admin"
+    assert approval.tool == "sensitive@0.0.0" and approval.principal == "agent"
+    assert rt.call("sensitive", {"q": 1}, principal="agent").output == {"q": 1}
+    assert request(rt, {"q": 1}) != approval_id, "the approval was used up"
+    assert rt.audit.tail(2)[0]["decision"] == "approved"
+
+
+def test_self_approval_is_refused(rt: glovebox.Runtime) -> None:
+    approval_id = request(rt, {"q": 2}, principal="admin")
+    with pytest.raises(glovebox.PermissionDenied, match="cannot approve its own request"):
+        rt.approve(approval_id, principal="admin")
+    rt.approve(approval_id, principal="boss")
+    assert rt.call("sensitive", {"q": 2}, principal="admin").ok
+
+
+def test_replay_with_another_input_or_principal_is_refused(rt: glovebox.Runtime) -> None:
+    approval_id = request(rt, {"q": "approved"})
+    rt.approve(approval_id, principal="admin")
+    other_input = rt.call("sensitive", {"q": "swapped"}, principal="agent")
+    assert other_input.code == "approval_required"
+    other_principal = rt.call("sensitive", {"q": "approved"}, principal="other")
+    assert other_principal.code == "approval_required"
+    assert rt.call("sensitive", {"q": "approved"}, principal="agent").ok
+
+
+def test_only_approvers_approve_and_only_pending_requests(rt: glovebox.Runtime) -> None:
+    approval_id = request(rt, {"q": 3})
+    with pytest.raises(glovebox.PermissionDenied, match="lacks the approver scope 'glovebox:approve'"):
+        rt.approve(approval_id, principal="other")
+    with pytest.raises(ValueError, match="no approval request"):
+        rt.approve("feedfacefeedface", principal="admin")
+    rt.approve(approval_id, principal="admin")
+    with pytest.raises(ValueError, match="is approved, not pending"):
+        rt.approve(approval_id, principal="boss")
+    with pytest.raises(TypeError):
+        rt.approve(approval_id, principal=None)  # type: ignore[arg-type]
+
+
+def test_approvals_expire(runtime: glovebox.Runtime, build_guest: Callable[[str], Path]) -> None:
+    runtime.register(build_guest("echo"), {"name": "sensitive", "required_scopes": ["run"]})
+    policy = parse_policy(POLICY.replace("ttl_s: 60", "ttl_s: 1"))
+    with glovebox.Runtime(home=runtime.home, policy=policy) as rt:
+        approval_id = request(rt, {"q": 4})
+        pending_id = request(rt, {"q": 5})
+        rt.approve(approval_id, principal="admin")
+        time.sleep(1.1)
+        assert rt.call("sensitive", {"q": 4}, principal="agent").code == "approval_required"
+        with pytest.raises(ValueError, match="expired"):
+            rt.approve(pending_id, principal="admin")
+
+
+def test_cli_approve(rt: glovebox.Runtime, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    approval_id = request(rt, {"q": 6})
+    base = [sys.executable, "-m", "glovebox", "--home", str(rt.home), "--policy", str(policy), "approve", approval_id]
+    refused = subprocess.run([*base, "--principal", "agent"], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and "permission_denied" in refused.stderr
+    done = subprocess.run([*base, "--principal", "admin"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"approved {approval_id}" in done.stdout
+    call = [sys.executable, "-m", "glovebox", "--home", str(rt.home), "--policy", str(policy), "call", "sensitive"]
+    ran = subprocess.run([*call, "--input", '{"q": 6}', "--principal", "agent"], capture_output=True, text=True)
+    assert ran.returncode == 0 and json.loads(ran.stdout)["output"] == {"q": 6}
