@@ -13,7 +13,7 @@ from .test_http import Server, local_rule, server  # noqa: F401  (fixture)
 BuildGuest = Callable[[str], Path]
 
 
-def write_policy(path: Path, server: Server, timeout_ms: int = 5000) -> Path:
+def write_policy(path: Path, server: Server, timeout_ms: int = 5000) -> Path:  # noqa: F811
     policy = {
         "version": 1,
         "principals": {"reader": {"scopes": []}, "stranger": {"scopes": []}},
@@ -26,7 +26,10 @@ def write_policy(path: Path, server: Server, timeout_ms: int = 5000) -> Path:
 
 
 def test_policy_grants_http_to_one_principal_only(
-    _isolated_env: Path, build_guest: BuildGuest, server: Server, tmp_path: Path
+    _isolated_env: Path,
+    build_guest: BuildGuest,
+    server: Server,  # noqa: F811  (the fixture imported above)
+    tmp_path: Path,
 ) -> None:
     policy = write_policy(tmp_path / "policy.yaml", server)
     # Constructor grants are ignored once a policy governs.
@@ -43,7 +46,10 @@ def test_policy_grants_http_to_one_principal_only(
 
 
 def test_policy_limit_override_tightens_the_manifest(
-    _isolated_env: Path, build_guest: BuildGuest, server: Server, tmp_path: Path
+    _isolated_env: Path,
+    build_guest: BuildGuest,
+    server: Server,  # noqa: F811  (the fixture imported above)
+    tmp_path: Path,
 ) -> None:
     policy = write_policy(tmp_path / "policy.yaml", server, timeout_ms=50)
     with glovebox.Runtime(home=_isolated_env, policy=policy) as rt:
