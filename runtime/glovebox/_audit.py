@@ -14,13 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sqlite3
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from ._sqlite import Database
 
 __all__ = ["AuditLog", "AuditVerification", "redact"]
 
@@ -93,24 +93,11 @@ class AuditLog:
     def __init__(self, home: Path) -> None:
         home.mkdir(parents=True, exist_ok=True)
         self.path = home / "audit.sqlite"
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._db().executescript(_SCHEMA)
-
-    def _db(self) -> sqlite3.Connection:
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            self._local.db = db
-        return db
+        self._database = Database(self.path, _SCHEMA)
+        self._db = self._database.connection
 
     def close(self) -> None:
-        db = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            self._local.db = None
+        self._database.close()
 
     def append(self, record: dict[str, Any]) -> int:
         """Commit one record at the end of the chain; return its ``seq``."""
@@ -119,20 +106,13 @@ class AuditLog:
         for key in ("egress", "input", "output"):
             if row[key] is not None and not isinstance(row[key], str):
                 row[key] = json.dumps(row[key], sort_keys=True, ensure_ascii=False)
-        db = self._db()
-        with self._lock:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                last = db.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
-                seq, prev = (last[0] + 1, last[1]) if last else (1, GENESIS)
-                row["seq"] = seq
-                values = [row[k] for k in FIELDS] + [prev, row_hash(prev, row)]
-                db.execute(f"INSERT INTO audit VALUES ({', '.join('?' * len(values))})", values)
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-        return seq
+        with self._database.write() as db:
+            last = db.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
+            seq, prev = (last[0] + 1, last[1]) if last else (1, GENESIS)
+            row["seq"] = seq
+            values = [row[k] for k in FIELDS] + [prev, row_hash(prev, row)]
+            db.execute(f"INSERT INTO audit VALUES ({', '.join('?' * len(values))})", values)
+        return int(seq)
 
     def records(self, *, after: int = 0) -> Iterator[dict[str, Any]]:
         """Every record in chain order (with ``prev_hash`` and ``hash``)."""

@@ -30,6 +30,7 @@ from pathlib import Path
 from ._errors import InvalidManifest, ToolNotFound
 from ._manifest import Manifest
 from ._result import ToolInfo
+from ._sqlite import Database
 
 __all__ = ["Registry", "version_key"]
 
@@ -77,41 +78,19 @@ class Registry:
         self.blob_dir = home / "blobs" / "sha256"
         self.blob_dir.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
-        self._connections_lock = threading.Lock()
-        self._db().executescript(_SCHEMA)
-
-    def _db(self) -> sqlite3.Connection:
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(
-                self.home / "registry.sqlite", timeout=30, isolation_level=None, check_same_thread=False
-            )
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            self._local.db = db
-            with self._connections_lock:
-                self._connections.append(db)
-        return db
+        self._database = Database(home / "registry.sqlite", _SCHEMA)
+        self._db = self._database.connection
 
     def close(self) -> None:
         """Close every database connection this registry opened."""
-        with self._connections_lock:
-            for db in self._connections:
-                db.close()
-            self._connections.clear()
+        self._database.close()
         self._local = threading.local()
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")
         try:
-            yield db
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+            with self._database.write() as db:
+                yield db
         finally:
             self._local.cache = None
 

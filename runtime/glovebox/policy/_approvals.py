@@ -11,11 +11,11 @@ only through ``Runtime.approve`` / ``glovebox approve``.
 from __future__ import annotations
 
 import secrets
-import sqlite3
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from .._sqlite import Database
 
 __all__ = ["Approval", "ApprovalStore"]
 
@@ -58,22 +58,11 @@ class ApprovalStore:
 
     def __init__(self, home: Path) -> None:
         self.path = home / "approvals.sqlite"
-        self._local = threading.local()
-        self._db().executescript(_SCHEMA)
-
-    def _db(self) -> sqlite3.Connection:
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            self._local.db = db
-        return db
+        self._database = Database(self.path, _SCHEMA)
+        self._db = self._database.connection
 
     def close(self) -> None:
-        db = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            self._local.db = None
+        self._database.close()
 
     def get(self, approval_id: str) -> Approval | None:
         row = self._db().execute(f"SELECT {_COLUMNS} FROM approvals WHERE id = ?", (approval_id,)).fetchone()
