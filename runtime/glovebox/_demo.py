@@ -39,6 +39,14 @@ SCENARIOS = (
 )
 
 
+def _policy_file() -> Path:
+    sdk = sdk_dir()
+    for candidate in (sdk / "policies", sdk.parent / "policies"):
+        if (candidate / "examples" / "team.yaml").is_file():
+            return candidate / "examples" / "team.yaml"
+    raise click.ClickException("the example policy is not part of this installation")
+
+
 def _examples_dir() -> Path:
     sdk = sdk_dir()
     for candidate in (sdk / "examples", sdk.parent / "guest" / "examples"):
@@ -89,6 +97,28 @@ def _short(envelope: dict[str, Any]) -> str:
     return json.dumps(envelope, indent=2, ensure_ascii=False)
 
 
+def _policy_scenarios(home: Path) -> list[tuple[Scenario, CallResult]]:
+    """Scopes, a block rule and an approval, under the example team policy."""
+    rows: list[tuple[Scenario, CallResult]] = []
+    with Runtime(home=home, policy=_policy_file()) as rt:
+
+        def run(title: str, principal: str, tool: str, value: Any, expect: str) -> CallResult:
+            result = rt.call(tool, value, principal=principal)
+            rows.append((Scenario(f"{title} ({principal})", tool, value, expect), result))
+            return result
+
+        run("allowed by a rule", "agent", "text-stats", {"text": "hello"}, "ok")
+        run("blocked by a rule", "agent", "stress", {"mode": "spin"}, "permission_denied")
+        asked = run("needs a person's approval", "agent", "primes", {"n": 1000}, "approval_required")
+        if asked.error is not None and "approval_id" in asked.error.details:
+            rt.approve(asked.error.details["approval_id"], principal="admin")
+            run("approved by admin, run once", "agent", "primes", {"n": 1000}, "ok")
+            run("the approval is used up", "agent", "primes", {"n": 1000}, "approval_required")
+        check = rt.audit.verify()
+        click.echo(f"  audit log: {check.rows} records, hash chain {'intact' if check.ok else 'BROKEN'}")
+    return rows
+
+
 def run_demo(home: Path | None = None) -> int:
     """Run the demo; return 0 when every scenario ended as expected."""
     with tempfile.TemporaryDirectory(prefix="glovebox-demo-") as tmp:
@@ -100,6 +130,7 @@ def run_demo(home: Path | None = None) -> int:
                 info = rt.register(path)
                 click.echo(f"  {info.name}@{info.version}  {info.digest[:23]}…  {info.description}")
             rows = [(s, rt.call(s.tool, s.input, principal="demo")) for s in SCENARIOS]
+        policy_rows = _policy_scenarios(home)
     click.secho("\nEach call ran in a fresh, isolated instance:\n", bold=True)
     click.echo(_table(rows))
     for index, (scenario, result) in enumerate(rows, 1):
@@ -108,7 +139,9 @@ def run_demo(home: Path | None = None) -> int:
             bold=True,
         )
         click.echo(_short(result.to_dict()))
-    failed = [s.title for s, r in rows if _outcome(r) != s.expect]
+    click.secho(f"\nThe same tools under {_policy_file().name} (who may call what):\n", bold=True)
+    click.echo(_table(policy_rows))
+    failed = [s.title for s, r in rows + policy_rows if _outcome(r) != s.expect]
     if failed:
         click.secho(f"\nunexpected outcomes: {', '.join(failed)}", fg="red")
         return 1

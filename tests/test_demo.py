@@ -1,0 +1,16 @@
+"""`glovebox demo` builds the examples and every scenario ends as it says it will."""
+
+from click.testing import CliRunner
+
+from glovebox._cli import cli
+
+
+def test_demo_runs_every_scenario() -> None:
+    result = CliRunner().invoke(cli, ["demo"])
+    assert result.exit_code == 0, result.output
+    for code in ("invalid_input", "guest_error", "fuel_exhausted", "memory_limit", "timeout"):
+        assert code in result.output
+    for code in ("permission_denied", "approval_required"):
+        assert code in result.output
+    assert "hash chain intact" in result.output
+    assert "Every scenario ended as expected" in result.output
