@@ -446,9 +446,11 @@ def test_weather_example_without_a_grant(_isolated_env: Path, build_example: Bui
     with glovebox.Runtime(home=_isolated_env) as rt:
         rt.register(build_example("weather"))
         result = rt.call("weather", {"latitude": 1, "longitude": 2})
-    assert result.code == "guest_error"
-    assert "weather API unreachable (denied)" in result.error.message  # type: ignore[union-attr]
-    assert "not granted" in result.error.message  # type: ignore[union-attr]
+    assert result.code == "capability_denied"
+    assert result.error is not None
+    assert "not granted" in result.error.message
+    assert "weather API unreachable (denied)" in result.error.details["guest_message"]
+    assert result.error.details["denials"][0]["capability"] == "http"
 
 
 # -- the capability itself, with an injected transport --------------------------------------------

@@ -294,9 +294,16 @@ def test_fetch_json_reports_the_denial(runtime: glovebox.Runtime, build_py: Buil
     runtime.register(build_py(EXAMPLES / "py-fetch-json" / "tool.py"))
     url = "https://api.example.com/items.json"
     result = runtime.call("py-fetch-json", {"url": url, "pointer": "/items/0"})
-    assert result.code == "guest_error"
+    assert result.code == "capability_denied"
     assert result.error is not None
-    assert result.error.message == f"cannot fetch {url}: denied: the http capability is not granted to this call"
+    assert result.error.message == (
+        f"the tool failed after the host refused http access (GET {url}): "
+        "the http capability is not granted to this call"
+    )
+    assert result.error.details["guest_code"] == "guest_error"
+    assert result.error.details["guest_message"] == (
+        f"cannot fetch {url}: denied: the http capability is not granted to this call"
+    )
     assert result.meta["denials"] == [
         {"capability": "http", "method": "GET", "url": url, "reason": "the http capability is not granted to this call"}
     ]

@@ -25,7 +25,15 @@ from ._audit import AuditLog
 from ._compile import precompile
 from ._compiled import CompiledCache, file_sha256
 from ._engine import get_engine
-from ._errors import CallError, InternalError, InvalidArtifact, InvalidInput, InvalidOutput, SignatureError
+from ._errors import (
+    CallError,
+    CapabilityDenied,
+    InternalError,
+    InvalidArtifact,
+    InvalidInput,
+    InvalidOutput,
+    SignatureError,
+)
 from ._gate import CallTrace, PolicyGate, input_digest
 from ._grants import Grants
 from ._manifest import HOST_MAXIMA, Manifest, find_manifest, load_manifest, parse_manifest
@@ -390,7 +398,7 @@ class Runtime:
         if outcome.state.denials:
             meta["denials"] = outcome.state.denials
         if outcome.error is not None:
-            raise outcome.error
+            raise _blame_denials(outcome.error, outcome.state.denials)
         assert outcome.output_text is not None
         return self._decode_output(info, outcome.output_text)
 
@@ -462,6 +470,23 @@ class _SchemaCheck:
         raise InvalidOutput(
             f"the tool's output does not match its output schema at {where}: {error.message}", details=details
         )
+
+
+def _blame_denials(error: CallError, denials: list[dict[str, Any]]) -> CallError:
+    """A tool that failed after a capability was refused failed because of the refusal.
+
+    The caller learns what to ask for (``capability_denied``, naming the
+    request and why it was refused) instead of only the tool's own complaint,
+    which stays in ``details.guest_message``.
+    """
+    if not denials or error.code not in ("guest_error", "guest_trap"):
+        return error
+    first = denials[0]
+    return CapabilityDenied(
+        f"the tool failed after the host refused {first.get('capability', 'a capability')} access "
+        f"({first.get('method', '')} {first.get('url', '')}): {first.get('reason', 'denied')}",
+        details={"denials": denials, "guest_code": error.code, "guest_message": error.message},
+    )
 
 
 def _env_flag(name: str) -> bool:
