@@ -26,7 +26,7 @@ from wasmtime.component import Component, ExportIndex, Linker
 
 from ._engine import SharedEngine
 from ._errors import CallError, CallTimeout, GuestError, InvalidArtifact, OutputTooLarge
-from ._fastcall import call_tool, post_return
+from ._fastcall import Instantiation, RawStore, call_tool, post_return
 from ._host import CallState, activate, make_linker
 from ._manifest import Limits
 from ._traps import Failure, classify
@@ -92,16 +92,20 @@ class Sandbox:
         """Instantiate ``component`` afresh and call it once with ``input_text``."""
         deadline = time.monotonic() + limits.timeout_ms / 1000.0
         state = CallState(deadline=deadline, log_limit_bytes=limits.log_bytes, http=http)
-        store = self._store(component, limits)
         with self._live_lock:
             self._live += 1
         try:
             with activate(state):
-                output, error = self._invoke(store, component, input_text, limits, state)
+                if self._linker_for(component) is self._linker:
+                    output, error, fuel_left = self._invoke_raw(component, input_text, limits, state)
+                else:
+                    store = self._store(component, limits)
+                    output, error = self._invoke(store, component, input_text, limits, state)
+                    fuel_left = _fuel_left(store)
         finally:
             with self._live_lock:
                 self._live -= 1
-        fuel_used = limits.fuel - _fuel_left(store)
+        fuel_used = limits.fuel - fuel_left
         if state.timed_out and (error is None or error.code != "timeout"):
             # Epochs do not fire in host calls: a host function that ran out of time says so.
             error = CallTimeout(
@@ -126,6 +130,30 @@ class Sandbox:
             else:
                 reason = " ".join(str(exc).strip().splitlines()[:3])
             raise InvalidArtifact(f"{source} cannot be instantiated: {reason}") from None
+
+    def _invoke_raw(
+        self, component: Component, input_text: str, limits: Limits, state: CallState
+    ) -> tuple[str | None, CallError | None, int]:
+        """The lean path for components without WASI (see ``_fastcall.RawStore``)."""
+        ticks = self.shared.deadline_ticks(limits.timeout_ms)
+        store = RawStore(self.shared.engine, limits.memory_bytes, limits.fuel, ticks)
+        try:
+            is_ok, payload = store.call(self._linker, component, _export_index(component), input_text)
+        except wasmtime.WasmtimeError as exc:
+            failure = Failure(
+                exc,
+                limits,
+                store.fuel_left(),
+                time.monotonic() >= state.deadline,
+                isinstance(exc, Instantiation),
+                guest_reported_oom=state.oom_reported,
+            )
+            return None, classify(failure), store.fuel_left()
+        finally:
+            fuel_left = store.fuel_left()
+            store.close()
+        output, error = _unpack(is_ok, payload)
+        return output, error, fuel_left
 
     def _invoke(
         self, store: wasmtime.Store, component: Component, input_text: str, limits: Limits, state: CallState
