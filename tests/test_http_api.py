@@ -155,7 +155,7 @@ def test_cli_serve_refuses_without_a_policy() -> None:
     assert "no policy is configured" in result.output and "--insecure-anonymous" in result.output
 
 
-@pytest.mark.parametrize("command", ["serve"])
+@pytest.mark.parametrize("command", ["serve", "mcp"])
 def test_cli_names_the_missing_extra(command: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
 

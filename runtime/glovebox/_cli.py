@@ -16,7 +16,7 @@ import click
 
 from ._build import build as build_tool
 from ._cli_policy import approve, audit, policy
-from ._cli_serve import export, serve
+from ._cli_serve import export, mcp, serve
 from ._compiled import file_sha256
 from ._errors import GloveboxError
 from ._result import ToolInfo
@@ -273,6 +273,7 @@ cli.add_command(policy)
 cli.add_command(approve)
 cli.add_command(audit)
 cli.add_command(serve)
+cli.add_command(mcp)
 cli.add_command(export)
 
 

@@ -1,4 +1,4 @@
-"""``glovebox serve`` and ``glovebox export``: thin commands over glovebox.servers."""
+"""``glovebox serve``, ``glovebox mcp`` and ``glovebox export``: thin commands over glovebox.servers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import click
 
 from ._runtime import Runtime
 
-__all__ = ["export", "serve"]
+__all__ = ["export", "mcp", "serve"]
 
 
 def _runtime(ctx: click.Context) -> Runtime:
@@ -63,3 +63,56 @@ def export(ctx: click.Context, fmt: str, principal: str | None) -> None:
     with _runtime(ctx) as rt:
         definitions = export_tools(rt.visible_tools(principal), fmt)
     click.echo(json.dumps(definitions, indent=2, ensure_ascii=False))
+
+
+@click.command()
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (http).")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="TCP port (http).")
+@click.option("--principal", help="Who the stdio client is (default: anonymous); http uses API keys.")
+@click.option(
+    "--mode",
+    type=click.Choice(["full", "search"]),
+    default="full",
+    show_default=True,
+    help="full: one MCP tool per tool; search: search_tools + call_tool for large catalogs.",
+)
+@click.option("--insecure-anonymous", is_flag=True, help="http without a policy: anyone reaching the port may call.")
+@click.option("--poll-seconds", default=0.5, show_default=True, type=click.FloatRange(0.05), help="List-change check.")
+@click.pass_context
+def mcp(
+    ctx: click.Context,
+    transport: str,
+    host: str,
+    port: int,
+    principal: str | None,
+    mode: str,
+    insecure_anonymous: bool,
+    poll_seconds: float,
+) -> None:
+    """Serve the tools as an MCP server (stdio, or streamable HTTP at /mcp)."""
+    _require("mcp", "starlette", "uvicorn")
+    import anyio
+
+    from .servers._mcp import McpService, run_stdio, streamable_http_app
+
+    if transport == "http" and principal is not None:
+        raise click.UsageError("--principal is for stdio; over http each request's API key names the principal")
+    with _runtime(ctx) as rt:
+        service = McpService(
+            rt,
+            principal=principal if transport == "stdio" else None,
+            mode="search" if mode == "search" else "full",
+            insecure_anonymous=insecure_anonymous,
+            poll_s=poll_seconds,
+        )
+        if transport == "stdio":
+            anyio.run(run_stdio, service)
+            return
+        try:
+            app = streamable_http_app(service, host=host)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+        import uvicorn
+
+        uvicorn.run(app, host=host, port=port, log_level="info")
