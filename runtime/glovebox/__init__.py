@@ -30,6 +30,7 @@ from ._errors import (
     ToolNotFound,
     UpstreamError,
 )
+from ._export import export_tools, tool_name_map
 from ._grants import Grants, HttpLimits, HttpRule, SecretRule
 from ._manifest import Capabilities, Limits, Manifest
 from ._result import CallResult, ToolInfo
@@ -78,6 +79,8 @@ __all__ = [
     "ToolNotFound",
     "UpstreamError",
     "build",
+    "export_tools",
     "load_policy",
+    "tool_name_map",
     "__version__",
 ]

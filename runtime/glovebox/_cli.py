@@ -16,6 +16,7 @@ import click
 
 from ._build import build as build_tool
 from ._cli_policy import approve, audit, policy
+from ._cli_serve import export, mcp, serve
 from ._compiled import file_sha256
 from ._errors import GloveboxError
 from ._result import ToolInfo
@@ -271,6 +272,9 @@ def demo(keep: str | None) -> None:
 cli.add_command(policy)
 cli.add_command(approve)
 cli.add_command(audit)
+cli.add_command(serve)
+cli.add_command(mcp)
+cli.add_command(export)
 
 
 def main() -> None:

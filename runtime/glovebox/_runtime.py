@@ -241,6 +241,30 @@ class Runtime:
         self._check_open()
         return self._registry.resolve(ref)
 
+    def visible_tools(self, principal: str | None = None) -> list[ToolInfo]:
+        """The tools ``principal`` may see: the newest non-deprecated version of each
+        name whose policy decision is not ``block`` and whose required scopes it holds.
+
+        The servers list exactly these; a tool that needs approval is visible
+        (calling it answers ``approval_required``).
+        """
+        self._check_open()
+        who = principal or "anonymous"
+        newest: dict[str, ToolInfo] = {}
+        for info in self._registry.entries(include_deprecated=False):
+            newest.setdefault(info.name, info)  # entries() lists each name newest first
+        visible = []
+        for info in newest.values():
+            decision = self._gate.decide(info, who)
+            if decision.action != "block" and not decision.missing_scopes:
+                visible.append(info)
+        return visible
+
+    @property
+    def live_instances(self) -> int:
+        """Sandbox instances running right now (for metrics)."""
+        return self._sandbox.live_instances
+
     def remove(self, ref: str) -> list[ToolInfo]:
         """Remove ``name@version`` (or every version of ``name``); running Runtimes stop seeing it.
 
@@ -266,6 +290,11 @@ class Runtime:
     def policy(self) -> Policy:
         """The policy in force (re-read first if its file changed)."""
         return self._gate.current()
+
+    @property
+    def policy_configured(self) -> bool:
+        """Whether a policy (a file or a ``Policy``) was given, rather than the no-policy default."""
+        return self._policy_given
 
     @property
     def policy_error(self) -> str | None:

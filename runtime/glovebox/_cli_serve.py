@@ -1,0 +1,118 @@
+"""``glovebox serve``, ``glovebox mcp`` and ``glovebox export``: thin commands over glovebox.servers."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ._runtime import Runtime
+
+__all__ = ["export", "mcp", "serve"]
+
+
+def _runtime(ctx: click.Context) -> Runtime:
+    root = ctx.find_root().params
+    return Runtime(home=root.get("home"), policy=root.get("policy"))
+
+
+def _require(*modules: str) -> None:
+    from .servers import SERVE_HINT, missing_serve_dependency
+
+    missing = missing_serve_dependency(*modules)
+    if missing is not None:
+        raise click.ClickException(f"{missing} is not installed; {SERVE_HINT}")
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="TCP port.")
+@click.option("--max-body-bytes", default=1024 * 1024, show_default=True, type=click.IntRange(1), help="Body limit.")
+@click.option("--workers", type=click.IntRange(1), help="Threads running calls (default: CPU count, at least 4).")
+@click.option("--insecure-anonymous", is_flag=True, help="Serve without a policy: anyone reaching the port may call.")
+@click.pass_context
+def serve(
+    ctx: click.Context, host: str, port: int, max_body_bytes: int, workers: int | None, insecure_anonymous: bool
+) -> None:
+    """Serve the HTTP API (list, describe and call tools; /healthz; /metrics)."""
+    _require("starlette", "uvicorn")
+    from .servers._http import serve as serve_http
+
+    with _runtime(ctx) as rt:
+        try:
+            serve_http(
+                rt,
+                host=host,
+                port=port,
+                max_body_bytes=max_body_bytes,
+                workers=workers,
+                insecure_anonymous=insecure_anonymous,
+            )
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+
+
+@click.command()
+@click.option("--format", "fmt", type=click.Choice(["openai", "anthropic"]), required=True, help="Target API.")
+@click.option("--principal", help="Export only the tools this principal may see (default: anonymous).")
+@click.pass_context
+def export(ctx: click.Context, fmt: str, principal: str | None) -> None:
+    """Print the tool definitions an LLM API takes (OpenAI or Anthropic), as JSON."""
+    from ._export import export_tools
+
+    with _runtime(ctx) as rt:
+        definitions = export_tools(rt.visible_tools(principal), fmt)
+    click.echo(json.dumps(definitions, indent=2, ensure_ascii=False))
+
+
+@click.command()
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (http).")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="TCP port (http).")
+@click.option("--principal", help="Who the stdio client is (default: anonymous); http uses API keys.")
+@click.option(
+    "--mode",
+    type=click.Choice(["full", "search"]),
+    default="full",
+    show_default=True,
+    help="full: one MCP tool per tool; search: search_tools + call_tool for large catalogs.",
+)
+@click.option("--insecure-anonymous", is_flag=True, help="http without a policy: anyone reaching the port may call.")
+@click.option("--poll-seconds", default=0.5, show_default=True, type=click.FloatRange(0.05), help="List-change check.")
+@click.pass_context
+def mcp(
+    ctx: click.Context,
+    transport: str,
+    host: str,
+    port: int,
+    principal: str | None,
+    mode: str,
+    insecure_anonymous: bool,
+    poll_seconds: float,
+) -> None:
+    """Serve the tools as an MCP server (stdio, or streamable HTTP at /mcp)."""
+    _require("mcp", "starlette", "uvicorn")
+    import anyio
+
+    from .servers._mcp import McpService, run_stdio, streamable_http_app
+
+    if transport == "http" and principal is not None:
+        raise click.UsageError("--principal is for stdio; over http each request's API key names the principal")
+    with _runtime(ctx) as rt:
+        service = McpService(
+            rt,
+            principal=principal if transport == "stdio" else None,
+            mode="search" if mode == "search" else "full",
+            insecure_anonymous=insecure_anonymous,
+            poll_s=poll_seconds,
+        )
+        if transport == "stdio":
+            anyio.run(run_stdio, service)
+            return
+        try:
+            app = streamable_http_app(service, host=host)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+        import uvicorn
+
+        uvicorn.run(app, host=host, port=port, log_level="info")

@@ -1,0 +1,33 @@
+"""The doors agents come through: an MCP server and an HTTP API.
+
+Both carry the same checks and the same envelope as ``Runtime.call``. They
+import their frameworks (``mcp``, ``starlette``, ``uvicorn``) lazily: install
+them with ``pip install 'glovebox[serve]'``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["SERVE_HINT", "create_app", "missing_serve_dependency"]
+
+SERVE_HINT = "the servers need the 'serve' extra: pip install 'glovebox[serve]'"
+
+
+def missing_serve_dependency(*modules: str) -> str | None:
+    """The first of ``modules`` that cannot be imported, or None when all are present."""
+    import importlib.util
+
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            return module
+    return None
+
+
+def __getattr__(name: str) -> Any:
+    # The frameworks load on first use, so `import glovebox.servers` stays cheap.
+    if name == "create_app":
+        from ._http import create_app
+
+        return create_app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,199 @@
+"""The HTTP API: a Starlette app served by uvicorn.
+
+Routes (JSON in and out; every failure carries the envelope shape)::
+
+    GET  /v1/tools               the tools the caller may see
+    GET  /v1/tools/{name}        one of them, in full
+    POST /v1/tools/{name}/call   body {"input": ...}; answers the envelope
+    GET  /healthz                liveness (no key needed)
+    GET  /metrics                Prometheus text (no key needed)
+
+Status codes: 200 for a call that ran or failed inside the tool (the
+envelope says which); 401 no or unknown key; 403 the policy refuses; 404 no
+such tool (or one the caller may not see); 413 body over the limit; 400 a
+body that is not JSON or lacks ``input``. Calls run on a pool of worker
+threads so the event loop never waits on a sandbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from .._errors import ToolNotFound
+from .._result import ToolInfo
+from .._runtime import Runtime
+from ._auth import AuthFailure, authenticate, check_can_serve, envelope_error
+from ._metrics import Metrics
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app", "serve", "tool_summary"]
+
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+_STATUS = {"permission_denied": 403, "tool_not_found": 404}
+T = TypeVar("T")
+
+
+def tool_summary(info: ToolInfo) -> dict[str, Any]:
+    """What a caller needs to call a tool: name, version, description and schemas."""
+    return {
+        "name": info.name,
+        "version": info.version,
+        "description": info.description,
+        "input_schema": info.input_schema,
+        "output_schema": info.output_schema,
+    }
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Api:
+    def __init__(self, runtime: Runtime, max_body_bytes: int, workers: int, insecure_anonymous: bool) -> None:
+        self.runtime = runtime
+        self.max_body_bytes = max_body_bytes
+        self.insecure_anonymous = insecure_anonymous
+        self.metrics = Metrics(lambda: runtime.live_instances)
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="glovebox-http")
+
+    async def _run(self, job: functools.partial[T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, job)
+
+    def _principal(self, request: Request) -> str | JSONResponse:
+        who = authenticate(self.runtime, request.headers, self.insecure_anonymous)
+        if isinstance(who, AuthFailure):
+            body = envelope_error("permission_denied", who.message, details={"reason": who.reason})
+            return JSONResponse(body, status_code=401, headers={"WWW-Authenticate": 'Bearer realm="glovebox"'})
+        return who
+
+    async def list_tools(self, request: Request) -> Response:
+        principal = self._principal(request)
+        if isinstance(principal, Response):
+            return principal
+        infos = await self._run(functools.partial(self.runtime.visible_tools, principal))
+        return JSONResponse({"tools": [tool_summary(info) for info in infos]})
+
+    async def describe(self, request: Request) -> Response:
+        principal = self._principal(request)
+        if isinstance(principal, Response):
+            return principal
+        name = request.path_params["name"]
+        infos = await self._run(functools.partial(self.runtime.visible_tools, principal))
+        for info in infos:
+            if info.name == name:
+                return JSONResponse(info.to_dict())
+        error = ToolNotFound(f"no tool named {name!r} is visible to {principal!r}")
+        return JSONResponse(
+            envelope_error(error.code, error.message, meta={"tool": name, "principal": principal}), status_code=404
+        )
+
+    async def call(self, request: Request) -> Response:
+        principal = self._principal(request)
+        if isinstance(principal, Response):
+            return principal
+        name = request.path_params["name"]
+        value = await self._input(request, name, principal)
+        if isinstance(value, Response):
+            return value
+        result = await self._run(functools.partial(self.runtime.call, name, value, principal=principal))
+        envelope = result.to_dict()
+        self.metrics.observe(envelope)
+        return JSONResponse(envelope, status_code=_STATUS.get(result.code or "", 200))
+
+    async def _input(self, request: Request, name: str, principal: str) -> Any:
+        meta = {"tool": name, "principal": principal}
+        try:
+            body = await self._body(request)
+        except _TooLarge:
+            message = f"the request body is over the {self.max_body_bytes}-byte limit"
+            details = {"max_body_bytes": self.max_body_bytes}
+            return JSONResponse(envelope_error("invalid_input", message, details=details, meta=meta), status_code=413)
+        try:
+            parsed = json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return JSONResponse(
+                envelope_error("invalid_input", f"the body is not JSON: {exc}", meta=meta), status_code=400
+            )
+        if not isinstance(parsed, dict) or "input" not in parsed:
+            message = 'the body must be a JSON object {"input": ...}'
+            return JSONResponse(envelope_error("invalid_input", message, meta=meta), status_code=400)
+        return parsed["input"]
+
+    async def _body(self, request: Request) -> bytes:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise _TooLarge
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise _TooLarge
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def healthz(self, request: Request) -> Response:
+        return JSONResponse({"ok": True, "policy_error": self.runtime.policy_error})
+
+    async def metrics_text(self, request: Request) -> Response:
+        return PlainTextResponse(self.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+def create_app(
+    runtime: Runtime,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    workers: int | None = None,
+    insecure_anonymous: bool = False,
+) -> Starlette:
+    """The HTTP API over ``runtime`` as an ASGI app.
+
+    Args:
+        runtime: the Runtime whose tools are served (its policy authenticates keys).
+        max_body_bytes: larger request bodies are refused with 413.
+        workers: threads running calls (default: the CPU count, at least 4).
+        insecure_anonymous: serve without a policy; requests without a key run as ``anonymous``.
+
+    Raises:
+        ValueError: no policy is configured and ``insecure_anonymous`` is False.
+    """
+    check_can_serve(runtime, insecure_anonymous)
+    if max_body_bytes < 1:
+        raise ValueError("max_body_bytes must be positive")
+    import os
+
+    api = _Api(runtime, max_body_bytes, workers or max(4, os.cpu_count() or 1), insecure_anonymous)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            api.pool.shutdown(wait=True)
+
+    routes = [
+        Route("/v1/tools", api.list_tools, methods=["GET"]),
+        Route("/v1/tools/{name}", api.describe, methods=["GET"]),
+        Route("/v1/tools/{name}/call", api.call, methods=["POST"]),
+        Route("/healthz", api.healthz, methods=["GET"]),
+        Route("/metrics", api.metrics_text, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.metrics = api.metrics
+    return app
+
+
+def serve(runtime: Runtime, *, host: str = "127.0.0.1", port: int = 8080, **options: Any) -> None:
+    """Run the HTTP API with uvicorn until interrupted (``options`` go to :func:`create_app`)."""
+    import uvicorn
+
+    uvicorn.run(create_app(runtime, **options), host=host, port=port, log_level="info")

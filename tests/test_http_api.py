@@ -1,0 +1,168 @@
+"""The HTTP API against a real uvicorn server on 127.0.0.1, with httpx."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+import glovebox
+from glovebox.servers import create_app
+
+AGENT = {"Authorization": "Bearer agent-key"}
+OUTSIDER = {"X-API-Key": "outsider-key"}
+
+
+@pytest.fixture
+def url(server_home: tuple[Path, Path], serve_app: Callable[[object], str]) -> Iterator[str]:
+    home, policy = server_home
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        yield serve_app(create_app(rt, max_body_bytes=4096, workers=8))
+
+
+def test_list_describe_call(url: str) -> None:
+    with httpx.Client(base_url=url) as client:
+        listed = client.get("/v1/tools", headers=AGENT)
+        assert listed.status_code == 200
+        assert [t["name"] for t in listed.json()["tools"]] == ["calc", "text-stats"]
+        assert listed.json()["tools"][0]["input_schema"]["required"] == ["expression"]
+        assert [t["name"] for t in client.get("/v1/tools", headers=OUTSIDER).json()["tools"]] == []
+
+        described = client.get("/v1/tools/calc", headers=AGENT)
+        assert described.status_code == 200 and described.json()["digest"].startswith("sha256:")
+        assert client.get("/v1/tools/calc", headers=OUTSIDER).status_code == 404
+        assert client.get("/v1/tools/nope", headers=AGENT).json()["error"]["code"] == "tool_not_found"
+
+        ok = client.post("/v1/tools/calc/call", json={"input": {"expression": "2 * (3 + 4)"}}, headers=AGENT)
+        assert ok.status_code == 200
+        assert ok.json()["ok"] is True and ok.json()["output"] == {"value": 14}
+        assert ok.json()["meta"]["principal"] == "agent"
+
+        failed = client.post("/v1/tools/calc/call", json={"input": {"expression": "2 +"}}, headers=AGENT)
+        assert failed.status_code == 200
+        assert failed.json()["ok"] is False and failed.json()["error"]["code"] == "guest_error"
+
+        missing = client.post("/v1/tools/nope/call", json={"input": {}}, headers=AGENT)
+        assert missing.status_code == 404 and missing.json()["error"]["code"] == "tool_not_found"
+
+
+def test_auth_failures_are_401_with_the_envelope(url: str) -> None:
+    with httpx.Client(base_url=url) as client:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"X-API-Key": "wrong"}, {"Authorization": "Basic x"}):
+            for response in (
+                client.get("/v1/tools", headers=headers),
+                client.get("/v1/tools/calc", headers=headers),
+                client.post("/v1/tools/calc/call", json={"input": {"expression": "1"}}, headers=headers),
+            ):
+                assert response.status_code == 401, headers
+                body = response.json()
+                assert body["ok"] is False and set(body["error"]) == {"code", "message", "retryable", "details"}
+                assert body["error"]["code"] == "permission_denied"
+                assert response.headers["www-authenticate"].startswith("Bearer")
+        assert client.get("/healthz").json() == {"ok": True, "policy_error": None}
+
+
+def test_denials_are_403_with_the_envelope(url: str) -> None:
+    with httpx.Client(base_url=url) as client:
+        blocked = client.post("/v1/tools/calc/call", json={"input": {"expression": "1"}}, headers=OUTSIDER)
+        assert blocked.status_code == 403
+        assert blocked.json()["error"]["code"] == "permission_denied"
+        assert blocked.json()["meta"]["principal"] == "outsider"
+
+        scope = client.post("/v1/tools/text-stats/call", json={"input": {"text": "a"}}, headers=OUTSIDER)
+        assert scope.status_code == 403
+        assert scope.json()["error"]["details"]["missing_scopes"] == ["text:read"]
+
+
+def test_bad_bodies(url: str) -> None:
+    with httpx.Client(base_url=url) as client:
+        big = client.post("/v1/tools/text-stats/call", json={"input": {"text": "x" * 5000}}, headers=AGENT)
+        assert big.status_code == 413
+        assert big.json()["error"]["code"] == "invalid_input"
+        assert big.json()["error"]["details"] == {"max_body_bytes": 4096}
+
+        def chunks() -> Iterator[bytes]:
+            yield b'{"input": {"text": "'
+            for _ in range(10):
+                yield b"x" * 1000  # no Content-Length: the limit holds while streaming
+            yield b'"}}'
+
+        streamed = client.post("/v1/tools/text-stats/call", content=chunks(), headers=AGENT)
+        assert streamed.status_code == 413
+
+        not_json = client.post("/v1/tools/text-stats/call", content=b"{nope", headers=AGENT)
+        assert not_json.status_code == 400 and not_json.json()["error"]["code"] == "invalid_input"
+        no_input = client.post("/v1/tools/text-stats/call", json={"text": "a"}, headers=AGENT)
+        assert no_input.status_code == 400
+
+        invalid = client.post("/v1/tools/text-stats/call", json={"input": {"text": 5}}, headers=AGENT)
+        assert invalid.status_code == 200 and invalid.json()["error"]["code"] == "invalid_input"
+
+
+def test_burst_of_500_concurrent_calls(url: str) -> None:
+    async def burst() -> list[httpx.Response]:
+        limits = httpx.Limits(max_connections=100)
+        async with httpx.AsyncClient(base_url=url, headers=AGENT, limits=limits, timeout=60) as client:
+            return await asyncio.gather(
+                *(
+                    client.post("/v1/tools/text-stats/call", json={"input": {"text": "w " * (i % 50)}})
+                    for i in range(500)
+                )
+            )
+
+    responses = asyncio.run(burst())
+    assert len(responses) == 500
+    for i, response in enumerate(responses):
+        assert response.status_code == 200
+        envelope = response.json()
+        assert envelope["ok"] is True, envelope
+        assert envelope["output"]["words"] == i % 50
+    assert len({r.json()["meta"]["call_id"] for r in responses}) == 500
+
+    metrics = httpx.get(url + "/metrics").text
+    assert 'glovebox_calls_total{tool="text-stats",outcome="ok"} 500' in metrics
+    assert "glovebox_call_duration_seconds_count 500" in metrics
+    assert "glovebox_live_instances 0" in metrics
+    assert 'glovebox_fuel_used_total{tool="text-stats"}' in metrics
+
+
+def test_refuses_to_serve_without_a_policy(runtime: glovebox.Runtime) -> None:
+    with pytest.raises(ValueError, match="--insecure-anonymous"):
+        create_app(runtime)
+
+
+def test_insecure_anonymous(
+    tmp_path: Path, build_example: Callable[[str], Path], serve_app: Callable[[object], str]
+) -> None:
+    with glovebox.Runtime(home=tmp_path / "anon") as rt:
+        rt.register(build_example("calc"))
+        with httpx.Client(base_url=serve_app(create_app(rt, insecure_anonymous=True))) as client:
+            ok = client.post("/v1/tools/calc/call", json={"input": {"expression": "1+1"}})
+            assert ok.json()["output"] == {"value": 2} and ok.json()["meta"]["principal"] == "anonymous"
+            assert client.get("/v1/tools", headers={"X-API-Key": "any"}).status_code == 401
+
+
+def test_cli_serve_refuses_without_a_policy() -> None:
+    from click.testing import CliRunner
+
+    from glovebox._cli import cli
+
+    result = CliRunner().invoke(cli, ["serve", "--port", "1"])
+    assert result.exit_code == 1
+    assert "no policy is configured" in result.output and "--insecure-anonymous" in result.output
+
+
+@pytest.mark.parametrize("command", ["serve", "mcp"])
+def test_cli_names_the_missing_extra(command: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    import glovebox.servers
+    from glovebox._cli import cli
+
+    monkeypatch.setattr(glovebox.servers, "missing_serve_dependency", lambda *modules: modules[-1])
+    result = CliRunner().invoke(cli, [command])
+    assert result.exit_code == 1
+    assert "pip install 'glovebox[serve]'" in result.output

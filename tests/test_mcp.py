@@ -1,0 +1,191 @@
+"""The MCP server with the official SDK's own client, over stdio and streamable HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+import glovebox
+from glovebox.servers._mcp import McpService, streamable_http_app
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def envelope(result: types.CallToolResult) -> dict[str, Any]:
+    [block] = result.content
+    assert isinstance(block, types.TextContent)
+    value: dict[str, Any] = json.loads(block.text)
+    return value
+
+
+class Notes:
+    """Collects tools/list_changed notifications (handshake-era clients)."""
+
+    def __init__(self) -> None:
+        self.changed = anyio.Event()
+
+    async def __call__(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self.changed.set()
+
+
+@asynccontextmanager
+async def stdio_client(
+    home: Path, policy: Path, *args: str, mode: str = "auto", notes: Notes | None = None
+) -> AsyncIterator[Client]:
+    env = {**os.environ, "GLOVEBOX_HOME": str(home), "GLOVEBOX_POLICY": str(policy)}
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "glovebox", "mcp", "--poll-seconds", "0.1", *args], env=env
+    )
+    async with Client(params, mode=mode, cache=None, message_handler=notes, read_timeout_seconds=60) as client:  # type: ignore[arg-type]
+        yield client
+
+
+@asynccontextmanager
+async def http_client(
+    url: str, key: str | None, *, mode: str = "auto", notes: Notes | None = None
+) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+        transport = streamable_http_client(url + "/mcp", http_client=http)
+        async with Client(transport, mode=mode, cache=None, message_handler=notes) as client:  # type: ignore[arg-type]
+            yield client
+
+
+async def check_tools(client: Client) -> None:
+    """What agent sees and can do, whatever the transport."""
+    listed = await client.list_tools()
+    tools = {tool.name: tool for tool in listed.tools}
+    assert sorted(tools) == ["calc", "text-stats"]
+    assert tools["calc"].input_schema["required"] == ["expression"]
+    assert tools["calc"].output_schema is not None and tools["calc"].output_schema["required"] == ["value"]
+
+    ok = await client.call_tool("calc", {"expression": "2 * (3 + 4)"})
+    assert ok.is_error is False and ok.structured_content == {"value": 14}
+    assert envelope(ok)["ok"] is True and envelope(ok)["meta"]["principal"] == "agent"
+
+    failed = await client.call_tool("calc", {"expression": "2 +"})
+    assert failed.is_error is True
+    assert envelope(failed)["error"]["code"] == "guest_error"
+    assert failed.structured_content == envelope(failed)
+
+    denied = await client.call_tool("stress", {})
+    assert denied.is_error is True and envelope(denied)["error"]["code"] == "permission_denied"
+
+
+async def wait_for_change(client: Client, change: Callable[[], object], notes: Notes | None) -> None:
+    """Make ``change`` and wait for the server to say the list changed."""
+    with anyio.fail_after(30):
+        if notes is not None:
+            await anyio.to_thread.run_sync(change)
+            await notes.changed.wait()
+            return
+        async with client.listen(tools_list_changed=True) as sub:
+            await anyio.to_thread.run_sync(change)
+            async for _event in sub:
+                break
+
+
+def register_primes(home: Path, policy: Path, build_example: Callable[[str], Path]) -> Callable[[], object]:
+    def change() -> object:
+        with glovebox.Runtime(home=home, policy=policy) as rt:
+            return rt.register(build_example("primes"))
+
+    return change
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_stdio(server_home: tuple[Path, Path], build_example: Callable[[str], Path], mode: str) -> None:
+    home, policy = server_home
+    build_example("primes")  # built before the server watches
+    notes = Notes() if mode == "legacy" else None
+    async with stdio_client(home, policy, "--principal", "agent", mode=mode, notes=notes) as client:
+        await check_tools(client)
+        await wait_for_change(client, register_primes(home, policy, build_example), notes)
+        assert "primes" in {tool.name for tool in (await client.list_tools()).tools}
+
+
+async def test_stdio_search_mode(server_home: tuple[Path, Path]) -> None:
+    home, policy = server_home
+    async with stdio_client(home, policy, "--principal", "agent", "--mode", "search") as client:
+        assert [tool.name for tool in (await client.list_tools()).tools] == ["search_tools", "call_tool"]
+        found = await client.call_tool("search_tools", {"query": "arithmetic"})
+        assert found.structured_content is not None
+        assert [tool["name"] for tool in found.structured_content["tools"]] == ["calc"]
+        everything = await client.call_tool("search_tools", {"query": ""})
+        assert [tool["name"] for tool in everything.structured_content["tools"]] == ["calc", "text-stats"]
+        called = await client.call_tool("call_tool", {"name": "calc", "input": {"expression": "6*7"}})
+        assert called.is_error is False and called.structured_content == {"value": 42}
+        denied = await client.call_tool("call_tool", {"name": "stress", "input": {}})
+        assert denied.is_error is True and envelope(denied)["error"]["code"] == "permission_denied"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_streamable_http(
+    server_home: tuple[Path, Path],
+    build_example: Callable[[str], Path],
+    serve_app: Callable[[object], str],
+    mode: str,
+) -> None:
+    home, policy = server_home
+    build_example("primes")
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        url = serve_app(streamable_http_app(McpService(rt, poll_s=0.1)))
+        notes = Notes() if mode == "legacy" else None
+        async with http_client(url, "agent-key", mode=mode, notes=notes) as client:
+            await check_tools(client)
+            await wait_for_change(client, register_primes(home, policy, build_example), notes)
+            assert "primes" in {tool.name for tool in (await client.list_tools()).tools}
+        async with http_client(url, "outsider-key", mode=mode) as outsider:
+            assert (await outsider.list_tools()).tools == []
+            denied = await outsider.call_tool("text-stats", {"text": "a"})
+            assert denied.is_error is True
+            assert envelope(denied)["error"]["details"]["missing_scopes"] == ["text:read"]
+
+
+async def test_streamable_http_requires_a_key(
+    server_home: tuple[Path, Path], serve_app: Callable[[object], str]
+) -> None:
+    home, policy = server_home
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        url = serve_app(streamable_http_app(McpService(rt)))
+        async with httpx2.AsyncClient() as http:
+            for headers in ({}, {"Authorization": "Bearer wrong"}):
+                response = await http.post(url + "/mcp", json={}, headers=headers)
+                assert response.status_code == 401
+                assert response.json()["error"]["code"] == "permission_denied"
+
+
+def test_http_refuses_to_start_without_a_policy(runtime: glovebox.Runtime) -> None:
+    with pytest.raises(ValueError, match="--insecure-anonymous"):
+        streamable_http_app(McpService(runtime))
+
+
+def test_a_policy_edit_changes_the_fingerprint(server_home: tuple[Path, Path]) -> None:
+    home, policy = server_home
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        service = McpService(rt, principal="agent")
+        before = service.fingerprint()
+        rt.reload_policy()
+        assert service.fingerprint() == before  # the same document again: no change
+        policy.write_text(policy.read_text().replace("action: block", "action: allow"))
+        rt.reload_policy()
+        assert service.fingerprint() != before
