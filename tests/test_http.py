@@ -552,3 +552,26 @@ def test_passed_deadline_ends_the_call_as_timeout(resolver: dict[str, list[str]]
     result = _capability(lambda request: httpx.Response(200)).fetch(_request("https://api.example.com/"), state)
     assert result == Variant("timeout", "the call's deadline has passed")
     assert state.timed_out
+
+
+# -- name resolution is bounded by the call's deadline ----------------------------------------
+
+
+def test_a_hanging_resolver_costs_the_deadline_not_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    from glovebox.capabilities import _net
+
+    release = threading.Event()
+
+    def hanging_getaddrinfo(*args: Any, **kwargs: Any) -> list[Any]:
+        release.wait(10)
+        return []
+
+    monkeypatch.setattr(_net.socket, "getaddrinfo", hanging_getaddrinfo)
+    target = _net.parse_target("GET", "https://api.example.com/x")
+    started = time.monotonic()
+    with pytest.raises(_net.Refusal) as refused:
+        _net.pin_address(target, allow_private=False, timeout_s=0.1)
+    release.set()
+    assert refused.value.kind == "timeout"
+    assert "resolving api.example.com took longer than the 100 ms left" in refused.value.reason
+    assert time.monotonic() - started < 5

@@ -155,7 +155,12 @@ class HttpCapability:
         if timeout <= 0:
             state.timed_out = True
             raise Refusal("timeout", "the call's deadline has passed")
-        address = pin_address(target, rule.allow_private)
+        try:
+            address = pin_address(target, rule.allow_private, timeout)
+        except Refusal as refusal:
+            if refusal.kind == "timeout" and state.remaining_s() <= 0.005:
+                state.timed_out = True
+            raise
         self.requests += 1
         request = self._client(target.host).build_request(
             target.method,

@@ -15,6 +15,8 @@ import ipaddress
 import re
 import socket
 import ssl
+import threading
+from typing import Any
 from urllib.parse import urlsplit
 
 from ._match import DEFAULT_PORTS, Target, ip_literal
@@ -101,12 +103,32 @@ def blocked_reason(address: IPAddress, allow_private: bool) -> str | None:
     return "a reserved address"
 
 
-def pin_address(target: Target, allow_private: bool) -> str:
-    """Resolve ``target.host`` once, check every address, return the one to connect to."""
-    try:
-        infos = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError) as exc:
-        raise Refusal("network", f"cannot resolve {target.host}: {exc}") from None
+def _resolve(host: str, port: int, timeout_s: float) -> list[Any]:
+    """``getaddrinfo`` bounded by ``timeout_s``: the lookup runs on a daemon thread,
+    so a resolver that hangs costs the call its deadline, never the process."""
+    done = threading.Event()
+    answer: list[Any] = []
+
+    def lookup() -> None:
+        try:
+            answer.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except (OSError, UnicodeError) as exc:
+            answer.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=lookup, name="glovebox-dns", daemon=True).start()
+    if not done.wait(max(timeout_s, 0.0)):
+        raise Refusal("timeout", f"resolving {host} took longer than the {timeout_s * 1000:.0f} ms left")
+    if isinstance(answer[0], Exception):
+        raise Refusal("network", f"cannot resolve {host}: {answer[0]}")
+    return list(answer[0])
+
+
+def pin_address(target: Target, allow_private: bool, timeout_s: float = 10.0) -> str:
+    """Resolve ``target.host`` once (within ``timeout_s``), check every address,
+    and return the one to connect to."""
+    infos = _resolve(target.host, target.port, timeout_s)
     addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
     if not addresses:
         raise Refusal("network", f"cannot resolve {target.host}")
