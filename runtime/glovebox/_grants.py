@@ -9,14 +9,18 @@ granted by default.
 
 from __future__ import annotations
 
+import json
+import os
 import re
-from typing import Literal
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .capabilities._match import parse_host_pattern, parse_method, parse_path_pattern
 
-__all__ = ["Grants", "HttpLimits", "HttpRule", "SecretRule"]
+__all__ = ["Grants", "GrantsSource", "HttpLimits", "HttpRule", "SecretRule", "load_grants"]
 
 
 class _Frozen(BaseModel):
@@ -110,3 +114,29 @@ class Grants(_Frozen):
     http: list[HttpRule] = []
     http_limits: HttpLimits = HttpLimits()
     secrets: list[SecretRule] = []
+
+
+GrantsSource = Grants | dict[str, Any] | str | os.PathLike[str] | None
+
+
+def load_grants(source: GrantsSource) -> Grants:
+    """A :class:`Grants` from a model, a dict, or a JSON/TOML file (``None``: nothing granted).
+
+    Raises:
+        ValueError: the file cannot be read or does not describe valid grants.
+    """
+    if source is None:
+        return Grants()
+    if isinstance(source, Grants):
+        return source
+    if isinstance(source, dict):
+        return Grants.model_validate(source)
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"grants must be a Grants, a dict or a path, not {type(source).__name__}")
+    path = Path(source)
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+        return Grants.model_validate(data)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, tomllib.TOMLDecodeError, ValueError) as exc:
+        raise ValueError(f"invalid grants file {path}: {exc}") from None

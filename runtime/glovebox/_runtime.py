@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import logging
 import os
-import tempfile
 import threading
 import time
-import tomllib
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -18,30 +15,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jsonschema
-import wasmtime
 from wasmtime.component import Component
 
 from ._audit import AuditLog
-from ._compile import precompile
 from ._compiled import CompiledCache, file_sha256
 from ._engine import get_engine
 from ._errors import (
     CallError,
     CapabilityDenied,
     InternalError,
-    InvalidArtifact,
-    InvalidInput,
     InvalidOutput,
-    SignatureError,
 )
 from ._gate import CallTrace, PolicyGate, input_digest
-from ._grants import Grants
-from ._manifest import HOST_MAXIMA, Manifest, find_manifest, load_manifest, parse_manifest
+from ._grants import Grants, GrantsSource, load_grants
+from ._registration import ManifestSource, Registrar, resolve_manifest
 from ._registry import Registry
 from ._result import CallResult, ToolInfo
 from ._sandbox import Sandbox
-from ._signing import TrustStore, signature_path, verify_signature
-from ._validate import MAX_ARTIFACT_BYTES, check_component, check_header
+from ._schemas import SchemaCheck, encode_input
 from .policy import Approval, Decision, Policy
 
 if TYPE_CHECKING:
@@ -52,10 +43,6 @@ if TYPE_CHECKING:
 __all__ = ["Runtime", "default_home", "load_grants", "resolve_manifest"]
 
 logger = logging.getLogger("glovebox")
-
-MAX_INPUT_BYTES = 4 * 1024 * 1024
-ManifestSource = Manifest | dict[str, Any] | str | os.PathLike[str] | None
-GrantsSource = Grants | dict[str, Any] | str | os.PathLike[str] | None
 
 
 def default_home() -> Path:
@@ -118,7 +105,10 @@ class Runtime:
         self.require_signatures = (
             require_signatures if require_signatures is not None else _env_flag("GLOVEBOX_REQUIRE_SIGNATURES")
         )
-        self._validators: dict[tuple[str, str, str], _SchemaCheck] = {}
+        self._registrar = Registrar(
+            self._registry, self._compiled, self._sandbox, self.trusted_keys_dir, self.require_signatures
+        )
+        self._validators: dict[tuple[str, str, str], SchemaCheck] = {}
         self._verified: set[str] = set()
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
@@ -170,54 +160,7 @@ class Runtime:
             SignatureError: the signature is missing, tampered with or untrusted.
         """
         self._check_open()
-        path = Path(wasm_path)
-        data = _read_artifact(path)
-        check_header(data, str(path))
-        resolved = resolve_manifest(path, manifest)
-        resolved.check_within(HOST_MAXIMA)
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        signer = self._check_signature(path, signature, digest, resolved)
-        self._registry.check_conflict(resolved, digest)
-        existing = self._compiled.existing(digest)
-        if existing is not None:
-            check_component(self._shared.engine, existing, str(path))
-            self._sandbox.probe(existing, resolved.limits, str(path))
-            self._registry.store_blob(data)
-            return self._registry.add(resolved, digest, len(data), signer)
-        with tempfile.TemporaryDirectory(dir=self._compiled.directory, prefix=".register-") as tmp:
-            staged, compiled = Path(tmp) / "artifact.wasm", Path(tmp) / "compiled.cwasm"
-            staged.write_bytes(data)
-            precompile(staged, compiled, self._shared.settings, str(path))
-            component = self._load_compiled(compiled, path)
-            check_component(self._shared.engine, component, str(path))
-            self._sandbox.probe(component, resolved.limits, str(path))
-            self._registry.store_blob(data)
-            self._compiled.adopt(digest, compiled)
-        self._shared.remember(digest, component)
-        return self._registry.add(resolved, digest, len(data), signer)
-
-    def _load_compiled(self, compiled: Path, path: Path) -> Component:
-        try:
-            return self._shared.load(compiled)
-        except wasmtime.WasmtimeError as exc:
-            reason = " ".join(line.strip() for line in str(exc).strip().splitlines()[:4])
-            raise InvalidArtifact(f"{path} cannot run on this host: {reason}") from None
-
-    def _check_signature(
-        self, path: Path, signature: str | os.PathLike[str] | None, digest: str, manifest: Manifest
-    ) -> str | None:
-        sig_path = Path(signature) if signature is not None else signature_path(path)
-        if not sig_path.is_file():
-            if signature is not None:
-                raise SignatureError(f"signature file {sig_path} does not exist")
-            if self.require_signatures:
-                raise SignatureError(
-                    f"{path} is not signed and this registry requires signatures (expected {sig_path})"
-                )
-            return None
-        trust = TrustStore.load(self.trusted_keys_dir)
-        key = verify_signature(sig_path, digest, manifest, trust)
-        return f"{trust.names[key]}:{key}"
+        return self._registrar.register(Path(wasm_path), manifest, signature)
 
     def tools(
         self, pattern: str | None = None, *, include_deprecated: bool = True, signed: bool | None = None
@@ -408,7 +351,7 @@ class Runtime:
         if info.deprecated is not None:
             meta["deprecated"] = info.deprecated
         decision = self._gate.admit(trace, info, meta["principal"])
-        input_text = _encode_input(value)
+        input_text = encode_input(value)
         if info.input_schema is not True:
             self._validator(info, "input").validate(value)
         component = self._component(info)
@@ -444,13 +387,13 @@ class Runtime:
 
         return HttpCapability(declared, grants, load_secrets(grants.secrets), self._transport)
 
-    def _validator(self, info: ToolInfo, which: str) -> _SchemaCheck:
+    def _validator(self, info: ToolInfo, which: str) -> SchemaCheck:
         key = (info.digest, info.name, which)
         validator = self._validators.get(key)
         if validator is None:
             schema = info.input_schema if which == "input" else info.output_schema
             cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-            validator = _SchemaCheck(cls(schema), which)
+            validator = SchemaCheck(cls(schema), which)
             self._validators[key] = validator
         return validator
 
@@ -477,30 +420,6 @@ class Runtime:
         return output
 
 
-class _SchemaCheck:
-    """A cached jsonschema validator that raises the glovebox error for its side."""
-
-    def __init__(self, validator: Any, which: str) -> None:
-        self.validator = validator
-        self.which = which
-
-    def validate(self, value: Any) -> None:
-        if self.validator.is_valid(value):
-            return
-        error = jsonschema.exceptions.best_match(self.validator.iter_errors(value))
-        if error is None:
-            return
-        where = "/" + "/".join(str(p) for p in error.absolute_path)
-        details = {"path": where, "schema_path": "/" + "/".join(str(p) for p in error.absolute_schema_path)}
-        if self.which == "input":
-            raise InvalidInput(
-                f"input does not match the tool's input schema at {where}: {error.message}", details=details
-            )
-        raise InvalidOutput(
-            f"the tool's output does not match its output schema at {where}: {error.message}", details=details
-        )
-
-
 def _blame_denials(error: CallError, denials: list[dict[str, Any]]) -> CallError:
     """A tool that failed after a capability was refused failed because of the refusal.
 
@@ -522,64 +441,6 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def load_grants(source: GrantsSource) -> Grants:
-    """A :class:`Grants` from a model, a dict, or a JSON/TOML file (``None``: nothing granted).
-
-    Raises:
-        ValueError: the file cannot be read or does not describe valid grants.
-    """
-    if source is None:
-        return Grants()
-    if isinstance(source, Grants):
-        return source
-    if isinstance(source, dict):
-        return Grants.model_validate(source)
-    if not isinstance(source, (str, os.PathLike)):
-        raise TypeError(f"grants must be a Grants, a dict or a path, not {type(source).__name__}")
-    path = Path(source)
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-        return Grants.model_validate(data)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, tomllib.TOMLDecodeError, ValueError) as exc:
-        raise ValueError(f"invalid grants file {path}: {exc}") from None
-
-
 def _env_path(name: str) -> Path | None:
     value = os.environ.get(name)
     return Path(value) if value else None
-
-
-def _encode_input(value: Any) -> str:
-    try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"input is not a JSON value: {exc}") from None
-    size = len(text.encode("utf-8"))
-    if size > MAX_INPUT_BYTES:
-        raise InvalidInput(
-            f"input is {size} bytes, over the {MAX_INPUT_BYTES}-byte limit", details={"input_bytes": size}
-        )
-    return text
-
-
-def _read_artifact(path: Path) -> bytes:
-    try:
-        size = path.stat().st_size
-        if size > MAX_ARTIFACT_BYTES:
-            raise InvalidArtifact(f"{path} is {size} bytes, over the {MAX_ARTIFACT_BYTES}-byte artifact limit")
-        return path.read_bytes()
-    except OSError as exc:
-        raise InvalidArtifact(f"cannot read {path}: {exc.strerror or exc}") from None
-
-
-def resolve_manifest(path: Path, manifest: ManifestSource) -> Manifest:
-    """The manifest for an artifact: the one given, the one beside it, or the defaults."""
-    if manifest is None:
-        found = find_manifest(path)
-        return load_manifest(found) if found is not None else Manifest.default_for(path)
-    if isinstance(manifest, (Manifest, dict)):
-        return parse_manifest(manifest)
-    if isinstance(manifest, (str, os.PathLike)):
-        return load_manifest(Path(manifest))
-    raise TypeError(f"manifest must be a path, a dict or a Manifest, not {type(manifest).__name__}")
