@@ -27,12 +27,17 @@ def call_tool(func: Func, store: wasmtime.Store, text: str) -> tuple[bool, str]:
     Raises:
         wasmtime.WasmtimeError: a trap, an interrupt or a lifting failure.
     """
+    return _call_export(byref(func._func), store._context(), text)
+
+
+def _call_export(func: Any, context: Any, text: str) -> tuple[bool, str]:
+    """Lower ``text``, run the export (the GIL is released), lift its result."""
     params = (ffi.wasmtime_component_val_t * 1)()
     params[0].kind = ffi.WASMTIME_COMPONENT_STRING
     params[0].of.string = ffi.str_to_capi(text)
     result = ffi.wasmtime_component_val_t()
     try:
-        error = ffi.wasmtime_component_func_call(byref(func._func), store._context(), params, 1, byref(result), 1)
+        error = ffi.wasmtime_component_func_call(func, context, params, 1, byref(result), 1)
     finally:
         ffi.wasmtime_component_val_delete(byref(params[0]))
     if error:
@@ -99,7 +104,6 @@ _post_return = _bind(
     "wasmtime_component_func_post_return", _ErrorPtr, bindings._wasmtime_component_func_post_return.argtypes
 )
 _instantiate = bindings._wasmtime_component_linker_instantiate  # runs guest code: releases the GIL
-_func_call = bindings._wasmtime_component_func_call  # runs guest code: releases the GIL
 
 
 def _check(error: Any) -> None:
@@ -124,7 +128,7 @@ class RawStore:
     def call(self, linker: Any, component: Any, index: Any, text: str) -> tuple[bool, str]:
         """Instantiate, call ``call(text)``, run post-return; raise WasmtimeError on any failure.
 
-        Raises ``_Instantiation`` (a WasmtimeError) when the failure happened
+        Raises ``Instantiation`` (a WasmtimeError) when the failure happened
         before the guest's ``call`` started.
         """
         instance = ffi.wasmtime_component_instance_t()
@@ -136,19 +140,7 @@ class RawStore:
             byref(instance), self._context, index.ptr(), byref(func)
         ):
             raise Instantiation("component does not export `call`")
-        params = (ffi.wasmtime_component_val_t * 1)()
-        params[0].kind = ffi.WASMTIME_COMPONENT_STRING
-        params[0].of.string = ffi.str_to_capi(text)
-        result = ffi.wasmtime_component_val_t()
-        try:
-            error = _func_call(byref(func), self._context, params, 1, byref(result), 1)
-        finally:
-            ffi.wasmtime_component_val_delete(byref(params[0]))
-        _check(error)
-        try:
-            answer = _lift(result)
-        finally:
-            ffi.wasmtime_component_val_delete(byref(result))
+        answer = _call_export(byref(func), self._context, text)
         _check(_post_return(byref(func), self._context))
         return answer
 

@@ -140,15 +140,8 @@ class Sandbox:
         try:
             is_ok, payload = store.call(self._linker, component, _export_index(component), input_text)
         except wasmtime.WasmtimeError as exc:
-            failure = Failure(
-                exc,
-                limits,
-                store.fuel_left(),
-                time.monotonic() >= state.deadline,
-                isinstance(exc, Instantiation),
-                guest_reported_oom=state.oom_reported,
-            )
-            return None, classify(failure), store.fuel_left()
+            fuel_left = store.fuel_left()
+            return None, _failed(exc, limits, fuel_left, state, isinstance(exc, Instantiation)), fuel_left
         finally:
             fuel_left = store.fuel_left()
             store.close()
@@ -158,7 +151,6 @@ class Sandbox:
     def _invoke(
         self, store: wasmtime.Store, component: Component, input_text: str, limits: Limits, state: CallState
     ) -> tuple[str | None, CallError | None]:
-        deadline = state.deadline
         instantiating = True
         try:
             instance = self._linker_for(component).instantiate(store, component)
@@ -169,16 +161,15 @@ class Sandbox:
             is_ok, payload = call_tool(func, store, input_text)
             post_return(func, store)
         except (wasmtime.Trap, wasmtime.WasmtimeError, wasmtime.ExitTrap) as exc:
-            failure = Failure(
-                exc,
-                limits,
-                _fuel_left(store),
-                time.monotonic() >= deadline,
-                instantiating,
-                guest_reported_oom=state.oom_reported,
-            )
-            return None, classify(failure)
+            return None, _failed(exc, limits, _fuel_left(store), state, instantiating)
         return _unpack(is_ok, payload)
+
+
+def _failed(exc: Exception, limits: Limits, fuel_left: int, state: CallState, instantiating: bool) -> CallError:
+    """Classify a wasmtime failure with what the store and the call's state know."""
+    deadline_passed = time.monotonic() >= state.deadline
+    failure = Failure(exc, limits, fuel_left, deadline_passed, instantiating, guest_reported_oom=state.oom_reported)
+    return classify(failure)
 
 
 def _fuel_left(store: wasmtime.Store) -> int:
