@@ -46,6 +46,7 @@ class CompiledCache:
         self.directory = directory
         self.directory.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self._verified_blobs: set[str] = set()
 
     def path(self, digest: str) -> Path:
         return self.directory / f"{digest}-{self.shared.fingerprint}.cwasm"
@@ -63,21 +64,27 @@ class CompiledCache:
         Registering an artifact again (a large Python component compiles for
         seconds) reuses its compilation.
         """
-        target = self.path(digest)
-        expected = self.registry.compiled_hash(digest, self.shared.fingerprint)
-        on_disk = target.is_file() and expected is not None and file_sha256(target) == expected
+        on_disk = self._verified_on_disk(digest)
         hit = self.shared.cached(digest)
         if hit is not None and not on_disk:
             # Loaded in this process for another home: give this home its own copy.
-            staged = target.with_name(target.name + f".{os.getpid()}.{threading.get_ident()}")
+            staged = self._staging_path(digest)
             staged.write_bytes(hit.serialize())
             self.adopt(digest, staged)
         if hit is not None:
             return hit
-        return self.shared.load(target) if on_disk else None
+        return self.shared.load(self.path(digest)) if on_disk else None
 
     def get(self, digest: str) -> Component:
-        """The component for an artifact digest: from memory, the checked disk cache, or rebuilt."""
+        """The component for a registered artifact, once its blob is verified.
+
+        The blob is re-hashed the first time this cache serves a digest, so a
+        blob changed on disk after registration never runs; the compiled
+        component then comes from memory, the checked disk cache, or is rebuilt.
+        """
+        if digest not in self._verified_blobs:
+            self._verify_blob(digest)
+            self._verified_blobs.add(digest)
         hit = self.shared.cached(digest)
         if hit is not None:
             return hit
@@ -88,21 +95,28 @@ class CompiledCache:
                 self.shared.remember(digest, hit)
         return hit
 
-    def _load(self, digest: str) -> Component:
-        target = self.path(digest)
-        expected = self.registry.compiled_hash(digest, self.shared.fingerprint)
-        if target.is_file() and expected is not None and file_sha256(target) == expected:
-            return self.shared.load(target)
-        if target.is_file():
-            logger.warning("compiled artifact %s does not match its recorded hash; rebuilding", target)
-        self._rebuild(digest, target)
-        return self.shared.load(target)
-
-    def _rebuild(self, digest: str, target: Path) -> None:
+    def _verify_blob(self, digest: str) -> None:
         blob = self.registry.blob_path(digest)
         if not blob.is_file() or "sha256:" + file_sha256(blob) != digest:
             logger.error("artifact %s is missing or changed on disk; refusing to run it", digest)
             raise InternalError("the tool's artifact failed verification; it will not run")
-        staged = target.with_name(target.name + f".{os.getpid()}.{threading.get_ident()}")
-        precompile(blob, staged, self.shared.settings, digest)
-        self.adopt(digest, staged)
+
+    def _verified_on_disk(self, digest: str) -> bool:
+        target = self.path(digest)
+        expected = self.registry.compiled_hash(digest, self.shared.fingerprint)
+        return target.is_file() and expected is not None and file_sha256(target) == expected
+
+    def _staging_path(self, digest: str) -> Path:
+        target = self.path(digest)
+        return target.with_name(target.name + f".{os.getpid()}.{threading.get_ident()}")
+
+    def _load(self, digest: str) -> Component:
+        target = self.path(digest)
+        if not self._verified_on_disk(digest):
+            if target.is_file():
+                logger.warning("compiled artifact %s does not match its recorded hash; rebuilding", target)
+            # The blob was verified by get(): rebuild from it in a limited child.
+            staged = self._staging_path(digest)
+            precompile(self.registry.blob_path(digest), staged, self.shared.settings, digest)
+            self.adopt(digest, staged)
+        return self.shared.load(target)

@@ -18,7 +18,7 @@ import jsonschema
 from wasmtime.component import Component
 
 from ._audit import AuditLog
-from ._compiled import CompiledCache, file_sha256
+from ._compiled import CompiledCache
 from ._engine import get_engine
 from ._errors import (
     CallError,
@@ -109,7 +109,6 @@ class Runtime:
             self._registry, self._compiled, self._sandbox, self.trusted_keys_dir, self.require_signatures
         )
         self._validators: dict[tuple[str, str, str], SchemaCheck] = {}
-        self._verified: set[str] = set()
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
@@ -398,13 +397,6 @@ class Runtime:
         return validator
 
     def _component(self, info: ToolInfo) -> Component:
-        if info.digest not in self._verified:
-            # Once per process and artifact: the blob must still be what was registered.
-            blob = self._registry.blob_path(info.digest)
-            if not blob.is_file() or "sha256:" + file_sha256(blob) != info.digest:
-                logger.error("artifact %s is missing or changed on disk", info.digest)
-                raise InternalError("the tool's artifact failed verification; it will not run")
-            self._verified.add(info.digest)
         return self._compiled.get(info.digest)
 
     def _decode_output(self, info: ToolInfo, text: str) -> Any:
