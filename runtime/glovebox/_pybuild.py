@@ -115,7 +115,7 @@ def _module_name(src: Path) -> str:
 
 
 def _componentize(src: Path, text: str, helper: Path, wit: Path, cached: Path) -> None:
-    from ._build import run_tool  # one subprocess runner for both toolchains
+    from ._build import find_tool, run_tool  # one runner and one finder for both toolchains
 
     module = _module_name(src)
     with tempfile.TemporaryDirectory(prefix="glovebox-pybuild-") as tmp:
@@ -124,7 +124,8 @@ def _componentize(src: Path, text: str, helper: Path, wit: Path, cached: Path) -
         shutil.copyfile(helper, stage / "glovebox_guest.py")
         (stage / "app.py").write_text(_APP.format(module=module), encoding="utf-8")
         staged = stage / "tool.wasm"
-        argv = [_componentize_py(), "-d", str(wit), "-w", "tool", "componentize", "-p", str(stage), "app"]
+        tool = find_tool("componentize-py", "pip install 'glovebox[build]'")
+        argv = [tool, "-d", str(wit), "-w", "tool", "componentize", "-p", str(stage), "app"]
         run_tool(
             [*argv, "-o", str(staged)],
             "componentize-py",
@@ -135,13 +136,6 @@ def _componentize(src: Path, text: str, helper: Path, wit: Path, cached: Path) -
         partial = cached.with_suffix(f".tmp{os.getpid()}")
         shutil.copyfile(staged, partial)
         os.replace(partial, cached)
-
-
-def _componentize_py() -> str:
-    found = shutil.which("componentize-py", path=str(Path(sys.executable).parent)) or shutil.which("componentize-py")
-    if found is None:
-        raise BuildError("componentize-py is not installed: pip install 'glovebox[build]'")
-    return found
 
 
 def _manifest(src: Path, spec: ToolSpec) -> dict[str, Any]:
