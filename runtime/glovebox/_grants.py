@@ -14,9 +14,9 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from .capabilities._match import parse_host_pattern, parse_method, parse_path_pattern
 
@@ -27,10 +27,14 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+#: A host name or ``*.example.com`` wildcard, checked (and normalised) by the one matcher.
+HostPattern = Annotated[str, AfterValidator(parse_host_pattern)]
+
+
 class HttpRule(_Frozen):
     """One family of HTTP requests: scheme, host, port, method and path patterns."""
 
-    host: str = Field(description="Exact host name or a '*.example.com' wildcard (one or more labels).")
+    host: HostPattern = Field(description="Exact host name or a '*.example.com' wildcard (one or more labels).")
     schemes: list[Literal["http", "https"]] = Field(default=["https"], description="Allowed URL schemes.")
     ports: list[int] | None = Field(default=None, description="Allowed ports; None means the scheme's default.")
     methods: list[str] = Field(default=["GET"], description="Allowed methods, upper case; '*' for any.")
@@ -39,11 +43,6 @@ class HttpRule(_Frozen):
         default=False, description="Allow this host to resolve to loopback/private/link-local addresses."
     )
     follow_redirects: bool = Field(default=False, description="Follow redirects (each hop is re-checked).")
-
-    @field_validator("host")
-    @classmethod
-    def _host(cls, value: str) -> str:
-        return parse_host_pattern(value)
 
     @field_validator("methods")
     @classmethod
@@ -81,17 +80,12 @@ class SecretRule(_Frozen):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     provider: Literal["env", "file"] = "env"
     source: str = Field(description="Environment variable name (env) or file path (file).")
-    host: str = Field(description="Host (or '*.example.com') whose requests receive the secret.")
+    host: HostPattern = Field(description="Host (or '*.example.com') whose requests receive the secret.")
     header: str = "Authorization"
     format: str = Field(default="Bearer {value}", description="Header value template; {value} is the secret.")
     schemes: list[Literal["http", "https"]] = Field(
         default=["https"], description="Schemes whose requests receive the secret (never plain http by default)."
     )
-
-    @field_validator("host")
-    @classmethod
-    def _host(cls, value: str) -> str:
-        return parse_host_pattern(value)
 
     @field_validator("header")
     @classmethod
