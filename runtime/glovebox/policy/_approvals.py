@@ -14,6 +14,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .._sqlite import Database
 
@@ -68,14 +69,22 @@ class ApprovalStore:
         row = self._db().execute(f"SELECT {_COLUMNS} FROM approvals WHERE id = ?", (approval_id,)).fetchone()
         return Approval(*row) if row is not None else None
 
+    def _live(self, principal: str, tool: str, input_digest: str, status: str, now: float) -> Any:
+        """The oldest-approved unexpired request with ``status`` for exactly this call, if any."""
+        return (
+            self._db()
+            .execute(
+                f"SELECT {_COLUMNS} FROM approvals WHERE principal = ? AND tool = ? AND input_digest = ?"
+                " AND status = ? AND expires_at > ? ORDER BY approved_at LIMIT 1",
+                (principal, tool, input_digest, status, now),
+            )
+            .fetchone()
+        )
+
     def consume(self, principal: str, tool: str, input_digest: str) -> Approval | None:
         """Mark one approved, unexpired request for exactly this call used; return it."""
         db, now = self._db(), time.time()
-        row = db.execute(
-            f"SELECT {_COLUMNS} FROM approvals WHERE principal = ? AND tool = ? AND input_digest = ?"
-            " AND status = 'approved' AND expires_at > ? ORDER BY approved_at LIMIT 1",
-            (principal, tool, input_digest, now),
-        ).fetchone()
+        row = self._live(principal, tool, input_digest, "approved", now)
         if row is None:
             return None
         done = db.execute(
@@ -86,11 +95,7 @@ class ApprovalStore:
     def request(self, principal: str, tool: str, input_digest: str, ttl_s: int) -> Approval:
         """The pending request for this call (an existing unexpired one, else a new one)."""
         db, now = self._db(), time.time()
-        row = db.execute(
-            f"SELECT {_COLUMNS} FROM approvals WHERE principal = ? AND tool = ? AND input_digest = ?"
-            " AND status = 'pending' AND expires_at > ? LIMIT 1",
-            (principal, tool, input_digest, now),
-        ).fetchone()
+        row = self._live(principal, tool, input_digest, "pending", now)
         if row is not None:
             return Approval(*row)
         approval = Approval(secrets.token_hex(8), principal, tool, input_digest, "pending", now, now + ttl_s)
