@@ -26,8 +26,8 @@ import pytest
 from wasmtime.component import Variant
 
 import glovebox
-from glovebox._host import CallState
-from glovebox.capabilities._http import HttpCapability
+from glovebox._callstate import CallState
+from glovebox.capabilities._fetch import HttpCapability
 
 BuildGuest = Callable[[str], Path]
 SECRET = "s3cret-T0KEN-never-shown"

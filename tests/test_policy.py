@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import glovebox
 from glovebox import _audit
-from glovebox.policy import _match, dead_entries, decide, parse_policy, policy_schema
+from glovebox.policy import _patterns, dead_entries, decide, parse_policy, policy_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICIES = ROOT / "policies"
@@ -30,7 +30,7 @@ def tool(name: str, scopes: list[str] | None = None, version: str = "1.0.0") -> 
 
 
 def test_doctests_of_the_matcher_and_redaction_pass() -> None:
-    for module in (_match, _audit):
+    for module in (_patterns, _audit):
         failed, attempted = doctest.testmod(module)
         assert attempted > 0 and failed == 0, module.__name__
 

@@ -11,9 +11,7 @@ copied to ``<OUT stem>.glovebox.toml`` so that ``register OUT.wasm`` finds it.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -21,7 +19,8 @@ from pathlib import Path
 import wasmtime
 
 from ._errors import BuildError
-from ._host import HOST_INTERFACE
+from ._toolchain import find_tool, run_tool
+from ._world import HOST_INTERFACE
 
 __all__ = ["build", "sdk_dir"]
 
@@ -91,35 +90,6 @@ def build(src: str | Path, out: str | Path | None = None) -> Path:
     if manifest.is_file():
         shutil.copyfile(manifest, out.with_name(out.stem + ".glovebox.toml"))
     return out
-
-
-def run_tool(argv: list[str], what: str, cwd: Path | None = None, rename: dict[str, str] | None = None) -> None:
-    """Run a toolchain command; on failure raise BuildError with its output.
-
-    ``rename`` maps staged paths in that output back to the author's files.
-    """
-    try:
-        env = {**os.environ, "RUST_BACKTRACE": "0", "RUST_LIB_BACKTRACE": "0"}
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=cwd, env=env)
-    except FileNotFoundError as exc:
-        raise BuildError(f"{what}: cannot run {argv[0]}: {exc.strerror}") from None
-    except subprocess.TimeoutExpired:
-        raise BuildError(f"{what} did not finish within 600 s") from None
-    if proc.returncode != 0:
-        output = proc.stderr.strip() or proc.stdout.strip()
-        for staged, real in (rename or {}).items():
-            output = output.replace(staged, real)
-        # componentize-py appends the Rust error chain and backtrace: noise to an author.
-        output = output.split("\n\nCaused by:", 1)[0].split("\nStack backtrace:", 1)[0]
-        raise BuildError(f"{what} failed:\n{output.strip()}")
-
-
-def find_tool(name: str, install: str) -> str:
-    """A toolchain binary: the one installed beside this Python first, else on PATH."""
-    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
-    if found is None:
-        raise BuildError(f"{name} is not installed: {install}")
-    return found
 
 
 def _check_core_imports(core: Path, src: Path) -> None:

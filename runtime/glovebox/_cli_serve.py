@@ -36,7 +36,7 @@ def serve(
 ) -> None:
     """Serve the HTTP API (list, describe and call tools; /healthz; /metrics)."""
     _require("starlette", "uvicorn")
-    from .servers._http import serve as serve_http
+    from .servers._api import serve as serve_http
 
     with _runtime(ctx) as rt:
         try:

@@ -16,22 +16,19 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
-from .capabilities._match import parse_host_pattern, parse_method, parse_path_pattern
+from ._frozen import Frozen
+from .capabilities._rules import parse_host_pattern, parse_method, parse_path_pattern
 
 __all__ = ["Grants", "GrantsSource", "HttpLimits", "HttpRule", "SecretRule", "load_grants"]
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 #: A host name or ``*.example.com`` wildcard, checked (and normalised) by the one matcher.
 HostPattern = Annotated[str, AfterValidator(parse_host_pattern)]
 
 
-class HttpRule(_Frozen):
+class HttpRule(Frozen):
     """One family of HTTP requests: scheme, host, port, method and path patterns."""
 
     host: HostPattern = Field(description="Exact host name or a '*.example.com' wildcard (one or more labels).")
@@ -64,7 +61,7 @@ class HttpRule(_Frozen):
         return value
 
 
-class HttpLimits(_Frozen):
+class HttpLimits(Frozen):
     """Per-call limits on HTTP use."""
 
     max_requests: int = Field(default=16, ge=0)
@@ -74,7 +71,7 @@ class HttpLimits(_Frozen):
     max_redirects: int = Field(default=5, ge=0)
 
 
-class SecretRule(_Frozen):
+class SecretRule(Frozen):
     """A named secret the host adds to matching requests; the guest never sees it."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
@@ -102,7 +99,7 @@ class SecretRule(_Frozen):
         return value
 
 
-class Grants(_Frozen):
+class Grants(Frozen):
     """What one call may use beyond its own memory: the default is nothing."""
 
     http: list[HttpRule] = []

@@ -19,9 +19,10 @@ from typing import Any
 import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from ._errors import InvalidManifest
+from ._frozen import Frozen
 from ._grants import HttpRule
 
 __all__ = ["HttpRule", "Capabilities", "Limits", "Manifest", "load_manifest", "find_manifest"]
@@ -31,11 +32,7 @@ VERSION_PATTERN = r"^\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]+)?$"
 MIB = 1024 * 1024
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Limits(_Frozen):
+class Limits(Frozen):
     """Per-call resource limits. The host keeps its own maxima (see ``HOST_MAXIMA``)."""
 
     fuel: int = Field(100_000_000, gt=0, description="Wasm fuel units per call.")
@@ -60,13 +57,13 @@ HOST_MAXIMA = Limits(
 )
 
 
-class Capabilities(_Frozen):
+class Capabilities(Frozen):
     """Host capabilities a tool declares it needs. Nothing is granted by default."""
 
     http: list[HttpRule] = []
 
 
-class Manifest(_Frozen):
+class Manifest(Frozen):
     """Everything the host needs to know about a tool besides its code."""
 
     name: str = Field(pattern=NAME_PATTERN)

@@ -31,6 +31,7 @@ from typing import Any
 from ._errors import BuildError
 from ._manifest import MIB, parse_manifest
 from ._pyanalyze import ToolSpec, analyse
+from ._toolchain import find_tool, run_tool
 
 __all__ = ["PYTHON_LIMITS", "build_cache_dir", "build_python"]
 
@@ -115,7 +116,6 @@ def _module_name(src: Path) -> str:
 
 
 def _componentize(src: Path, text: str, helper: Path, wit: Path, cached: Path) -> None:
-    from ._build import find_tool, run_tool  # one runner and one finder for both toolchains
 
     module = _module_name(src)
     with tempfile.TemporaryDirectory(prefix="glovebox-pybuild-") as tmp:

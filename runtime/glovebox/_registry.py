@@ -15,7 +15,6 @@ Readers see every committed change at their next lookup (hot registration).
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import hashlib
 import os
@@ -31,6 +30,7 @@ from ._errors import InvalidManifest, ToolNotFound
 from ._manifest import Manifest
 from ._result import ToolInfo
 from ._sqlite import Database
+from .policy._patterns import match_name
 
 __all__ = ["Registry", "version_key"]
 
@@ -170,7 +170,7 @@ class Registry:
         infos = [
             info
             for info in infos
-            if (pattern is None or fnmatch.fnmatchcase(info.name, pattern))
+            if (pattern is None or match_name(pattern, info.name))
             and (include_deprecated or info.deprecated is None)
             and (signed is None or (info.signer is not None) == signed)
         ]

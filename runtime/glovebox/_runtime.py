@@ -38,7 +38,7 @@ from .policy import Approval, Decision, Policy
 if TYPE_CHECKING:
     import httpx
 
-    from .capabilities._http import HttpCapability
+    from .capabilities._fetch import HttpCapability
 
 __all__ = ["Runtime", "default_home", "load_grants", "resolve_manifest"]
 
@@ -381,7 +381,7 @@ class Runtime:
         declared = info.manifest.capabilities.http
         if not declared or not grants.http:
             return None  # the host function answers `denied` without touching the network
-        from .capabilities._http import HttpCapability  # httpx only when a call may use it
+        from .capabilities._fetch import HttpCapability  # httpx only when a call may use it
         from .capabilities._secrets import load_secrets
 
         return HttpCapability(declared, grants, load_secrets(grants.secrets), self._transport)

@@ -19,21 +19,19 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import wasmtime
 from wasmtime.component import Component, ExportIndex, Linker
 
+from ._callstate import ActiveCall, CallState, Fetcher
 from ._engine import SharedEngine
 from ._errors import CallError, CallTimeout, GuestError, InvalidArtifact, OutputTooLarge
 from ._fastcall import Instantiation, RawStore, call_tool, post_return
-from ._host import CallState, activate, make_linker
+from ._host import make_linker
 from ._manifest import Limits
 from ._traps import Failure, classify
 from ._validate import imports_wasi
-
-if TYPE_CHECKING:
-    from .capabilities._http import HttpCapability
+from ._world import EXPORT_NAME
 
 __all__ = ["Outcome", "Sandbox"]
 
@@ -88,14 +86,14 @@ class Sandbox:
             store.set_wasi(wasmtime.WasiConfig())
         return store
 
-    def run(self, component: Component, input_text: str, limits: Limits, http: HttpCapability | None = None) -> Outcome:
+    def run(self, component: Component, input_text: str, limits: Limits, http: Fetcher | None = None) -> Outcome:
         """Instantiate ``component`` afresh and call it once with ``input_text``."""
         deadline = time.monotonic() + limits.timeout_ms / 1000.0
         state = CallState(deadline=deadline, log_limit_bytes=limits.log_bytes, http=http)
         with self._live_lock:
             self._live += 1
         try:
-            with activate(state):
+            with ActiveCall(state):
                 if self._linker_for(component) is self._linker:
                     output, error, fuel_left = self._invoke_raw(component, input_text, limits, state)
                 else:
@@ -121,7 +119,7 @@ class Sandbox:
         state = CallState(deadline=time.monotonic() + limits.timeout_ms / 1000.0, log_limit_bytes=0)
         store = self._store(component, limits)
         try:
-            with activate(state):
+            with ActiveCall(state):
                 self._linker_for(component).instantiate(store, component)
         except (wasmtime.Trap, wasmtime.WasmtimeError, wasmtime.ExitTrap) as exc:
             error = classify(Failure(exc, limits, _fuel_left(store), False, instantiating=True))
@@ -185,9 +183,9 @@ _EXPORT_INDEXES: weakref.WeakKeyDictionary[Component, ExportIndex] = weakref.Wea
 def _export_index(component: Component) -> ExportIndex | str:
     index = _EXPORT_INDEXES.get(component)
     if index is None:
-        index = component.get_export_index("call")
+        index = component.get_export_index(EXPORT_NAME)
         if index is None:
-            return "call"
+            return EXPORT_NAME
         _EXPORT_INDEXES[component] = index
     return index
 

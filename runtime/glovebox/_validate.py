@@ -5,49 +5,27 @@ component, not a core module; they compile (in a child process, see
 ``_compile``); the component exports
 ``call: func(input: string) -> result<string, string>``; and it imports
 nothing but the ``glovebox:tool/host@0.1.0`` interface and, for guests built on
-a WASI libc (Python), the WASI 0.2.x interfaces in ``WASI_INTERFACES``, which
+a WASI libc (Python), the WASI 0.2.x interfaces in ``_world.WASI_INTERFACES``, which
 the sandbox links with nothing granted (see ``_sandbox``). Each refusal says
 which check failed and what to do about it.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 import wasmtime
 from wasmtime.component import Component, ComponentInstanceType, FuncType, ResultType, String
 
 from ._errors import InvalidArtifact
-from ._host import HOST_FUNCTIONS, HOST_INTERFACE
+from ._world import EXPORT_NAME, HOST_FUNCTIONS, HOST_INTERFACE, is_wasi_import
 
 __all__ = [
     "MAX_ARTIFACT_BYTES",
-    "WASI_INTERFACES",
     "check_component",
     "check_header",
     "imports_wasi",
-    "is_wasi_import",
 ]
-
-#: The WASI 0.2.x interfaces a component may import. They are linked with an
-#: empty WasiConfig: no preopened directories, no environment or arguments, stdio
-#: discarded, every socket address refused; clocks and randomness work.
-WASI_INTERFACES = frozenset(
-    {
-        "wasi:cli/environment", "wasi:cli/exit", "wasi:cli/stdin", "wasi:cli/stdout", "wasi:cli/stderr",
-        "wasi:cli/terminal-input", "wasi:cli/terminal-output", "wasi:cli/terminal-stdin",
-        "wasi:cli/terminal-stdout", "wasi:cli/terminal-stderr",
-        "wasi:io/error", "wasi:io/poll", "wasi:io/streams",
-        "wasi:clocks/monotonic-clock", "wasi:clocks/wall-clock",
-        "wasi:random/random", "wasi:random/insecure", "wasi:random/insecure-seed",
-        "wasi:filesystem/types", "wasi:filesystem/preopens",
-        "wasi:sockets/network", "wasi:sockets/instance-network", "wasi:sockets/tcp",
-        "wasi:sockets/tcp-create-socket", "wasi:sockets/udp", "wasi:sockets/udp-create-socket",
-        "wasi:sockets/ip-name-lookup",
-    }
-)  # fmt: skip
-_WASI_VERSIONED = re.compile(r"^(wasi:[a-z-]+/[a-z-]+)@0\.2\.\d+$")
 
 MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
 _MAGIC = b"\0asm"
@@ -82,7 +60,7 @@ def _first_line(text: str) -> str:
 
 
 def _check_exports(exports: Mapping[str, object], engine: wasmtime.Engine, source: str) -> None:
-    item = exports.get("call")
+    item = exports.get(EXPORT_NAME)
     if item is None:
         found = ", ".join(sorted(exports)) or "nothing"
         raise InvalidArtifact(
@@ -101,12 +79,6 @@ def _is_call_type(ty: FuncType) -> bool:
     if len(params) != 1 or not isinstance(params[0][1], String):
         return False
     return isinstance(result, ResultType) and isinstance(result.ok, String) and isinstance(result.err, String)
-
-
-def is_wasi_import(name: str) -> bool:
-    """Whether ``name`` is one of the WASI 0.2.x interfaces the sandbox links."""
-    match = _WASI_VERSIONED.match(name)
-    return match is not None and match.group(1) in WASI_INTERFACES
 
 
 def imports_wasi(engine: wasmtime.Engine, component: Component) -> bool:

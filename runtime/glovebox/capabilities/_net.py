@@ -19,7 +19,7 @@ import threading
 from typing import Any
 from urllib.parse import urlsplit
 
-from ._match import DEFAULT_PORTS, Target, ip_literal
+from ._rules import DEFAULT_PORTS, Target, ip_literal
 
 __all__ = ["Refusal", "blocked_reason", "check_headers", "parse_target", "pin_address", "ssl_context"]
 

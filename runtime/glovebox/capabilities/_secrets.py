@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from .._grants import SecretRule
-from ._match import host_matches
+from ._rules import host_matches
 
 __all__ = ["REDACTED", "Scrubber", "Secret", "guard_logs", "load_secrets"]
 

@@ -3,8 +3,8 @@
 from ._approvals import Approval, ApprovalStore
 from ._checker import Decision, dead_entries, decide
 from ._loader import load_policy, parse_policy, policy_schema
-from ._match import match_name, match_tool
 from ._models import NO_POLICY, Policy
+from ._patterns import match_name, match_tool
 
 __all__ = [
     "NO_POLICY",

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from .._grants import Grants, HttpLimits
 from .._manifest import Limits
 from .._result import ToolInfo
-from ._match import match_name, match_tool
 from ._models import SEVERITY, Action, Policy, _Targeted
+from ._patterns import match_name, match_tool
 
 __all__ = ["Decision", "dead_entries", "decide"]
 

@@ -10,8 +10,9 @@ import hashlib
 import hmac
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from .._frozen import Frozen
 from .._grants import HttpLimits, HttpRule, SecretRule
 
 __all__ = [
@@ -33,11 +34,7 @@ Action = Literal["allow", "require_approval", "block"]
 SEVERITY: dict[str, int] = {"allow": 0, "require_approval": 1, "block": 2}
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Principal(_Frozen):
+class Principal(Frozen):
     """Someone who calls tools: an agent, a person, a service."""
 
     description: str = Field("", description="Who this is.")
@@ -48,7 +45,7 @@ class Principal(_Frozen):
     )
 
 
-class _Targeted(_Frozen):
+class _Targeted(Frozen):
     tool: str = Field("*", description="Tool name pattern (fnmatch-style; 'name@version' when it contains '@').")
     principals: list[str] = Field(["*"], description="Principal name patterns this entry applies to.")
 
@@ -68,7 +65,7 @@ class GrantRule(_Targeted):
     secrets: list[SecretRule] = Field([], description="Secrets the host adds to matching requests.")
 
 
-class LimitValues(_Frozen):
+class LimitValues(Frozen):
     """Limit overrides; a field left out keeps the manifest's value. Overrides only tighten."""
 
     fuel: int | None = Field(None, gt=0)
@@ -84,27 +81,27 @@ class LimitOverride(_Targeted):
     limits: LimitValues = Field(description="The limits to apply (never loosens a manifest).")
 
 
-class Defaults(_Frozen):
+class Defaults(Frozen):
     """What applies when no rule matches."""
 
     action: Action = Field("block", description="Action when no tool rule matches.")
 
 
-class ApprovalSettings(_Frozen):
+class ApprovalSettings(Frozen):
     """How require_approval works."""
 
     approver_scope: str = Field("glovebox:approve", description="Scope a principal needs to approve calls.")
     ttl_s: int = Field(900, gt=0, description="Seconds an approval request stays valid (to approve and to use).")
 
 
-class AuditSettings(_Frozen):
+class AuditSettings(Frozen):
     """What the audit log keeps besides the call record."""
 
     store_inputs: bool = Field(False, description="Store call inputs (secret-looking keys redacted).")
     store_outputs: bool = Field(False, description="Store call outputs (secret-looking keys redacted).")
 
 
-class Policy(_Frozen):
+class Policy(Frozen):
     """A policy document (``version: 1``)."""
 
     version: Literal[1] = Field(description="Format version; only 1 exists.")

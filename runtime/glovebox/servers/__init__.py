@@ -27,7 +27,7 @@ def missing_serve_dependency(*modules: str) -> str | None:
 def __getattr__(name: str) -> Any:
     # The frameworks load on first use, so `import glovebox.servers` stays cheap.
     if name == "create_app":
-        from ._http import create_app
+        from ._api import create_app
 
         return create_app
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -26,12 +26,12 @@ import httpx
 from wasmtime.component import Record, Variant
 
 from .._grants import Grants, HttpRule
-from ._match import Target, check_rules
 from ._net import Refusal, check_headers, parse_target, pin_address, ssl_context
+from ._rules import Target, check_rules
 from ._secrets import Scrubber, Secret, guard_logs
 
 if TYPE_CHECKING:
-    from .._host import CallState
+    from .._callstate import CallState
 
 __all__ = ["HttpCapability"]
 

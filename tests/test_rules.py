@@ -9,11 +9,11 @@ import pytest
 
 import glovebox
 from glovebox._manifest import parse_manifest
-from glovebox.capabilities import _match, _net, _secrets
-from glovebox.capabilities._match import Target, check_rules, host_matches, path_matches
+from glovebox.capabilities import _net, _rules, _secrets
+from glovebox.capabilities._rules import Target, check_rules, host_matches, path_matches
 
 
-@pytest.mark.parametrize("module", [_match, _net, _secrets])
+@pytest.mark.parametrize("module", [_rules, _net, _secrets])
 def test_doctests(module: object) -> None:
     failures, attempted = doctest.testmod(module, raise_on_error=False)  # type: ignore[arg-type]
     assert attempted > 0
