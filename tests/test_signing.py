@@ -91,6 +91,8 @@ def test_runtime_signing_methods_use_its_home(tmp_path: Path, artifact: Path) ->
         assert rt.verify(artifact) == signer
         assert rt.tools() == []  # verifying registers nothing
         assert rt.register(artifact).signer == signer
+    with pytest.raises(ValueError, match="closed"):
+        rt.verify(artifact)
 
 
 def test_cryptography_loads_only_when_a_key_is_used() -> None:

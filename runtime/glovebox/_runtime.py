@@ -171,6 +171,7 @@ class Runtime:
         Raises:
             SignatureError: the signature is missing, tampered with or untrusted.
         """
+        self._check_open()
         return Keyring(self.home).verify(wasm_path, manifest=manifest, signature=signature)
 
     def trust_key(self, public_key_path: str | os.PathLike[str]) -> str:
@@ -179,10 +180,12 @@ class Runtime:
         Raises:
             SignatureError: the file is not an Ed25519 public key.
         """
+        self._check_open()
         return Keyring(self.home).trust(public_key_path)
 
     def trusted_keys(self) -> list[str]:
         """The signers this home trusts, ``NAME:KEY_ID``, sorted by name."""
+        self._check_open()
         return Keyring(self.home).keys()
 
     def tools(
