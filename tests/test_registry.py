@@ -261,7 +261,10 @@ def test_fingerprint_tracks_engine_settings() -> None:
     from dataclasses import replace
 
     settings = get_engine().settings
-    assert replace(settings, max_wasm_stack=settings.max_wasm_stack * 2).fingerprint() != settings.fingerprint()
+    assert (
+        replace(settings, max_wasm_stack_bytes=settings.max_wasm_stack_bytes * 2).fingerprint()
+        != settings.fingerprint()
+    )
     assert replace(settings).fingerprint() == settings.fingerprint()
 
 

@@ -5,6 +5,7 @@ The whole public API is listed in ``__all__``; everything else is private.
 
 from ._audit import AuditLog, AuditVerification
 from ._build import build
+from ._enginesettings import EngineSettings
 from ._errors import (
     ERROR_CODES,
     ApprovalRequired,
@@ -53,6 +54,7 @@ __all__ = [
     "CapabilityDenied",
     "Decision",
     "ERROR_CODES",
+    "EngineSettings",
     "FuelExhausted",
     "GloveboxError",
     "Grants",

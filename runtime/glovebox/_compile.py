@@ -6,10 +6,11 @@ Cranelift spend minutes and gigabytes. Compiling in a child process with
 process safe: the child either writes the serialized component (which the
 parent then memory-maps) or fails with a message the parent turns into
 ``InvalidArtifact``. The child uses the same code-generation settings as the
-process engine, so its output loads there (see ``_engine.compile_config``).
+engines, so its output loads on each of them, pooled or not (see ``_codegen``).
+The limits are never raised above what the parent itself was given.
 
-The child runs this file as a script (``python _compile.py SRC OUT SETTINGS``)
-and imports only ``_engine`` (stdlib + wasmtime), not the whole package, so
+The child runs this file as a script (``python _compile.py SRC OUT CODEGEN``)
+and imports only ``_codegen`` (stdlib + wasmtime), not the whole package, so
 that it starts in a fraction of the time ``import glovebox`` takes.
 """
 
@@ -20,11 +21,10 @@ import os
 import resource
 import subprocess
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 if __package__:
-    from ._engine import EngineSettings
+    from ._enginesettings import EngineSettings
     from ._errors import InvalidArtifact
 
 __all__ = ["COMPILE_MEMORY_BYTES", "COMPILE_TIMEOUT_S", "precompile"]
@@ -35,7 +35,7 @@ COMPILE_MEMORY_BYTES = 8 * 1024 * 1024 * 1024
 
 def precompile(src: Path, out: Path, settings: EngineSettings, source: str) -> None:
     """Compile ``src`` into ``out`` in a resource-limited child; raise InvalidArtifact on failure."""
-    argv = [sys.executable, "-I", __file__, str(src), str(out), json.dumps(asdict(settings))]
+    argv = [sys.executable, "-I", __file__, str(src), str(out), json.dumps(settings.codegen())]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
@@ -49,21 +49,28 @@ def precompile(src: Path, out: Path, settings: EngineSettings, source: str) -> N
 
 
 def _limit_resources() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (COMPILE_MEMORY_BYTES, COMPILE_MEMORY_BYTES))
-    resource.setrlimit(resource.RLIMIT_CPU, (COMPILE_TIMEOUT_S, COMPILE_TIMEOUT_S))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _lower_limit(resource.RLIMIT_AS, COMPILE_MEMORY_BYTES)
+    _lower_limit(resource.RLIMIT_CPU, COMPILE_TIMEOUT_S)
+    _lower_limit(resource.RLIMIT_CORE, 0)
 
 
-def _main(src: str, out: str, settings_json: str) -> int:
+def _lower_limit(which: int, value: int) -> None:
+    """Set both limits to ``value``, or to the hard limit when that is already lower."""
+    _soft, hard = resource.getrlimit(which)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(which, (value, value))
+
+
+def _main(src: str, out: str, codegen_json: str) -> int:
     _limit_resources()
     import wasmtime
     from wasmtime.component import Component
 
     sys.path.insert(0, str(Path(__file__).parent))
-    import _engine  # type: ignore[import-not-found]  # this directory, as a top-level module
+    import _codegen  # type: ignore[import-not-found]  # this directory, as a top-level module
 
-    settings = _engine.EngineSettings(**json.loads(settings_json))
-    engine = wasmtime.Engine(_engine.compile_config(settings))
+    engine = wasmtime.Engine(_codegen.compile_config(**json.loads(codegen_json)))
     try:
         component = Component(engine, Path(src).read_bytes())
         data = component.serialize()

@@ -1,139 +1,113 @@
-"""The one wasmtime Engine per process, its epoch ticker and its loaded components.
+"""Engines shared per process: one per ``EngineSettings``, made on first need.
 
-Settings are chosen for density: a pooling allocator (instantiation is a slot
-reuse, not an mmap), copy-on-write memory images, small guard regions and no
-reservation for growth, so that ten thousand live instances fit in one
-process's address space. Fuel metering and epoch interruption are always on:
-every store gets a fuel budget and an epoch deadline.
+An engine is made when a Runtime first needs wasmtime (a call or a
+registration), never when a Runtime is opened: listing tools, reading the audit
+log or checking a policy touches no engine. Each has an epoch ticker thread
+that runs while at least one Runtime holds the engine (``acquire`` /
+``release``) and stops with the last one; a later Runtime starts it again.
+Fuel metering and epoch interruption are always on: every store gets a fuel
+budget and an epoch deadline. How instances are allocated (a pool sized to the
+address space, or on demand) is decided in ``_allocation``.
 """
 
 from __future__ import annotations
 
-import ctypes
-import hashlib
-import importlib.metadata
-import json
+import logging
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import wasmtime
-import wasmtime._ffi as ffi
 from wasmtime.component import Component
 
-__all__ = ["EngineSettings", "SharedEngine", "compile_config", "get_engine"]
+from ._allocation import ON_DEMAND, Allocation, address_space_budget, engine_config, plan_allocation
+from ._enginesettings import EngineSettings
 
-MIB = 1024 * 1024
+__all__ = ["EngineSettings", "SharedEngine", "acquire_engine", "get_engine"]
 
+logger = logging.getLogger("glovebox")
 
-@dataclass(frozen=True)
-class EngineSettings:
-    """Process-wide engine settings; part of the compile-cache key."""
-
-    # One memory slot per linear memory: its size is the host's largest
-    # memory limit, reserved as address space, not resident.
-    max_memory_bytes: int = 256 * MIB
-    total_memories: int = 12_000
-    # A C tool is 1 core instance, 1 memory, 1 small table. A Python tool
-    # (componentize-py: CPython as a shared library, wasi-libc, the WASI
-    # adapter and shims) is 38 core instances, 2 memories (CPython's starts at
-    # 12.4 MiB) and tables of up to 5,672 funcref elements. The per-component
-    # caps below admit it; the totals bound what a process can hold live
-    # (about 600 Python instances next to thousands of C ones). Slots are
-    # only address space until used, so a C call is not slower for them:
-    # it still takes one instance, one memory and one table slot.
-    total_core_instances: int = 24_000
-    total_component_instances: int = 12_000
-    max_core_instances_per_component: int = 64
-    max_memories_per_component: int = 8
-    total_tables: int = 24_000
-    table_elements: int = 20_000
-    epoch_tick_ms: float = 1.0
-    max_wasm_stack: int = 512 * 1024
-    keep_resident_bytes: int = 256 * 1024
-
-    def fingerprint(self) -> str:
-        """A digest of everything that changes the compiled code or its layout."""
-        blob = json.dumps({"wasmtime": _wasmtime_version(), **asdict(self)}, sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+MAX_LOADED_COMPONENTS = 256
 
 
-def _wasmtime_version() -> str:
-    try:
-        return importlib.metadata.version("wasmtime")
-    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - vendored copies
-        return "unknown"
+class _Ticker:
+    """A thread that advances the engine's epoch once per tick until stopped."""
 
+    def __init__(self, engine: wasmtime.Engine, tick_ms: float) -> None:
+        self._engine = engine
+        self._period = tick_ms / 1000.0
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="glovebox-epoch", daemon=True)
+        self.thread.start()
 
-def _pooling_config(settings: EngineSettings) -> ctypes._Pointer:  # type: ignore[type-arg]
-    pc = ffi.wasmtime_pooling_allocation_config_new()
-    ffi.wasmtime_pooling_allocation_config_total_memories_set(pc, settings.total_memories)
-    ffi.wasmtime_pooling_allocation_config_total_core_instances_set(pc, settings.total_core_instances)
-    ffi.wasmtime_pooling_allocation_config_total_component_instances_set(pc, settings.total_component_instances)
-    ffi.wasmtime_pooling_allocation_config_max_core_instances_per_component_set(
-        pc, settings.max_core_instances_per_component
-    )
-    ffi.wasmtime_pooling_allocation_config_max_memories_per_component_set(pc, settings.max_memories_per_component)
-    ffi.wasmtime_pooling_allocation_config_total_tables_set(pc, settings.total_tables)
-    ffi.wasmtime_pooling_allocation_config_table_elements_set(pc, settings.table_elements)
-    ffi.wasmtime_pooling_allocation_config_max_memory_size_set(pc, settings.max_memory_bytes)
-    # Reset the first pages of a reused slot with memset instead of madvise:
-    # a small tool then starts without page faults (halves instantiate+call).
-    ffi.wasmtime_pooling_allocation_config_linear_memory_keep_resident_set(pc, settings.keep_resident_bytes)
-    ffi.wasmtime_pooling_allocation_config_table_keep_resident_set(pc, settings.keep_resident_bytes)
-    return pc
+    def _run(self) -> None:
+        # Catch up on oversleeping so that one epoch stays one tick of real time.
+        start, ticks = time.monotonic(), 0
+        while not self._stop.wait(self._period):
+            due = int((time.monotonic() - start) / self._period)
+            while ticks < due:
+                self._engine.increment_epoch()
+                ticks += 1
 
-
-def compile_config(settings: EngineSettings) -> wasmtime.Config:
-    """Everything that shapes generated code (a child compiler uses exactly this)."""
-    cfg = wasmtime.Config()
-    cfg.consume_fuel = True
-    cfg.epoch_interruption = True
-    cfg.wasm_component_model = True
-    cfg.max_wasm_stack = settings.max_wasm_stack
-    cfg.memory_reservation = settings.max_memory_bytes
-    cfg.memory_guard_size = 64 * 1024
-    cfg.memory_reservation_for_growth = 0
-    cfg.parallel_compilation = True
-    return cfg
-
-
-def _config(settings: EngineSettings) -> wasmtime.Config:
-    cfg = compile_config(settings)
-    pc = _pooling_config(settings)
-    ffi.wasmtime_pooling_allocation_strategy_set(cfg.ptr(), pc)
-    ffi.wasmtime_pooling_allocation_config_delete(pc)
-    return cfg
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join()
 
 
 class SharedEngine:
-    """A wasmtime Engine, its epoch ticker thread and a compiled-component cache."""
+    """A wasmtime Engine, its epoch ticker and its loaded components.
+
+    Attributes:
+        settings: the settings it was asked for (the compile cache uses them).
+        allocation: what its instance allocator actually reserved.
+        fingerprint: the compile-cache key of its code settings.
+    """
 
     def __init__(self, settings: EngineSettings | None = None) -> None:
         self.settings = settings or EngineSettings()
-        self.engine = wasmtime.Engine(_config(self.settings))
+        self.engine, self.allocation = _make_engine(self.settings)
         self.fingerprint = self.settings.fingerprint()
         self._components: OrderedDict[str, Component] = OrderedDict()
         self._lock = threading.Lock()
-        self._ticker = threading.Thread(target=self._tick, name="glovebox-epoch", daemon=True)
-        self._ticker.start()
+        self._users = 0
+        self._users_lock = threading.Lock()
+        self._ticker: _Ticker | None = None
 
-    def _tick(self) -> None:
-        # Catch up on oversleeping so that one epoch stays one tick of real time.
-        period = self.settings.epoch_tick_ms / 1000.0
-        start, ticks = time.monotonic(), 0
-        while True:
-            time.sleep(period)
-            due = int((time.monotonic() - start) / period)
-            while ticks < due:
-                self.engine.increment_epoch()
-                ticks += 1
+    # -- users and the epoch ticker -------------------------------------------
+
+    def acquire(self) -> None:
+        """Count one more user; the first starts the epoch ticker."""
+        with self._users_lock:
+            self._users += 1
+            if self._ticker is None:
+                self._ticker = _Ticker(self.engine, self.settings.epoch_tick_ms)
+
+    def release(self) -> None:
+        """Count one user fewer; the last stops the epoch ticker (and waits for its thread).
+
+        Raises:
+            ValueError: more releases than acquisitions.
+        """
+        with self._users_lock:
+            if self._users == 0:
+                raise ValueError("this engine has no users to release")
+            self._users -= 1
+            if self._users == 0 and self._ticker is not None:
+                self._ticker.stop()
+                self._ticker = None
+
+    @property
+    def ticker(self) -> threading.Thread | None:
+        """The epoch ticker thread while the engine has users, else None."""
+        ticker = self._ticker
+        return ticker.thread if ticker is not None else None
 
     def deadline_ticks(self, timeout_ms: int) -> int:
         """Epoch ticks that cover ``timeout_ms`` (plus one for the partial tick)."""
         return int(timeout_ms / self.settings.epoch_tick_ms) + 1
+
+    # -- loaded components -----------------------------------------------------
 
     def cached(self, digest: str) -> Component | None:
         """A component already loaded in this process, if any."""
@@ -147,11 +121,11 @@ class SharedEngine:
         """Keep a loaded component in memory (least recently used are dropped)."""
         with self._lock:
             self._components[digest] = component
-            while len(self._components) > 256:
+            while len(self._components) > MAX_LOADED_COMPONENTS:
                 self._components.popitem(last=False)
 
     def load(self, compiled: Path) -> Component:
-        """Memory-map a serialized component made with this engine's settings."""
+        """Memory-map a serialized component made with this engine's code settings."""
         return Component.deserialize_file(self.engine, str(compiled))
 
     def forget(self, digest: str) -> None:
@@ -160,14 +134,48 @@ class SharedEngine:
             self._components.pop(digest, None)
 
 
-_shared: SharedEngine | None = None
-_shared_lock = threading.Lock()
+def _make_engine(settings: EngineSettings) -> tuple[wasmtime.Engine, Allocation]:
+    """A pooled engine that fits the address space, else an on-demand one; logs what it chose.
+
+    wasmtime aborts the process when it cannot map a pool, so the pool is
+    sized before it is asked (``plan_allocation``); a refusal it does report
+    also falls back to on-demand allocation.
+    """
+    wanted = plan_allocation(settings, None)
+    allocation = plan_allocation(settings, address_space_budget())
+    if allocation.pooled:
+        try:
+            engine = wasmtime.Engine(engine_config(settings, allocation))
+        except wasmtime.WasmtimeError as exc:
+            logger.warning("cannot create %s (%s); allocating instances on demand", allocation.describe(), exc)
+            return wasmtime.Engine(engine_config(settings, ON_DEMAND)), ON_DEMAND
+        if allocation != wanted:
+            logger.info("the address-space limit cannot hold %s; using %s", wanted.describe(), allocation.describe())
+        return engine, allocation
+    if wanted.pooled:
+        logger.warning("the address-space limit cannot hold even a small instance pool; allocating instances on demand")
+    return wasmtime.Engine(engine_config(settings, ON_DEMAND)), ON_DEMAND
 
 
-def get_engine() -> SharedEngine:
-    """The process-wide engine, created on first use."""
-    global _shared
-    with _shared_lock:
-        if _shared is None:
-            _shared = SharedEngine()
-        return _shared
+_engines: dict[EngineSettings, SharedEngine] = {}
+_engines_lock = threading.Lock()
+
+
+def get_engine(settings: EngineSettings | None = None) -> SharedEngine:
+    """The process's engine for ``settings`` (default settings if None), created on first use.
+
+    This does not start the epoch ticker: ``acquire_engine`` does.
+    """
+    key = settings if settings is not None else EngineSettings()
+    with _engines_lock:
+        shared = _engines.get(key)
+        if shared is None:
+            shared = _engines[key] = SharedEngine(key)
+        return shared
+
+
+def acquire_engine(settings: EngineSettings) -> SharedEngine:
+    """The process's engine for ``settings``, with one more user (its ticker running)."""
+    shared = get_engine(settings)
+    shared.acquire()
+    return shared

@@ -20,7 +20,7 @@ from wasmtime.component import Component
 from . import _settings
 from ._audit import AuditLog
 from ._compiled import CompiledCache
-from ._engine import get_engine
+from ._enginesettings import EngineSettings
 from ._errors import (
     CallError,
     CapabilityDenied,
@@ -35,6 +35,7 @@ from ._registry import Registry
 from ._result import CallResult, ToolInfo
 from ._sandbox import Sandbox
 from ._schemas import SchemaCheck, encode_input
+from ._wasmparts import WasmParts
 from .policy import Approval, Decision, Policy
 
 if TYPE_CHECKING:
@@ -64,6 +65,9 @@ class Runtime:
             JSON/TOML grants file; default ``GLOVEBOX_GRANTS`` (a file path), else nothing.
         transport: an ``httpx`` transport for the HTTP capability (tests use
             ``httpx.MockTransport``); default: real connections.
+        engine: the wasmtime engine's settings (instance pool, memory slots,
+            guard regions); Runtimes with equal settings share one engine. It
+            is created on the first call or registration, not here.
 
     Raises:
         InvalidPolicy: the policy file given at construction cannot be used.
@@ -79,7 +83,10 @@ class Runtime:
         require_signatures: bool | None = None,
         grants: GrantsSource = None,
         transport: httpx.BaseTransport | None = None,
+        engine: EngineSettings | None = None,
     ):
+        if engine is not None and not isinstance(engine, EngineSettings):
+            raise TypeError(f"engine must be an EngineSettings, not {type(engine).__name__}")
         self.home = _settings.home_dir(home)
         self.home.mkdir(parents=True, exist_ok=True)
         if policy is None:
@@ -91,15 +98,12 @@ class Runtime:
         self._grants = load_grants(grants if grants is not None else _settings.grants_file())
         self._transport = transport
         self._registry = Registry(self.home)
-        self._shared = get_engine()
-        self._sandbox = Sandbox(self._shared)
-        self._compiled = CompiledCache(self._shared, self._registry, self.home / "cache" / "compiled")
+        self.engine_settings = engine if engine is not None else EngineSettings()
+        self._wasm_parts: WasmParts | None = None
+        self._wasm_lock = threading.Lock()
         self.trusted_keys_dir = _settings.trusted_keys_dir(self.home)
         self.require_signatures = (
             require_signatures if require_signatures is not None else _settings.require_signatures()
-        )
-        self._registrar = Registrar(
-            self._registry, self._compiled, self._sandbox, self.trusted_keys_dir, self.require_signatures
         )
         self._validators: dict[tuple[str, str, str], SchemaCheck] = {}
         self._lock = threading.Lock()
@@ -115,12 +119,18 @@ class Runtime:
         self.close()
 
     def close(self) -> None:
-        """Release the worker pool and database handles. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+        """Release the worker pool, the engine and the database handles. Idempotent.
+
+        The engine's epoch ticker stops when its last Runtime closes.
+        """
+        with self._wasm_lock:
+            if self._closed:
+                return
+            self._closed = True
         if self._executor is not None:
             self._executor.shutdown(wait=True)
+        if self._wasm_parts is not None:
+            self._wasm_parts.release()
         self._registry.close()
         self._audit.close()
         self._gate.close()
@@ -128,6 +138,31 @@ class Runtime:
     def _check_open(self) -> None:
         if self._closed:
             raise ValueError("this Runtime is closed")
+
+    def _wasm(self) -> WasmParts:
+        """The engine and what runs on it, made on first need."""
+        parts = self._wasm_parts
+        if parts is None:
+            with self._wasm_lock:
+                self._check_open()
+                if self._wasm_parts is None:
+                    self._wasm_parts = WasmParts(
+                        self.engine_settings, self._registry, self.home, self.trusted_keys_dir, self.require_signatures
+                    )
+                parts = self._wasm_parts
+        return parts
+
+    @property
+    def _sandbox(self) -> Sandbox:
+        return self._wasm().sandbox
+
+    @property
+    def _compiled(self) -> CompiledCache:
+        return self._wasm().compiled
+
+    @property
+    def _registrar(self) -> Registrar:
+        return self._wasm().registrar
 
     # -- registry ----------------------------------------------------------
 
@@ -231,8 +266,9 @@ class Runtime:
 
     @property
     def live_instances(self) -> int:
-        """Sandbox instances running right now (for metrics)."""
-        return self._sandbox.live_instances
+        """Sandbox instances running right now (for metrics); 0 before the engine exists."""
+        parts = self._wasm_parts
+        return parts.sandbox.live_instances if parts is not None else 0
 
     def remove(self, ref: str) -> list[ToolInfo]:
         """Remove ``name@version`` (or every version of ``name``); running Runtimes stop seeing it.
