@@ -416,8 +416,40 @@ def test_grants_file_from_the_environment(
 def test_invalid_grants_file_names_the_file_and_field(tmp_path: Path) -> None:
     grants = tmp_path / "grants.json"
     grants.write_text(json.dumps({"http": [{"host": "*.com"}]}))
-    with pytest.raises(ValueError, match=r"(?s)grants\.json.*http\.0\.host"):
+    with pytest.raises(glovebox.InvalidGrants, match=r"grants\.json: http\.0\.host: host pattern '\*\.com'") as info:
         glovebox.Runtime(home=tmp_path / "home", grants=grants)
+    assert info.value.code == "invalid_grants"
+    assert isinstance(info.value, glovebox.InvalidPolicy)
+    assert info.value.details["file"] == str(grants)
+    assert info.value.details["field"] == "http.0.host"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "field"),
+    [
+        ("grants.toml", '[[http]]\nhost = "api.example.com"\nverbs = ["GET"]\n', "http.0.verbs"),
+        ("grants.toml", "[[http]\nhost = 1\n", "(syntax)"),
+        ("grants.json", "[1, 2]", "(root)"),
+        ("grants.json", "\udcff", "(file)"),
+        ("missing.toml", None, "(file)"),
+    ],
+)
+def test_bad_grants_files_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, text: str | None, field: str
+) -> None:
+    grants = tmp_path / name
+    if text is not None:
+        grants.write_bytes(text.encode("utf-8", "surrogateescape"))
+    monkeypatch.setenv("GLOVEBOX_GRANTS", str(grants))
+    with pytest.raises(glovebox.InvalidGrants) as info:
+        glovebox.Runtime(home=tmp_path / "home")
+    assert info.value.message.startswith(f"invalid grants {grants}: {field}: ")
+    assert info.value.details["field"] == field
+
+
+def test_a_bad_grants_dict_is_refused_the_same_way(tmp_path: Path) -> None:
+    with pytest.raises(glovebox.InvalidGrants, match=r"invalid grants \(dict\): http\.0\.ports: ports must be"):
+        glovebox.Runtime(home=tmp_path / "home", grants={"http": [{"host": "a.example", "ports": [0]}]})
 
 
 # -- the example tool ---------------------------------------------------------------------------
