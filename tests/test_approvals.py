@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
 
 import glovebox
+from glovebox._cli import cli
 from glovebox.policy import ApprovalStore, parse_policy
 
 POLICY = """
@@ -117,12 +117,20 @@ def test_cli_approve(rt: glovebox.Runtime, tmp_path: Path) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY)
     approval_id = request(rt, {"q": 6})
-    base = [sys.executable, "-m", "glovebox", "--home", str(rt.home), "--policy", str(policy), "approve", approval_id]
-    refused = subprocess.run([*base, "--principal", "agent"], capture_output=True, text=True, timeout=120)
-    assert refused.returncode == 1 and "permission_denied" in refused.stderr
-    done = subprocess.run([*base, "--principal", "admin"], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert f"approved {approval_id}" in done.stdout
-    call = [sys.executable, "-m", "glovebox", "--home", str(rt.home), "--policy", str(policy), "call", "sensitive"]
-    ran = subprocess.run([*call, "--input", '{"q": 6}', "--principal", "agent"], capture_output=True, text=True)
-    assert ran.returncode == 0 and json.loads(ran.stdout)["output"] == {"q": 6}
+
+    def run(*args: str) -> Result:
+        return CliRunner().invoke(cli, ["--home", str(rt.home), "--policy", str(policy), *args], catch_exceptions=False)
+
+    refused = run("approve", approval_id, "--principal", "agent")
+    assert (refused.exit_code, refused.stdout) == (1, "")
+    assert refused.stderr.startswith("error [permission_denied]: ")
+    done = run("approve", approval_id, "--principal", "admin")
+    assert (done.exit_code, done.stderr) == (0, "")
+    assert done.stdout == f"approved {approval_id}: agent may call sensitive@0.0.0 once with that input\n"
+    again = run("approve", approval_id, "--principal", "admin")  # misuse: a ValueError from the library
+    assert (again.exit_code, again.stdout) == (1, "")
+    assert again.stderr == f"error: approval request {approval_id} is approved, not pending\n"
+    unknown = run("approve", "nope", "--principal", "admin")
+    assert (unknown.exit_code, unknown.stderr) == (1, "error: no approval request 'nope'\n")
+    ran = run("call", "sensitive", "--input", '{"q": 6}', "--principal", "agent")
+    assert ran.exit_code == 0 and json.loads(ran.stdout)["output"] == {"q": 6}

@@ -13,8 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
 
 import glovebox
+from glovebox._cli import cli
 from glovebox.policy import parse_policy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,23 +113,26 @@ def test_verify_finds_a_consistently_relinked_row(echo_rt: glovebox.Runtime) -> 
 
 def test_cli_tail_verify_export(echo_rt: glovebox.Runtime, tmp_path: Path) -> None:
     path = filled(echo_rt, 3)
-    base = [sys.executable, "-m", "glovebox", "--home", str(echo_rt.home), "audit"]
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*base, *args], capture_output=True, text=True, timeout=120)
+    def run(*args: str) -> Result:
+        return CliRunner().invoke(cli, ["--home", str(echo_rt.home), "audit", *args], catch_exceptions=False)
 
     tail = run("tail", "-n", "2")
-    assert tail.returncode == 0 and len(tail.stdout.splitlines()) == 2 and "echo@0.0.0" in tail.stdout
+    assert tail.exit_code == 0 and [line.split()[0] for line in tail.stdout.splitlines()] == ["2", "3"]
+    assert "echo@0.0.0" in tail.stdout
     assert [json.loads(line)["seq"] for line in run("tail", "--json").stdout.splitlines()] == [1, 2, 3]
-    assert run("verify").returncode == 0 and "3 records" in run("verify").stdout
+    verified = run("verify")
+    head = echo_rt.audit.verify().head_hash
+    assert (verified.exit_code, verified.stdout) == (0, f"audit log ok: 3 records, head {head}\n")
     out = tmp_path / "audit.jsonl"
-    assert run("export", "--jsonl", "-o", str(out)).returncode == 0
+    assert run("export", "--jsonl", "-o", str(out)).exit_code == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["seq"] for r in rows] == [1, 2, 3] and all("hash" in r and "prev_hash" in r for r in rows)
-    assert len(run("export", "--jsonl").stdout.splitlines()) == 3
+    assert run("export", "--jsonl").stdout == out.read_text()
     tamper(path, "UPDATE audit SET principal = 'mallory' WHERE seq = 2")
     bad = run("verify")
-    assert bad.returncode == 1 and "row 2" in bad.stderr
+    assert (bad.exit_code, bad.stdout) == (1, "")
+    assert bad.stderr.startswith("audit log TAMPERED: ") and "row 2" in bad.stderr
 
 
 CHILD = textwrap.dedent(

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
 
 import glovebox
+from glovebox._cli import cli
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
@@ -41,18 +41,18 @@ def test_names_are_sanitised(runtime: glovebox.Runtime, build_example: Callable[
 
 
 def test_cli_export_respects_the_principal(tmp_path: Path, build_example: Callable[[str], Path]) -> None:
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "glovebox", *args], capture_output=True, text=True, timeout=120)
+    def run(*args: str) -> Result:
+        return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
     for name in ("calc", "primes", "stress"):
-        assert run("register", str(build_example(name))).returncode == 0
+        assert run("register", str(build_example(name))).exit_code == 0
     team = str(Path(__file__).resolve().parents[1] / "policies" / "examples" / "team.yaml")
     agent = json.loads(run("--policy", team, "export", "--format", "anthropic", "--principal", "agent").stdout)
     assert sorted(tool["name"] for tool in agent) == ["calc", "primes"]  # stress is blocked
     assert all(set(tool) == {"name", "description", "input_schema"} for tool in agent)
     openai = json.loads(run("export", "--format", "openai").stdout)
     assert sorted(tool["function"]["name"] for tool in openai) == ["calc", "primes", "stress"]
-    assert run("export", "--format", "nope").returncode == 2
+    assert run("export", "--format", "nope").exit_code == 2
 
 
 def test_readme_agent_loop_runs(runtime: glovebox.Runtime, build_example: Callable[[str], Path]) -> None:

@@ -242,14 +242,6 @@ def test_generated_toml_round_trips() -> None:
     assert tomllib.loads(_pybuild.dump_toml(document)) == document
 
 
-def test_build_cache_dir_follows_glovebox_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GLOVEBOX_HOME", str(tmp_path / "home"))
-    assert _pybuild.build_cache_dir() == tmp_path / "home" / "cache" / "build"
-    monkeypatch.delenv("GLOVEBOX_HOME")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert _pybuild.build_cache_dir() == tmp_path / "xdg" / "glovebox" / "build"
-
-
 # -- register and call ----------------------------------------------------------------
 
 

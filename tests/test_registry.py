@@ -18,7 +18,6 @@ import pytest
 import glovebox
 from glovebox import _compile
 from glovebox._engine import get_engine
-from glovebox._signing import generate_keypair, sign_artifact, trust_key
 
 BuildGuest = Callable[[str], Path]
 
@@ -144,14 +143,14 @@ def test_two_processes_register_at_once(tmp_path: Path, build_guest: BuildGuest)
 @pytest.fixture
 def signed(tmp_path: Path, build_guest: BuildGuest, runtime: glovebox.Runtime) -> tuple[Path, Path, Path]:
     """An artifact with its manifest and a signature by a key the runtime trusts."""
-    private, public = generate_keypair(tmp_path / "keys", "release")
-    trust_key(runtime.trusted_keys_dir, public)
+    private, public = glovebox.generate_keypair("release", tmp_path / "keys")
+    assert runtime.trust_key(public).startswith("release:")
     wasm = tmp_path / "art" / "tool.wasm"
     wasm.parent.mkdir()
     wasm.write_bytes(build_guest("echo").read_bytes())
     man = wasm.with_name("tool.glovebox.toml")
     man.write_text('name = "tool"\nversion = "1.0.0"\ndescription = "echo"\n')
-    sign_artifact(wasm, glovebox.Manifest(name="tool", version="1.0.0", description="echo"), private)
+    assert glovebox.sign(wasm, private) == wasm.with_name("tool.wasm.sig")
     return wasm, man, private
 
 
@@ -188,8 +187,8 @@ def test_forged_signature_is_refused(runtime: glovebox.Runtime, signed: tuple[Pa
 
 
 def test_unknown_signer_is_refused(runtime: glovebox.Runtime, signed: tuple[Path, Path, Path], tmp_path: Path) -> None:
-    stranger, _ = generate_keypair(tmp_path / "other", "stranger")
-    sign_artifact(signed[0], glovebox.Manifest(name="tool", version="1.0.0", description="echo"), stranger)
+    stranger, _ = glovebox.generate_keypair("stranger", tmp_path / "other")
+    glovebox.sign(signed[0], stranger, manifest=glovebox.Manifest(name="tool", version="1.0.0", description="echo"))
     with pytest.raises(glovebox.SignatureError, match="not trusted"):
         runtime.register(signed[0])
 

@@ -33,6 +33,7 @@ from ._errors import (
 )
 from ._export import export_tools, tool_name_map
 from ._grants import Grants, HttpLimits, HttpRule, SecretRule
+from ._keyring import Keyring, generate_keypair, sign
 from ._manifest import Capabilities, Limits, Manifest
 from ._result import CallResult, ToolInfo
 from ._runtime import Runtime
@@ -67,6 +68,7 @@ __all__ = [
     "InvalidManifest",
     "InvalidOutput",
     "InvalidPolicy",
+    "Keyring",
     "Limits",
     "Manifest",
     "MemoryLimit",
@@ -82,7 +84,9 @@ __all__ = [
     "UpstreamError",
     "build",
     "export_tools",
+    "generate_keypair",
     "load_policy",
+    "sign",
     "tool_name_map",
     "__version__",
 ]

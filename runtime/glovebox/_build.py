@@ -19,6 +19,7 @@ from pathlib import Path
 import wasmtime
 
 from ._errors import BuildError
+from ._settings import build_cache_dir
 from ._toolchain import find_tool, run_tool
 from ._world import HOST_INTERFACE
 
@@ -50,11 +51,13 @@ def sdk_dir() -> Path:
     raise BuildError("the glovebox SDK (glovebox.h and the WIT world) is missing from this installation")
 
 
-def build(src: str | Path, out: str | Path | None = None) -> Path:
+def build(src: str | Path, out: str | Path | None = None, *, home: str | Path | None = None) -> Path:
     """Build a tool from C (``.c``) or Python (``.py``) source; return the path of the component written.
 
     A Python build also writes the generated manifest ``<out stem>.glovebox.toml``
-    and is cached by source digest (see ``_pybuild``).
+    and is cached by source digest (see ``_pybuild``) in ``home/cache/build``
+    (``home`` defaults to ``GLOVEBOX_HOME``; with neither, the per-user cache
+    directory ``$XDG_CACHE_HOME/glovebox/build``).
 
     Raises:
         BuildError: the compiler or the componentizer refused; the message
@@ -67,7 +70,7 @@ def build(src: str | Path, out: str | Path | None = None) -> Path:
     if src.suffix == ".py":
         from ._pybuild import build_python  # the Python toolchain loads only when needed
 
-        return build_python(src, out, sdk_dir())
+        return build_python(src, out, sdk_dir(), build_cache_dir(home))
     if src.suffix != ".c":
         raise BuildError(f"cannot build {src}: only C (.c) and Python (.py) sources are supported")
     sdk = sdk_dir()

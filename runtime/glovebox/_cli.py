@@ -1,8 +1,9 @@
 """The ``glovebox`` command line. Thin: parse, call the library, format.
 
-Exit codes: 0 success; 1 a failed call, a refused registration/build, a
-refused approval, a policy with problems or a tampered audit log; 2 a usage
-error (bad flags, --input that is not JSON).
+Library errors become exit codes in one place, the root group
+(:class:`glovebox._cli_base.GloveboxGroup`): 0 success; 1 a failed call, a
+refused registration/build/signature/approval, a policy with problems or a
+tampered audit log; 2 a usage error (bad flags, --input that is not JSON).
 """
 
 from __future__ import annotations
@@ -10,40 +11,27 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
 from ._build import build as build_tool
+from ._cli_base import GloveboxGroup, dump, home_of, open_runtime
 from ._cli_policy import approve, audit, policy
 from ._cli_serve import export, mcp, serve
 from ._compiled import file_sha256
-from ._errors import GloveboxError
+from ._keyring import Keyring, generate_keypair
+from ._keyring import sign as sign_artifact
 from ._result import ToolInfo
-from ._runtime import Runtime, resolve_manifest
-from ._signing import TrustStore, generate_keypair, sign_artifact, signature_path, trust_key, verify_signature
 
 __all__ = ["main"]
 
 
-def _runtime(ctx: click.Context) -> Runtime:
-    home = ctx.find_root().params.get("home")
-    policy = ctx.find_root().params.get("policy")
-    return Runtime(home=home, policy=policy)
-
-
-def _fail(error: GloveboxError) -> NoReturn:
-    click.echo(f"error [{error.code}]: {error.message}", err=True)
-    sys.exit(error.exit_code)
-
-
-def _dump(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False)
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--home", envvar="GLOVEBOX_HOME", type=click.Path(file_okay=False), help="Store, caches and index.")
-@click.option("--policy", envvar="GLOVEBOX_POLICY", type=click.Path(dir_okay=False), help="Policy file.")
+@click.group(cls=GloveboxGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--home", type=click.Path(file_okay=False), help="Store, caches and index (default: GLOVEBOX_HOME, else per user)."
+)
+@click.option("--policy", type=click.Path(dir_okay=False), help="Policy file (default: GLOVEBOX_POLICY, else none).")
 @click.version_option(package_name="glovebox")
 def cli(home: str | None, policy: str | None) -> None:
     """Run AI-agent tools as WebAssembly components, one fresh sandbox per call."""
@@ -52,13 +40,10 @@ def cli(home: str | None, policy: str | None) -> None:
 @cli.command()
 @click.argument("src", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="Where to write the .wasm component.")
-def build(src: str, out: str | None) -> None:
+@click.pass_context
+def build(ctx: click.Context, src: str, out: str | None) -> None:
     """Build a tool from C or Python source into a component (SRC.wasm by default)."""
-    try:
-        path = build_tool(src, out)
-    except GloveboxError as error:
-        _fail(error)
-    click.echo(str(path))
+    click.echo(str(build_tool(src, out, home=ctx.find_root().params.get("home"))))
 
 
 @cli.command()
@@ -68,13 +53,10 @@ def build(src: str, out: str | None) -> None:
 @click.pass_context
 def register(ctx: click.Context, wasm: str, manifest: str | None, as_json: bool) -> None:
     """Validate and register a .wasm component."""
-    with _runtime(ctx) as rt:
-        try:
-            info = rt.register(wasm, manifest)
-        except GloveboxError as error:
-            _fail(error)
+    with open_runtime(ctx) as rt:
+        info = rt.register(wasm, manifest)
     if as_json:
-        click.echo(_dump(info.to_dict()))
+        click.echo(dump(info.to_dict()))
     else:
         click.echo(f"registered {info.name}@{info.version} {info.digest}")
 
@@ -87,10 +69,10 @@ def register(ctx: click.Context, wasm: str, manifest: str | None, as_json: bool)
 @click.pass_context
 def tools(ctx: click.Context, pattern: str | None, as_json: bool, no_deprecated: bool, signed: bool | None) -> None:
     """List the registered tools (PATTERN filters names, e.g. 'text-*')."""
-    with _runtime(ctx) as rt:
+    with open_runtime(ctx) as rt:
         infos = rt.tools(pattern, include_deprecated=not no_deprecated, signed=signed)
     if as_json:
-        click.echo(_dump([info.to_dict() for info in infos]))
+        click.echo(dump([info.to_dict() for info in infos]))
         return
     if not infos:
         click.echo("no tools registered (add one with `glovebox register TOOL.wasm`)")
@@ -119,12 +101,9 @@ def _describe(info: ToolInfo) -> str:
 @click.pass_context
 def show(ctx: click.Context, ref: str) -> None:
     """Show one tool (NAME or NAME@VERSION) as JSON: manifest, digest, signer."""
-    with _runtime(ctx) as rt:
-        try:
-            info = rt.tool(ref)
-        except GloveboxError as error:
-            _fail(error)
-    click.echo(_dump(info.to_dict()))
+    with open_runtime(ctx) as rt:
+        info = rt.tool(ref)
+    click.echo(dump(info.to_dict()))
 
 
 @cli.command()
@@ -135,11 +114,8 @@ def remove(ctx: click.Context, ref: str, all_versions: bool) -> None:
     """Remove NAME@VERSION (or, with --all, every version of NAME)."""
     if "@" not in ref and not all_versions:
         raise click.UsageError(f"{ref!r} names every version; give NAME@VERSION or add --all")
-    with _runtime(ctx) as rt:
-        try:
-            removed = rt.remove(ref)
-        except GloveboxError as error:
-            _fail(error)
+    with open_runtime(ctx) as rt:
+        removed = rt.remove(ref)
     for info in removed:
         click.echo(f"removed {info.name}@{info.version}")
 
@@ -150,11 +126,8 @@ def remove(ctx: click.Context, ref: str, all_versions: bool) -> None:
 @click.pass_context
 def deprecate(ctx: click.Context, ref: str, message: str) -> None:
     """Deprecate NAME@VERSION (or every version of NAME)."""
-    with _runtime(ctx) as rt:
-        try:
-            marked = rt.deprecate(ref, message)
-        except GloveboxError as error:
-            _fail(error)
+    with open_runtime(ctx) as rt:
+        marked = rt.deprecate(ref, message)
     for info in marked:
         click.echo(f"deprecated {info.name}@{info.version}: {info.deprecated}")
 
@@ -169,10 +142,7 @@ def keys() -> None:
 @click.option("-d", "--dir", "directory", default=".", type=click.Path(file_okay=False), show_default=True)
 def keys_generate(name: str, directory: str) -> None:
     """Create an Ed25519 key pair NAME.key (private) and NAME.pub in DIR."""
-    try:
-        private, public = generate_keypair(Path(directory), name)
-    except FileExistsError as exc:
-        raise click.ClickException(str(exc)) from None
+    private, public = generate_keypair(name, directory)
     click.echo(f"private key: {private} (keep it secret)\npublic key:  {public}")
 
 
@@ -181,23 +151,17 @@ def keys_generate(name: str, directory: str) -> None:
 @click.pass_context
 def keys_trust(ctx: click.Context, public_key: str) -> None:
     """Trust signatures made with PUBLIC_KEY (copied into GLOVEBOX_HOME/trusted_keys)."""
-    with _runtime(ctx) as rt:
-        try:
-            signer = trust_key(rt.trusted_keys_dir, Path(public_key))
-        except GloveboxError as error:
-            _fail(error)
-    click.echo(f"trusted {signer}")
+    click.echo(f"trusted {Keyring(home_of(ctx)).trust(public_key)}")
 
 
 @keys.command("list")
 @click.pass_context
 def keys_list(ctx: click.Context) -> None:
     """List the trusted public keys."""
-    with _runtime(ctx) as rt:
-        trust = TrustStore.load(rt.trusted_keys_dir)
-    for key, name in sorted(trust.names.items(), key=lambda item: item[1]):
-        click.echo(f"{name}:{key}")
-    if not trust.names:
+    signers = Keyring(home_of(ctx)).keys()
+    for signer in signers:
+        click.echo(signer)
+    if not signers:
         click.echo("no trusted keys (add one with `glovebox keys trust KEY.pub`)")
 
 
@@ -207,11 +171,7 @@ def keys_list(ctx: click.Context) -> None:
 @click.option("--manifest", type=click.Path(exists=True, dir_okay=False), help="Manifest file (default: beside WASM).")
 def sign(wasm: str, key_path: str, manifest: str | None) -> None:
     """Sign WASM together with its manifest; writes WASM.sig."""
-    try:
-        target = sign_artifact(Path(wasm), resolve_manifest(Path(wasm), manifest), Path(key_path))
-    except GloveboxError as error:
-        _fail(error)
-    click.echo(str(target))
+    click.echo(str(sign_artifact(wasm, key_path, manifest=manifest)))
 
 
 @cli.command()
@@ -221,17 +181,8 @@ def sign(wasm: str, key_path: str, manifest: str | None) -> None:
 @click.pass_context
 def verify(ctx: click.Context, wasm: str, manifest: str | None, signature: str | None) -> None:
     """Check WASM's signature against its manifest and the trusted keys."""
-    path = Path(wasm)
-    with _runtime(ctx) as rt:
-        trust = TrustStore.load(rt.trusted_keys_dir)
-    try:
-        digest = "sha256:" + file_sha256(path)
-        key = verify_signature(
-            Path(signature) if signature else signature_path(path), digest, resolve_manifest(path, manifest), trust
-        )
-    except GloveboxError as error:
-        _fail(error)
-    click.echo(f"ok: {path.name} {digest} signed by {trust.names[key]}:{key}")
+    signer = Keyring(home_of(ctx)).verify(wasm, manifest=manifest, signature=signature)
+    click.echo(f"ok: {Path(wasm).name} sha256:{file_sha256(Path(wasm))} signed by {signer}")
 
 
 def _parse_input(raw: str) -> Any:
@@ -254,9 +205,9 @@ def call(ctx: click.Context, name: str, raw_input: str, principal: str | None) -
     except click.BadParameter as exc:
         exc.param_hint = "'--input'"
         raise
-    with _runtime(ctx) as rt:
+    with open_runtime(ctx) as rt:
         result = rt.call(name, value, principal=principal)
-    click.echo(_dump(result.to_dict()))
+    click.echo(dump(result.to_dict()))
     sys.exit(0 if result.ok else 1)
 
 

@@ -4,37 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
-from typing import Any
 
 import click
 
 from ._audit import AuditLog
-from ._errors import GloveboxError
-from ._runtime import Runtime, default_home
+from ._cli_base import dump, home_of, open_runtime
+from ._runtime import Runtime
 from .policy import dead_entries, load_policy, policy_schema
 
 __all__ = ["approve", "audit", "policy"]
-
-
-def _fail(error: GloveboxError | ValueError) -> None:
-    code = getattr(error, "code", "error")
-    message = getattr(error, "message", str(error))
-    click.echo(f"error [{code}]: {message}", err=True)
-    sys.exit(1)
-
-
-def _root(ctx: click.Context, key: str) -> Any:
-    return ctx.find_root().params.get(key)
-
-
-def _home(ctx: click.Context) -> Path:
-    home = _root(ctx, "home")
-    return Path(home) if home else default_home()
-
-
-def _dump(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False)
 
 
 @click.group()
@@ -47,11 +25,8 @@ def policy() -> None:
 @click.pass_context
 def check(ctx: click.Context, file: str) -> None:
     """Validate FILE and report rules that can never match a registered tool (exit 1 if any)."""
-    try:
-        document = load_policy(file)
-    except GloveboxError as error:
-        _fail(error)
-    with Runtime(home=_home(ctx)) as rt:
+    document = load_policy(file)
+    with Runtime(home=home_of(ctx)) as rt:
         problems = dead_entries(document, rt.tools())
     for problem in problems:
         click.echo(f"{file}: {problem}")
@@ -68,13 +43,10 @@ def check(ctx: click.Context, file: str) -> None:
 @click.pass_context
 def explain(ctx: click.Context, principal: str, tool: str, policy_file: str | None, as_json: bool) -> None:
     """Print what the policy decides for PRINCIPAL calling TOOL, and why."""
-    try:
-        with Runtime(home=_home(ctx), policy=policy_file or _root(ctx, "policy")) as rt:
-            decision = rt.explain(tool, principal=principal)
-    except GloveboxError as error:
-        _fail(error)
+    with open_runtime(ctx, policy_file) as rt:
+        decision = rt.explain(tool, principal=principal)
     if as_json:
-        click.echo(_dump(decision.to_dict()))
+        click.echo(dump(decision.to_dict()))
         return
     click.echo(f"decision: {decision.action}")
     for line in decision.reason:
@@ -95,11 +67,8 @@ def schema() -> None:
 @click.pass_context
 def approve(ctx: click.Context, approval_id: str, principal: str) -> None:
     """Approve a pending approval_required call, so it can run once."""
-    try:
-        with Runtime(home=_home(ctx), policy=_root(ctx, "policy")) as rt:
-            approval = rt.approve(approval_id, principal=principal)
-    except (GloveboxError, ValueError) as error:
-        _fail(error)
+    with open_runtime(ctx) as rt:
+        approval = rt.approve(approval_id, principal=principal)
     click.echo(f"approved {approval.id}: {approval.principal} may call {approval.tool} once with that input")
 
 
@@ -114,7 +83,7 @@ def audit() -> None:
 @click.pass_context
 def tail(ctx: click.Context, count: int, as_json: bool) -> None:
     """Print the newest audit records."""
-    log = AuditLog(_home(ctx))
+    log = AuditLog(home_of(ctx))
     for record in log.tail(count):
         if as_json:
             click.echo(json.dumps(record, ensure_ascii=False))
@@ -129,7 +98,7 @@ def tail(ctx: click.Context, count: int, as_json: bool) -> None:
 @click.pass_context
 def verify(ctx: click.Context) -> None:
     """Walk the hash chain; exit 1 naming the first changed, inserted or deleted row."""
-    result = AuditLog(_home(ctx)).verify()
+    result = AuditLog(home_of(ctx)).verify()
     if not result.ok:
         click.echo(f"audit log TAMPERED: {result.problem}", err=True)
         sys.exit(1)
@@ -142,7 +111,7 @@ def verify(ctx: click.Context) -> None:
 @click.pass_context
 def export(ctx: click.Context, jsonl: bool, output: str | None) -> None:
     """Export every audit record, with its hashes, as JSON Lines."""
-    log = AuditLog(_home(ctx))
+    log = AuditLog(home_of(ctx))
     lines = (json.dumps(record, ensure_ascii=False) + "\n" for record in log.records())
     if output is None:
         for line in lines:

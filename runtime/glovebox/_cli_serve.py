@@ -6,14 +6,9 @@ import json
 
 import click
 
-from ._runtime import Runtime
+from ._cli_base import open_runtime
 
 __all__ = ["export", "mcp", "serve"]
-
-
-def _runtime(ctx: click.Context) -> Runtime:
-    root = ctx.find_root().params
-    return Runtime(home=root.get("home"), policy=root.get("policy"))
 
 
 def _require(*modules: str) -> None:
@@ -38,18 +33,15 @@ def serve(
     _require("starlette", "uvicorn")
     from .servers._api import serve as serve_http
 
-    with _runtime(ctx) as rt:
-        try:
-            serve_http(
-                rt,
-                host=host,
-                port=port,
-                max_body_bytes=max_body_bytes,
-                workers=workers,
-                insecure_anonymous=insecure_anonymous,
-            )
-        except ValueError as exc:
-            raise click.ClickException(str(exc)) from None
+    with open_runtime(ctx) as rt:
+        serve_http(
+            rt,
+            host=host,
+            port=port,
+            max_body_bytes=max_body_bytes,
+            workers=workers,
+            insecure_anonymous=insecure_anonymous,
+        )
 
 
 @click.command()
@@ -60,7 +52,7 @@ def export(ctx: click.Context, fmt: str, principal: str | None) -> None:
     """Print the tool definitions an LLM API takes (OpenAI or Anthropic), as JSON."""
     from ._export import export_tools
 
-    with _runtime(ctx) as rt:
+    with open_runtime(ctx) as rt:
         definitions = export_tools(rt.visible_tools(principal), fmt)
     click.echo(json.dumps(definitions, indent=2, ensure_ascii=False))
 
@@ -98,7 +90,7 @@ def mcp(
 
     if transport == "http" and principal is not None:
         raise click.UsageError("--principal is for stdio; over http each request's API key names the principal")
-    with _runtime(ctx) as rt:
+    with open_runtime(ctx) as rt:
         service = McpService(
             rt,
             principal=principal if transport == "stdio" else None,
@@ -109,10 +101,7 @@ def mcp(
         if transport == "stdio":
             anyio.run(run_stdio, service)
             return
-        try:
-            app = streamable_http_app(service, host=host)
-        except ValueError as exc:
-            raise click.ClickException(str(exc)) from None
+        app = streamable_http_app(service, host=host)
         import uvicorn
 
         uvicorn.run(app, host=host, port=port, log_level="info")

@@ -33,7 +33,7 @@ from ._manifest import MIB, parse_manifest
 from ._pyanalyze import ToolSpec, analyse
 from ._toolchain import find_tool, run_tool
 
-__all__ = ["PYTHON_LIMITS", "build_cache_dir", "build_python"]
+__all__ = ["PYTHON_LIMITS", "build_python"]
 
 #: Limits for Python tools unless their manifest says otherwise. CPython starts
 #: with 12.4 MiB of linear memory, a small call costs 0.2-0.7 M fuel (a C tool:
@@ -61,23 +61,14 @@ class WitWorld(wit_world.WitWorld):
 """
 
 
-def build_cache_dir() -> Path:
-    """``GLOVEBOX_HOME/cache/build``, else ``$XDG_CACHE_HOME/glovebox/build``, else ``~/.cache/glovebox/build``."""
-    home = os.environ.get("GLOVEBOX_HOME")
-    if home:
-        return Path(home) / "cache" / "build"
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "glovebox" / "build"
-
-
-def build_python(src: Path, out: Path, sdk: Path) -> Path:
-    """Build the Python tool ``src`` into ``out`` and write its manifest beside it."""
+def build_python(src: Path, out: Path, sdk: Path, cache_dir: Path) -> Path:
+    """Build the Python tool ``src`` into ``out`` (cached in ``cache_dir``) and write its manifest beside it."""
     text = _read(src)
     spec = analyse(src, text)
     manifest = _manifest(src, spec)
     helper = sdk / "python" / "glovebox_guest.py"
     key = _cache_key(text, helper, sdk / "wit")
-    cached = build_cache_dir() / f"{key}.wasm"
+    cached = cache_dir / f"{key}.wasm"
     if not cached.is_file():
         _componentize(src, text, helper, sdk / "wit", cached)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING, Any
 import jsonschema
 from wasmtime.component import Component
 
+from . import _settings
 from ._audit import AuditLog
 from ._compiled import CompiledCache
 from ._engine import get_engine
 from ._errors import CallError, InternalError, InvalidOutput
 from ._gate import CallTrace, PolicyGate, input_digest
 from ._grants import Grants, GrantsSource, load_grants
+from ._keyring import Keyring
 from ._registration import ManifestSource, Registrar, resolve_manifest
 from ._registry import Registry
 from ._result import CallResult, ToolInfo
@@ -35,18 +37,9 @@ if TYPE_CHECKING:
 
     from .capabilities._fetch import HttpCapability
 
-__all__ = ["Runtime", "default_home", "load_grants", "resolve_manifest"]
+__all__ = ["Runtime", "load_grants", "resolve_manifest"]
 
 logger = logging.getLogger("glovebox")
-
-
-def default_home() -> Path:
-    """``GLOVEBOX_HOME``, else ``$XDG_DATA_HOME/glovebox``, else ``~/.local/share/glovebox``."""
-    env = os.environ.get("GLOVEBOX_HOME")
-    if env:
-        return Path(env)
-    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data) / "glovebox"
 
 
 class Runtime:
@@ -54,7 +47,7 @@ class Runtime:
 
     Args:
         home: where artifacts, caches, the index, approvals and the audit log
-            live (default: ``default_home()``).
+            live (default: ``GLOVEBOX_HOME``, else a per-user data directory).
         policy: a policy file (reloaded when it changes) or a ``Policy``; else
             ``GLOVEBOX_POLICY``. With neither, tools without required scopes
             run, tools that require scopes are refused, and nothing is granted
@@ -82,23 +75,23 @@ class Runtime:
         grants: GrantsSource = None,
         transport: httpx.BaseTransport | None = None,
     ):
-        self.home = Path(home) if home is not None else default_home()
+        self.home = _settings.home_dir(home)
         self.home.mkdir(parents=True, exist_ok=True)
         if policy is None:
-            policy = _env_path("GLOVEBOX_POLICY")
+            policy = _settings.policy_file()
         self._gate = PolicyGate(self.home, policy)
         self.policy_path = self._gate.path
         self._policy_given = policy is not None
         self._audit = AuditLog(self.home)
-        self._grants = load_grants(grants if grants is not None else _env_path("GLOVEBOX_GRANTS"))
+        self._grants = load_grants(grants if grants is not None else _settings.grants_file())
         self._transport = transport
         self._registry = Registry(self.home)
         self._shared = get_engine()
         self._sandbox = Sandbox(self._shared)
         self._compiled = CompiledCache(self._shared, self._registry, self.home / "cache" / "compiled")
-        self.trusted_keys_dir = self.home / "trusted_keys"
+        self.trusted_keys_dir = _settings.trusted_keys_dir(self.home)
         self.require_signatures = (
-            require_signatures if require_signatures is not None else _env_flag("GLOVEBOX_REQUIRE_SIGNATURES")
+            require_signatures if require_signatures is not None else _settings.require_signatures()
         )
         self._registrar = Registrar(
             self._registry, self._compiled, self._sandbox, self.trusted_keys_dir, self.require_signatures
@@ -155,6 +148,40 @@ class Runtime:
         """
         self._check_open()
         return self._registrar.register(Path(wasm_path), manifest, signature)
+
+    def verify(
+        self,
+        wasm_path: str | os.PathLike[str],
+        *,
+        manifest: ManifestSource = None,
+        signature: str | os.PathLike[str] | None = None,
+    ) -> str:
+        """Check an artifact's signature against its manifest and this home's trusted keys.
+
+        Nothing is registered; see :meth:`Keyring.verify`, which this calls.
+
+        Returns:
+            Who signed: ``NAME:KEY_ID``, as ``ToolInfo.signer`` would name it.
+
+        Raises:
+            SignatureError: the signature is missing, tampered with or untrusted.
+        """
+        self._check_open()
+        return Keyring(self.home).verify(wasm_path, manifest=manifest, signature=signature)
+
+    def trust_key(self, public_key_path: str | os.PathLike[str]) -> str:
+        """Trust signatures made with an Ed25519 public key (PEM); return the signer ``NAME:KEY_ID``.
+
+        Raises:
+            SignatureError: the file is not an Ed25519 public key.
+        """
+        self._check_open()
+        return Keyring(self.home).trust(public_key_path)
+
+    def trusted_keys(self) -> list[str]:
+        """The signers this home trusts, ``NAME:KEY_ID``, sorted by name."""
+        self._check_open()
+        return Keyring(self.home).keys()
 
     def tools(
         self, pattern: str | None = None, *, include_deprecated: bool = True, signed: bool | None = None
@@ -405,12 +432,3 @@ class Runtime:
         if info.output_schema is not True:
             self._validator(info, "output").validate(output)
         return output
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def _env_path(name: str) -> Path | None:
-    value = os.environ.get(name)
-    return Path(value) if value else None

@@ -1,4 +1,4 @@
-"""Ed25519 signatures over an artifact digest and its canonical manifest.
+"""Ed25519 signatures over an artifact digest and its canonical manifest: the primitives.
 
 A signature covers both halves of what runs, so neither the code nor its
 declared limits, schemas and capabilities can be swapped after signing::
@@ -7,9 +7,12 @@ declared limits, schemas and capabilities can be swapped after signing::
 
 The signature file (``TOOL.wasm.sig``, JSON) holds the key id, the digest,
 the manifest digest and the base64 signature. Keys are raw Ed25519 keys in
-PEM files made by ``glovebox keys generate``; a key id is the first 16 hex
+PEM files (``glovebox.generate_keypair``); a key id is the first 16 hex
 digits of the SHA-256 of the raw public key. Trusted public keys live in
-``GLOVEBOX_HOME/trusted_keys/*.pub``.
+``GLOVEBOX_HOME/trusted_keys/*.pub``. The public API over these primitives is
+in :mod:`glovebox._keyring`.
+
+``cryptography`` is imported on first use of a key, never by ``import glovebox``.
 """
 
 from __future__ import annotations
@@ -18,26 +21,24 @@ import base64
 import binascii
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
-
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from typing import TYPE_CHECKING, Any
 
 from ._errors import SignatureError
 from ._manifest import Manifest
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
 __all__ = [
     "TrustStore",
-    "generate_keypair",
     "key_id",
     "load_private_key",
     "load_public_key",
-    "sign_artifact",
+    "new_keypair_pem",
+    "signature_document",
     "signature_path",
-    "trust_key",
     "verify_signature",
 ]
 
@@ -46,6 +47,8 @@ _DOMAIN = b"glovebox-signature-v1\n"
 
 def key_id(public: Ed25519PublicKey) -> str:
     """The short, stable identifier of a public key."""
+    from cryptography.hazmat.primitives import serialization
+
     raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     return hashlib.sha256(raw).hexdigest()[:16]
 
@@ -64,29 +67,26 @@ def signature_path(wasm_path: Path) -> Path:
     return wasm_path.with_name(wasm_path.name + ".sig")
 
 
-def generate_keypair(directory: Path, name: str) -> tuple[Path, Path]:
-    """Write ``NAME.key`` (private, mode 0600) and ``NAME.pub``; refuse to overwrite."""
-    directory.mkdir(parents=True, exist_ok=True)
-    private_path, public_path = directory / f"{name}.key", directory / f"{name}.pub"
-    for path in (private_path, public_path):
-        if path.exists():
-            raise FileExistsError(f"{path} already exists; refusing to overwrite a key")
+def new_keypair_pem() -> tuple[bytes, bytes]:
+    """A fresh Ed25519 key pair as (private PKCS#8 PEM, public SubjectPublicKeyInfo PEM)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     private = Ed25519PrivateKey.generate()
-    pem = private.private_bytes(
+    private_pem = private.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
-    fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(pem)
     public_pem = private.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
-    public_path.write_bytes(public_pem)
-    return private_path, public_path
+    return private_pem, public_pem
 
 
 def load_private_key(path: Path) -> Ed25519PrivateKey:
     """Read an Ed25519 private key (PEM); errors name the file."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     try:
         key = serialization.load_pem_private_key(path.read_bytes(), password=None)
     except (OSError, ValueError, TypeError) as exc:
@@ -98,6 +98,9 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
 
 def load_public_key(path: Path) -> Ed25519PublicKey:
     """Read an Ed25519 public key (PEM); errors name the file."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     try:
         key = serialization.load_pem_public_key(path.read_bytes())
     except (OSError, ValueError, TypeError) as exc:
@@ -107,29 +110,16 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
     return key
 
 
-def sign_artifact(wasm_path: Path, manifest: Manifest, private_key: Path, out: Path | None = None) -> Path:
-    """Sign an artifact with its manifest; write and return the signature file."""
+def signature_document(digest: str, manifest: Manifest, private_key: Path) -> dict[str, Any]:
+    """The signature file's JSON document for an artifact digest and its manifest."""
     key = load_private_key(private_key)
-    digest = "sha256:" + hashlib.sha256(wasm_path.read_bytes()).hexdigest()
-    document = {
+    return {
         "version": 1,
         "key_id": key_id(key.public_key()),
         "digest": digest,
         "manifest_digest": manifest_digest(manifest),
         "signature": base64.b64encode(key.sign(_payload(digest, manifest))).decode(),
     }
-    target = out or signature_path(wasm_path)
-    target.write_text(json.dumps(document, indent=2) + "\n")
-    return target
-
-
-def trust_key(directory: Path, public_key: Path) -> str:
-    """Copy a public key into the trusted-keys directory; return ``name:key_id``."""
-    public = load_public_key(public_key)
-    directory.mkdir(parents=True, exist_ok=True)
-    target = directory / public_key.name if public_key.suffix == ".pub" else directory / (public_key.name + ".pub")
-    target.write_bytes(public_key.read_bytes())
-    return f"{target.stem}:{key_id(public)}"
 
 
 @dataclass(frozen=True)
@@ -141,6 +131,7 @@ class TrustStore:
 
     @classmethod
     def load(cls, directory: Path) -> TrustStore:
+        """Read every ``*.pub`` in ``directory`` (none when it does not exist)."""
         keys: dict[str, Ed25519PublicKey] = {}
         names: dict[str, str] = {}
         for path in sorted(directory.glob("*.pub")) if directory.is_dir() else []:
@@ -178,6 +169,8 @@ def verify_signature(path: Path, digest: str, manifest: Manifest, trust: TrustSt
     public = trust.keys.get(signer)
     if public is None:
         raise SignatureError(f"{path} is signed by key {signer!r}, which is not trusted by this registry")
+    from cryptography.exceptions import InvalidSignature
+
     try:
         public.verify(base64.b64decode(str(document.get("signature", "")), validate=True), _payload(digest, manifest))
     except (InvalidSignature, binascii.Error, ValueError):

@@ -7,10 +7,10 @@ from ._models import NO_POLICY, Policy
 from ._patterns import match_name, match_tool
 
 __all__ = [
-    "NO_POLICY",
     "Approval",
     "ApprovalStore",
     "Decision",
+    "NO_POLICY",
     "Policy",
     "dead_entries",
     "decide",

@@ -5,9 +5,7 @@ import their frameworks (``mcp``, ``starlette``, ``uvicorn``) lazily: install
 them with ``pip install 'glovebox[serve]'``.
 """
 
-from __future__ import annotations
-
-from typing import Any
+import typing
 
 __all__ = ["SERVE_HINT", "create_app", "missing_serve_dependency"]
 
@@ -24,7 +22,7 @@ def missing_serve_dependency(*modules: str) -> str | None:
     return None
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> typing.Any:
     # The frameworks load on first use, so `import glovebox.servers` stays cheap.
     if name == "create_app":
         from ._api import create_app

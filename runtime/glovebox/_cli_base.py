@@ -1,0 +1,61 @@
+"""What every ``glovebox`` command shares: the one error boundary and the global options.
+
+Exit codes (the CLI's contract):
+
+- 0: success.
+- 1: the library refused: a ``GloveboxError`` (printed ``error [code]: message``;
+  its ``exit_code``), misuse the library reports as ``ValueError`` or a file it
+  cannot read or write (``OSError``; printed ``error: message``), a failed call
+  (the envelope on stdout), a policy with problems, a tampered audit log.
+- 2: a usage error (click's: a bad option, ``--input`` that is not JSON).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from ._errors import GloveboxError
+from ._runtime import Runtime
+from ._settings import home_dir
+
+__all__ = ["GloveboxGroup", "dump", "home_of", "open_runtime"]
+
+
+class GloveboxGroup(click.Group):
+    """The root command group: converts library errors to exit codes, once, for every command."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except GloveboxError as error:
+            _exit(ctx, f"error [{error.code}]: {error.message}", error.exit_code)
+        except (ValueError, OSError) as error:
+            _exit(ctx, f"error: {error}", 1)
+
+
+def _exit(ctx: click.Context, line: str, code: int) -> NoReturn:
+    click.echo(line, err=True)
+    ctx.exit(code)
+
+
+def _root_param(ctx: click.Context, key: str) -> Any:
+    return ctx.find_root().params.get(key)
+
+
+def home_of(ctx: click.Context) -> Path:
+    """The home the command works on: ``--home``, else the settings' default."""
+    return home_dir(_root_param(ctx, "home"))
+
+
+def open_runtime(ctx: click.Context, policy: str | None = None) -> Runtime:
+    """A Runtime on ``--home`` with ``policy`` (default: ``--policy``, else ``GLOVEBOX_POLICY``)."""
+    return Runtime(home=_root_param(ctx, "home"), policy=policy or _root_param(ctx, "policy"))
+
+
+def dump(value: Any) -> str:
+    """Indented JSON, as every command prints it."""
+    return json.dumps(value, indent=2, ensure_ascii=False)

@@ -1,0 +1,83 @@
+"""Every setting glovebox takes from the environment, read here and nowhere else.
+
+==============================  ================================================
+variable                        read by
+==============================  ================================================
+``GLOVEBOX_HOME``               :func:`home_dir` (and the build cache)
+``XDG_DATA_HOME``               :func:`home_dir`, when ``GLOVEBOX_HOME`` is unset
+``XDG_CACHE_HOME``              :func:`build_cache_dir`, when no home is set
+``GLOVEBOX_POLICY``             :func:`policy_file`
+``GLOVEBOX_GRANTS``             :func:`grants_file`
+``GLOVEBOX_REQUIRE_SIGNATURES`` :func:`require_signatures`
+==============================  ================================================
+
+An empty variable counts as unset. Every function reads the environment when
+called, so a value given explicitly (``Runtime(home=...)``, ``glovebox --home``)
+always wins and nothing is cached at import time. The secrets a policy grants
+(the ``env`` provider of a ``SecretRule``) are data, not settings: they are read
+by :mod:`glovebox.capabilities._secrets`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = [
+    "build_cache_dir",
+    "grants_file",
+    "home_dir",
+    "policy_file",
+    "require_signatures",
+    "trusted_keys_dir",
+]
+
+PathLike = str | os.PathLike[str]
+
+
+def _get(name: str) -> str | None:
+    return os.environ.get(name) or None
+
+
+def home_dir(home: PathLike | None = None) -> Path:
+    """``home`` if given, else ``GLOVEBOX_HOME``, else ``$XDG_DATA_HOME/glovebox``, else ``~/.local/share/glovebox``."""
+    if home is not None:
+        return Path(home)
+    env = _get("GLOVEBOX_HOME")
+    if env:
+        return Path(env)
+    data = _get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data) / "glovebox"
+
+
+def trusted_keys_dir(home: PathLike | None = None) -> Path:
+    """Where a home keeps the public keys it trusts: ``HOME/trusted_keys``."""
+    return home_dir(home) / "trusted_keys"
+
+
+def build_cache_dir(home: PathLike | None = None) -> Path:
+    """Where Python builds are cached: ``HOME/cache/build`` when a home is given or ``GLOVEBOX_HOME``
+    is set, else ``$XDG_CACHE_HOME/glovebox/build``, else ``~/.cache/glovebox/build``."""
+    if home is None:
+        home = _get("GLOVEBOX_HOME")
+    if home is not None:
+        return Path(home) / "cache" / "build"
+    cache = _get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "glovebox" / "build"
+
+
+def policy_file() -> Path | None:
+    """The policy file named by ``GLOVEBOX_POLICY``, or None."""
+    value = _get("GLOVEBOX_POLICY")
+    return Path(value) if value else None
+
+
+def grants_file() -> Path | None:
+    """The grants file named by ``GLOVEBOX_GRANTS``, or None."""
+    value = _get("GLOVEBOX_GRANTS")
+    return Path(value) if value else None
+
+
+def require_signatures() -> bool:
+    """Whether ``GLOVEBOX_REQUIRE_SIGNATURES`` is on (``1``, ``true``, ``yes`` or ``on``)."""
+    return (_get("GLOVEBOX_REQUIRE_SIGNATURES") or "").strip().lower() in ("1", "true", "yes", "on")
