@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 
 import glovebox
 from glovebox._cli import cli
-from glovebox.policy import parse_policy
+from glovebox.policy import ApprovalStore, parse_policy
 
 POLICY = """
 version: 1
@@ -62,6 +62,19 @@ def test_self_approval_is_refused(rt: glovebox.Runtime) -> None:
         rt.approve(approval_id, principal="admin")
     rt.approve(approval_id, principal="boss")
     assert rt.call("sensitive", {"q": 2}, principal="admin").ok
+
+
+def test_the_store_refuses_self_approval_with_the_glovebox_error(tmp_path: Path) -> None:
+    store = ApprovalStore(tmp_path)
+    try:
+        pending = store.request("admin", "sensitive@0.0.0", "sha256:00", ttl_s=60)
+        with pytest.raises(glovebox.PermissionDenied, match="cannot approve its own request") as info:
+            store.approve(pending.id, "admin")
+        assert info.value.code == "permission_denied"
+        assert info.value.details == {"approval_id": pending.id}
+        assert store.get(pending.id).status == "pending"  # type: ignore[union-attr]
+    finally:
+        store.close()
 
 
 def test_replay_with_another_input_or_principal_is_refused(rt: glovebox.Runtime) -> None:

@@ -21,11 +21,29 @@ def test_cli_subcommands_documented() -> None:
             assert f"{name} {sub}" in README, f"glovebox {name} {sub}"
 
 
-@pytest.mark.parametrize(
-    "code",
-    glovebox.ERROR_CODES
-    + ("invalid_artifact", "invalid_manifest", "invalid_signature", "build_failed", "invalid_policy"),
+def _tree_codes(cls: type[glovebox.GloveboxError]) -> set[str]:
+    codes = set()
+    for sub in cls.__subclasses__():
+        codes |= {sub.code} | _tree_codes(sub)
+    return codes
+
+
+def test_every_code_of_the_tree_is_checked() -> None:
+    assert _tree_codes(glovebox.GloveboxError) == set(DOCUMENTED_CODES)
+    assert "invalid_grants" in DOCUMENTED_CODES
+
+
+DOCUMENTED_CODES = glovebox.ERROR_CODES + (
+    "invalid_artifact",
+    "invalid_manifest",
+    "invalid_signature",
+    "build_failed",
+    "invalid_policy",
+    "invalid_grants",
 )
+
+
+@pytest.mark.parametrize("code", DOCUMENTED_CODES)
 def test_error_code_documented(code: str) -> None:
     assert f"`{code}`" in README
 

@@ -66,6 +66,8 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/slow":
             time.sleep(SLOW_SECONDS)
             self._reply(200, b"{}")
+        elif path.startswith("/status/"):
+            self._reply(int(path.split("/")[2]), b'{"error": "upstream says no"}')
         elif path == "/big":
             self._reply(200, b"x" * 100_000)
         elif path.startswith("/redirect/"):
@@ -416,8 +418,40 @@ def test_grants_file_from_the_environment(
 def test_invalid_grants_file_names_the_file_and_field(tmp_path: Path) -> None:
     grants = tmp_path / "grants.json"
     grants.write_text(json.dumps({"http": [{"host": "*.com"}]}))
-    with pytest.raises(ValueError, match=r"(?s)grants\.json.*http\.0\.host"):
+    with pytest.raises(glovebox.InvalidGrants, match=r"grants\.json: http\.0\.host: host pattern '\*\.com'") as info:
         glovebox.Runtime(home=tmp_path / "home", grants=grants)
+    assert info.value.code == "invalid_grants"
+    assert isinstance(info.value, glovebox.InvalidPolicy)
+    assert info.value.details["file"] == str(grants)
+    assert info.value.details["field"] == "http.0.host"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "field"),
+    [
+        ("grants.toml", '[[http]]\nhost = "api.example.com"\nverbs = ["GET"]\n', "http.0.verbs"),
+        ("grants.toml", "[[http]\nhost = 1\n", "(syntax)"),
+        ("grants.json", "[1, 2]", "(root)"),
+        ("grants.json", "\udcff", "(file)"),
+        ("missing.toml", None, "(file)"),
+    ],
+)
+def test_bad_grants_files_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, text: str | None, field: str
+) -> None:
+    grants = tmp_path / name
+    if text is not None:
+        grants.write_bytes(text.encode("utf-8", "surrogateescape"))
+    monkeypatch.setenv("GLOVEBOX_GRANTS", str(grants))
+    with pytest.raises(glovebox.InvalidGrants) as info:
+        glovebox.Runtime(home=tmp_path / "home")
+    assert info.value.message.startswith(f"invalid grants {grants}: {field}: ")
+    assert info.value.details["field"] == field
+
+
+def test_a_bad_grants_dict_is_refused_the_same_way(tmp_path: Path) -> None:
+    with pytest.raises(glovebox.InvalidGrants, match=r"invalid grants \(dict\): http\.0\.ports: ports must be"):
+        glovebox.Runtime(home=tmp_path / "home", grants={"http": [{"host": "a.example", "ports": [0]}]})
 
 
 # -- the example tool ---------------------------------------------------------------------------
@@ -451,6 +485,77 @@ def test_weather_example_without_a_grant(_isolated_env: Path, build_example: Bui
     assert "not granted" in result.error.message
     assert "weather API unreachable (denied)" in result.error.details["guest_message"]
     assert result.error.details["denials"][0]["capability"] == "http"
+
+
+# -- upstream failures --------------------------------------------------------------------------
+
+
+def weather(home: Path, build_example: BuildGuest, rule: dict[str, Any], api: str) -> glovebox.CallResult:
+    """Call the weather example against ``api`` with ``rule`` declared and granted."""
+    manifest = tomllib.loads((Path(__file__).parents[1] / "guest/examples/weather/glovebox.toml").read_text())
+    manifest["capabilities"] = {"http": [rule]}
+    with glovebox.Runtime(home=home, grants={"http": [rule]}) as rt:
+        rt.register(build_example("weather"), manifest=manifest)
+        return rt.call("weather", {"latitude": 52.52, "longitude": 13.405, "api": api})
+
+
+def test_a_tool_failing_after_a_5xx_is_an_upstream_error(
+    _isolated_env: Path, build_example: BuildGuest, server: Server
+) -> None:
+    result = weather(_isolated_env, build_example, local_rule(server), server.url("/status/503"))
+    assert result.code == "upstream_error"
+    assert result.error is not None and result.error.retryable is True
+    url = server.url("/status/503/v1/forecast")
+    assert result.error.message == f"the tool failed after an upstream request failed (GET {url}): HTTP 503"
+    assert result.error.details == {
+        "upstream_failures": [{"capability": "http", "method": "GET", "url": url, "reason": "HTTP 503", "status": 503}],
+        "guest_code": "guest_error",
+        "guest_message": "weather API answered HTTP 503",
+    }
+    assert "latitude" not in json.dumps(result.to_dict()["error"])  # no query string
+    assert result.meta["egress"][0]["status"] == 503
+
+
+def test_a_tool_failing_after_a_4xx_is_its_own_error(
+    _isolated_env: Path, build_example: BuildGuest, server: Server
+) -> None:
+    result = weather(_isolated_env, build_example, local_rule(server), server.url("/status/404"))
+    assert result.code == "guest_error"
+    assert result.error is not None and result.error.message == "weather API answered HTTP 404"
+
+
+def test_a_tool_that_copes_with_a_5xx_is_ok(_isolated_env: Path, build_guest: BuildGuest, server: Server) -> None:
+    with client(_isolated_env, build_guest, [local_rule(server)]) as rt:
+        result = fetch(rt, server.url("/status/502"))
+    assert result.output["http_status"] == 502
+    assert result.meta["egress"][0]["status"] == 502
+
+
+def test_tls_to_a_plain_http_port_is_an_upstream_error(
+    _isolated_env: Path, build_example: BuildGuest, server: Server
+) -> None:
+    # An https rule for a port that speaks plain HTTP: the TLS handshake fails.
+    rule = local_rule(server, schemes=["https"])
+    api = f"https://127.0.0.1:{server.port}"
+    result = weather(_isolated_env, build_example, rule, api)
+    assert result.code == "upstream_error", result.to_dict()
+    assert result.error is not None
+    [failure] = result.error.details["upstream_failures"]
+    assert failure["url"] == f"{api}/v1/forecast"
+    assert failure["reason"].startswith("TLS failure talking to 127.0.0.1: ")
+    assert "weather API unreachable (network): TLS failure" in result.error.details["guest_message"]
+    assert result.meta["egress"][0]["error"] == "network"
+
+
+def test_a_refused_connection_is_an_upstream_error(_isolated_env: Path, build_example: BuildGuest) -> None:
+    with socket.socket() as sock:  # a port nobody listens on once this closes
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    rule = {"host": "127.0.0.1", "schemes": ["http"], "ports": [port], "paths": ["/**"], "allow_private": True}
+    result = weather(_isolated_env, build_example, rule, f"http://127.0.0.1:{port}")
+    assert result.code == "upstream_error"
+    assert result.error is not None
+    assert result.error.details["upstream_failures"][0]["reason"] == "ConnectError talking to 127.0.0.1"
 
 
 # -- the capability itself, with an injected transport --------------------------------------------
@@ -543,8 +648,41 @@ def test_network_errors_are_typed(resolver: dict[str, list[str]]) -> None:
     def refuse(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("connection refused", request=request)
 
-    result = _capability(refuse).fetch(_request("https://api.example.com/"), _state())
+    state = _state()
+    result = _capability(refuse).fetch(_request("https://api.example.com/users?token=x"), state)
     assert result == Variant("network", "ConnectError talking to api.example.com")
+    assert state.upstream_failures == [
+        {
+            "capability": "http",
+            "method": "GET",
+            "url": "https://api.example.com/users",
+            "reason": "ConnectError talking to api.example.com",
+        }
+    ]
+    assert state.denials == []
+
+
+def test_a_request_timeout_is_an_upstream_failure(resolver: dict[str, list[str]]) -> None:
+    def stall(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("timed out", request=request)
+
+    state = _state()
+    result = _capability(stall).fetch(_request("https://api.example.com/"), state)
+    assert result == Variant("timeout", "no answer within 10000 ms")
+    assert [f["reason"] for f in state.upstream_failures] == ["no answer within 10000 ms"]
+    assert not state.timed_out
+
+
+def test_refusals_and_answers_below_500_are_not_upstream_failures(resolver: dict[str, list[str]]) -> None:
+    statuses = iter([499, 500])
+    capability = _capability(lambda request: httpx.Response(next(statuses)))
+    state = _state()
+    assert capability.fetch(_request("https://api.example.com/"), state).status == 499
+    assert state.upstream_failures == []
+    assert capability.fetch(_request("https://api.example.com/"), state).status == 500
+    assert [f["status"] for f in state.upstream_failures] == [500]
+    assert capability.fetch(_request("https://api.example.com/"), state).tag == "denied"  # request limit
+    assert len(state.upstream_failures) == 1
 
 
 def test_passed_deadline_ends_the_call_as_timeout(resolver: dict[str, list[str]]) -> None:
@@ -552,6 +690,7 @@ def test_passed_deadline_ends_the_call_as_timeout(resolver: dict[str, list[str]]
     result = _capability(lambda request: httpx.Response(200)).fetch(_request("https://api.example.com/"), state)
     assert result == Variant("timeout", "the call's deadline has passed")
     assert state.timed_out
+    assert state.upstream_failures == []  # the call's own deadline, not the upstream's fault
 
 
 # -- name resolution is bounded by the call's deadline ----------------------------------------

@@ -38,7 +38,10 @@ class CallState:
     logs: list[dict[str, str]] = field(default_factory=list)
     log_bytes: int = 0
     logs_dropped: int = 0
+    #: Capability requests the host refused: capability, method, url, reason.
     denials: list[dict[str, Any]] = field(default_factory=list)
+    #: Granted upstream requests that failed (network, TLS, timeout, 5xx): capability, method, url, reason.
+    upstream_failures: list[dict[str, Any]] = field(default_factory=list)
     oom_reported: bool = False
     #: The call's HTTP capability (declared ∩ granted), or None when it has none.
     http: Fetcher | None = None

@@ -38,8 +38,8 @@ def precompile(src: Path, out: Path, settings: EngineSettings, source: str) -> N
     argv = [sys.executable, "-I", __file__, str(src), str(out), json.dumps(settings.codegen())]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:
-        raise InvalidArtifact(f"{source} took longer than {COMPILE_TIMEOUT_S} s to compile; refused") from None
+    except subprocess.TimeoutExpired as exc:
+        raise InvalidArtifact(f"{source} took longer than {COMPILE_TIMEOUT_S} s to compile; refused") from exc
     if proc.returncode == 0 and out.is_file():
         return
     message = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""

@@ -7,7 +7,7 @@ contract), a ``retryable`` flag and, for the CLI, an ``exit_code``::
     ├── CallError                      (ends a call; carried in the envelope)
     │   ├── ToolNotFound               tool_not_found
     │   ├── InvalidInput               invalid_input
-    │   ├── PermissionDenied           permission_denied
+    │   ├── PermissionDenied           permission_denied (also raised by approve)
     │   ├── ApprovalRequired           approval_required
     │   ├── CapabilityDenied           capability_denied
     │   ├── FuelExhausted              fuel_exhausted
@@ -17,7 +17,7 @@ contract), a ``retryable`` flag and, for the CLI, an ``exit_code``::
     │   ├── GuestTrap                  guest_trap
     │   ├── GuestError                 guest_error
     │   ├── InvalidOutput              invalid_output
-    │   ├── UpstreamError              upstream_error
+    │   ├── UpstreamError              upstream_error (retryable)
     │   └── InternalError              internal_error
     ├── RegistrationError              (refuses an artifact, a manifest or a build)
     │   ├── InvalidArtifact            invalid_artifact
@@ -25,11 +25,20 @@ contract), a ``retryable`` flag and, for the CLI, an ``exit_code``::
     │   ├── SignatureError             invalid_signature
     │   └── BuildError                 build_failed
     └── InvalidPolicy                  invalid_policy (a policy document is refused)
+        └── InvalidGrants              invalid_grants (a grants file or dict is refused)
 
-Third-party errors (wasmtime traps, jsonschema failures) are translated into
-this tree in exactly one place each: :mod:`glovebox._traps` for wasmtime.
-Misuse of the API (a closed Runtime, a wrong argument type) raises the usual
-``TypeError`` / ``ValueError`` instead.
+A ``CallError`` is returned in the result, never raised by ``call``; the
+others are raised. ``InvalidGrants`` is an ``InvalidPolicy`` (grants are the
+policy of a Runtime without one), with its own code so that the two
+documents can be told apart.
+
+Third-party errors are translated into this tree in exactly one place each,
+with ``raise ... from`` keeping the cause: wasmtime failures in
+:mod:`glovebox._outcome` (which also decides every call's final code),
+jsonschema failures in :mod:`glovebox._schemas`, pydantic failures where each
+document is loaded. Misuse of the API (a closed Runtime, a wrong argument
+type, an unknown approval id) raises the usual ``TypeError`` / ``ValueError``
+instead.
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ __all__ = [
     "GuestTrap",
     "InternalError",
     "InvalidArtifact",
+    "InvalidGrants",
     "InvalidInput",
     "InvalidManifest",
     "InvalidOutput",
@@ -187,6 +197,12 @@ class InvalidPolicy(GloveboxError):
     """A policy document that cannot be used; the message names the file, line and field."""
 
     code = "invalid_policy"
+
+
+class InvalidGrants(InvalidPolicy):
+    """A grants file (or dict) that cannot be used; the message names the file and the field."""
+
+    code = "invalid_grants"
 
 
 #: Every call error code, in the order DESIGN.md lists them.

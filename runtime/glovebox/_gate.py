@@ -150,16 +150,14 @@ class PolicyGate:
         )
 
     def approve(self, approval_id: str, principal: str) -> Approval:
+        """Approve ``approval_id`` as ``principal``; raise PermissionDenied without the approver scope."""
         policy = self.current()
         scope = policy.approvals.approver_scope
         if scope not in policy.scopes_of(principal):
             raise PermissionDenied(
                 f"principal {principal!r} lacks the approver scope {scope!r}", details={"missing_scopes": [scope]}
             )
-        try:
-            return self.approvals.approve(approval_id, principal)
-        except PermissionError as exc:
-            raise PermissionDenied(str(exc), details={"approval_id": approval_id}) from None
+        return self.approvals.approve(approval_id, principal)
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:

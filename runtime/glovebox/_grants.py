@@ -16,8 +16,9 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator
 
+from ._errors import InvalidGrants
 from ._frozen import Frozen
 from .capabilities._rules import parse_host_pattern, parse_method, parse_path_pattern
 
@@ -114,20 +115,56 @@ def load_grants(source: GrantsSource) -> Grants:
     """A :class:`Grants` from a model, a dict, or a JSON/TOML file (``None``: nothing granted).
 
     Raises:
-        ValueError: the file cannot be read or does not describe valid grants.
+        InvalidGrants: the file cannot be read or parsed, or the file or dict does
+            not describe valid grants; the message names the file and the field,
+            and ``details`` has ``file``, ``field`` and ``problems``.
+        TypeError: ``source`` is none of the above.
     """
     if source is None:
         return Grants()
     if isinstance(source, Grants):
         return source
     if isinstance(source, dict):
-        return Grants.model_validate(source)
+        return _validate(source, "(dict)")
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"grants must be a Grants, a dict or a path, not {type(source).__name__}")
     path = Path(source)
     try:
         text = path.read_text(encoding="utf-8")
         data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _invalid(str(path), "(file)", f"cannot read: {exc}") from exc
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise _invalid(
+            str(path), "(syntax)", f"not valid {'JSON' if path.suffix == '.json' else 'TOML'}: {exc}"
+        ) from exc
+    if not isinstance(data, dict):
+        raise _invalid(str(path), "(root)", f"expected a table/object, got {type(data).__name__}")
+    return _validate(data, str(path))
+
+
+def _validate(data: dict[str, Any], source: str) -> Grants:
+    try:
         return Grants.model_validate(data)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, tomllib.TOMLDecodeError, ValueError) as exc:
-        raise ValueError(f"invalid grants file {path}: {exc}") from None
+    except ValidationError as exc:
+        problems = [
+            {"field": _field(err["loc"]), "message": err["msg"].removeprefix("Value error, ")} for err in exc.errors()
+        ]
+        text = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
+        first = problems[0]
+        error = InvalidGrants(
+            f"invalid grants {source}: {text}",
+            details={"file": source, "field": first["field"], "problems": problems},
+        )
+        raise error from exc
+
+
+def _field(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(p) for p in loc if not (isinstance(p, str) and p.startswith("function-"))) or "(root)"
+
+
+def _invalid(source: str, field: str, message: str) -> InvalidGrants:
+    return InvalidGrants(
+        f"invalid grants {source}: {field}: {message}",
+        details={"file": source, "field": field, "problems": [{"field": field, "message": message}]},
+    )

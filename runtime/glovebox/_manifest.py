@@ -83,7 +83,7 @@ class Manifest(Frozen):
             validator.check_schema(schema)  # type: ignore[arg-type]  # booleans are schemas too
         except jsonschema.exceptions.SchemaError as exc:
             where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
-            raise ValueError(f"not a valid JSON Schema at {where}: {exc.message}") from None
+            raise ValueError(f"not a valid JSON Schema at {where}: {exc.message}") from exc
         return schema
 
     @classmethod
@@ -127,7 +127,7 @@ def parse_manifest(data: Any, source: str = "(inline)") -> Manifest:
     try:
         return Manifest.model_validate(data)
     except ValidationError as exc:
-        raise _describe(exc, source) from None
+        raise _describe(exc, source) from exc
 
 
 def load_manifest(path: Path) -> Manifest:
@@ -135,11 +135,11 @@ def load_manifest(path: Path) -> Manifest:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidManifest(f"cannot read manifest {path}: {exc}") from None
+        raise InvalidManifest(f"cannot read manifest {path}: {exc}") from exc
     try:
         data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise InvalidManifest(f"invalid manifest {path}: {exc}") from None
+        raise InvalidManifest(f"invalid manifest {path}: {exc}") from exc
     return parse_manifest(data, str(path))
 
 

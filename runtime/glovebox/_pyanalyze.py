@@ -66,7 +66,7 @@ def analyse(src: Path, text: str) -> ToolSpec:
     try:
         tree = ast.parse(text, filename=str(src))
     except SyntaxError as exc:
-        raise BuildError(f"{src}:{exc.lineno}:{exc.offset or 0}: syntax error: {exc.msg}") from None
+        raise BuildError(f"{src}:{exc.lineno}:{exc.offset or 0}: syntax error: {exc.msg}") from exc
     _check_imports(src, tree)
     func = _find_tool(src, tree)
     doc = ast.get_docstring(func) or ""

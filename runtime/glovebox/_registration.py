@@ -86,7 +86,7 @@ class Registrar:
             return self._shared.load(compiled)
         except wasmtime.WasmtimeError as exc:
             reason = " ".join(line.strip() for line in str(exc).strip().splitlines()[:4])
-            raise InvalidArtifact(f"{path} cannot run on this host: {reason}") from None
+            raise InvalidArtifact(f"{path} cannot run on this host: {reason}") from exc
 
     def _check_signature(
         self, path: Path, signature: str | os.PathLike[str] | None, digest: str, manifest: Manifest
@@ -112,7 +112,7 @@ def _read_artifact(path: Path) -> bytes:
             raise InvalidArtifact(f"{path} is {size} bytes, over the {MAX_ARTIFACT_BYTES}-byte artifact limit")
         return path.read_bytes()
     except OSError as exc:
-        raise InvalidArtifact(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise InvalidArtifact(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
 def resolve_manifest(path: Path, manifest: ManifestSource) -> Manifest:

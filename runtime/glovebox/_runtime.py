@@ -21,12 +21,7 @@ from . import _settings
 from ._audit import AuditLog
 from ._compiled import CompiledCache
 from ._enginesettings import EngineSettings
-from ._errors import (
-    CallError,
-    CapabilityDenied,
-    InternalError,
-    InvalidOutput,
-)
+from ._errors import CallError, InternalError, InvalidOutput
 from ._gate import CallTrace, PolicyGate, input_digest
 from ._grants import Grants, GrantsSource, load_grants
 from ._keyring import Keyring
@@ -432,7 +427,7 @@ class Runtime:
         if outcome.state.denials:
             meta["denials"] = outcome.state.denials
         if outcome.error is not None:
-            raise _blame_denials(outcome.error, outcome.state.denials)
+            raise outcome.error
         assert outcome.output_text is not None
         return self._decode_output(info, outcome.output_text)
 
@@ -469,24 +464,7 @@ class Runtime:
             raise InvalidOutput(
                 f"the tool's output is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
                 details={"excerpt": text[:200]},
-            ) from None
+            ) from exc
         if info.output_schema is not True:
             self._validator(info, "output").validate(output)
         return output
-
-
-def _blame_denials(error: CallError, denials: list[dict[str, Any]]) -> CallError:
-    """A tool that failed after a capability was refused failed because of the refusal.
-
-    The caller learns what to ask for (``capability_denied``, naming the
-    request and why it was refused) instead of only the tool's own complaint,
-    which stays in ``details.guest_message``.
-    """
-    if not denials or error.code not in ("guest_error", "guest_trap"):
-        return error
-    first = denials[0]
-    return CapabilityDenied(
-        f"the tool failed after the host refused {first.get('capability', 'a capability')} access "
-        f"({first.get('method', '')} {first.get('url', '')}): {first.get('reason', 'denied')}",
-        details={"denials": denials, "guest_code": error.code, "guest_message": error.message},
-    )

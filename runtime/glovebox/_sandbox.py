@@ -25,17 +25,15 @@ from wasmtime.component import Component, ExportIndex, Linker
 
 from ._callstate import ActiveCall, CallState, Fetcher
 from ._engine import SharedEngine
-from ._errors import CallError, CallTimeout, GuestError, InvalidArtifact, OutputTooLarge
+from ._errors import CallError, InvalidArtifact
 from ._fastcall import Instantiation, RawStore, call_tool, post_return
 from ._host import make_linker
 from ._manifest import Limits
-from ._traps import Failure, classify
+from ._outcome import Ending, call_error
 from ._validate import imports_wasi
 from ._world import EXPORT_NAME
 
 __all__ = ["Outcome", "Sandbox"]
-
-MAX_ERROR_MESSAGE_CHARS = 4096
 
 
 @dataclass
@@ -95,24 +93,15 @@ class Sandbox:
         try:
             with ActiveCall(state):
                 if self._linker_for(component) is self._linker:
-                    output, error, fuel_left = self._invoke_raw(component, input_text, limits, state)
+                    ran = self._invoke_raw(component, input_text, limits)
                 else:
-                    store = self._store(component, limits)
-                    output, error = self._invoke(store, component, input_text, limits, state)
-                    fuel_left = _fuel_left(store)
+                    ran = self._invoke(self._store(component, limits), component, input_text)
         finally:
             with self._live_lock:
                 self._live -= 1
-        fuel_used = limits.fuel - fuel_left
-        if state.timed_out and (error is None or error.code != "timeout"):
-            # Epochs do not fire in host calls: a host function that ran out of time says so.
-            error = CallTimeout(
-                f"the tool did not finish within its {limits.timeout_ms} ms deadline (waiting on the network)",
-                details={"timeout_ms": limits.timeout_ms},
-            )
-        if error is None and output is not None:
-            error = _check_output(output, limits)
-        return Outcome(output_text=output if error is None else None, error=error, fuel_used=fuel_used, state=state)
+        error = call_error(ran.ending(limits, state))
+        output = ran.result[1] if error is None and ran.result is not None else None
+        return Outcome(output_text=output, error=error, fuel_used=limits.fuel - ran.fuel_left, state=state)
 
     def probe(self, component: Component, limits: Limits, source: str) -> None:
         """Instantiate once without calling, to prove the component links and starts."""
@@ -122,33 +111,28 @@ class Sandbox:
             with ActiveCall(state):
                 self._linker_for(component).instantiate(store, component)
         except (wasmtime.Trap, wasmtime.WasmtimeError, wasmtime.ExitTrap) as exc:
-            error = classify(Failure(exc, limits, _fuel_left(store), False, instantiating=True))
-            if error.code in ("memory_limit", "fuel_exhausted", "timeout"):
+            error = call_error(Ending(limits, exc=exc, fuel_left=_fuel_left(store), instantiating=True))
+            if error is not None and error.code in ("memory_limit", "fuel_exhausted", "timeout"):
                 reason = error.message
             else:
                 reason = " ".join(str(exc).strip().splitlines()[:3])
-            raise InvalidArtifact(f"{source} cannot be instantiated: {reason}") from None
+            raise InvalidArtifact(f"{source} cannot be instantiated: {reason}") from exc
 
-    def _invoke_raw(
-        self, component: Component, input_text: str, limits: Limits, state: CallState
-    ) -> tuple[str | None, CallError | None, int]:
+    def _invoke_raw(self, component: Component, input_text: str, limits: Limits) -> _Ran:
         """The lean path for components without WASI (see ``_fastcall.RawStore``)."""
         ticks = self.shared.deadline_ticks(limits.timeout_ms)
         store = RawStore(self.shared.engine, limits.memory_bytes, limits.fuel, ticks)
         try:
-            is_ok, payload = store.call(self._linker, component, _export_index(component), input_text)
+            ran = _Ran(result=store.call(self._linker, component, _export_index(component), input_text))
         except wasmtime.WasmtimeError as exc:
-            fuel_left = store.fuel_left()
-            return None, _failed(exc, limits, fuel_left, state, isinstance(exc, Instantiation)), fuel_left
+            ran = _Ran.failed(exc, isinstance(exc, Instantiation))
         finally:
             fuel_left = store.fuel_left()
             store.close()
-        output, error = _unpack(is_ok, payload)
-        return output, error, fuel_left
+        ran.fuel_left = fuel_left
+        return ran
 
-    def _invoke(
-        self, store: wasmtime.Store, component: Component, input_text: str, limits: Limits, state: CallState
-    ) -> tuple[str | None, CallError | None]:
+    def _invoke(self, store: wasmtime.Store, component: Component, input_text: str) -> _Ran:
         instantiating = True
         try:
             instance = self._linker_for(component).instantiate(store, component)
@@ -156,18 +140,41 @@ class Sandbox:
             if func is None:
                 raise wasmtime.WasmtimeError("component does not export `call`")
             instantiating = False
-            is_ok, payload = call_tool(func, store, input_text)
+            ran = _Ran(result=call_tool(func, store, input_text))
             post_return(func, store)
         except (wasmtime.Trap, wasmtime.WasmtimeError, wasmtime.ExitTrap) as exc:
-            return None, _failed(exc, limits, _fuel_left(store), state, instantiating)
-        return _unpack(is_ok, payload)
+            ran = _Ran.failed(exc, instantiating)
+        ran.fuel_left = _fuel_left(store)
+        return ran
 
 
-def _failed(exc: Exception, limits: Limits, fuel_left: int, state: CallState, instantiating: bool) -> CallError:
-    """Classify a wasmtime failure with what the store and the call's state know."""
-    deadline_passed = time.monotonic() >= state.deadline
-    failure = Failure(exc, limits, fuel_left, deadline_passed, instantiating, guest_reported_oom=state.oom_reported)
-    return classify(failure)
+@dataclass
+class _Ran:
+    """What one invocation returned or raised, before it is judged."""
+
+    result: tuple[bool, str] | None = None
+    exc: Exception | None = None
+    instantiating: bool = False
+    fuel_left: int = 0
+    failed_at: float = 0.0
+
+    @classmethod
+    def failed(cls, exc: Exception, instantiating: bool) -> _Ran:
+        return cls(exc=exc, instantiating=instantiating, failed_at=time.monotonic())
+
+    def ending(self, limits: Limits, state: CallState) -> Ending:
+        return Ending(
+            limits,
+            exc=self.exc,
+            fuel_left=self.fuel_left,
+            deadline_passed=self.exc is not None and self.failed_at >= state.deadline,
+            instantiating=self.instantiating,
+            guest_reported_oom=state.oom_reported,
+            timed_out_in_host=state.timed_out,
+            denials=state.denials,
+            upstream_failures=state.upstream_failures,
+            guest_result=self.result,
+        )
 
 
 def _fuel_left(store: wasmtime.Store) -> int:
@@ -188,22 +195,3 @@ def _export_index(component: Component) -> ExportIndex | str:
             return EXPORT_NAME
         _EXPORT_INDEXES[component] = index
     return index
-
-
-def _unpack(is_ok: bool, payload: str) -> tuple[str | None, CallError | None]:
-    if is_ok:
-        return payload, None
-    message = payload
-    if len(message) > MAX_ERROR_MESSAGE_CHARS:
-        message = message[:MAX_ERROR_MESSAGE_CHARS] + " …(truncated)"
-    return None, GuestError(message or "the tool reported an error without a message")
-
-
-def _check_output(output: str, limits: Limits) -> CallError | None:
-    size = len(output.encode("utf-8", "surrogatepass"))
-    if size > limits.output_bytes:
-        return OutputTooLarge(
-            f"the tool's output is {size} bytes, over its {limits.output_bytes}-byte limit",
-            details={"output_bytes": size, "limit": limits.output_bytes},
-        )
-    return None

@@ -42,7 +42,7 @@ def encode_input(value: Any) -> str:
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"input is not a JSON value: {exc}") from None
+        raise InvalidInput(f"input is not a JSON value: {exc}") from exc
     size = len(text.encode("utf-8"))
     if size > MAX_INPUT_BYTES:
         raise InvalidInput(

@@ -22,9 +22,9 @@ def run_tool(argv: list[str], what: str, cwd: Path | None = None, rename: dict[s
         env = {**os.environ, "RUST_BACKTRACE": "0", "RUST_LIB_BACKTRACE": "0"}
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=cwd, env=env)
     except FileNotFoundError as exc:
-        raise BuildError(f"{what}: cannot run {argv[0]}: {exc.strerror}") from None
-    except subprocess.TimeoutExpired:
-        raise BuildError(f"{what} did not finish within 600 s") from None
+        raise BuildError(f"{what}: cannot run {argv[0]}: {exc.strerror}") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise BuildError(f"{what} did not finish within 600 s") from exc
     if proc.returncode != 0:
         output = proc.stderr.strip() or proc.stdout.strip()
         for staged, real in (rename or {}).items():

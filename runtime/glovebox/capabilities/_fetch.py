@@ -11,12 +11,17 @@ each way and the time, and the call's remaining deadline caps every timeout.
 Secrets are added here and scrubbed from what the guest gets back.
 
 Failures become :class:`Refusal` (kind = ``denied``, ``timeout``,
-``too-large`` or ``network``) and reach the guest as an ``http-error``.
+``too-large`` or ``network``) and reach the guest as an ``http-error``. The
+call state records each refusal in ``denials``, and each failure of a granted
+upstream — a network or TLS error, a per-request timeout, a 5xx answer — in
+``upstream_failures``; the outcome of the call weighs them (see
+:mod:`glovebox._outcome`).
 """
 
 from __future__ import annotations
 
 import logging
+import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -91,17 +96,23 @@ class HttpCapability:
         started = time.monotonic()
         body = None if request.body is None else bytes(request.body)
         outgoing = _Outgoing(method, url, [(str(k), str(v)) for k, v in request.headers], body)
+        request_id = {"capability": "http", "method": method, "url": entry["url"]}
         try:
             response = self._fetch(outgoing, state, entry)
         except Refusal as refusal:
             reason = self.scrubber.text(refusal.reason)
             entry["error"] = refusal.kind
             if refusal.kind == "denied":
-                state.denials.append({"capability": "http", "method": method, "url": entry["url"], "reason": reason})
+                state.denials.append({**request_id, "reason": reason})
+            elif refusal.kind == "network" or (refusal.kind == "timeout" and not state.timed_out):
+                state.upstream_failures.append({**request_id, "reason": reason})
             return Variant(refusal.kind, reason)
         finally:
             entry["ms"] = round((time.monotonic() - started) * 1000, 3)
             state.egress.append(entry)
+        status = entry.get("status", 0)
+        if status >= 500:
+            state.upstream_failures.append({**request_id, "reason": f"HTTP {status}", "status": status})
         return response
 
     def _fetch(self, out: _Outgoing, state: CallState, entry: dict[str, Any]) -> Record:
@@ -174,13 +185,13 @@ class HttpCapability:
         try:
             response = self._client(target.host).send(request, stream=True)
             self._read(response, state, entry)
-        except httpx.TimeoutException:
+        except httpx.TimeoutException as exc:
             if state.remaining_s() <= 0.005:
                 state.timed_out = True
-                raise Refusal("timeout", "the call's deadline passed while waiting for the server") from None
-            raise Refusal("timeout", f"no answer within {self.limits.request_timeout_ms} ms") from None
+                raise Refusal("timeout", "the call's deadline passed while waiting for the server") from exc
+            raise Refusal("timeout", f"no answer within {self.limits.request_timeout_ms} ms") from exc
         except httpx.HTTPError as exc:
-            raise Refusal("network", f"{type(exc).__name__} talking to {target.host}") from None
+            raise Refusal("network", _network_reason(exc, target.host)) from exc
         entry["status"] = response.status_code
         return response
 
@@ -227,6 +238,19 @@ class HttpCapability:
             )
             self._clients[host] = client
         return client
+
+
+def _network_reason(exc: httpx.HTTPError, host: str) -> str:
+    """What failed, for the guest and the caller: a TLS failure by its reason, else the error's kind."""
+    cause: BaseException | None = exc
+    for _ in range(8):  # httpx wraps httpcore, which wraps the ssl/socket error
+        if cause is None:
+            break
+        if isinstance(cause, ssl.SSLError):
+            what = getattr(cause, "verify_message", None) or cause.reason or "handshake failed"
+            return f"TLS failure talking to {host}: {what}"
+        cause = cause.__cause__ or cause.__context__
+    return f"{type(exc).__name__} talking to {host}"
 
 
 def _loggable(url: str) -> str:

@@ -65,7 +65,7 @@ def parse_target(method: str, url: str) -> Target:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
-        raise Refusal("denied", f"malformed URL: {exc}") from None
+        raise Refusal("denied", f"malformed URL: {exc}") from exc
     scheme = parts.scheme.lower()
     if scheme not in DEFAULT_PORTS:
         raise Refusal("denied", f"scheme {scheme or '(none)'} not allowed (only http and https)")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._errors import PermissionDenied
 from .._sqlite import Database
 
 __all__ = ["Approval", "ApprovalStore"]
@@ -107,13 +108,20 @@ class ApprovalStore:
         return approval
 
     def approve(self, approval_id: str, approver: str) -> Approval:
-        """Approve a pending request. Raises ValueError (unknown, expired, not pending)
-        or PermissionError (self-approval); the approver's scope is checked by the caller."""
+        """Approve a pending request; the approver's scope is checked by the caller.
+
+        Raises:
+            PermissionDenied: ``approver`` made the request itself.
+            ValueError: the id is unknown, expired, or not pending any more.
+        """
         found = self.get(approval_id)
         if found is None:
             raise ValueError(f"no approval request {approval_id!r}")
         if found.principal == approver:
-            raise PermissionError(f"principal {approver!r} cannot approve its own request {approval_id}")
+            raise PermissionDenied(
+                f"principal {approver!r} cannot approve its own request {approval_id}",
+                details={"approval_id": approval_id},
+            )
         if found.status != "pending":
             raise ValueError(f"approval request {approval_id} is {found.status}, not pending")
         now = time.time()

@@ -29,7 +29,7 @@ def load_policy(path: str | Path) -> Policy:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidPolicy(f"cannot read policy {path}: {exc}", details={"file": str(path)}) from None
+        raise InvalidPolicy(f"cannot read policy {path}: {exc}", details={"file": str(path)}) from exc
     return parse_policy(text, str(path))
 
 
@@ -46,7 +46,7 @@ def parse_policy(text: str, source: str = "(inline)") -> Policy:
     try:
         return Policy.model_validate(data)
     except ValidationError as exc:
-        raise _describe(exc, source, node) from None
+        raise _describe(exc, source, node) from exc
 
 
 def policy_schema() -> dict[str, Any]:
@@ -63,9 +63,9 @@ def _compose(text: str, source: str) -> yaml.Node | None:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 1
-        raise _error(source, line, "(yaml)", f"not valid YAML: {exc.problem or exc}") from None
+        raise _error(source, line, "(yaml)", f"not valid YAML: {exc.problem or exc}") from exc
     except yaml.YAMLError as exc:
-        raise _error(source, 1, "(yaml)", f"not valid YAML: {exc}") from None
+        raise _error(source, 1, "(yaml)", f"not valid YAML: {exc}") from exc
     if node is not None:
         _check_duplicates(node, source)
     return node

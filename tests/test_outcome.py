@@ -1,19 +1,21 @@
-"""Unit tests of glovebox._traps.classify: one test per branch, with wasmtime's own texts.
+"""Unit tests of glovebox._outcome.call_error: one test per branch.
 
-The texts are copied from what wasmtime 50 produces for a component call (see
-TOOLCHAINS.md); a few real traps from inline WAT make sure the synthetic ones
-look like the real thing.
+The wasmtime texts are copied from what wasmtime 50 produces for a component
+call (see TOOLCHAINS.md); a few real traps from inline WAT make sure the
+synthetic ones look like the real thing. Real calls producing each code are in
+``test_error_codes.py``.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 import wasmtime
 
-from glovebox import Limits
-from glovebox._traps import Failure, classify
+from glovebox import CallError, Limits
+from glovebox._outcome import MAX_ERROR_MESSAGE_CHARS, Ending, call_error
 
 MIB = 1024 * 1024
 LIMITS = Limits(fuel=5_000, memory_bytes=4 * MIB, timeout_ms=250)
@@ -37,16 +39,22 @@ def failure(
     instantiating: bool = False,
     guest_reported_oom: bool = False,
     limits: Limits = LIMITS,
-) -> Failure:
+) -> Ending:
     exc = wasmtime.WasmtimeError(text) if isinstance(text, str) else text
-    return Failure(
-        exc,
+    return Ending(
         limits,
-        fuel_left,
-        deadline_passed,
+        exc=exc,
+        fuel_left=fuel_left,
+        deadline_passed=deadline_passed,
         instantiating=instantiating,
         guest_reported_oom=guest_reported_oom,
     )
+
+
+def classify(end: Ending) -> CallError:
+    error = call_error(end)
+    assert error is not None
+    return error
 
 
 def fault(address: int, size: int) -> str:
@@ -254,3 +262,110 @@ def test_real_out_of_fuel_trap() -> None:
     assert exc.trap_code == wasmtime.TrapCode.OUT_OF_FUEL
     # Even without the store's word, the text alone is enough.
     assert classify(failure(exc, fuel_left=None)).code == "fuel_exhausted"
+
+
+# -- the guest's own result -----------------------------------------------------------------------
+
+
+def returned(is_ok: bool, payload: str, **facts: Any) -> Ending:
+    return Ending(LIMITS, fuel_left=1_000, guest_result=(is_ok, payload), **facts)
+
+
+def test_ok_within_the_output_limit_is_no_error() -> None:
+    assert call_error(returned(True, '{"a": 1}')) is None
+
+
+def test_ok_over_the_output_limit() -> None:
+    limits = Limits(output_bytes=1024)
+    payload = '"' + "é" * 600 + '"'  # 1202 bytes in UTF-8, 602 characters
+    error = call_error(Ending(limits, guest_result=(True, payload)))
+    assert error is not None and error.code == "output_too_large"
+    assert error.details == {"output_bytes": 1202, "limit": 1024}
+
+
+def test_err_payload_is_a_guest_error_in_its_own_words() -> None:
+    error = classify(returned(False, "no such city"))
+    assert error.code == "guest_error"
+    assert error.message == "no such city"
+    assert classify(returned(False, "")).message == "the tool reported an error without a message"
+
+
+def test_long_err_payload_is_truncated() -> None:
+    error = classify(returned(False, "x" * 10_000))
+    assert error.message == "x" * MAX_ERROR_MESSAGE_CHARS + " …(truncated)"
+
+
+def test_neither_exception_nor_result_is_internal() -> None:
+    assert classify(Ending(LIMITS)).code == "internal_error"
+
+
+# -- what the host functions saw ----------------------------------------------------------------
+
+DENIAL = {"capability": "http", "method": "GET", "url": "https://example.com/", "reason": "not granted"}
+UPSTREAM = {"capability": "http", "method": "GET", "url": "http://127.0.0.1:9/x", "reason": "HTTP 503", "status": 503}
+
+
+@pytest.mark.parametrize("is_ok", [True, False])
+def test_a_host_call_out_of_time_is_a_timeout_whatever_the_guest_did(is_ok: bool) -> None:
+    error = classify(returned(is_ok, "{}", timed_out_in_host=True, upstream_failures=[UPSTREAM]))
+    assert error.code == "timeout"
+    assert error.message == "the tool did not finish within its 250 ms deadline (waiting on the network)"
+    assert error.details == {"timeout_ms": 250}
+
+
+def test_guest_error_after_a_denial_is_capability_denied() -> None:
+    error = classify(returned(False, "weather API unreachable", denials=[DENIAL]))
+    assert error.code == "capability_denied"
+    assert error.message == (
+        "the tool failed after the host refused http access (GET https://example.com/): not granted"
+    )
+    assert error.details == {
+        "denials": [DENIAL],
+        "guest_code": "guest_error",
+        "guest_message": "weather API unreachable",
+    }
+    assert error.retryable is False
+
+
+def test_guest_trap_after_an_upstream_failure_is_upstream_error() -> None:
+    exc = trap_text("wasm `unreachable` instruction executed")
+    end = Ending(LIMITS, exc=wasmtime.WasmtimeError(exc), fuel_left=1_000, upstream_failures=[UPSTREAM])
+    error = classify(end)
+    assert error.code == "upstream_error"
+    assert error.retryable is True
+    assert error.message == "the tool failed after an upstream request failed (GET http://127.0.0.1:9/x): HTTP 503"
+    assert error.details == {
+        "upstream_failures": [UPSTREAM],
+        "guest_code": "guest_trap",
+        "guest_message": "the tool crashed: wasm `unreachable` instruction executed",
+    }
+
+
+def test_a_denial_outweighs_an_upstream_failure() -> None:
+    error = classify(returned(False, "failed", denials=[DENIAL], upstream_failures=[UPSTREAM]))
+    assert error.code == "capability_denied"
+
+
+def test_a_tool_that_copes_with_an_upstream_failure_is_ok() -> None:
+    assert call_error(returned(True, "{}", denials=[DENIAL], upstream_failures=[UPSTREAM])) is None
+
+
+@pytest.mark.parametrize(
+    ("end", "code"),
+    [
+        (failure(trap_text("interrupt")), "timeout"),
+        (failure(trap_text("wasm `unreachable` instruction executed"), fuel_left=0), "fuel_exhausted"),
+        (failure("invalid utf-8 sequence of 1 bytes from index 1"), "invalid_output"),
+        (Ending(Limits(output_bytes=1024), guest_result=(True, "x" * 2048)), "output_too_large"),
+    ],
+)
+def test_only_the_guests_own_failures_are_blamed_on_the_host(end: Ending, code: str) -> None:
+    blamed = Ending(
+        end.limits,
+        exc=end.exc,
+        fuel_left=end.fuel_left,
+        guest_result=end.guest_result,
+        denials=[DENIAL],
+        upstream_failures=[UPSTREAM],
+    )
+    assert classify(blamed).code == code
