@@ -17,11 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import glovebox
 from glovebox import _pybuild
 from glovebox._compile import precompile
 from glovebox._engine import get_engine
+from glovebox._manifest import parse_manifest
 from glovebox._pyanalyze import analyse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -232,14 +235,37 @@ def test_kwargs_allow_extra_fields_and_no_return_annotation_accepts_anything() -
     assert spec.description == ""
 
 
-def test_generated_toml_round_trips() -> None:
-    document: dict[str, Any] = {
-        "name": "x",
-        "description": 'quotes " and \\ and é',
-        "input_schema": {"type": "object", "properties": {"a-b": {"enum": [1, 2.5, True, "s"]}, "c d": {}}},
-        "limits": {"fuel": 10},
-    }
+_TOML_SCALARS = (
+    st.booleans() | st.integers(min_value=-(2**63), max_value=2**63 - 1) | st.floats(allow_nan=False) | st.text()
+)
+# What a manifest holds: scalars, arrays and tables of them at any depth (no null in TOML).
+_TOML_VALUES = st.recursive(
+    _TOML_SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(), _TOML_VALUES, max_size=6))
+def test_generated_toml_round_trips(document: dict[str, Any]) -> None:
     assert tomllib.loads(_pybuild.dump_toml(document)) == document
+
+
+def test_generated_toml_keeps_characters_outside_the_basic_plane() -> None:
+    document = {"description": 'rocket \U0001f680, quote " and tab \t', "input_schema": {"\U0001f600": [1.5]}}
+    text = _pybuild.dump_toml(document)
+    assert "\U0001f680" in text and tomllib.loads(text) == document
+
+
+def test_a_docstring_with_an_emoji_gives_a_manifest_that_registers(tmp_path: Path) -> None:
+    src = tmp_path / "tool.py"
+    src.write_text(
+        'from glovebox_guest import tool\n@tool\ndef party(n: int) -> int:\n    """Celebrate \U0001f389 n times."""\n'
+        "    return n\n",
+        encoding="utf-8",
+    )
+    manifest = _pybuild._manifest(src, analyse(src, src.read_text(encoding="utf-8")))
+    parsed = parse_manifest(tomllib.loads(_pybuild.dump_toml(manifest)))
+    assert parsed.description == "Celebrate \U0001f389 n times."
 
 
 def test_build_cache_dir_follows_glovebox_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
