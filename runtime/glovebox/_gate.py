@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,6 @@ class CallTrace:
     input_digest: str | None = None
     decision: str | None = None
     approval_id: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def record(self, result: CallResult, value: Any) -> dict[str, Any]:
         meta = result.meta
