@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -185,13 +184,17 @@ def test_reload_keeps_the_previous_policy_when_the_file_is_broken(shared_home: P
     path = tmp_path / "policy.yaml"
     path.write_text("version: 1\nrules: [{tool: alpha, action: allow}]\n")
     with glovebox.Runtime(home=shared_home, policy=path) as rt:
+        now = [rt._gate._checked]  # the clock stands still until the test moves it
+        rt._gate.clock = lambda: now[0]
         assert rt.call("alpha", {}).ok
         path.write_text("version: 1\nrules: [{tool: alpha, action: allow}\n")
         assert rt.reload_policy() is False
         assert rt.policy_error is not None and "policy.yaml:" in rt.policy_error
         assert rt.call("alpha", {}).ok, "the previous policy stays in force"
         path.write_text("version: 1\nrules: [{tool: alpha, action: block}]\n# changed\n")
-        time.sleep(0.15)
+        now[0] += 0.09
+        assert rt.call("alpha", {}).ok, "the file is checked at most every 100 ms"
+        now[0] += 0.02
         assert rt.call("alpha", {}).code == "permission_denied", "reloaded on the next call"
         assert rt.policy_error is None
 
