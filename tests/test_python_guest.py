@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import glovebox
@@ -246,6 +246,7 @@ _TOML_VALUES = st.recursive(
 
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.text(), _TOML_VALUES, max_size=6))
+@example({"0\n": {}, "a\n": [], "\U0001f600": {"\x7f": "\U0001f389\u2028"}})  # a key ending in a newline is not bare
 def test_generated_toml_round_trips(document: dict[str, Any]) -> None:
     assert tomllib.loads(_pybuild.dump_toml(document)) == document
 

@@ -157,7 +157,7 @@ def _manifest(src: Path, spec: ToolSpec) -> dict[str, Any]:
     return generated
 
 
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 # TOML basic strings take any character literally except the quote, the backslash
 # and the control characters, which are escaped (json.dumps would escape a
 # non-BMP character as a surrogate pair, which TOML rejects).
@@ -184,7 +184,7 @@ def dump_toml(document: dict[str, Any]) -> str:
 
 
 def _key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else _string(key)
+    return key if _BARE_KEY.fullmatch(key) else _string(key)
 
 
 def _string(text: str) -> str:
