@@ -106,6 +106,7 @@ def test_bad_bodies(url: str) -> None:
 BURST_CALLS, BURST_CONNECTIONS = 150, 48
 
 
+@pytest.mark.slow
 def test_burst_of_concurrent_calls(url: str) -> None:
     async def burst() -> list[httpx.Response]:
         limits = httpx.Limits(max_connections=BURST_CONNECTIONS)
