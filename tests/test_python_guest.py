@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,17 +38,21 @@ def slugify(runtime: glovebox.Runtime, build_py: BuildPy) -> str:
     return "py-slugify"
 
 
-@pytest.fixture
-def hostile(runtime: glovebox.Runtime, build_py: BuildPy) -> Callable[..., glovebox.CallResult]:
+@pytest.fixture(scope="module")
+def hostile(
+    build_py: BuildPy, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., glovebox.CallResult]]:
+    """Calls of the hostile guest; one runtime for the module (every call is a fresh sandbox anyway)."""
     wasm = build_py(GUESTS / "py_hostile.py")
     # Fuel at the host maximum, so that the wall-clock deadline is what stops a loop.
     limits = {"memory_bytes": 48 * MIB, "timeout_ms": 500, "fuel": 10_000_000_000}
-    runtime.register(wasm, manifest={"name": "py-hostile", "limits": limits})
+    with glovebox.Runtime(home=tmp_path_factory.mktemp("hostile-home")) as runtime:
+        runtime.register(wasm, manifest={"name": "py-hostile", "limits": limits})
 
-    def _call(what: str) -> glovebox.CallResult:
-        return runtime.call("py-hostile", {"what": what})
+        def _call(what: str) -> glovebox.CallResult:
+            return runtime.call("py-hostile", {"what": what})
 
-    return _call
+        yield _call
 
 
 def assert_reveals_nothing(result: glovebox.CallResult) -> None:
