@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -244,8 +244,8 @@ def bench_glovebox(plan: Plan, workdir: Path) -> Figures:
         fig.extra["meta_duration_ms_p50"] = _meta_duration_p50(rt, 200)
         fig.extra.update(_sandbox_only(rt, plan))
         fig.extra.update(_cpu_bound_scaling(rt, workdir, plan))
-    fig.live = plan.gb_live
-    fig.rss_per_live_bytes, fig.extra["live_method"] = live_instance_rss(wasm, plan.gb_live)
+        fig.live = plan.gb_live
+        fig.rss_per_live_bytes, fig.extra["live_method"] = live_instance_rss(rt, plan.gb_live)
     return fig
 
 
@@ -294,63 +294,41 @@ def _meta_duration_p50(rt: Any, calls: int) -> float:
     return percentile(durations, 50)
 
 
-def live_instance_rss(wasm: Path, count: int) -> tuple[float, str]:
-    """RSS per live instance, each having completed one call; also says how it was held."""
-    try:
-        from glovebox._sandbox import hold_instances  # type: ignore[attr-defined]
-    except ImportError:
-        return raw_live_rss(wasm, count), "raw wasmtime stores on the glovebox engine"
+LIVE_METHOD = "Stores + instances made as the runtime's sandbox makes them, each after one call, held"
+
+
+def live_instance_rss(rt: Any, count: int) -> tuple[float, str]:
+    """RSS growth per live instance, each having answered one call; also says how they were held.
+
+    Each instance is made the way ``Sandbox.run`` makes one (the runtime's engine and
+    pooling allocator, its host linker, a Store with the manifest's memory cap, fuel
+    and deadline, the compiled component from its cache) but kept alive instead of
+    dropped after the call.
+    """
+    info = rt.tool(TOOL)
+    component = rt._component(info)
+    sandbox = rt._sandbox
+    linker = sandbox._linker_for(component)
+    limits = info.manifest.limits
+
+    def hold() -> tuple[Any, Any]:
+        from glovebox._callstate import ActiveCall, CallState
+
+        store = sandbox._store(component, limits)
+        state = CallState(deadline=time.monotonic() + limits.timeout_ms / 1000, log_limit_bytes=limits.log_bytes)
+        with ActiveCall(state):
+            instance = linker.instantiate(store, component)
+            func = instance.get_func(store, "call")
+            func(store, INPUT_JSON)
+            func.post_return(store)
+        return store, instance
+
+    hold()  # page in code, warm caches
     before = settled_rss()
-    held = hold_instances(str(wasm), count, INPUT_JSON)
+    held = [hold() for _ in range(count)]
     after = settled_rss()
     del held
-    return (after - before) / count, "glovebox._sandbox.hold_instances"
-
-
-def _engine() -> Any:
-    """Return the runtime's configured engine, or a plain one with the DESIGN settings."""
-    try:
-        from glovebox._engine import get_engine
-    except ImportError:
-        import wasmtime
-
-        config = wasmtime.Config()
-        config.consume_fuel = True
-        config.epoch_interruption = True
-        return wasmtime.Engine(config)
-    shared = get_engine()
-    return getattr(shared, "engine", shared)  # a SharedEngine wraps the wasmtime Engine
-
-
-def _instance_with_one_call(engine: Any, linker: Any, component: Any) -> tuple[Any, Any]:
-    """Make a fresh Store + instance that has answered one call (kept alive by the caller)."""
-    import wasmtime
-
-    store = wasmtime.Store(engine)
-    with suppress(wasmtime.WasmtimeError):  # the engine may not meter fuel
-        store.set_fuel(10**9)
-    store.set_epoch_deadline(10**9)
-    instance = linker.instantiate(store, component)
-    func = instance.get_func(store, "call")
-    func(store, INPUT_JSON)
-    func.post_return(store)
-    return store, instance
-
-
-def raw_live_rss(wasm: Path, count: int) -> float:
-    """Hold ``count`` instances with raw wasmtime; return the RSS growth per instance."""
-    from wasmtime.component import Component, Linker
-
-    engine = _engine()
-    component = Component.from_file(engine, str(wasm))
-    linker = Linker(engine)
-    linker.define_unknown_imports_as_traps(component)
-    _instance_with_one_call(engine, linker, component)  # page in code, warm caches
-    before = settled_rss()
-    held = [_instance_with_one_call(engine, linker, component) for _ in range(count)]
-    after = settled_rss()
-    del held
-    return (after - before) / count
+    return (after - before) / count, LIVE_METHOD
 
 
 # --------------------------------------------------------------------------- python

@@ -1,10 +1,19 @@
-"""Shared fixtures: an isolated GLOVEBOX_HOME per test, and guests built from source."""
+"""Shared fixtures: an isolated GLOVEBOX_HOME per test, and guests built from source.
+
+Python guests take seconds each to build (componentize-py) and to compile, so they
+are built once into pytest's cache directory (the caches are keyed by what went
+into them), and, when the session has tests that need them, a background process
+starts building them as soon as collection ends, while the other tests run.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 import tomllib
@@ -21,6 +30,88 @@ EXAMPLES = ROOT / "guest" / "examples"
 
 # Guest sources are built into components, never imported on the host.
 collect_ignore_glob = ["guests/*.py"]
+
+#: The Python guests the tests build, in the order the background process builds them.
+PYTHON_GUESTS = (EXAMPLES / "py-slugify" / "tool.py", GUESTS / "py_hostile.py", EXAMPLES / "py-fetch-json" / "tool.py")
+_PREBUILD = pytest.StashKey["subprocess.Popen[bytes]"]()
+
+
+def build_python_guest(src: Path, out_dir: Path, cache_root: Path) -> tuple[Path, str, Path]:
+    """Build ``src`` (build cache under ``cache_root``) and precompile it; return (wasm, digest, compiled)."""
+    from glovebox._compile import precompile
+    from glovebox._engine import get_engine
+
+    name = src.parent.name if src.name == "tool.py" else src.stem
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("GLOVEBOX_HOME", raising=False)
+        mp.setenv("XDG_CACHE_HOME", str(cache_root))
+        out = glovebox.build(src, out_dir / f"{name}.wasm")
+    digest = "sha256:" + hashlib.sha256(out.read_bytes()).hexdigest()
+    engine = get_engine()
+    compiled = cache_root / "compiled" / f"{digest}-{engine.fingerprint}.cwasm"
+    if not compiled.is_file():
+        compiled.parent.mkdir(parents=True, exist_ok=True)
+        precompile(out, compiled, engine.settings, str(out))
+    return out, digest, compiled
+
+
+def _prebuild_main(cache_root: str, out_dir: str) -> None:
+    for src in PYTHON_GUESTS:
+        build_python_guest(src, Path(out_dir), Path(cache_root))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start building the Python guests in the background when a selected test needs them."""
+    if not any("build_py" in getattr(item, "fixturenames", ()) for item in session.items):
+        return
+    if session.config.cache is None:
+        return
+    cache_root = session.config.cache.mkdir("glovebox")
+    code = "import runpy, sys; runpy.run_path(sys.argv[1])['_prebuild_main'](*sys.argv[2:])"
+    argv = [sys.executable, "-c", code, __file__, str(cache_root), str(cache_root / "prebuilt")]
+    session.config.stash[_PREBUILD] = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop a background build still running (its own session: componentize-py goes with it)."""
+    proc = session.config.stash.get(_PREBUILD, None)
+    if proc is None:
+        return
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+@pytest.fixture(scope="session")
+def cache_root(request: pytest.FixtureRequest) -> Path:
+    """Build and compile caches that outlive the session (pytest's cache dir); keys make them safe."""
+    return Path(str(request.config.cache.mkdir("glovebox")))
+
+
+@pytest.fixture(scope="session")
+def build_py(
+    request: pytest.FixtureRequest, cache_root: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[Path], Path]:
+    """Build a Python tool once per session and warm the engine's compiled-component cache."""
+    from glovebox._engine import get_engine
+
+    proc = request.config.stash.get(_PREBUILD, None)
+    if proc is not None:
+        proc.wait()  # its failures do not matter: the build below then fails and reports
+    out_dir = tmp_path_factory.mktemp("pybuilt")
+    built: dict[Path, Path] = {}
+
+    def _build(src: Path) -> Path:
+        if src not in built:
+            out, digest, compiled = build_python_guest(src, out_dir, cache_root)
+            engine = get_engine()
+            engine.remember(digest, engine.load(compiled))
+            built[src] = out
+        return built[src]
+
+    return _build
 
 
 @pytest.fixture(autouse=True)

@@ -100,17 +100,19 @@ def test_only_approvers_approve_and_only_pending_requests(rt: glovebox.Runtime) 
         rt.approve(approval_id, principal=None)  # type: ignore[arg-type]
 
 
-def test_approvals_expire(runtime: glovebox.Runtime, build_guest: Callable[[str], Path]) -> None:
-    runtime.register(build_guest("echo"), {"name": "sensitive", "required_scopes": ["run"]})
-    policy = parse_policy(POLICY.replace("ttl_s: 60", "ttl_s: 1"))
-    with glovebox.Runtime(home=runtime.home, policy=policy) as rt:
-        approval_id = request(rt, {"q": 4})
-        pending_id = request(rt, {"q": 5})
-        rt.approve(approval_id, principal="admin")
-        time.sleep(1.1)
-        assert rt.call("sensitive", {"q": 4}, principal="agent").code == "approval_required"
-        with pytest.raises(ValueError, match="expired"):
-            rt.approve(pending_id, principal="admin")
+def test_approvals_expire(rt: glovebox.Runtime) -> None:
+    now = [time.time()]
+    rt._gate.approvals.clock = lambda: now[0]
+    approval_id = request(rt, {"q": 4})
+    pending_id = request(rt, {"q": 5})
+    rt.approve(approval_id, principal="admin")
+    now[0] += 59.9
+    assert [a.id for a in rt.pending_approvals()] == [pending_id], "still valid just before ttl_s"
+    now[0] += 0.2
+    assert rt.pending_approvals() == []
+    assert rt.call("sensitive", {"q": 4}, principal="agent").code == "approval_required"
+    with pytest.raises(ValueError, match="expired"):
+        rt.approve(pending_id, principal="admin")
 
 
 def test_cli_approve(rt: glovebox.Runtime, tmp_path: Path) -> None:

@@ -1,91 +1,220 @@
-"""The README documents every CLI command, error code and manifest field."""
+"""The README documents what the code has: its tables are parsed and compared row by row.
 
+A row deleted from a table, or a command, field, error code or environment
+variable added to the code without its row, fails here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import pytest
 
 import glovebox
 from glovebox._cli import cli
+from glovebox._errors import CallError, GloveboxError
+from glovebox.policy import _models
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "runtime" / "glovebox"
+README = (ROOT / "README.md").read_text(encoding="utf-8")
 
-
-@pytest.mark.parametrize("command", sorted(cli.commands))
-def test_cli_command_documented(command: str) -> None:
-    assert f"`glovebox {command}" in README
-
-
-def test_cli_subcommands_documented() -> None:
-    for name, command in cli.commands.items():
-        for sub in getattr(command, "commands", {}):
-            assert f"{name} {sub}" in README, f"glovebox {name} {sub}"
+Table = list[dict[str, str]]
 
 
-def _tree_codes(cls: type[glovebox.GloveboxError]) -> set[str]:
-    codes = set()
+def _cells(line: str) -> list[str]:
+    """The cells of one table row (``\\|`` is a pipe inside a cell)."""
+    inner = line.strip().removeprefix("|").removesuffix("|")
+    return [cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", inner)]
+
+
+def parse_tables(markdown: str) -> Iterator[tuple[str, Table]]:
+    """Every pipe table in ``markdown`` with the heading it sits under, as a list of rows keyed by header."""
+    heading, block = "", []
+    for line in [*markdown.splitlines(), ""]:
+        if line.startswith("|"):
+            block.append(line)
+            continue
+        if block:
+            header, rule, *rows = block
+            assert set(_cells(rule)) <= {"---", ":---", "---:", ":---:"}, f"not a table rule: {rule}"
+            names = _cells(header)
+            yield heading, [dict(zip(names, _cells(row), strict=True)) for row in rows]
+            block = []
+        if line.startswith("#"):
+            heading = line.lstrip("#").strip()
+
+
+def table(heading: str, first_column: str) -> Table:
+    """The one README table under ``heading`` whose first column is ``first_column``."""
+    found = [rows for under, rows in parse_tables(README) if under == heading and first_column in rows[0]]
+    assert len(found) == 1, f"expected one `{first_column}` table under {heading!r}, found {len(found)}"
+    return found[0]
+
+
+def code_spans(cell: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", cell)
+
+
+def column(rows: Table, name: str) -> list[str]:
+    """The single code span of each row's ``name`` cell."""
+    values = []
+    for row in rows:
+        spans = code_spans(row[name])
+        assert len(spans) == 1, f"{name} cell {row[name]!r} should hold one `code` span"
+        values.append(spans[0])
+    assert len(values) == len(set(values)), f"duplicate rows in the {name} column"
+    return values
+
+
+# -- the parser itself -------------------------------------------------------------
+
+
+def test_table_parser_reads_rows_cells_and_escaped_pipes() -> None:
+    markdown = "# A\ntext\n\n| k | v |\n|---|---|\n| `x` | one \\| two |\n| `y` | |\n\n## B\n| k |\n|---|\n| z |\n"
+    assert list(parse_tables(markdown)) == [
+        ("A", [{"k": "`x`", "v": "one | two"}, {"k": "`y`", "v": ""}]),
+        ("B", [{"k": "z"}]),
+    ]
+
+
+def test_table_parser_refuses_a_row_with_a_missing_cell() -> None:
+    with pytest.raises(ValueError):
+        list(parse_tables("| k | v |\n|---|---|\n| x |\n"))
+
+
+# -- error codes -------------------------------------------------------------------
+
+ERRORS = "The result envelope and error codes"
+
+
+def _all_subclasses(cls: type[GloveboxError]) -> Iterator[type[GloveboxError]]:
     for sub in cls.__subclasses__():
-        codes |= {sub.code} | _tree_codes(sub)
-    return codes
+        yield sub
+        yield from _all_subclasses(sub)
 
 
-def test_every_code_of_the_tree_is_checked() -> None:
-    assert _tree_codes(glovebox.GloveboxError) == set(DOCUMENTED_CODES)
-    assert "invalid_grants" in DOCUMENTED_CODES
+def test_every_call_error_code_has_a_row_and_every_row_is_a_code() -> None:
+    assert set(column(table(ERRORS, "code"), "code")) == set(glovebox.ERROR_CODES)
 
 
-DOCUMENTED_CODES = glovebox.ERROR_CODES + (
-    "invalid_artifact",
-    "invalid_manifest",
-    "invalid_signature",
-    "build_failed",
-    "invalid_policy",
-    "invalid_grants",
-)
+def test_every_call_error_class_has_a_listed_code() -> None:
+    assert {cls.code for cls in _all_subclasses(CallError)} <= set(glovebox.ERROR_CODES)
 
 
-@pytest.mark.parametrize("code", DOCUMENTED_CODES)
-def test_error_code_documented(code: str) -> None:
-    assert f"`{code}`" in README
+def test_codes_raised_outside_calls_are_documented_beside_the_table() -> None:
+    section = README.split(f"## {ERRORS}", 1)[1].split("\n## ", 1)[0]
+    raised = {cls.code for cls in _all_subclasses(GloveboxError)} - set(glovebox.ERROR_CODES)
+    assert raised >= {"invalid_artifact", "invalid_manifest", "invalid_signature", "build_failed", "invalid_policy"}
+    assert raised <= set(code_spans(section))
 
 
-@pytest.mark.parametrize("field", sorted(glovebox.Manifest.model_fields))
-def test_manifest_field_documented(field: str) -> None:
-    assert f"`{field}" in README
+# -- manifest fields ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("field", sorted(glovebox.Limits.model_fields))
-def test_limit_documented(field: str) -> None:
-    assert f"`limits.{field}`" in README
+def _manifest_paths() -> set[str]:
+    nested = {"limits": glovebox.Limits, "capabilities": glovebox.Capabilities}
+    paths = {name for name in glovebox.Manifest.model_fields if name not in nested}
+    for prefix, model in nested.items():
+        paths |= {f"{prefix}.{name}" for name in model.model_fields}
+    return paths
+
+
+def test_every_manifest_field_has_a_row_and_every_row_is_a_field() -> None:
+    assert set(column(table("Manifests", "field"), "field")) == _manifest_paths()
+
+
+def test_every_http_rule_field_has_a_row_and_every_row_is_a_field() -> None:
+    rows = table("HTTP: grants, SSRF defence and secrets", "field")
+    assert set(column(rows, "field")) == set(glovebox.HttpRule.model_fields)
+
+
+@pytest.mark.parametrize("model", [glovebox.HttpLimits, glovebox.SecretRule], ids=lambda model: model.__name__)
+def test_http_limit_and_secret_fields_are_named_in_their_paragraph(model: type[glovebox.HttpRule]) -> None:
+    # "`HttpLimits`: `max_requests` (16), ... `SecretRule`: `name`, ...": up to the next model's name.
+    after = README.split(f"`{model.__name__}`:", 1)[1]
+    described = re.split(r"`[A-Z]\w+`:", after.split("\n\n", 1)[0], maxsplit=1)[0]
+    assert set(model.model_fields) <= set(code_spans(described))
+
+
+# -- policy fields -----------------------------------------------------------------
+
+
+def _policy_paths() -> set[str]:
+    """The policy fields the table has a row for (a principal's ``description`` is named in its parent's row)."""
+    paths = set(glovebox.Policy.model_fields) - {"defaults", "approvals", "audit"}
+    paths |= {f"principals.*.{name}" for name in _models.Principal.model_fields if name != "description"}
+    paths |= {f"rules[].{name}" for name in _models.ToolRule.model_fields}
+    paths |= {"grants[].tool", "limits[].tool"}
+    paths |= {f"defaults.{name}" for name in _models.Defaults.model_fields}
+    paths |= {f"approvals.{name}" for name in _models.ApprovalSettings.model_fields}
+    paths |= {f"audit.{name}" for name in _models.AuditSettings.model_fields}
+    return paths
+
+
+def test_every_policy_field_has_a_row_and_every_row_is_a_field() -> None:
+    rows = table("Policies", "field")
+    assert {span for row in rows for span in code_spans(row["field"])} == _policy_paths()
 
 
 @pytest.mark.parametrize(
-    "variable", ["GLOVEBOX_HOME", "GLOVEBOX_POLICY", "GLOVEBOX_REQUIRE_SIGNATURES", "GLOVEBOX_GRANTS"]
+    ("row", "model"),
+    [("principals", _models.Principal), ("grants", _models.GrantRule), ("limits", _models.LimitValues)],
 )
-def test_environment_documented(variable: str) -> None:
-    assert f"`{variable}`" in README
+def test_fields_of_policy_entries_are_named_in_their_row(row: str, model: type[glovebox.Limits]) -> None:
+    (meaning,) = [r["meaning"] for r in table("Policies", "field") if r["field"] == f"`{row}`"]
+    assert set(model.model_fields) - {"tool", "principals"} <= set(code_spans(meaning))
 
 
-def _policy_fields() -> list[str]:
-    from glovebox.policy import _models
-
-    fields = set(glovebox.Policy.model_fields)
-    for model in (_models.Principal, _models.ToolRule, _models.Defaults, _models.ApprovalSettings):
-        fields |= set(model.model_fields)
-    fields |= {f"audit.{name}" for name in _models.AuditSettings.model_fields}
-    fields |= {f"approvals.{name}" for name in _models.ApprovalSettings.model_fields}
-    return sorted(fields)
+# -- CLI commands ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("field", _policy_fields())
-def test_policy_field_documented(field: str) -> None:
-    assert f"`{field}" in README or f".{field}`" in README
+def _command_paths(group: click.Group, prefix: str = "") -> set[str]:
+    paths = set()
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            paths |= _command_paths(command, f"{prefix}{name} ")
+        elif not command.hidden:
+            paths.add(prefix + name)
+    return paths
 
 
-@pytest.mark.parametrize("field", sorted(glovebox.HttpRule.model_fields) + sorted(glovebox.HttpLimits.model_fields))
-def test_grant_field_documented(field: str) -> None:
-    assert f"`{field}`" in README
+def _documented_command(usage: str) -> str:
+    """``glovebox keys generate NAME [--dir D]`` → ``keys generate`` (walking the click tree)."""
+    words, path, group = usage.removeprefix("glovebox ").split(), [], cli
+    for word in words:
+        command = group.commands.get(word)
+        assert command is not None, f"`{usage}` names no command at {word!r}"
+        path.append(word)
+        if not isinstance(command, click.Group):
+            return " ".join(path)
+        group = command
+    raise AssertionError(f"`{usage}` stops at a group")
 
 
-@pytest.mark.parametrize("command", ["policy check", "policy explain", "policy schema", "audit tail", "audit verify"])
-def test_subcommand_documented(command: str) -> None:
-    assert f"`glovebox {command}" in README
+def test_every_cli_command_has_a_row_and_every_row_is_a_command() -> None:
+    rows = table("Command line", "command")
+    documented = {_documented_command(usage) for row in rows for usage in code_spans(row["command"])}
+    assert documented == _command_paths(cli)
+
+
+# -- environment variables ---------------------------------------------------------
+
+
+def _variables_read() -> set[str]:
+    """Every ``GLOVEBOX_*`` name the package's source mentions, wherever it is read, and every
+    variable ``_settings`` (the one reader of the environment) passes to its reader."""
+    names = {
+        name for path in PACKAGE.rglob("*.py") for name in re.findall(r"\bGLOVEBOX_[A-Z][A-Z_]*", path.read_text())
+    }
+    settings = (PACKAGE / "_settings.py").read_text()
+    return names | set(re.findall(r"_get\(\"([A-Z][A-Z_]*)\"\)", settings))
+
+
+def test_every_environment_variable_has_a_row_and_every_row_is_read() -> None:
+    variables = _variables_read()
+    assert {"GLOVEBOX_HOME", "GLOVEBOX_POLICY"} <= variables
+    assert set(column(table("Environment", "variable"), "variable")) == variables

@@ -1,23 +1,118 @@
-"""``import glovebox`` stays cheap: no servers, no HTTP client, no CLI."""
+"""``import glovebox`` stays cheap: it loads only what is allowed here.
+
+Everything else (policy YAML, jsonschema, signatures, the HTTP client, the CLI,
+the servers) is imported when it is first needed. A module missing from these
+lists is a new import-time cost: make it lazy, or add it here on purpose.
+"""
+
+from __future__ import annotations
 
 import subprocess
 import sys
 
+#: Third-party distributions (top-level import names) that ``import glovebox`` may load.
+THIRD_PARTY = {
+    "wasmtime",  # the engine: every call needs it
+    "pydantic",  # the models of manifests, grants and policies
+    "pydantic_core",
+    "annotated_types",
+    "typing_extensions",
+    "typing_inspection",
+}
 
-def test_import_does_not_pull_heavy_modules() -> None:
-    code = "import sys, glovebox; print(' '.join(sorted(sys.modules)))"
-    loaded = set(
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+#: Loaded when first needed, never by ``import glovebox``.
+LAZY = {"yaml", "jsonschema", "cryptography", "httpx", "click", "mcp", "starlette", "uvicorn"}
+
+#: Standard-library packages that only the servers, the HTTP client or the CLI need.
+STDLIB_NOT_AT_IMPORT = {"asyncio", "ssl", "http", "xml", "unittest"}
+
+#: The package's own modules that ``import glovebox`` may load.
+GLOVEBOX = {
+    "glovebox",
+    "glovebox._allocation",
+    "glovebox._audit",
+    "glovebox._build",
+    "glovebox._callstate",
+    "glovebox._codegen",
+    "glovebox._compile",
+    "glovebox._compiled",
+    "glovebox._engine",
+    "glovebox._enginesettings",
+    "glovebox._errors",
+    "glovebox._export",
+    "glovebox._fastcall",
+    "glovebox._frozen",
+    "glovebox._gate",
+    "glovebox._grants",
+    "glovebox._host",
+    "glovebox._keyring",
+    "glovebox._manifest",
+    "glovebox._outcome",
+    "glovebox._registration",
+    "glovebox._registry",
+    "glovebox._result",
+    "glovebox._runtime",
+    "glovebox._sandbox",
+    "glovebox._schemas",
+    "glovebox._settings",
+    "glovebox._signing",
+    "glovebox._sqlite",
+    "glovebox._toolchain",
+    "glovebox._validate",
+    "glovebox._wasmparts",
+    "glovebox._world",
+    "glovebox.capabilities",
+    "glovebox.capabilities._rules",
+    "glovebox.policy",
+    "glovebox.policy._approvals",
+    "glovebox.policy._checker",
+    "glovebox.policy._loader",
+    "glovebox.policy._models",
+    "glovebox.policy._patterns",
+}
+
+
+def modules_loaded_by(code: str) -> set[str]:
+    """The modules a fresh interpreter holds after running ``code`` that it did not hold before."""
+    script = f"import sys; before = set(sys.modules); {code}; print(' '.join(sorted(set(sys.modules) - before)))"
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    return set(result.stdout.split())
+
+
+def _top_level(modules: set[str]) -> set[str]:
+    return {name.split(".")[0] for name in modules}
+
+
+def _third_party(modules: set[str]) -> set[str]:
+    return {
+        name
+        for name in _top_level(modules)
+        if name not in sys.stdlib_module_names and not name.startswith(("_sysconfigdata", "glovebox"))
+    }
+
+
+def test_import_loads_only_allowed_third_party_packages() -> None:
+    loaded = _third_party(modules_loaded_by("import glovebox"))
+    assert loaded <= THIRD_PARTY, sorted(loaded - THIRD_PARTY)
+    assert "wasmtime" in loaded  # the check sees what it should
+
+
+def test_import_loads_only_allowed_glovebox_modules() -> None:
+    loaded = {name for name in modules_loaded_by("import glovebox") if name.split(".")[0] == "glovebox"}
+    assert loaded <= GLOVEBOX, sorted(loaded - GLOVEBOX)
+
+
+def test_import_leaves_server_and_client_parts_of_the_standard_library_alone() -> None:
+    loaded = _top_level(modules_loaded_by("import glovebox"))
+    assert not loaded & STDLIB_NOT_AT_IMPORT, sorted(loaded & STDLIB_NOT_AT_IMPORT)
+
+
+def test_lazy_packages_arrive_when_first_needed() -> None:
+    code = (
+        "import glovebox, glovebox.policy;"
+        "glovebox.policy.parse_policy('version: 1');"
+        "glovebox.Manifest(name='t', input_schema={'type': 'object'})"
     )
-    for heavy in (
-        "click",
-        "httpx",
-        "glovebox._cli",
-        "glovebox._demo",
-        "asyncio.unix_events",
-        "glovebox.servers",
-        "mcp",
-        "starlette",
-        "uvicorn",
-    ):
-        assert heavy not in loaded, heavy
+    loaded = _third_party(modules_loaded_by(code))
+    assert {"yaml", "jsonschema"} <= loaded
+    assert not loaded & (LAZY - {"yaml", "jsonschema"})

@@ -8,7 +8,6 @@ version) and compiled once into the process's engine cache.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tomllib
@@ -17,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import glovebox
 from glovebox import _pybuild
-from glovebox._compile import precompile
-from glovebox._engine import get_engine
+from glovebox._manifest import parse_manifest
 from glovebox._pyanalyze import analyse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,39 +29,7 @@ GUESTS = ROOT / "tests" / "guests"
 EXAMPLES = ROOT / "guest" / "examples"
 MIB = 1024 * 1024
 
-BuildPy = Callable[[Path], Path]
-
-
-@pytest.fixture(scope="session")
-def cache_root(request: pytest.FixtureRequest) -> Path:
-    """Build and compile caches that outlive the session (pytest's cache dir); keys make them safe."""
-    return Path(str(request.config.cache.mkdir("glovebox")))
-
-
-@pytest.fixture(scope="session")
-def build_py(cache_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuildPy]:
-    """Build a Python tool once per session and warm the engine's compiled-component cache."""
-    out_dir = tmp_path_factory.mktemp("pybuilt")
-    built: dict[Path, Path] = {}
-
-    def _build(src: Path) -> Path:
-        if src not in built:
-            name = src.parent.name if src.name == "tool.py" else src.stem
-            with pytest.MonkeyPatch.context() as mp:
-                mp.delenv("GLOVEBOX_HOME", raising=False)
-                mp.setenv("XDG_CACHE_HOME", str(cache_root))
-                out = glovebox.build(src, out_dir / f"{name}.wasm")
-            digest = "sha256:" + hashlib.sha256(out.read_bytes()).hexdigest()
-            engine = get_engine()
-            compiled = cache_root / "compiled" / f"{digest}-{engine.fingerprint}.cwasm"
-            if not compiled.is_file():
-                compiled.parent.mkdir(parents=True, exist_ok=True)
-                precompile(out, compiled, engine.settings, str(out))
-            engine.remember(digest, engine.load(compiled))
-            built[src] = out
-        return built[src]
-
-    yield _build
+BuildPy = Callable[[Path], Path]  # the session fixture `build_py` (conftest.py)
 
 
 @pytest.fixture
@@ -70,17 +38,21 @@ def slugify(runtime: glovebox.Runtime, build_py: BuildPy) -> str:
     return "py-slugify"
 
 
-@pytest.fixture
-def hostile(runtime: glovebox.Runtime, build_py: BuildPy) -> Callable[..., glovebox.CallResult]:
+@pytest.fixture(scope="module")
+def hostile(
+    build_py: BuildPy, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., glovebox.CallResult]]:
+    """Calls of the hostile guest; one runtime for the module (every call is a fresh sandbox anyway)."""
     wasm = build_py(GUESTS / "py_hostile.py")
     # Fuel at the host maximum, so that the wall-clock deadline is what stops a loop.
     limits = {"memory_bytes": 48 * MIB, "timeout_ms": 500, "fuel": 10_000_000_000}
-    runtime.register(wasm, manifest={"name": "py-hostile", "limits": limits})
+    with glovebox.Runtime(home=tmp_path_factory.mktemp("hostile-home")) as runtime:
+        runtime.register(wasm, manifest={"name": "py-hostile", "limits": limits})
 
-    def _call(what: str) -> glovebox.CallResult:
-        return runtime.call("py-hostile", {"what": what})
+        def _call(what: str) -> glovebox.CallResult:
+            return runtime.call("py-hostile", {"what": what})
 
-    return _call
+        yield _call
 
 
 def assert_reveals_nothing(result: glovebox.CallResult) -> None:
@@ -164,6 +136,7 @@ def test_build_refuses_with_file_and_line(tmp_path: Path, source: str, message: 
     assert not (tmp_path / "tool.wasm").exists()
 
 
+@pytest.mark.slow  # componentize-py runs every time: a failed build is not cached
 def test_errors_while_importing_the_tool_name_the_file_and_line(tmp_path: Path) -> None:
     # componentize-py imports the module at build time (its state is snapshotted into the component).
     src = tmp_path / "failing.py"
@@ -232,14 +205,38 @@ def test_kwargs_allow_extra_fields_and_no_return_annotation_accepts_anything() -
     assert spec.description == ""
 
 
-def test_generated_toml_round_trips() -> None:
-    document: dict[str, Any] = {
-        "name": "x",
-        "description": 'quotes " and \\ and é',
-        "input_schema": {"type": "object", "properties": {"a-b": {"enum": [1, 2.5, True, "s"]}, "c d": {}}},
-        "limits": {"fuel": 10},
-    }
+_TOML_SCALARS = (
+    st.booleans() | st.integers(min_value=-(2**63), max_value=2**63 - 1) | st.floats(allow_nan=False) | st.text()
+)
+# What a manifest holds: scalars, arrays and tables of them at any depth (no null in TOML).
+_TOML_VALUES = st.recursive(
+    _TOML_SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4)
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.text(), _TOML_VALUES, max_size=6))
+@example({"0\n": {}, "a\n": [], "\U0001f600": {"\x7f": "\U0001f389\u2028"}})  # a key ending in a newline is not bare
+def test_generated_toml_round_trips(document: dict[str, Any]) -> None:
     assert tomllib.loads(_pybuild.dump_toml(document)) == document
+
+
+def test_generated_toml_keeps_characters_outside_the_basic_plane() -> None:
+    document = {"description": 'rocket \U0001f680, quote " and tab \t', "input_schema": {"\U0001f600": [1.5]}}
+    text = _pybuild.dump_toml(document)
+    assert "\U0001f680" in text and tomllib.loads(text) == document
+
+
+def test_a_docstring_with_an_emoji_gives_a_manifest_that_registers(tmp_path: Path) -> None:
+    src = tmp_path / "tool.py"
+    src.write_text(
+        'from glovebox_guest import tool\n@tool\ndef party(n: int) -> int:\n    """Celebrate \U0001f389 n times."""\n'
+        "    return n\n",
+        encoding="utf-8",
+    )
+    manifest = _pybuild._manifest(src, analyse(src, src.read_text(encoding="utf-8")))
+    parsed = parse_manifest(tomllib.loads(_pybuild.dump_toml(manifest)))
+    assert parsed.description == "Celebrate \U0001f389 n times."
 
 
 # -- register and call ----------------------------------------------------------------

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -56,16 +55,12 @@ def call_failing(runtime: glovebox.Runtime, name: str, value: Any = None) -> glo
 def test_infinite_loop_hits_the_deadline(runtime: glovebox.Runtime, build_guest: BuildGuest) -> None:
     # Fuel at the host maximum, so it is the 200 ms wall-clock deadline that stops the loop.
     name = register(runtime, build_guest, "loop_forever", limits={"timeout_ms": 200, "fuel": HOST_MAX_FUEL})
-    started = time.monotonic()
     result = call_failing(runtime, name)
-    elapsed = time.monotonic() - started
     assert result.code == "timeout"
     assert "200 ms" in result.error.message
     assert result.error.details == {"timeout_ms": 200}
     assert result.error.retryable is False
-    assert 0 < result.meta["fuel_used"] < HOST_MAX_FUEL
-    # Generous: the point is that the call returns at all, not how fast.
-    assert elapsed < 10
+    assert 0 < result.meta["fuel_used"] < HOST_MAX_FUEL  # the deadline stopped it, not the fuel
     assert_host_survives(runtime, build_guest)
 
 
@@ -233,8 +228,8 @@ def test_huge_error_message_is_truncated(runtime: glovebox.Runtime, build_guest:
 
 
 def test_log_flood_is_bounded(runtime: glovebox.Runtime, build_guest: BuildGuest) -> None:
-    # ~4,500 fuel per gb_log line; 100,003 lines need ~450M fuel.
-    name = register(runtime, build_guest, "logger", limits={"fuel": 2_000_000_000, "timeout_ms": 60_000})
+    # ~4,500 fuel per gb_log line; 20,003 lines need ~90M fuel.
+    name = register(runtime, build_guest, "logger", limits={"fuel": 1_000_000_000, "timeout_ms": 60_000})
     result = runtime.call(name, None)
     assert result.ok, result.to_dict()
     assert result.output == {"logged": True}
@@ -247,7 +242,7 @@ def test_log_flood_is_bounded(runtime: glovebox.Runtime, build_guest: BuildGuest
     log_bytes = glovebox.Limits().log_bytes
     assert sum(len(line["message"].encode()) for line in logs) <= log_bytes
     assert result.meta["logs_dropped"] > 0
-    assert len(logs) + result.meta["logs_dropped"] == 100_003
+    assert len(logs) + result.meta["logs_dropped"] == 20_003
     assert_host_survives(runtime, build_guest)
 
 

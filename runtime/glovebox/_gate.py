@@ -15,7 +15,8 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,6 @@ class CallTrace:
     input_digest: str | None = None
     decision: str | None = None
     approval_id: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def record(self, result: CallResult, value: Any) -> dict[str, Any]:
         meta = result.meta
@@ -73,12 +73,16 @@ class CallTrace:
 class PolicyGate:
     """Holds the policy in force and admits, or refuses, each call."""
 
-    def __init__(self, home: Path, source: str | os.PathLike[str] | Policy | None) -> None:
+    def __init__(
+        self, home: Path, source: str | os.PathLike[str] | Policy | None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.path: Path | None = None
         self.error: str | None = None
         self._policy = NO_POLICY
         self._stamp: tuple[int, int, int] | None = None
-        self._checked = time.monotonic()
+        #: Seconds on a monotonic clock: when the file was last checked for changes.
+        self.clock = clock
+        self._checked = clock()
         self._lock = threading.Lock()
         self.approvals = ApprovalStore(home)
         if isinstance(source, Policy):
@@ -93,8 +97,8 @@ class PolicyGate:
 
     def current(self) -> Policy:
         """The policy in force, re-read first if the file changed (checked every RECHECK_S)."""
-        if self.path is not None and time.monotonic() - self._checked >= RECHECK_S:
-            self._checked = time.monotonic()
+        if self.path is not None and self.clock() - self._checked >= RECHECK_S:
+            self._checked = self.clock()
             if _stamp(self.path) != self._stamp:
                 self.reload()
         return self._policy

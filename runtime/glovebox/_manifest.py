@@ -16,9 +16,6 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import jsonschema.exceptions
-import jsonschema.validators
 from pydantic import Field, ValidationError, field_validator
 
 from ._errors import InvalidManifest
@@ -78,6 +75,8 @@ class Manifest(Frozen):
     @field_validator("input_schema", "output_schema")
     @classmethod
     def _valid_schema(cls, schema: dict[str, Any] | bool) -> dict[str, Any] | bool:
+        import jsonschema  # when the first schema is checked, not with the package
+
         validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         try:
             validator.check_schema(schema)  # type: ignore[arg-type]  # booleans are schemas too

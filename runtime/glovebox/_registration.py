@@ -28,7 +28,6 @@ from ._manifest import HOST_MAXIMA, Manifest, find_manifest, load_manifest, pars
 from ._registry import Registry
 from ._result import ToolInfo
 from ._sandbox import Sandbox
-from ._signing import TrustStore, signature_path, verify_signature
 from ._validate import MAX_ARTIFACT_BYTES, check_component, check_header
 
 __all__ = ["ManifestSource", "Registrar", "resolve_manifest"]
@@ -91,6 +90,8 @@ class Registrar:
     def _check_signature(
         self, path: Path, signature: str | os.PathLike[str] | None, digest: str, manifest: Manifest
     ) -> str | None:
+        from ._signing import TrustStore, signature_path, verify_signature  # cryptography only when registering
+
         sig_path = Path(signature) if signature is not None else signature_path(path)
         if not sig_path.is_file():
             if signature is not None:

@@ -14,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import jsonschema
 from wasmtime.component import Component
 
 from . import _settings
@@ -449,8 +448,7 @@ class Runtime:
         validator = self._validators.get(key)
         if validator is None:
             schema = info.input_schema if which == "input" else info.output_schema
-            cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-            validator = SchemaCheck(cls(schema), which)
+            validator = SchemaCheck.for_schema(schema, which)
             self._validators[key] = validator
         return validator
 

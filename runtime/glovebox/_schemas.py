@@ -1,11 +1,12 @@
-"""JSON in and out of a tool: input encoding and cached schema checks."""
+"""JSON in and out of a tool: input encoding and cached schema checks.
+
+jsonschema is imported when the first validator is built, not with the package.
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
-
-import jsonschema
 
 from ._errors import InvalidInput, InvalidOutput
 
@@ -21,9 +22,19 @@ class SchemaCheck:
         self.validator = validator
         self.which = which
 
+    @classmethod
+    def for_schema(cls, schema: dict[str, Any] | bool, which: str) -> SchemaCheck:
+        """The check of ``schema`` (its own ``$schema`` dialect, else draft 2020-12) for the ``which`` side."""
+        import jsonschema
+
+        validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        return cls(validator(schema), which)
+
     def validate(self, value: Any) -> None:
         if self.validator.is_valid(value):
             return
+        import jsonschema
+
         error = jsonschema.exceptions.best_match(self.validator.iter_errors(value))
         if error is None:
             return

@@ -55,10 +55,6 @@ def check_component(engine: wasmtime.Engine, component: Component, source: str) 
     _check_imports(ctype.imports(engine), engine, source)
 
 
-def _first_line(text: str) -> str:
-    return " ".join(text.strip().splitlines()[:3])
-
-
 def _check_exports(exports: Mapping[str, object], engine: wasmtime.Engine, source: str) -> None:
     item = exports.get(EXPORT_NAME)
     if item is None:

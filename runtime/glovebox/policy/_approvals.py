@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,8 +59,10 @@ class Approval:
 class ApprovalStore:
     """Creates, approves and consumes approval requests (safe across threads and processes)."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, clock: Callable[[], float] = time.time) -> None:
         self.path = home / "approvals.sqlite"
+        #: Unix seconds now: what requests are stamped with and expire by.
+        self.clock = clock
         self._database = Database(self.path, _SCHEMA)
         self._db = self._database.connection
 
@@ -84,7 +87,7 @@ class ApprovalStore:
 
     def consume(self, principal: str, tool: str, input_digest: str) -> Approval | None:
         """Mark one approved, unexpired request for exactly this call used; return it."""
-        db, now = self._db(), time.time()
+        db, now = self._db(), self.clock()
         row = self._live(principal, tool, input_digest, "approved", now)
         if row is None:
             return None
@@ -95,7 +98,7 @@ class ApprovalStore:
 
     def request(self, principal: str, tool: str, input_digest: str, ttl_s: int) -> Approval:
         """The pending request for this call (an existing unexpired one, else a new one)."""
-        db, now = self._db(), time.time()
+        db, now = self._db(), self.clock()
         row = self._live(principal, tool, input_digest, "pending", now)
         if row is not None:
             return Approval(*row)
@@ -124,7 +127,7 @@ class ApprovalStore:
             )
         if found.status != "pending":
             raise ValueError(f"approval request {approval_id} is {found.status}, not pending")
-        now = time.time()
+        now = self.clock()
         if found.expires_at <= now:
             raise ValueError(f"approval request {approval_id} expired")
         done = self._db().execute(
@@ -141,6 +144,6 @@ class ApprovalStore:
         """Unexpired pending requests, oldest first."""
         rows = self._db().execute(
             f"SELECT {_COLUMNS} FROM approvals WHERE status = 'pending' AND expires_at > ? ORDER BY created_at",
-            (time.time(),),
+            (self.clock(),),
         )
         return [Approval(*row) for row in rows]

@@ -32,10 +32,6 @@ class Decision:
     limits: Limits
     missing_scopes: tuple[str, ...] = ()
 
-    @property
-    def allowed(self) -> bool:
-        return self.action == "allow"
-
     def to_dict(self) -> dict[str, object]:
         return {
             "action": self.action,

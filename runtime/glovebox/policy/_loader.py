@@ -3,20 +3,23 @@
 Every error is an :class:`~glovebox.InvalidPolicy` whose message names the
 file, the line (from the YAML node marks) and the field, and says what was
 expected. ``details`` carries ``file``, ``line`` and ``field`` of the first
-problem, and ``problems`` lists them all.
+problem, and ``problems`` lists them all. PyYAML is imported when the first
+policy is parsed, not with the package.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
 from pydantic import ValidationError
 
 from .._errors import InvalidPolicy
 from ._models import Policy
+
+if TYPE_CHECKING:
+    import yaml
 
 __all__ = ["load_policy", "parse_policy", "policy_schema"]
 
@@ -35,6 +38,8 @@ def load_policy(path: str | Path) -> Policy:
 
 def parse_policy(text: str, source: str = "(inline)") -> Policy:
     """Validate policy YAML text; ``source`` names it in errors."""
+    import yaml
+
     node = _compose(text, source)
     data = yaml.safe_load(text) if node is not None else None
     if not isinstance(data, dict):
@@ -58,6 +63,8 @@ def policy_schema() -> dict[str, Any]:
 
 
 def _compose(text: str, source: str) -> yaml.Node | None:
+    import yaml
+
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
@@ -72,6 +79,8 @@ def _compose(text: str, source: str) -> yaml.Node | None:
 
 
 def _check_duplicates(node: yaml.Node, source: str, path: str = "") -> None:
+    import yaml
+
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for key, value in node.value:
@@ -99,6 +108,8 @@ def _line(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int:
 
 
 def _child(node: yaml.Node, part: int | str) -> tuple[int, yaml.Node] | None:
+    import yaml
+
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
             if str(key.value) == str(part):
