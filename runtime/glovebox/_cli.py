@@ -190,7 +190,7 @@ def _parse_input(raw: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise click.BadParameter(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
 
 
 @cli.command()

@@ -80,7 +80,7 @@ def _read(src: Path) -> str:
     try:
         return src.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise BuildError(f"{src}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise BuildError(f"{src}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
 
 
 def _cache_key(text: str, helper: Path, wit: Path) -> str:
@@ -94,8 +94,8 @@ def _cache_key(text: str, helper: Path, wit: Path) -> str:
 def _componentize_py_version() -> str:
     try:
         return importlib.metadata.version("componentize-py")
-    except importlib.metadata.PackageNotFoundError:
-        raise BuildError("componentize-py is not installed: pip install 'glovebox[build]'") from None
+    except importlib.metadata.PackageNotFoundError as exc:
+        raise BuildError("componentize-py is not installed: pip install 'glovebox[build]'") from exc
 
 
 def _module_name(src: Path) -> str:
@@ -141,7 +141,7 @@ def _manifest(src: Path, spec: ToolSpec) -> dict[str, Any]:
         try:
             explicit = tomllib.loads(explicit_path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise BuildError(f"{explicit_path}: {exc}") from None
+            raise BuildError(f"{explicit_path}: {exc}") from exc
         limits = {**generated["limits"], **explicit.get("limits", {})}
         generated = {**generated, **explicit, "limits": limits}
     parse_manifest(generated, str(explicit_path if explicit_path.is_file() else src))

@@ -90,7 +90,7 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
     try:
         key = serialization.load_pem_private_key(path.read_bytes(), password=None)
     except (OSError, ValueError, TypeError) as exc:
-        raise SignatureError(f"cannot read private key {path}: {exc}") from None
+        raise SignatureError(f"cannot read private key {path}: {exc}") from exc
     if not isinstance(key, Ed25519PrivateKey):
         raise SignatureError(f"{path} is not an Ed25519 private key")
     return key
@@ -104,7 +104,7 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
     try:
         key = serialization.load_pem_public_key(path.read_bytes())
     except (OSError, ValueError, TypeError) as exc:
-        raise SignatureError(f"cannot read public key {path}: {exc}") from None
+        raise SignatureError(f"cannot read public key {path}: {exc}") from exc
     if not isinstance(key, Ed25519PublicKey):
         raise SignatureError(f"{path} is not an Ed25519 public key")
     return key
@@ -145,7 +145,7 @@ def _read_signature(path: Path) -> dict[str, object]:
     try:
         document = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SignatureError(f"cannot read signature {path}: {exc}") from None
+        raise SignatureError(f"cannot read signature {path}: {exc}") from exc
     if not isinstance(document, dict) or document.get("version") != 1:
         raise SignatureError(f"{path} is not a glovebox signature (version 1)")
     return document
@@ -173,6 +173,6 @@ def verify_signature(path: Path, digest: str, manifest: Manifest, trust: TrustSt
 
     try:
         public.verify(base64.b64decode(str(document.get("signature", "")), validate=True), _payload(digest, manifest))
-    except (InvalidSignature, binascii.Error, ValueError):
-        raise SignatureError(f"{path}: the signature does not verify with key {signer}") from None
+    except (InvalidSignature, binascii.Error, ValueError) as exc:
+        raise SignatureError(f"{path}: the signature does not verify with key {signer}") from exc
     return signer
