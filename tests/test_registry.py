@@ -9,7 +9,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -285,10 +284,9 @@ def assemble(tmp_path: Path, name: str, wat: str) -> Path:
 
 def test_huge_declared_memory_is_refused(runtime: glovebox.Runtime, tmp_path: Path) -> None:
     wasm = assemble(tmp_path, "mem", component_wat("(memory 60000)"))
-    started = time.monotonic()
     with pytest.raises(glovebox.InvalidArtifact):
         runtime.register(wasm)
-    assert time.monotonic() - started < 60
+    assert runtime.tools() == []
 
 
 def test_compile_time_is_bounded(runtime: glovebox.Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -310,12 +308,19 @@ def test_deep_nesting_is_refused_cleanly(runtime: glovebox.Runtime, tmp_path: Pa
         runtime.register(wasm)
 
 
-def test_hundred_megabyte_file_is_refused_before_reading(runtime: glovebox.Runtime, tmp_path: Path) -> None:
+def test_hundred_megabyte_file_is_refused_before_reading(
+    runtime: glovebox.Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     big = tmp_path / "big.wasm"
     with big.open("wb") as handle:
         handle.write(b"\0asm\x0d\x00\x01\x00")
         handle.truncate(100 * 1024 * 1024)
-    started = time.monotonic()
+    read_bytes = Path.read_bytes
+
+    def refuse_to_read_big(path: Path) -> bytes:
+        assert path != big, "the oversized artifact was read"
+        return read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", refuse_to_read_big)
     with pytest.raises(glovebox.InvalidArtifact, match="over the .*artifact limit"):
         runtime.register(big)
-    assert time.monotonic() - started < 5
