@@ -93,7 +93,7 @@ def test_verify_finds_an_inserted_row(echo_rt: glovebox.Runtime) -> None:
         "UPDATE audit SET seq = seq + 100 WHERE seq >= 4",
         "UPDATE audit SET seq = seq - 99 WHERE seq >= 104",
         "INSERT INTO audit SELECT 4, 'forged', time, principal, tool, digest, input_digest, decision, outcome,"
-        " fuel_used, duration_ms, egress, input, output, hash, hash FROM audit WHERE seq = 3",
+        " fuel_used, duration_ms, egress, input, output, hash, hash, truncated FROM audit WHERE seq = 3",
     )
     result = echo_rt.audit.verify()
     assert not result.ok and result.seq == 4 and "contents changed" in (result.problem or "")

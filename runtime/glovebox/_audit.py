@@ -4,7 +4,14 @@
 previous row's ``hash``; 64 zeros for the first) and
 ``hash = sha256(prev_hash + canonical JSON of the row's other fields)``, so
 changing, inserting or deleting a row breaks the chain at that row, which
-:meth:`AuditLog.verify` reports. Each record is committed before ``call``
+:meth:`AuditLog.verify` reports.
+
+No call loses its row to its size: a text field over :data:`MAX_TEXT_CHARS`
+(``egress``, ``input``, ``output``) or :data:`MAX_NAME_CHARS` (the others) is
+cut, a cut JSON field is replaced by ``{"truncated_chars": N, "head": "..."}``,
+and the row's ``truncated`` column names the fields that were cut (NULL when
+none; it is part of the hash when set, so rows written before the column
+existed verify unchanged). Each record is committed before ``call``
 returns: a process killed afterwards loses nothing it returned. (With
 ``synchronous=NORMAL`` a power loss may still drop the newest records.)
 """
@@ -46,7 +53,7 @@ CREATE TABLE IF NOT EXISTS audit (
     seq INTEGER PRIMARY KEY, call_id TEXT NOT NULL, time TEXT NOT NULL, principal TEXT NOT NULL,
     tool TEXT NOT NULL, digest TEXT, input_digest TEXT, decision TEXT, outcome TEXT NOT NULL,
     fuel_used INTEGER NOT NULL, duration_ms REAL NOT NULL, egress TEXT NOT NULL,
-    input TEXT, output TEXT, prev_hash TEXT NOT NULL, hash TEXT NOT NULL
+    input TEXT, output TEXT, prev_hash TEXT NOT NULL, hash TEXT NOT NULL, truncated TEXT
 );
 CREATE INDEX IF NOT EXISTS audit_call_id ON audit (call_id);
 """
@@ -55,6 +62,11 @@ _SECRET_KEY = re.compile(
     re.IGNORECASE,
 )
 REDACTED = "[redacted]"
+#: Characters kept of a JSON field (egress, input, output) in one row.
+MAX_TEXT_CHARS = 1024 * 1024
+#: Characters kept of any other text field (principal, tool, ...).
+MAX_NAME_CHARS = 1024
+_JSON_FIELDS = ("egress", "input", "output")
 
 
 def redact(value: Any) -> Any:
@@ -72,7 +84,10 @@ def redact(value: Any) -> Any:
 
 def row_hash(prev_hash: str, record: dict[str, Any]) -> str:
     """The chain hash of one record (every field of FIELDS, in canonical JSON)."""
-    body = json.dumps({k: record.get(k) for k in FIELDS}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    fields = {k: record.get(k) for k in FIELDS}
+    if record.get("truncated"):
+        fields["truncated"] = record["truncated"]
+    body = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256((prev_hash + body).encode("utf-8")).hexdigest()
 
 
@@ -95,23 +110,34 @@ class AuditLog:
         self.path = home / "audit.sqlite"
         self._database = Database(self.path, _SCHEMA)
         self._db = self._database.connection
+        self._add_truncated_column()
+
+    def _add_truncated_column(self) -> None:
+        """Give a log made before rows could be truncated its ``truncated`` column."""
+        with self._database.write() as db:
+            columns = {row[1] for row in db.execute("PRAGMA table_info(audit)")}
+            if "truncated" not in columns:
+                db.execute("ALTER TABLE audit ADD COLUMN truncated TEXT")
 
     def close(self) -> None:
         self._database.close()
 
     def append(self, record: dict[str, Any]) -> int:
-        """Commit one record at the end of the chain; return its ``seq``."""
+        """Commit one record at the end of the chain (oversized fields cut and marked); return its ``seq``."""
         row = {k: record.get(k) for k in FIELDS if k != "seq"}
         row["time"] = row["time"] or datetime.now(UTC).isoformat(timespec="microseconds")
-        for key in ("egress", "input", "output"):
+        for key in _JSON_FIELDS:
             if row[key] is not None and not isinstance(row[key], str):
                 row[key] = json.dumps(row[key], sort_keys=True, ensure_ascii=False)
+        row["truncated"] = ",".join(filter(None, [record.get("truncated"), _bound(row)])) or None
+        columns = [*FIELDS, "prev_hash", "hash", "truncated"]
         with self._database.write() as db:
             last = db.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
             seq, prev = (last[0] + 1, last[1]) if last else (1, GENESIS)
             row["seq"] = seq
-            values = [row[k] for k in FIELDS] + [prev, row_hash(prev, row)]
-            db.execute(f"INSERT INTO audit VALUES ({', '.join('?' * len(values))})", values)
+            row["prev_hash"], row["hash"] = prev, row_hash(prev, row)
+            values = [row[k] for k in columns]
+            db.execute(f"INSERT INTO audit ({', '.join(columns)}) VALUES ({', '.join('?' * len(values))})", values)
         return int(seq)
 
     def records(self, *, after: int = 0) -> Iterator[dict[str, Any]]:
@@ -142,6 +168,21 @@ class AuditLog:
                 return AuditVerification(False, count, prev, problem, record["seq"])
             prev, expected, count = record["hash"], record["seq"] + 1, count + 1
         return AuditVerification(True, count, prev)
+
+
+def _bound(row: dict[str, Any]) -> str:
+    """Cut the row's oversized text fields in place; the names of those cut, comma-separated."""
+    cut = []
+    for key, value in row.items():
+        limit = MAX_TEXT_CHARS if key in _JSON_FIELDS else MAX_NAME_CHARS
+        if isinstance(value, str) and len(value) > limit:
+            cut.append(key)
+            if key in _JSON_FIELDS:
+                head = value[: limit // 8]  # JSON-escaped, at most 6 characters each
+                row[key] = json.dumps({"truncated_chars": len(value), "head": head}, ensure_ascii=False)
+            else:
+                row[key] = value[: limit - 16] + "…(truncated)"
+    return ",".join(cut)
 
 
 def _check(record: dict[str, Any], prev: str, expected: int) -> str | None:

@@ -52,7 +52,12 @@ class CallTrace:
     def record(self, result: CallResult, value: Any) -> dict[str, Any]:
         meta = result.meta
         tool = meta["tool"] if meta.get("version") is None else f"{meta['tool']}@{meta['version']}"
-        egress = {"denials": meta.get("denials", []), **({"http": meta["egress"]} if "egress" in meta else {})}
+        egress: dict[str, Any] = {"denials": meta.get("denials", [])}
+        if "egress" in meta:
+            egress["http"] = meta["egress"]
+        for name in ("denials_dropped", "egress_dropped", "upstream_failures_dropped"):
+            if meta.get(name):
+                egress[name] = meta[name]
         stored = self.policy.audit
         return {
             "call_id": meta["call_id"],

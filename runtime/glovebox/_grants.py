@@ -84,6 +84,14 @@ class SecretRule(Frozen):
     schemes: list[Literal["http", "https"]] = Field(
         default=["https"], description="Schemes whose requests receive the secret (never plain http by default)."
     )
+    response_body: Literal["allow", "withhold"] = Field(
+        default="allow",
+        description="withhold: the guest gets only the status and response_headers of a request carrying the secret.",
+    )
+    response_headers: list[str] = Field(
+        default=["content-type"],
+        description="Response headers the guest still gets when response_body is withhold (case-insensitive).",
+    )
 
     @field_validator("header")
     @classmethod

@@ -37,12 +37,12 @@ def _http_fetch(_store: Any, request: Any) -> Any:
         state = current_call()
         if state is not None and state.http is not None:
             return state.http.fetch(request, state)
-        url = str(getattr(request, "url", ""))
-        method = str(getattr(request, "method", ""))
         reason = "the http capability is not granted to this call"
         if state is not None:
-            state.denials.append({"capability": "http", "method": method, "url": url, "reason": reason})
-            state.egress.append({"method": method, "url": url, "error": "denied", "ms": 0.0})
+            url = state.clip(str(getattr(request, "url", "")))
+            method = state.clip(str(getattr(request, "method", "")), 32)
+            state.add_denial({"capability": "http", "method": method, "url": url, "reason": reason})
+            state.add_egress({"method": method, "url": url, "error": "denied", "ms": 0.0})
         return Variant("denied", reason)
     except Exception:  # pragma: no cover - never raise into wasm
         logger.exception("http-fetch host function failed")

@@ -35,6 +35,7 @@ from .policy import Approval, Decision, Policy
 if TYPE_CHECKING:
     import httpx
 
+    from ._callstate import CallState
     from .capabilities._fetch import HttpCapability
 
 __all__ = ["Runtime", "load_grants", "resolve_manifest"]
@@ -381,7 +382,12 @@ class Runtime:
             call_id = result.meta["call_id"]
             logger.exception("cannot write the audit record of call %s", call_id)
             opaque = InternalError(f"internal error (call_id {call_id})", details={"call_id": call_id})
-            return CallResult(ok=False, error=opaque, meta=result.meta)
+            failed = CallResult(ok=False, error=opaque, meta=result.meta)
+            try:  # the call still leaves its row: the bare facts, marked as cut
+                self._audit.append({**trace.record(failed, None), "egress": {}, "input": None, "truncated": "all"})
+            except Exception:
+                logger.exception("cannot write even the bare audit record of call %s", call_id)
+            return failed
         return result
 
     async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
@@ -418,13 +424,7 @@ class Runtime:
             if http is not None:
                 http.close()
         meta["fuel_used"] = outcome.fuel_used
-        if outcome.state.egress:
-            meta["egress"] = outcome.state.egress
-        meta["logs"] = outcome.state.logs
-        if outcome.state.logs_dropped:
-            meta["logs_dropped"] = outcome.state.logs_dropped
-        if outcome.state.denials:
-            meta["denials"] = outcome.state.denials
+        _record_state(meta, outcome.state)
         if outcome.error is not None:
             raise outcome.error
         assert outcome.output_text is not None
@@ -466,3 +466,15 @@ class Runtime:
         if info.output_schema is not True:
             self._validator(info, "output").validate(output)
         return output
+
+
+def _record_state(meta: dict[str, Any], state: CallState) -> None:
+    """Put what the host functions recorded (already bounded and scrubbed) into meta."""
+    if state.egress:
+        meta["egress"] = state.egress
+    meta["logs"] = state.logs
+    if state.denials:
+        meta["denials"] = state.denials
+    for name in ("logs_dropped", "denials_dropped", "egress_dropped", "upstream_failures_dropped"):
+        if getattr(state, name):
+            meta[name] = getattr(state, name)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from wasmtime.component import Record, Variant
 
+from .._callstate import clip
 from .._grants import Grants, HttpRule
 from ._net import Refusal, check_headers, parse_target, pin_address, ssl_context
 from ._rules import Target, check_rules
@@ -44,6 +45,9 @@ logger = logging.getLogger("glovebox.http")
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 DROP_ON_NEW_HOST = frozenset({"authorization", "cookie", "proxy-authorization"})
+#: The only content codings the host asks for (and decodes, so the scrubber sees plain bytes).
+ACCEPT_ENCODING = "gzip, deflate"
+DECODED = frozenset({"gzip", "deflate", "identity", ""})
 
 
 @dataclass
@@ -79,6 +83,8 @@ class HttpCapability:
         self.scrubber = Scrubber(self.secrets)
         guard_logs(self.scrubber, active=True)
         self.requests = 0
+        #: Response headers shown when a secret sent with the request withholds the body, else None.
+        self._shown: frozenset[str] | None = None
         self._transport = transport
         self._clients: dict[str, httpx.Client] = {}
 
@@ -89,30 +95,35 @@ class HttpCapability:
         self._clients.clear()
         guard_logs(self.scrubber, active=False)
 
+    def scrub(self, text: str) -> str:
+        """``text`` with this call's secrets replaced."""
+        return self.scrubber.text(text)
+
     def fetch(self, request: Any, state: CallState) -> Record | Variant:
         """Perform one guest request; never raises."""
         method, url = str(request.method).upper(), str(request.url)
-        entry: dict[str, Any] = {"method": method, "url": _loggable(url)}
+        entry: dict[str, Any] = {"method": clip(method, self.scrub, 32), "url": _loggable(url)}
         started = time.monotonic()
         body = None if request.body is None else bytes(request.body)
         outgoing = _Outgoing(method, url, [(str(k), str(v)) for k, v in request.headers], body)
-        request_id = {"capability": "http", "method": method, "url": entry["url"]}
+        request_id = {"capability": "http", "method": entry["method"], "url": entry["url"]}
+        self._shown = None
         try:
             response = self._fetch(outgoing, state, entry)
         except Refusal as refusal:
-            reason = self.scrubber.text(refusal.reason)
+            reason = clip(refusal.reason, self.scrub)
             entry["error"] = refusal.kind
             if refusal.kind == "denied":
-                state.denials.append({**request_id, "reason": reason})
+                state.add_denial({**request_id, "reason": reason})
             elif refusal.kind == "network" or (refusal.kind == "timeout" and not state.timed_out):
-                state.upstream_failures.append({**request_id, "reason": reason})
+                state.add_upstream_failure({**request_id, "reason": reason})
             return Variant(refusal.kind, reason)
         finally:
             entry["ms"] = round((time.monotonic() - started) * 1000, 3)
-            state.egress.append(entry)
+            state.add_egress(entry)
         status = entry.get("status", 0)
         if status >= 500:
-            state.upstream_failures.append({**request_id, "reason": f"HTTP {status}", "status": status})
+            state.add_upstream_failure({**request_id, "reason": f"HTTP {status}", "status": status})
         return response
 
     def _fetch(self, out: _Outgoing, state: CallState, entry: dict[str, Any]) -> Record:
@@ -196,6 +207,7 @@ class HttpCapability:
         return response
 
     def _read(self, response: httpx.Response, state: CallState, entry: dict[str, Any]) -> None:
+        _check_encoding(response)
         chunks, size, cap = [], 0, self.limits.max_response_bytes
         try:
             for chunk in response.iter_bytes():
@@ -213,20 +225,33 @@ class HttpCapability:
 
     def _headers(self, target: Target, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
         secrets = [s for s in self.secrets if s.applies_to(target.scheme, target.host)]
-        replaced = {s.rule.header.lower() for s in secrets}
+        self._withhold(secrets)
+        replaced = {s.rule.header.lower() for s in secrets} | {"accept-encoding"}
         out = [(k, v) for k, v in headers if k.lower() not in replaced]
         out += [(s.rule.header, s.header_value) for s in secrets]
+        out.append(("Accept-Encoding", ACCEPT_ENCODING))
         default = {"http": 80, "https": 443}[target.scheme] == target.port
         host = f"[{target.host}]" if ":" in target.host else target.host
         return [("Host", host if default else f"{host}:{target.port}"), *out]
 
+    def _withhold(self, secrets: Sequence[Secret]) -> None:
+        """Note the headers a withholding secret sent with this request lets through."""
+        for secret in secrets:
+            if secret.rule.response_body == "withhold":
+                shown = frozenset(name.lower() for name in secret.rule.response_headers)
+                self._shown = shown if self._shown is None else self._shown & shown
+
     def _deliver(self, response: httpx.Response) -> Record:
         record = Record()
         headers = response.headers.multi_items()
+        body = response.content
+        if self._shown is not None:
+            headers = [(name, value) for name, value in headers if name.lower() in self._shown]
+            body = b""
         record.__dict__.update(
             status=response.status_code,
             headers=[(self.scrubber.text(name), self.scrubber.text(value)) for name, value in headers],
-            body=self.scrubber.bytes(response.content),
+            body=self.scrubber.bytes(body),
         )
         return record
 
@@ -251,6 +276,17 @@ def _network_reason(exc: httpx.HTTPError, host: str) -> str:
             return f"TLS failure talking to {host}: {what}"
         cause = cause.__cause__ or cause.__context__
     return f"{type(exc).__name__} talking to {host}"
+
+
+def _check_encoding(response: httpx.Response) -> None:
+    """Refuse a body in a content coding the host did not ask for (the scrubber could not read it)."""
+    coding = response.headers.get("content-encoding", "")
+    unasked = [c.strip() for c in coding.lower().split(",") if c.strip() not in DECODED]
+    if unasked:
+        response.close()
+        raise Refusal(
+            "network", f"the server answered in a content-encoding the host did not ask for ({ACCEPT_ENCODING})"
+        )
 
 
 def _loggable(url: str) -> str:

@@ -14,8 +14,10 @@ b'token=[REDACTED]; auth=[REDACTED]'
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
+import re
 import threading
 import weakref
 from collections.abc import Sequence
@@ -71,14 +73,27 @@ def load_secrets(rules: Sequence[SecretRule]) -> list[Secret]:
 
 
 class Scrubber:
-    """Replaces every secret value (raw, header-formatted, URL-encoded) with ``[REDACTED]``."""
+    """Replaces every secret, in the encodings a server may echo it in, with ``[REDACTED]``.
+
+    For each secret: the raw and header-formatted values; their hex (lower and
+    upper case); their base64 (standard and URL-safe alphabets, with and
+    without padding), and the part of a longer base64 text that encodes the
+    value at each of the three byte alignments (at most one character either
+    side, which carries only a few bits of the secret, is left); and the value
+    with any mix of its characters percent-escaped (either hex case) or
+    JSON-escaped (``\\uXXXX`` in either case, ``\\/``, ``\\"``, ``\\\\``).
+    """
 
     def __init__(self, secrets: Sequence[Secret]) -> None:
         needles: set[str] = set()
         for secret in secrets:
-            needles.update({secret.header_value, secret.value, quote(secret.value, safe="")})
+            needles.update(_forms(secret.header_value) | _forms(secret.value))
+        needles.discard("")
         self._text = sorted(needles, key=len, reverse=True)
         self._bytes = [needle.encode("utf-8") for needle in self._text]
+        escaped = [_escaped_pattern(secret.value) for secret in secrets]
+        self._text_re = re.compile("|".join(escaped)) if escaped else None
+        self._bytes_re = re.compile("|".join(escaped).encode("utf-8")) if escaped else None
 
     def __bool__(self) -> bool:
         return bool(self._text)
@@ -87,7 +102,9 @@ class Scrubber:
         """``data`` with every secret replaced."""
         for needle in self._bytes:
             if needle in data:
-                data = data.replace(needle, REDACTED.encode())
+                data = data.replace(needle, _REDACTED_BYTES)
+        if self._bytes_re is not None and (b"%" in data or b"\\" in data):
+            data = self._bytes_re.sub(_REDACTED_BYTES, data)
         return data
 
     def text(self, text: str) -> str:
@@ -95,7 +112,48 @@ class Scrubber:
         for needle in self._text:
             if needle in text:
                 text = text.replace(needle, REDACTED)
+        if self._text_re is not None and ("%" in text or "\\" in text):
+            text = self._text_re.sub(REDACTED, text)
         return text
+
+
+_REDACTED_BYTES = REDACTED.encode()
+#: Shorter base64 fragments of a shifted secret are not replaced (they would match too much).
+_MIN_FRAGMENT = 8
+
+
+def _forms(value: str) -> set[str]:
+    """The literal forms of ``value``: raw, percent-encoded, hex and base64."""
+    raw = value.encode("utf-8")
+    forms = {value, quote(value, safe=""), raw.hex(), raw.hex().upper()}
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        whole = encode(raw).decode("ascii")
+        forms.update({whole, whole.rstrip("=")})
+        for shift in (0, 1, 2):
+            # Characters of base64(k filler bytes + value) that only the value's bits decide.
+            text = encode(b"\0" * shift + raw).decode("ascii").rstrip("=")
+            first, last = -(-8 * shift // 6), 8 * (shift + len(raw)) // 6
+            if last - first >= _MIN_FRAGMENT:
+                forms.add(text[first:last])
+    return forms
+
+
+def _escaped_pattern(value: str) -> str:
+    """A regex matching ``value`` with any of its characters percent- or JSON-escaped."""
+    return "".join(_char_pattern(char) for char in value)
+
+
+def _char_pattern(char: str) -> str:
+    def either_case(hex_digits: str) -> str:
+        return "".join(f"[{d.lower()}{d.upper()}]" if d.isalpha() else d for d in hex_digits)
+
+    options = [re.escape(char)]
+    options.append("".join("%" + either_case(f"{b:02x}") for b in char.encode("utf-8")))
+    units = char.encode("utf-16-be")
+    options.append("".join(r"\\u" + either_case(units[i : i + 2].hex()) for i in range(0, len(units), 2)))
+    if char in '"\\/':
+        options.append(re.escape("\\" + char))
+    return "(?:" + "|".join(options) + ")"
 
 
 #: Scrubbers of the calls running now; the log filter applies all of them.
