@@ -11,9 +11,11 @@ client that waited for it would see that answer instead of the refusal asserted.
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -49,6 +51,8 @@ class Hostile:
     completed: threading.Event = field(default_factory=threading.Event)
     requests: list[bytes] = field(default_factory=list)
     port: int = 0
+    #: A server-side TLS context: the server trickles its handshake instead of speaking HTTP.
+    tls: ssl.SSLContext | None = None
 
     def url(self, path: str = "/") -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -64,6 +68,9 @@ class Hostile:
     def _connection(self, conn: socket.socket) -> None:
         with conn:
             try:
+                if self.tls is not None:
+                    self._handshake(conn, self.tls)
+                    return
                 head = b""
                 while b"\r\n\r\n" not in head:
                     chunk = conn.recv(65536)
@@ -74,6 +81,21 @@ class Hostile:
                 self.handler(self, conn, head)
             except OSError:
                 pass  # the client gave up: expected
+
+    def _handshake(self, conn: socket.socket, context: ssl.SSLContext) -> None:
+        """Answer the ClientHello with a real server flight, one byte per PACE_S."""
+        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        tls = context.wrap_bio(incoming, outgoing, server_side=True)
+        incoming.write(conn.recv(65536))
+        with pytest.raises(ssl.SSLWantReadError):
+            tls.do_handshake()
+        flight = outgoing.read()
+        self.engaged.set()
+        for byte in flight:
+            if self.stop.wait(PACE_S):
+                return
+            conn.sendall(bytes([byte]))
+        self.completed.set()
 
     def trickle(self, conn: socket.socket, count: int = TRICKLE_BYTES) -> None:
         """Send one byte per PACE_S, ``count`` times (fewer when the test ends)."""
@@ -100,6 +122,37 @@ def hostile() -> Iterator[Callable[[Handler], Hostile]]:
     for server, listener in started:
         server.stop.set()
         listener.close()
+
+
+@pytest.fixture(scope="module")
+def server_tls(tmp_path_factory: pytest.TempPathFactory) -> ssl.SSLContext:
+    """A TLS server context with a fresh self-signed certificate for 127.0.0.1."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    pem = tmp_path_factory.mktemp("tls") / "server.pem"
+    pem.write_bytes(
+        cert.public_bytes(serialization.Encoding.PEM)
+        + key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(pem)
+    return context
 
 
 def trickled_headers(server: Hostile, conn: socket.socket, head: bytes) -> None:
@@ -193,6 +246,19 @@ def test_a_trickle_ends_at_request_timeout(
     assert result.output == {"status": "timeout", "reason": "no answer within 300 ms"}
     assert result.meta["egress"][0]["error"] == "timeout"
     assert len(slow.requests) == 1
+    assert not slow.completed.is_set()
+
+
+def test_a_trickled_tls_handshake_ends_at_request_timeout(
+    _isolated_env: Path, build_guest: BuildGuest, hostile: Callable[[Handler], Hostile], server_tls: ssl.SSLContext
+) -> None:
+    slow, fine = hostile(ok), hostile(ok)
+    slow.tls = server_tls
+    rules = [rule(slow.port, fine.port, schemes=["http", "https"])]
+    with runtime(_isolated_env, build_guest("http_client"), rules, request_timeout_ms=300) as rt:
+        result = call_while_held(rt, slow, {"url": f"https://127.0.0.1:{slow.port}/"}, fine.url())
+    assert result.ok, result.to_dict()
+    assert result.output == {"status": "timeout", "reason": "no answer within 300 ms"}
     assert not slow.completed.is_set()
 
 
@@ -461,3 +527,21 @@ def test_ten_thousand_fetches_past_max_requests(
     }
     assert again.ok and again.output["ok"] == 1
     assert len(server.requests) == 3
+
+
+def test_the_deadline_caps_every_timeout_and_refuses_once_passed() -> None:
+    import httpcore
+
+    from glovebox.capabilities._deadline import Deadline
+
+    now = [100.0]
+    deadline = Deadline(clock=lambda: now[0])
+    deadline.start(2.0)
+    assert deadline.timeout(10.0, httpcore.ReadTimeout) == 2.0
+    assert deadline.timeout(None, httpcore.ReadTimeout) == 2.0
+    now[0] = 101.5
+    assert deadline.timeout(10.0, httpcore.ReadTimeout) == 0.5
+    assert deadline.timeout(0.25, httpcore.ReadTimeout) == 0.25
+    now[0] = 102.0
+    with pytest.raises(httpcore.WriteTimeout, match="the request's deadline has passed"):
+        deadline.timeout(10.0, httpcore.WriteTimeout)
