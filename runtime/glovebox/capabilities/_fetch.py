@@ -6,9 +6,15 @@ it against the tool's declared rules AND the call's granted rules with the one
 matcher, resolve the host once and refuse non-public addresses unless both
 rules allow private addresses, then connect to exactly the address that was
 checked (the URL carries the IP; the ``Host`` header, TLS SNI and certificate
-verification use the name). Limits bound the number of requests, the bytes
-each way and the time, and the call's remaining deadline caps every timeout.
-Secrets are added here and scrubbed from what the guest gets back.
+verification use the name). A URL or header that httpx would not send is
+refused (``denied``) before the request counts against the limits. Limits bound
+the number of requests and the bytes each way; time is one deadline per guest
+request, ``min(request_timeout_ms, the call's remaining time)``, kept by the
+transport at every socket operation (see :mod:`._deadline`) and covering name
+resolution and every redirect hop. A followed redirect to another scheme, host
+or port drops the guest's ``Authorization``, ``Cookie`` and
+``Proxy-Authorization``. Secrets are added here and scrubbed from what the
+guest gets back.
 
 Failures become :class:`Refusal` (kind = ``denied``, ``timeout``,
 ``too-large`` or ``network``) and reach the guest as an ``http-error``. The
@@ -32,6 +38,7 @@ from wasmtime.component import Record, Variant
 
 from .._callstate import clip
 from .._grants import Grants, HttpRule
+from ._deadline import Deadline, deadline_transport
 from ._net import Refusal, check_headers, parse_target, pin_address, ssl_context
 from ._rules import Target, check_rules
 from ._secrets import Scrubber, Secret, guard_logs
@@ -44,7 +51,7 @@ __all__ = ["HttpCapability"]
 logger = logging.getLogger("glovebox.http")
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
-DROP_ON_NEW_HOST = frozenset({"authorization", "cookie", "proxy-authorization"})
+DROP_ON_NEW_ORIGIN = frozenset({"authorization", "cookie", "proxy-authorization"})
 #: The only content codings the host asks for (and decodes, so the scrubber sees plain bytes).
 ACCEPT_ENCODING = "gzip, deflate"
 DECODED = frozenset({"gzip", "deflate", "identity", ""})
@@ -60,7 +67,10 @@ class _Outgoing:
     body: bytes | None
 
     def redirected(self, status: int, location: str) -> _Outgoing:
-        url = str(httpx.URL(self.url).join(location))
+        try:
+            url = str(httpx.URL(self.url).join(location))
+        except httpx.InvalidURL as exc:
+            raise Refusal("denied", f"redirect to a malformed URL: {exc}") from exc
         if status == 303 or (status in (301, 302) and self.method == "POST"):
             return _Outgoing("GET", url, self.headers, None)
         return _Outgoing(self.method, url, self.headers, self.body)
@@ -86,6 +96,7 @@ class HttpCapability:
         #: Response headers shown when a secret sent with the request withholds the body, else None.
         self._shown: frozenset[str] | None = None
         self._transport = transport
+        self._deadline = Deadline()
         self._clients: dict[str, httpx.Client] = {}
 
     def close(self) -> None:
@@ -108,6 +119,7 @@ class HttpCapability:
         outgoing = _Outgoing(method, url, [(str(k), str(v)) for k, v in request.headers], body)
         request_id = {"capability": "http", "method": entry["method"], "url": entry["url"]}
         self._shown = None
+        self._deadline.start(min(self.limits.request_timeout_ms / 1000.0, state.remaining_s()))
         try:
             response = self._fetch(outgoing, state, entry)
         except Refusal as refusal:
@@ -131,7 +143,8 @@ class HttpCapability:
         limit = self.limits.max_request_bytes
         if out.body is not None and len(out.body) > limit:
             raise Refusal("too-large", f"request body is {len(out.body)} bytes, over the {limit}-byte limit")
-        target = parse_target(out.method, out.url)
+        _check_header_values(out.headers)
+        target = _parse(out.method, out.url)
         for hop in range(self.limits.max_redirects + 1):
             rule = self._authorize(target)
             entry.update(host=target.host, path=target.path)
@@ -142,9 +155,9 @@ class HttpCapability:
             if hop == self.limits.max_redirects:
                 raise Refusal("denied", f"more than {self.limits.max_redirects} redirects")
             out = out.redirected(response.status_code, location)
-            new = parse_target(out.method, out.url)
-            if new.host != target.host:
-                out.headers = [(k, v) for k, v in out.headers if k.lower() not in DROP_ON_NEW_HOST]
+            new = _parse(out.method, out.url)
+            if (new.scheme, new.host, new.port) != (target.scheme, target.host, target.port):
+                out.headers = [(k, v) for k, v in out.headers if k.lower() not in DROP_ON_NEW_ORIGIN]
             target = new
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -173,10 +186,9 @@ class HttpCapability:
     ) -> httpx.Response:
         if self.requests >= self.limits.max_requests:
             raise Refusal("denied", f"request limit reached ({self.limits.max_requests} per call)")
-        timeout = min(self.limits.request_timeout_ms / 1000.0, state.remaining_s())
+        timeout = self._deadline.left_s()
         if timeout <= 0:
-            state.timed_out = True
-            raise Refusal("timeout", "the call's deadline has passed")
+            raise self._timeout(state, "has passed")
         try:
             address = pin_address(target, rule.allow_private, timeout)
         except Refusal as refusal:
@@ -197,10 +209,7 @@ class HttpCapability:
             response = self._client(target.host).send(request, stream=True)
             self._read(response, state, entry)
         except httpx.TimeoutException as exc:
-            if state.remaining_s() <= 0.005:
-                state.timed_out = True
-                raise Refusal("timeout", "the call's deadline passed while waiting for the server") from exc
-            raise Refusal("timeout", f"no answer within {self.limits.request_timeout_ms} ms") from exc
+            raise self._timeout(state, "passed while waiting for the server") from exc
         except httpx.HTTPError as exc:
             raise Refusal("network", _network_reason(exc, target.host)) from exc
         entry["status"] = response.status_code
@@ -214,14 +223,21 @@ class HttpCapability:
                 size += len(chunk)
                 if size > cap:
                     raise Refusal("too-large", f"response body is over the {cap}-byte limit")
-                if state.remaining_s() <= 0:
-                    state.timed_out = True
-                    raise Refusal("timeout", "the call's deadline passed while reading the response")
+                if self._deadline.left_s() <= 0:
+                    raise self._timeout(state, "passed while reading the response")
                 chunks.append(chunk)
         finally:
             response.close()
             entry["bytes_in"] = entry.get("bytes_in", 0) + size
         response._content = b"".join(chunks)
+
+    def _timeout(self, state: CallState, when: str) -> Refusal:
+        """The refusal for a request out of time: the call's deadline (the call ends as
+        ``timeout``) when the call has no time left, else ``request_timeout_ms``."""
+        if state.remaining_s() <= 0.005:
+            state.timed_out = True
+            return Refusal("timeout", f"the call's deadline {when}")
+        return Refusal("timeout", f"no answer within {self.limits.request_timeout_ms} ms")
 
     def _headers(self, target: Target, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
         secrets = [s for s in self.secrets if s.applies_to(target.scheme, target.host)]
@@ -258,11 +274,27 @@ class HttpCapability:
     def _client(self, host: str) -> httpx.Client:
         client = self._clients.get(host)
         if client is None:
-            client = httpx.Client(
-                transport=self._transport, verify=ssl_context(), trust_env=False, follow_redirects=False
-            )
+            transport = self._transport or deadline_transport(self._deadline, ssl_context())
+            client = httpx.Client(transport=transport, trust_env=False, follow_redirects=False)
             self._clients[host] = client
         return client
+
+
+def _parse(method: str, url: str) -> Target:
+    """:func:`parse_target`, and refuse what httpx cannot send (too long, a bad IP literal or name)."""
+    target = parse_target(method, url)
+    try:
+        httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise Refusal("denied", f"malformed URL: {exc}") from exc
+    return target
+
+
+def _check_header_values(headers: list[tuple[str, str]]) -> None:
+    """Refuse header values HTTP/1.1 cannot carry as text (httpx sends ASCII only)."""
+    for name, value in headers:
+        if not value.isascii():
+            raise Refusal("denied", f"header {name} has a non-ASCII value")
 
 
 def _network_reason(exc: httpx.HTTPError, host: str) -> str:

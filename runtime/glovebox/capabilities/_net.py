@@ -103,9 +103,25 @@ def blocked_reason(address: IPAddress, allow_private: bool) -> str | None:
     return "a reserved address"
 
 
+#: Name lookups that may run at once in the process (each on its own daemon thread).
+MAX_LOOKUPS = 16
+_lookup_slots = threading.BoundedSemaphore(MAX_LOOKUPS)
+
+
 def _resolve(host: str, port: int, timeout_s: float) -> list[Any]:
     """``getaddrinfo`` bounded by ``timeout_s``: the lookup runs on a daemon thread,
-    so a resolver that hangs costs the call its deadline, never the process."""
+    so a resolver that hangs costs the call its deadline, never the process.
+
+    A hung lookup keeps its thread until the resolver answers, so at most
+    :data:`MAX_LOOKUPS` run at once: a lookup that finds them all busy waits for
+    one to end within ``timeout_s``, else answers ``timeout`` naming the busy
+    resolver without starting a thread. An IP literal needs no lookup.
+    """
+    literal = _literal_answer(host, port)
+    if literal is not None:
+        return literal
+    if not _lookup_slots.acquire(timeout=max(timeout_s, 0.0)):
+        raise Refusal("timeout", f"resolving {host}: all {MAX_LOOKUPS} name lookups are busy (resolver not answering)")
     done = threading.Event()
     answer: list[Any] = []
 
@@ -115,14 +131,28 @@ def _resolve(host: str, port: int, timeout_s: float) -> list[Any]:
         except (OSError, UnicodeError) as exc:
             answer.append(exc)
         finally:
+            _lookup_slots.release()
             done.set()
 
-    threading.Thread(target=lookup, name="glovebox-dns", daemon=True).start()
+    try:
+        threading.Thread(target=lookup, name="glovebox-dns", daemon=True).start()
+    except RuntimeError as exc:  # pragma: no cover - the process is out of threads
+        _lookup_slots.release()
+        raise Refusal("network", f"cannot resolve {host}: {exc}") from exc
     if not done.wait(max(timeout_s, 0.0)):
         raise Refusal("timeout", f"resolving {host} took longer than the {timeout_s * 1000:.0f} ms left")
     if isinstance(answer[0], Exception):
         raise Refusal("network", f"cannot resolve {host}: {answer[0]}")
     return list(answer[0])
+
+
+def _literal_answer(host: str, port: int) -> list[Any] | None:
+    """What ``getaddrinfo`` answers for an IP literal, without a thread; None for a name."""
+    address = ip_literal(host)
+    if address is None:
+        return None
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    return [(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (str(address), port))]
 
 
 def pin_address(target: Target, allow_private: bool, timeout_s: float = 10.0) -> str:
