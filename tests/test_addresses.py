@@ -40,6 +40,7 @@ EMBEDDED = [
         "a cloud metadata address (NAT64, embedding 169.254.169.254)",
         "a cloud metadata address (NAT64, embedding 169.254.169.254)",
     ),
+    ("64:ff9b::224.0.0.1", "a multicast or unspecified address (NAT64, embedding 224.0.0.1)", None),
     ("64:ff9b:1::a00:1", "a private address (NAT64, embedding 10.0.0.1)", None),
     ("64:ff9b:1::8.8.8.8", "a private address", None),
     (

@@ -136,6 +136,8 @@ def test_check_rules_without_rules() -> None:
         ("/users/..%20/admin", "dot segments once decoded"),
         ("/users/%252e%252e/admin", "dot segments twice decoded"),
         ("/users/1%252f..%252fadmin", "dot segments twice decoded"),
+        ("/users/%25252e%25252e", "dot segments decoded 3 times"),
+        ("/users/" + "%" + "25" * 9 + "2e", "percent-encoding nested 8 times or more"),
         ("/users/\\..\\admin", "a backslash"),
         ("/users/1%00.json", "an encoded control character"),
         ("/users/1%0d%0aX: y", "an encoded control character"),

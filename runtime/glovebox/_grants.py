@@ -45,7 +45,7 @@ class HttpRule(Frozen):
         default=False, description="Allow ';' path parameters (servers such as Tomcat read '..;' as '..')."
     )
     allow_encoded_separators: bool = Field(
-        default=False, description="Allow percent-encoded '.', '/' and '\\' in paths (also double-encoded)."
+        default=False, description="Allow percent-encoded '.', '/' and '\\' in paths (also multiply encoded)."
     )
 
     @field_validator("methods")

@@ -122,8 +122,10 @@ def _non_public(address: IPAddress) -> str | None:
     """None for a public address, else what kind of non-public address it is."""
     site_local = isinstance(address, ipaddress.IPv6Address) and address.is_site_local
     if address.is_global and not (address.is_reserved or site_local or address in _SHARED or address in _ULA):
-        return None
+        if not (address.is_multicast or address.is_unspecified):
+            return None
     for label, test in (
+        ("a multicast or unspecified address", address.is_multicast or address.is_unspecified),
         ("a loopback address", address.is_loopback),
         ("a link-local address", address.is_link_local),
         ("a private address", address.is_private or address in _SHARED or address in _ULA),

@@ -21,13 +21,13 @@ segment matches any number of segments (including none):
 
 Patterns see the path as sent, so what a server might read differently is
 refused before any pattern is tried: dot segments, backslashes and encoded
-control characters always (also once or twice percent-decoded, and ``..;``):
+control characters always (also percent-decoded once or more, and ``..;``):
 
 >>> path_refusal("/users/..;/admin"), path_refusal("/users/%252e%252e/admin")
 ('dot segments', 'dot segments twice decoded')
 
 and ``;`` path parameters or percent-encoded ``.``, ``/`` or ``\\`` (also
-double-encoded) unless the rule allows them (``allow_path_params``,
+multiply encoded) unless the rule allows them (``allow_path_params``,
 ``allow_encoded_separators``):
 
 >>> path_extras("/users/1;jsessionid=x"), path_extras("/users/a%252fb")
@@ -65,6 +65,7 @@ _TOKEN = re.compile(r"^[A-Z][A-Z0-9_-]{0,31}$")
 _SEGMENT = re.compile(r"^[A-Za-z0-9._~!$&'()+,;=:@%*-]*$")
 #: Percent-encoded '.', '/' and '\\', overlong UTF-8 forms included.
 _ENCODED_SEPARATOR = re.compile(r"%(?:2e|2f|5c|c0%ae|c0%af|c1%9c)", re.IGNORECASE)
+_MAX_DECODINGS = 8
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -188,17 +189,21 @@ def path_refusal(path: str) -> str | None:
     """What makes ``path`` unsafe under any rule, or None.
 
     A ``.`` or ``..`` segment (``;`` parameters stripped, as Tomcat and Spring
-    do) as sent or once or twice percent-decoded, a backslash, or an encoded
-    control character.
+    do) as sent or percent-decoded any number of times, a backslash, or an
+    encoded control character.
 
     >>> path_refusal("/a%2f..%2fadmin"), path_refusal("/a%00b"), path_refusal("/users/1") is None
     ('dot segments once decoded', 'an encoded control character', True)
     """
     if "\\" in path:
         return "a backslash"
+    if len(_decodings(path)) > _MAX_DECODINGS:
+        return f"percent-encoding nested {_MAX_DECODINGS} times or more"
     for level, text in enumerate(_decodings(path)):
         if any(segment.split(";")[0].strip() in (".", "..") for segment in re.split(r"[/\\]", text)):
-            return ("dot segments", "dot segments once decoded", "dot segments twice decoded")[level]
+            return "dot segments" + (
+                ("", " once decoded", " twice decoded")[level] if level < 3 else f" decoded {level} times"
+            )
         if level and _CONTROL.search(text):
             return "an encoded control character"
     return None
@@ -207,15 +212,21 @@ def path_refusal(path: str) -> str | None:
 @functools.lru_cache(maxsize=1024)
 def path_extras(path: str) -> tuple[str | None, bool]:
     """What ``path`` carries that a rule must allow: ``;`` parameters, and
-    whether it percent-encodes ``.``, ``/`` or ``\\`` (as sent or once decoded)."""
-    sent, once, _ = _decodings(path)
-    params = "path parameters" if ";" in sent else None
-    return params, bool(_ENCODED_SEPARATOR.search(sent) or _ENCODED_SEPARATOR.search(once))
+    whether it percent-encodes ``.``, ``/`` or ``\\`` (also multiply encoded)."""
+    params = "path parameters" if ";" in path else None
+    return params, any(_ENCODED_SEPARATOR.search(text) for text in _decodings(path))
 
 
-def _decodings(path: str) -> tuple[str, str, str]:
-    once = unquote(path, errors="surrogateescape")
-    return path, once, unquote(once, errors="surrogateescape")
+@functools.lru_cache(maxsize=1024)
+def _decodings(path: str) -> tuple[str, ...]:
+    """``path`` as sent, then percent-decoded until nothing changes (one level past the maximum at most)."""
+    levels = [path]
+    while "%" in levels[-1] and len(levels) <= _MAX_DECODINGS:
+        decoded = unquote(levels[-1], errors="surrogateescape")
+        if decoded == levels[-1]:
+            break
+        levels.append(decoded)
+    return tuple(levels)
 
 
 def _path_unallowed(rule: Rule, path: str) -> str | None:
