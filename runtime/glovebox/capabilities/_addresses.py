@@ -26,21 +26,21 @@ from collections.abc import Iterator
 __all__ = ["IPAddress", "blocked_reason", "embedded_ipv4"]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-_V4, _V6 = ipaddress.IPv4Address, ipaddress.ip_network
+_V4, _NET = ipaddress.IPv4Address, ipaddress.ip_network
 
 _METADATA = frozenset(
     ipaddress.ip_address(a) for a in ("169.254.169.254", "169.254.170.2", "100.100.100.200", "fd00:ec2::254")
 )
 _SHARED = ipaddress.ip_network("100.64.0.0/10")
 _ULA = ipaddress.ip_network("fc00::/7")
-_MAPPED = _V6("::ffff:0:0/96")
-_TRANSLATED = _V6("::ffff:0:0:0/96")
-_COMPATIBLE = _V6("::/96")
-_NAT64 = _V6("64:ff9b::/96")
-_NAT64_LOCAL = _V6("64:ff9b:1::/48")
-_SIX_TO_FOUR = _V6("2002::/16")
-_TEREDO = _V6("2001::/32")
-#: IPv6 ranges that are never a destination on their own: only the embedded IPv4 could be.
+_MAPPED = _NET("::ffff:0:0/96")
+_TRANSLATED = _NET("::ffff:0:0:0/96")
+_COMPATIBLE = _NET("::/96")
+_NAT64 = _NET("64:ff9b::/96")
+_NAT64_LOCAL = _NET("64:ff9b:1::/48")
+_SIX_TO_FOUR = _NET("2002::/16")
+_TEREDO = _NET("2001::/32")
+#: Embedding ranges refused unless allow_private even when the IPv4 address they embed is public.
 _NOT_PUBLIC = (
     (_TRANSLATED, "a reserved address"),
     (_NAT64_LOCAL, "a private address"),
