@@ -7,7 +7,7 @@ import pytest
 
 import glovebox
 from glovebox._manifest import parse_manifest
-from glovebox.capabilities._rules import Target, check_rules, host_matches, path_matches
+from glovebox.capabilities._rules import Target, check_rules, host_matches, path_extras, path_matches, path_refusal
 
 
 @pytest.mark.parametrize(
@@ -114,3 +114,68 @@ def test_check_rules_without_rules() -> None:
     rule, reason = check_rules([], _target(), "granted")
     assert rule is None
     assert reason == "the http capability is not granted for this call (requested GET https://api.example.com/users/1)"
+
+
+# -- paths a server could read differently ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [
+        ("/users/../admin", "dot segments"),
+        ("/users/./1", "dot segments"),
+        ("/users/..;/admin", "dot segments"),
+        ("/users/.;x/admin", "dot segments"),
+        ("/users/..;jsessionid=1/admin", "dot segments"),
+        ("/users/%2e%2e/admin", "dot segments once decoded"),
+        ("/users/.%2E/admin", "dot segments once decoded"),
+        ("/users/%2e%2e;/admin", "dot segments once decoded"),
+        ("/users/..%3b/admin", "dot segments once decoded"),
+        ("/users/1%2f..%2fadmin", "dot segments once decoded"),
+        ("/users/1%5c..%5cadmin", "dot segments once decoded"),
+        ("/users/..%20/admin", "dot segments once decoded"),
+        ("/users/%252e%252e/admin", "dot segments twice decoded"),
+        ("/users/1%252f..%252fadmin", "dot segments twice decoded"),
+        ("/users/%25252e%25252e", "dot segments decoded 3 times"),
+        ("/users/" + "%" + "25" * 9 + "2e", "percent-encoding nested 8 times or more"),
+        ("/users/\\..\\admin", "a backslash"),
+        ("/users/1%00.json", "an encoded control character"),
+        ("/users/1%0d%0aX: y", "an encoded control character"),
+        ("/users/1%7f", "an encoded control character"),
+        ("/users/1%2500", "an encoded control character"),
+    ],
+)
+def test_paths_refused_under_any_rule(path: str, problem: str) -> None:
+    assert path_refusal(path) == problem
+
+
+@pytest.mark.parametrize("path", ["/users/1", "/users/a.b", "/users/...", "/users/..a", "/users/%41", "/v1/a%20b"])
+def test_ordinary_paths_pass(path: str) -> None:
+    assert path_refusal(path) is None
+    assert path_extras(path) == (None, False)
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("/users/1;jsessionid=x", "path /users/1;jsessionid=x has ';' parameters (allow_path_params is off) (granted)"),
+        ("/users/a%2fb", "path /users/a%2fb has a percent-encoded '.', '/' or '\\' (allow_encoded_separators is off)"),
+        ("/users/a%2Eb", "path /users/a%2Eb has a percent-encoded '.', '/' or '\\' (allow_encoded_separators is off)"),
+        ("/users/a%5cb", "path /users/a%5cb has a percent-encoded '.', '/' or '\\' (allow_encoded_separators is off)"),
+        ("/users/a%252fb", "path /users/a%252fb has a percent-encoded '.', '/' or '\\' (allow_encoded_separators"),
+        ("/users/a%c0%afb", "path /users/a%c0%afb has a percent-encoded '.', '/' or '\\' (allow_encoded_separators"),
+    ],
+)
+def test_params_and_encoded_separators_need_the_rule(path: str, reason: str) -> None:
+    rule, message = check_rules(RULES, _target(path=path), "granted")
+    assert rule is None
+    assert message.startswith(reason)
+
+
+def test_a_rule_can_allow_params_and_encoded_separators() -> None:
+    params = glovebox.HttpRule(host="api.example.com", paths=["/users/*"], allow_path_params=True)
+    encoded = glovebox.HttpRule(host="api.example.com", paths=["/users/*"], allow_encoded_separators=True)
+    assert check_rules([params], _target(path="/users/1;v=2"), "granted")[0] is params
+    assert check_rules([encoded], _target(path="/users/a%2Fb"), "granted")[0] is encoded
+    assert check_rules([params], _target(path="/users/a%2Fb"), "granted")[0] is None
+    assert check_rules([encoded, params], _target(path="/users/1;v=2"), "granted")[0] is params

@@ -41,6 +41,12 @@ class HttpRule(Frozen):
         default=False, description="Allow this host to resolve to loopback/private/link-local addresses."
     )
     follow_redirects: bool = Field(default=False, description="Follow redirects (each hop is re-checked).")
+    allow_path_params: bool = Field(
+        default=False, description="Allow ';' path parameters (servers such as Tomcat read '..;' as '..')."
+    )
+    allow_encoded_separators: bool = Field(
+        default=False, description="Allow percent-encoded '.', '/' and '\\' in paths (also multiply encoded)."
+    )
 
     @field_validator("methods")
     @classmethod

@@ -4,6 +4,8 @@
 'a cloud metadata address'
 >>> blocked_reason(ipaddress.ip_address("::ffff:10.0.0.1"), allow_private=False)
 'a private address'
+>>> blocked_reason(ipaddress.ip_address("64:ff9b::10.0.0.1"), allow_private=False)
+'a private address (NAT64, embedding 10.0.0.1)'
 >>> blocked_reason(ipaddress.ip_address("93.184.216.34"), allow_private=False) is None
 True
 """
@@ -19,20 +21,13 @@ import threading
 from typing import Any
 from urllib.parse import urlsplit
 
-from ._rules import DEFAULT_PORTS, Target, ip_literal
+from ._addresses import blocked_reason
+from ._rules import DEFAULT_PORTS, Target, ip_literal, path_refusal
 
 __all__ = ["Refusal", "blocked_reason", "check_headers", "parse_target", "pin_address", "ssl_context"]
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,256}$")
 _RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "upgrade", "te"})
-_METADATA = frozenset(
-    ipaddress.ip_address(a) for a in ("169.254.169.254", "169.254.170.2", "100.100.100.200", "fd00:ec2::254")
-)
-_SHARED = ipaddress.ip_network("100.64.0.0/10")
-_ULA = ipaddress.ip_network("fc00::/7")
-_BAD_PATH = re.compile(r"(^|/)(\.|%2e){1,2}(/|$)|%2f|%5c|\\", re.IGNORECASE)
 
 
 class Refusal(Exception):
@@ -75,32 +70,11 @@ def parse_target(method: str, url: str) -> Target:
     if not host:
         raise Refusal("denied", "URL has no host")
     path = parts.path or "/"
-    if _BAD_PATH.search(path):
-        raise Refusal("denied", f"path {path[:128]} has dot segments or encoded slashes")
+    problem = path_refusal(path)
+    if problem is not None:
+        raise Refusal("denied", f"path {path[:128]} has {problem}")
     address = ip_literal(host)
     return Target(scheme, str(address) if address else host, port or DEFAULT_PORTS[scheme], method, path)
-
-
-def blocked_reason(address: IPAddress, allow_private: bool) -> str | None:
-    """Why a connection to ``address`` is refused, or None when it is allowed."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    if address in _METADATA:
-        return "a cloud metadata address"
-    if address.is_multicast or address.is_unspecified:
-        return "a multicast or unspecified address"
-    if address.is_global and address not in _SHARED and address not in _ULA:
-        return None
-    if allow_private:
-        return None
-    for label, test in (
-        ("a loopback address", address.is_loopback),
-        ("a link-local address", address.is_link_local),
-        ("a private address", address.is_private or address in _SHARED or address in _ULA),
-    ):
-        if test:
-            return label
-    return "a reserved address"
 
 
 #: Name lookups that may run at once in the process (each on its own daemon thread).

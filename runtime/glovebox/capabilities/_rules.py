@@ -18,6 +18,20 @@ segment matches any number of segments (including none):
 (True, False)
 >>> path_matches("/api/**", "/api"), path_matches("/api/**", "/api/v1/x")
 (True, True)
+
+Patterns see the path as sent, so what a server might read differently is
+refused before any pattern is tried: dot segments, backslashes and encoded
+control characters always (also percent-decoded once or more, and ``..;``):
+
+>>> path_refusal("/users/..;/admin"), path_refusal("/users/%252e%252e/admin")
+('dot segments', 'dot segments twice decoded')
+
+and ``;`` path parameters or percent-encoded ``.``, ``/`` or ``\\`` (also
+multiply encoded) unless the rule allows them (``allow_path_params``,
+``allow_encoded_separators``):
+
+>>> path_extras("/users/1;jsessionid=x"), path_extras("/users/a%252fb")
+(('path parameters', False), (None, True))
 """
 
 from __future__ import annotations
@@ -28,6 +42,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
+from urllib.parse import unquote
 
 __all__ = [
     "DEFAULT_PORTS",
@@ -39,13 +54,19 @@ __all__ = [
     "parse_host_pattern",
     "parse_method",
     "parse_path_pattern",
+    "path_extras",
     "path_matches",
+    "path_refusal",
 ]
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 _TOKEN = re.compile(r"^[A-Z][A-Z0-9_-]{0,31}$")
 _SEGMENT = re.compile(r"^[A-Za-z0-9._~!$&'()+,;=:@%*-]*$")
+#: Percent-encoded '.', '/' and '\\', overlong UTF-8 forms included.
+_ENCODED_SEPARATOR = re.compile(r"%(?:2e|2f|5c|c0%ae|c0%af|c1%9c)", re.IGNORECASE)
+_MAX_DECODINGS = 8
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class Rule(Protocol):
@@ -61,6 +82,10 @@ class Rule(Protocol):
     def methods(self) -> Sequence[str]: ...
     @property
     def paths(self) -> Sequence[str]: ...
+    @property
+    def allow_path_params(self) -> bool: ...
+    @property
+    def allow_encoded_separators(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -159,6 +184,60 @@ def path_matches(pattern: str, path: str) -> bool:
     return parse_path_pattern(pattern).fullmatch(path) is not None
 
 
+@functools.lru_cache(maxsize=1024)
+def path_refusal(path: str) -> str | None:
+    """What makes ``path`` unsafe under any rule, or None.
+
+    A ``.`` or ``..`` segment (``;`` parameters stripped, as Tomcat and Spring
+    do) as sent or percent-decoded any number of times, a backslash, or an
+    encoded control character.
+
+    >>> path_refusal("/a%2f..%2fadmin"), path_refusal("/a%00b"), path_refusal("/users/1") is None
+    ('dot segments once decoded', 'an encoded control character', True)
+    """
+    if "\\" in path:
+        return "a backslash"
+    if len(_decodings(path)) > _MAX_DECODINGS:
+        return f"percent-encoding nested {_MAX_DECODINGS} times or more"
+    for level, text in enumerate(_decodings(path)):
+        if any(segment.split(";")[0].strip() in (".", "..") for segment in re.split(r"[/\\]", text)):
+            return "dot segments" + (
+                ("", " once decoded", " twice decoded")[level] if level < 3 else f" decoded {level} times"
+            )
+        if level and _CONTROL.search(text):
+            return "an encoded control character"
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def path_extras(path: str) -> tuple[str | None, bool]:
+    """What ``path`` carries that a rule must allow: ``;`` parameters, and
+    whether it percent-encodes ``.``, ``/`` or ``\\`` (also multiply encoded)."""
+    params = "path parameters" if ";" in path else None
+    return params, any(_ENCODED_SEPARATOR.search(text) for text in _decodings(path))
+
+
+@functools.lru_cache(maxsize=1024)
+def _decodings(path: str) -> tuple[str, ...]:
+    """``path`` as sent, then percent-decoded until nothing changes (one level past the maximum at most)."""
+    levels = [path]
+    while "%" in levels[-1] and len(levels) <= _MAX_DECODINGS:
+        decoded = unquote(levels[-1], errors="surrogateescape")
+        if decoded == levels[-1]:
+            break
+        levels.append(decoded)
+    return tuple(levels)
+
+
+def _path_unallowed(rule: Rule, path: str) -> str | None:
+    params, encoded = path_extras(path)
+    if params and not rule.allow_path_params:
+        return f"path {path} has ';' parameters (allow_path_params is off)"
+    if encoded and not rule.allow_encoded_separators:
+        return f"path {path} has a percent-encoded '.', '/' or '\\' (allow_encoded_separators is off)"
+    return None
+
+
 def parse_method(method: str) -> str:
     """Validate a method (or ``*``) and return it upper-cased.
 
@@ -193,7 +272,8 @@ def _mismatch(rule: Rule, target: Target) -> tuple[int, str] | None:
         return 3, f"method {target.method} not allowed for {target.url}"
     if not any(path_matches(p, target.path) for p in rule.paths):
         return 4, f"path {target.path} not allowed for {target.host}"
-    return None
+    unallowed = _path_unallowed(rule, target.path)
+    return None if unallowed is None else (5, unallowed)
 
 
 def _allowed(rules: Sequence[Rule], part: int) -> list[str]:
@@ -223,5 +303,7 @@ def check_rules(rules: Sequence[Rule], target: Target, side: str) -> tuple[Rule 
     if best is None:
         return None, f"the http capability is not {side} for this call (requested {target.method} {target.url})"
     part, reason = best
+    if part == 5:
+        return None, f"{reason} ({side})"
     near = [r for r in rules if part == 0 or host_matches(r.host, target.host)]
     return None, f"{reason} ({side}: {', '.join(_allowed(near, part))})"
