@@ -12,6 +12,8 @@ from click.testing import CliRunner, Result
 
 import glovebox
 from glovebox._cli import cli
+from glovebox._gate import input_digest
+from glovebox._schemas import MAX_INPUT_BYTES
 from glovebox.policy import ApprovalStore, parse_policy
 
 POLICY = """
@@ -23,6 +25,7 @@ principals:
   boss: {scopes: [run, glovebox:approve]}
 rules:
   - {tool: sensitive, action: require_approval}
+  - {tool: checked, action: require_approval}
   - {tool: plain, action: allow}
 approvals: {ttl_s: 60}
 """
@@ -75,6 +78,39 @@ def test_the_store_refuses_self_approval_with_the_glovebox_error(tmp_path: Path)
         assert store.get(pending.id).status == "pending"  # type: ignore[union-attr]
     finally:
         store.close()
+
+
+CHECKED = {"name": "checked", "required_scopes": ["run"], "input_schema": {"properties": {"q": {"maximum": 10}}}}
+
+
+def test_invalid_input_is_refused_before_any_approval_is_asked_or_spent(
+    rt: glovebox.Runtime, build_guest: Callable[[str], Path]
+) -> None:
+    rt.register(build_guest("echo"), CHECKED)
+    first = rt.call("checked", {"q": 1}, principal="agent")
+    assert first.code == "approval_required" and first.error is not None
+    rt.approve(first.error.details["approval_id"], principal="admin")
+    invalid = rt.call("checked", {"q": 99}, principal="agent")
+    assert invalid.code == "invalid_input", invalid.to_dict()
+    assert rt.pending_approvals() == [], "no approval is asked for input that cannot run"
+    assert rt.call("checked", {"q": 1}, principal="agent").output == {"q": 1}
+    assert rt.call("checked", {"q": 1}, principal="agent").code == "approval_required", "it ran once"
+
+
+@pytest.mark.parametrize("value", [{"q": 99}, {"q": 1, "pad": "x" * MAX_INPUT_BYTES}], ids=["schema", "too-large"])
+def test_an_approved_but_invalid_input_keeps_its_approval(
+    rt: glovebox.Runtime, build_guest: Callable[[str], Path], value: dict[str, object]
+) -> None:
+    rt.register(build_guest("echo"), CHECKED)
+    digest = input_digest(value)
+    assert digest is not None
+    approval = rt._gate.approvals.request("agent", "checked@0.0.0", digest, ttl_s=60)
+    rt.approve(approval.id, principal="admin")
+    result = rt.call("checked", value, principal="agent")
+    assert result.code == "invalid_input" and result.meta["fuel_used"] == 0
+    kept = rt._gate.approvals.get(approval.id)
+    assert kept is not None and kept.status == "approved" and kept.used_at is None
+    assert rt.audit.tail(1)[0]["decision"] == "require_approval"
 
 
 def test_replay_with_another_input_or_principal_is_refused(rt: glovebox.Runtime) -> None:

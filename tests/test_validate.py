@@ -263,7 +263,7 @@ def test_manifest_file_errors_name_the_file(runtime: glovebox.Runtime, build_gue
 @pytest.mark.parametrize("field", ["input_schema", "output_schema"])
 def test_manifest_with_an_invalid_json_schema(runtime: glovebox.Runtime, build_guest: BuildGuest, field: str) -> None:
     manifest = {"name": "echo", field: {"type": 12}}
-    _refuse_manifest(runtime, build_guest, manifest, rf"{field}.*not a valid JSON Schema at type")
+    _refuse_manifest(runtime, build_guest, manifest, rf"{field}.*not a valid JSON Schema at /type")
 
 
 @pytest.mark.parametrize(

@@ -129,7 +129,11 @@ class PolicyGate:
         return decide(self.current(), principal, info)
 
     def admit(self, trace: CallTrace, info: ToolInfo, principal: str) -> Decision:
-        """The decision for this call; raise when it may not run (now)."""
+        """The decision for this call; raise when the policy refuses it.
+
+        An approval is not looked at here: :meth:`spend_approval` does that
+        once the input has been validated, so invalid input never uses one up.
+        """
         decision = decide(trace.policy, principal, info)
         trace.decision = decision.action
         if decision.missing_scopes:
@@ -139,9 +143,15 @@ class PolicyGate:
             raise PermissionDenied(
                 f"the policy blocks {principal!r} from calling {info.name}", details={"reason": list(decision.reason)}
             )
+        return decision
+
+    def spend_approval(self, trace: CallTrace, info: ToolInfo, principal: str, decision: Decision) -> None:
+        """Use up the approval a ``require_approval`` call needs, or raise ApprovalRequired.
+
+        Call it after the input has been validated.
+        """
         if decision.action == "require_approval":
             self._approved(trace, info, principal)
-        return decision
 
     def _approved(self, trace: CallTrace, info: ToolInfo, principal: str) -> None:
         if trace.input_digest is None:

@@ -253,9 +253,9 @@ class Registry:
 
 @functools.lru_cache(maxsize=4096)
 def _info(row: Row) -> ToolInfo:
-    # Rows are immutable while their values are unchanged, so parsing (and
-    # re-checking the schemas of) a manifest happens once per row, not per call.
-    manifest = Manifest.model_validate_json(row[3])
+    # Rows are immutable while their values are unchanged, so parsing a manifest
+    # happens once per row, not per call. Its schemas were checked at registration.
+    manifest = Manifest.model_validate_json(row[3], context={"stored": True})
     return ToolInfo(
         manifest=manifest,
         digest=row[2],

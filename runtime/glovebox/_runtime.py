@@ -416,6 +416,7 @@ class Runtime:
         input_text = encode_input(value)
         if info.input_schema is not True:
             self._validator(info, "input").validate(value)
+        self._gate.spend_approval(trace, info, meta["principal"], decision)
         component = self._component(info)
         http = self._http_for(info, self._grants_for(decision))
         try:
@@ -448,7 +449,7 @@ class Runtime:
         validator = self._validators.get(key)
         if validator is None:
             schema = info.input_schema if which == "input" else info.output_schema
-            validator = SchemaCheck.for_schema(schema, which)
+            validator = SchemaCheck.for_schema(schema, which, info.manifest.limits.timeout_ms)
             self._validators[key] = validator
         return validator
 

@@ -1,0 +1,228 @@
+"""ECMA-262 regular expressions for JSON Schema, matched under a time budget.
+
+JSON Schema's ``pattern`` and ``patternProperties`` are ECMA-262 regexes.
+Python's ``re`` speaks another dialect (``\\d`` matches any Unicode digit,
+``$`` matches before a final newline, ``\\p{Letter}`` is an error) and never
+gives up: ``^(a|a)+$`` against forty ``a`` and a ``b`` backtracks for minutes
+while holding the GIL. Here a pattern is translated into the syntax of the
+``regex`` module, compiled once, and matched with a ``timeout`` and with the
+GIL released (``concurrent=True``). ``regex`` is imported on first use.
+
+Translation: ``\\d \\w \\s`` (and ``\\D \\W \\S``, ``\\b \\B``) get their ECMA
+meaning (ASCII digits and word characters, Unicode white space), ``.`` stops at
+every line terminator, ``$`` matches only at the end, ``\\cX``, ``\\u{...}``,
+``\\k<name>``, ``[]`` and ``[^]`` are rewritten, and syntax ECMA-262 lacks
+(``(?i)``, ``(?P<x>...)``, ``\\A``, unknown escapes) is refused.
+
+>>> search("^\\\\d+$", "42"), search("^\\\\d+$", "٤٢"), search("^abc$", "abc\\n")
+(True, False, False)
+>>> search("\\\\p{Letter}cole", "école")
+True
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["DEFAULT_BUDGET_S", "PatternError", "PatternTimeout", "compile_pattern", "search", "time_budget"]
+
+#: Seconds one match may take when no budget is in force.
+DEFAULT_BUDGET_S = 1.0
+_MAX = 0x10FFFF
+_DIGIT = ((0x30, 0x39),)
+_WORD = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
+_SPACE = (
+    (0x09, 0x0D),
+    (0x20, 0x20),
+    (0xA0, 0xA0),
+    (0x1680, 0x1680),
+    (0x2000, 0x200A),
+    (0x2028, 0x2029),
+    (0x202F, 0x202F),
+    (0x205F, 0x205F),
+    (0x3000, 0x3000),
+    (0xFEFF, 0xFEFF),
+)
+_SIMPLE = {"t": r"\t", "n": r"\n", "v": r"\x0b", "f": r"\x0c", "r": r"\r"}
+_SYNTAX = set("^$\\.*+?()[]{}|/-")
+_GROUPS = ("(?:", "(?=", "(?!", "(?<=", "(?<!")
+_local = threading.local()
+
+
+class PatternError(ValueError):
+    """A pattern that is not an ECMA-262 regex this host can run."""
+
+
+class PatternTimeout(Exception):
+    """Matching ``pattern`` ran out of time."""
+
+    def __init__(self, pattern: str) -> None:
+        super().__init__(pattern)
+        self.pattern = pattern
+
+
+@contextmanager
+def time_budget(seconds: float) -> Iterator[None]:
+    """Let every match on this thread inside the block share ``seconds`` in all."""
+    previous = getattr(_local, "deadline", None)
+    _local.deadline = time.monotonic() + seconds
+    try:
+        yield
+    finally:
+        _local.deadline = previous
+
+
+def search(pattern: str, text: str) -> bool:
+    """Whether ECMA-262 ``pattern`` matches somewhere in ``text``.
+
+    Raises:
+        PatternError: the pattern is not a usable ECMA-262 regex.
+        PatternTimeout: the match outran the budget (see :func:`time_budget`).
+    """
+    compiled = compile_pattern(pattern)
+    deadline = getattr(_local, "deadline", None)
+    remaining = DEFAULT_BUDGET_S if deadline is None else deadline - time.monotonic()
+    if remaining <= 0:
+        raise PatternTimeout(pattern)
+    try:
+        return compiled.search(text, timeout=remaining, concurrent=True) is not None
+    except TimeoutError as exc:
+        raise PatternTimeout(pattern) from exc
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_pattern(pattern: str) -> Any:
+    """The compiled ``regex`` pattern of an ECMA-262 regex.
+
+    Raises:
+        PatternError: the pattern does not translate or does not compile.
+    """
+    import regex  # type: ignore[import-untyped]  # the first pattern pays for it, not `import glovebox`
+
+    translated = translate(pattern)
+    try:
+        return regex.compile(translated, flags=regex.VERSION0)
+    except (regex.error, ValueError, OverflowError) as exc:
+        raise PatternError(f"{pattern!r} is not a valid regex: {exc}") from exc
+
+
+def translate(pattern: str) -> str:
+    """The ``regex``-module source of an ECMA-262 pattern.
+
+    >>> translate("^a.$")
+    '^a[^\\\\n\\\\r\\\\u2028\\\\u2029]\\\\Z'
+    """
+    out: list[str] = []
+    i, in_class = 0, False
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            piece, i = _escape(pattern, i + 1, in_class)
+        elif in_class:
+            piece, i = _class_char(pattern, i)
+            in_class = char != "]"
+        else:
+            piece, i, in_class = _outside(pattern, i)
+        out.append(piece)
+    if in_class:
+        raise PatternError(f"{pattern!r} is not a valid regex: unterminated character class")
+    return "".join(out)
+
+
+def _outside(pattern: str, i: int) -> tuple[str, int, bool]:
+    """One unescaped character outside a class: (translation, next index, now in a class)."""
+    char = pattern[i]
+    if char == ".":
+        return r"[^\n\r\u2028\u2029]", i + 1, False
+    if char == "$":
+        return r"\Z", i + 1, False
+    if char == "(" and pattern.startswith("(?", i):
+        return _group(pattern, i), i + 2, False
+    if char == "[":
+        if pattern.startswith("[]", i):
+            return "(?!)", i + 2, False
+        if pattern.startswith("[^]", i):
+            return "(?s:.)", i + 3, False
+        if pattern.startswith("[^", i):
+            return "[^", i + 2, True
+        return "[", i + 1, True
+    return char, i + 1, False
+
+
+def _group(pattern: str, i: int) -> str:
+    if pattern.startswith(_GROUPS, i):
+        return "(?"
+    if pattern.startswith("(?<", i) and pattern[i + 3 : i + 4].isidentifier():
+        return "(?"
+    raise PatternError(f"{pattern!r} is not an ECMA-262 regex: unsupported group syntax at {i}")
+
+
+def _class_char(pattern: str, i: int) -> tuple[str, int]:
+    char = pattern[i]
+    if char in "[&~|":
+        return "\\" + char, i + 1  # literal in ECMA; would start set operations in `regex`
+    return char, i + 1
+
+
+def _escape(pattern: str, i: int, in_class: bool) -> tuple[str, int]:
+    """Translate the escape whose letter is at ``pattern[i]``; return (translation, next index)."""
+    if i >= len(pattern):
+        raise PatternError(f"{pattern!r} is not a valid regex: a trailing backslash")
+    char = pattern[i]
+    shorthand = _shorthand(char, in_class)
+    if shorthand is not None:
+        return shorthand, i + 1
+    if char in _SIMPLE:
+        return _SIMPLE[char], i + 1
+    if char in "bB":
+        return (r"\x08" if in_class else rf"(?a:\{char})"), i + 1
+    if char == "c" and i + 1 < len(pattern) and pattern[i + 1].isascii() and pattern[i + 1].isalpha():
+        return f"\\x{ord(pattern[i + 1]) % 32:02x}", i + 2
+    if char == "u" and pattern.startswith("u{", i):
+        end = pattern.find("}", i)
+        return _code_point(pattern, pattern[i + 2 : end] if end > 0 else ""), end + 1
+    if char == "k" and pattern.startswith("k<", i) and not in_class:
+        end = pattern.find(">", i)
+        if end > 0 and pattern[i + 2 : end].isidentifier():
+            return f"(?P={pattern[i + 2 : end]})", end + 1
+    if char in "xupP0123456789" or char in _SYNTAX:
+        return "\\" + char, i + 1
+    raise PatternError(f"{pattern!r} is not an ECMA-262 regex: unknown escape \\{char}")
+
+
+def _shorthand(char: str, in_class: bool) -> str | None:
+    """The ECMA meaning of ``\\d \\D \\w \\W \\s \\S``, as class contents or a class."""
+    sets = {"d": _DIGIT, "w": _WORD, "s": _SPACE}
+    ranges = sets.get(char.lower())
+    if ranges is None:
+        return None
+    if char.isupper():
+        ranges = _complement(ranges)
+    body = "".join(f"\\U{low:08x}" if low == high else f"\\U{low:08x}-\\U{high:08x}" for low, high in ranges)
+    return body if in_class else f"[{body}]"
+
+
+def _complement(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    result, start = [], 0
+    for low, high in ranges:
+        if low > start:
+            result.append((start, low - 1))
+        start = high + 1
+    if start <= _MAX:
+        result.append((start, _MAX))
+    return tuple(result)
+
+
+def _code_point(pattern: str, digits: str) -> str:
+    try:
+        value = int(digits, 16)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= _MAX:
+        raise PatternError(f"{pattern!r} is not a valid regex: bad \\u{{...}} escape")
+    return f"\\U{value:08x}"
