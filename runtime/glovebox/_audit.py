@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ._jsonlimits import escape_surrogates
 from ._sqlite import Database
 
 __all__ = ["AuditLog", "AuditVerification", "redact"]
@@ -76,6 +77,13 @@ def row_hash(prev_hash: str, record: dict[str, Any]) -> str:
     return hashlib.sha256((prev_hash + body).encode("utf-8")).hexdigest()
 
 
+def _escape_strings(row: dict[str, Any]) -> None:
+    """Write lone surrogates as ``\\udXXX`` escapes, so every row can be hashed and stored as UTF-8."""
+    for key, value in row.items():
+        if isinstance(value, str):
+            row[key] = escape_surrogates(value)
+
+
 @dataclass(frozen=True)
 class AuditVerification:
     """The result of walking the chain: ``ok``, rows checked, and the first problem."""
@@ -106,6 +114,7 @@ class AuditLog:
         for key in ("egress", "input", "output"):
             if row[key] is not None and not isinstance(row[key], str):
                 row[key] = json.dumps(row[key], sort_keys=True, ensure_ascii=False)
+        _escape_strings(row)
         with self._database.write() as db:
             last = db.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
             seq, prev = (last[0] + 1, last[1]) if last else (1, GENESIS)
