@@ -3,7 +3,8 @@
 Library errors become exit codes in one place, the root group
 (:class:`glovebox._cli_base.GloveboxGroup`): 0 success; 1 a failed call, a
 refused registration/build/signature/approval, a policy with problems or a
-tampered audit log; 2 a usage error (bad flags, --input that is not JSON).
+tampered audit log, anything unexpected (``error [internal_error]``); 2 a usage
+error (bad flags, --input that is not JSON or breaks the JSON rules).
 """
 
 from __future__ import annotations
