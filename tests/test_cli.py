@@ -342,21 +342,20 @@ def test_a_guest_output_with_a_lone_surrogate_is_an_envelope(
     assert invoke("audit", "verify").exit_code == 0
 
 
-def test_internal_errors_are_logged_only_with_verbose(
-    build_guest: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_internal_errors_are_logged_only_with_verbose(build_guest: Callable[[str], Path]) -> None:
+    """Through the entry point (no test logging around it): a tampered artifact is an internal_error."""
     assert invoke("register", str(build_guest("echo")), "--manifest", str(write_manifest("echo"))).exit_code == 0
-
-    def broken(self: object, info: object) -> None:
-        raise RuntimeError("the compiled cache is gone")
-
-    monkeypatch.setattr("glovebox._runtime.Runtime._component", broken)
-    quiet = invoke("call", "echo", "--input", "{}")
-    assert quiet.exit_code == 1 and quiet.stderr == ""
+    home = Path(os.environ["GLOVEBOX_HOME"])
+    shutil.rmtree(home / "cache" / "compiled")
+    [blob] = (home / "blobs" / "sha256").glob("*.wasm")
+    blob.chmod(0o644)
+    blob.write_bytes(b"\0asm tampered")
+    quiet = entry_point("call", "echo", "--input", "{}")
+    assert quiet.returncode == 1 and quiet.stderr == ""
     assert json.loads(quiet.stdout)["error"]["code"] == "internal_error"
-    loud = invoke("-v", "call", "echo", "--input", "{}")
-    assert loud.exit_code == 1 and json.loads(loud.stdout)["error"]["code"] == "internal_error"
-    assert "Traceback" in loud.stderr and "RuntimeError: the compiled cache is gone" in loud.stderr
+    loud = entry_point("-v", "call", "echo", "--input", "{}")
+    assert loud.returncode == 1 and json.loads(loud.stdout)["error"]["code"] == "internal_error"
+    assert "ERROR glovebox: artifact sha256:" in loud.stderr and "refusing to run it" in loud.stderr
 
 
 def test_an_unexpected_exception_is_one_error_line(monkeypatch: pytest.MonkeyPatch) -> None:
