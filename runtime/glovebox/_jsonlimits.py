@@ -57,7 +57,7 @@ def loads(data: str | bytes) -> Any:
     """
     text = _decode(data) if isinstance(data, bytes) else data
     try:
-        value = json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
+        value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise JsonRejected(f"is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
     except RecursionError as exc:
@@ -179,3 +179,7 @@ def _parse_float(text: str) -> float:
 
 def _parse_constant(name: str) -> float:
     raise JsonRejected(f"is not JSON: {name} is not a JSON value")
+
+
+# One decoder, built once: ``json.loads`` with hooks would build one per call.
+_DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
