@@ -302,3 +302,76 @@ def test_policy_commands(build_example: Callable[[str], Path], tmp_path: Path) -
         and "bad.yaml:4: rules.0.acton: unknown field" in broken.stderr
     )
     assert json.loads(invoke("policy", "schema").stdout) == policy_schema()
+
+
+# -- hostile JSON and the one error boundary ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "stdin", "last_line"),
+    [
+        ("[" * 100_000 + "]" * 100_000, None, "the input is nested deeper than 64 levels"),
+        ("1" * 10_000, None, "the input holds a number of 10000 characters, over the 1000-character limit"),
+        (
+            '{"t": "\\ud800"}',
+            None,
+            "the input holds a lone surrogate (U+D800) in a string at /t: strings must be valid Unicode",
+        ),
+        ("-", b'{"t": "\xff"}', "not JSON: its bytes are not valid utf-8 (at byte 7)"),
+        ("-", b"[" * 100_000, "the input is nested deeper than 64 levels"),
+    ],
+    ids=["deep", "huge-number", "surrogate", "stdin-not-utf8", "stdin-deep"],
+)
+def test_hostile_input_is_a_usage_error_without_a_traceback(raw: str, stdin: bytes | None, last_line: str) -> None:
+    result = CliRunner().invoke(cli, ["call", "echo", "--input", raw], input=stdin, catch_exceptions=False)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.splitlines()[-1] == f"Error: Invalid value for '--input': {last_line}"
+    assert "Traceback" not in result.stderr
+
+
+def test_a_guest_output_with_a_lone_surrogate_is_an_envelope(
+    build_guest: Callable[[str], Path], tmp_path: Path
+) -> None:
+    manifest = tmp_path / "hostile.json"
+    manifest.write_text('{"name": "hostile-json"}')
+    assert invoke("register", str(build_guest("hostile_json")), "--manifest", str(manifest)).exit_code == 0
+    result = invoke("call", "hostile-json", "--input", '"surrogate 0"')
+    assert result.exit_code == 1 and result.stderr == ""
+    error = json.loads(result.stdout)["error"]
+    assert error["code"] == "invalid_output" and "lone surrogate (U+D800)" in error["message"]
+    assert invoke("audit", "verify").exit_code == 0
+
+
+def test_internal_errors_are_logged_only_with_verbose(build_guest: Callable[[str], Path]) -> None:
+    """Through the entry point (no test logging around it): a tampered artifact is an internal_error."""
+    assert invoke("register", str(build_guest("echo")), "--manifest", str(write_manifest("echo"))).exit_code == 0
+    home = Path(os.environ["GLOVEBOX_HOME"])
+    shutil.rmtree(home / "cache" / "compiled")
+    [blob] = (home / "blobs" / "sha256").glob("*.wasm")
+    blob.chmod(0o644)
+    blob.write_bytes(b"\0asm tampered")
+    quiet = entry_point("call", "echo", "--input", "{}")
+    assert quiet.returncode == 1 and quiet.stderr == ""
+    assert json.loads(quiet.stdout)["error"]["code"] == "internal_error"
+    loud = entry_point("-v", "call", "echo", "--input", "{}")
+    assert loud.returncode == 1 and json.loads(loud.stdout)["error"]["code"] == "internal_error"
+    assert "ERROR glovebox: artifact sha256:" in loud.stderr and "refusing to run it" in loud.stderr
+
+
+def test_an_unexpected_exception_is_one_error_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self: object) -> list[str]:
+        raise RuntimeError("keyring exploded")
+
+    monkeypatch.setattr("glovebox._cli.Keyring.keys", broken)
+    quiet = invoke("keys", "list")
+    assert (quiet.exit_code, quiet.stdout) == (1, "")
+    assert quiet.stderr == "error [internal_error]: unexpected RuntimeError; run with -v for details\n"
+    loud = invoke("--verbose", "keys", "list")
+    assert loud.exit_code == 1 and loud.stderr.splitlines()[-1] == "error [internal_error]: unexpected RuntimeError"
+    assert "RuntimeError: keyring exploded" in loud.stderr
+
+
+def write_manifest(name: str) -> Path:
+    path = Path(os.environ["GLOVEBOX_HOME"]).parent / f"{name}.manifest.json"
+    path.write_text(json.dumps({"name": name}))
+    return path

@@ -171,3 +171,28 @@ def test_cli_names_the_missing_extra(command: str, monkeypatch: pytest.MonkeyPat
     result = CliRunner().invoke(cli, [command])
     assert result.exit_code == 1
     assert "pip install 'glovebox[serve]'" in result.output
+
+
+def test_hostile_json_always_answers_an_envelope(
+    tmp_path: Path, build_guest: Callable[[str], Path], serve_app: Callable[[object], str]
+) -> None:
+    deep = b'{"input": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    bodies = {
+        "deep": (deep, "the body is nested deeper than 64 levels"),
+        "number": (b'{"input": ' + b"9" * 10_000 + b"}", "the body holds a number of 10000 characters"),
+        "surrogate": (b'{"input": "\\ud800"}', "the body holds a lone surrogate (U+D800) in a string at /input"),
+        "not-utf8": (b'{"input": "\xff"}', "the body is not JSON: its bytes are not valid utf-8"),
+    }
+    with glovebox.Runtime(home=tmp_path / "anon") as rt:
+        rt.register(build_guest("hostile_json"), {"name": "hostile-json"})
+        app = create_app(rt, insecure_anonymous=True, max_body_bytes=1024 * 1024)
+        with httpx.Client(base_url=serve_app(app)) as client:
+            for body, message in bodies.values():
+                refused = client.post("/v1/tools/hostile-json/call", content=body)
+                assert refused.status_code == 400
+                error = refused.json()["error"]
+                assert error["code"] == "invalid_input" and error["message"].startswith(message)
+            for request in ("surrogate 0", "deep 100000", "number 1000000"):
+                answered = client.post("/v1/tools/hostile-json/call", json={"input": request})
+                assert answered.status_code == 200 and answered.json()["error"]["code"] == "invalid_output"
+        assert rt.audit.verify().rows == 3, "a refused body reaches no call; each call is one row"

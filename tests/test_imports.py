@@ -45,6 +45,7 @@ GLOVEBOX = {
     "glovebox._frozen",
     "glovebox._gate",
     "glovebox._grants",
+    "glovebox._jsonlimits",
     "glovebox._host",
     "glovebox._keyring",
     "glovebox._manifest",

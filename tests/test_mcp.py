@@ -189,3 +189,29 @@ def test_a_policy_edit_changes_the_fingerprint(server_home: tuple[Path, Path]) -
         policy.write_text(policy.read_text().replace("action: block", "action: allow"))
         rt.reload_policy()
         assert service.fingerprint() != before
+
+
+OUTPUTS = [("deep", 100_000), ("number", 1_000_000), ("surrogate", 0), ("overflow", 400)]
+
+
+async def test_hostile_json_is_an_error_result_with_the_envelope(
+    tmp_path: Path, build_guest: Callable[[str], Path], serve_app: Callable[[object], str]
+) -> None:
+    deep: Any = 1
+    for _ in range(100):  # deeper than the host takes, not than the client can send
+        deep = [deep]
+    with glovebox.Runtime(home=tmp_path / "anon") as rt:
+        rt.register(build_guest("echo"), {"name": "echo"})
+        rt.register(build_guest("hostile_json"), {"name": "hostile-json", "input_schema": {"type": "object"}})
+        url = serve_app(streamable_http_app(McpService(rt, insecure_anonymous=True)))
+        async with http_client(url, None) as client:
+            cases = {
+                "echo": [({"v": deep}, "invalid_input"), ({"n": int("9" * 2_000)}, "invalid_input")],
+                "hostile-json": [({"r": f"{kind} {n}"}, "invalid_output") for kind, n in OUTPUTS],
+            }
+            for name, calls in cases.items():
+                for arguments, code in calls:
+                    result = await client.call_tool(name, arguments)
+                    assert result.is_error is True and result.structured_content == envelope(result)
+                    assert envelope(result)["error"]["code"] == code
+        assert rt.audit.verify().ok

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ._jsonlimits import escape_surrogates
 from ._sqlite import Database
 
 __all__ = ["AuditLog", "AuditVerification", "redact"]
@@ -91,6 +92,13 @@ def row_hash(prev_hash: str, record: dict[str, Any]) -> str:
     return hashlib.sha256((prev_hash + body).encode("utf-8")).hexdigest()
 
 
+def _escape_strings(row: dict[str, Any]) -> None:
+    """Write lone surrogates as ``\\udXXX`` escapes, so every row can be hashed and stored as UTF-8."""
+    for key, value in row.items():
+        if isinstance(value, str):
+            row[key] = escape_surrogates(value)
+
+
 @dataclass(frozen=True)
 class AuditVerification:
     """The result of walking the chain: ``ok``, rows checked, and the first problem."""
@@ -129,6 +137,7 @@ class AuditLog:
         for key in _JSON_FIELDS:
             if row[key] is not None and not isinstance(row[key], str):
                 row[key] = json.dumps(row[key], sort_keys=True, ensure_ascii=False)
+        _escape_strings(row)
         row["truncated"] = ",".join(filter(None, [record.get("truncated"), _bound(row)])) or None
         columns = [*FIELDS, "prev_hash", "hash", "truncated"]
         with self._database.write() as db:

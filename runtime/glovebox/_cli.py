@@ -3,12 +3,12 @@
 Library errors become exit codes in one place, the root group
 (:class:`glovebox._cli_base.GloveboxGroup`): 0 success; 1 a failed call, a
 refused registration/build/signature/approval, a policy with problems or a
-tampered audit log; 2 a usage error (bad flags, --input that is not JSON).
+tampered audit log, anything unexpected (``error [internal_error]``); 2 a usage
+error (bad flags, --input that is not JSON or breaks the JSON rules).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,8 @@ from ._cli_base import GloveboxGroup, dump, home_of, open_runtime
 from ._cli_policy import approve, audit, policy
 from ._cli_serve import export, mcp, serve
 from ._compiled import file_sha256
+from ._jsonlimits import JsonRejected
+from ._jsonlimits import loads as loads_json
 from ._keyring import Keyring, generate_keypair
 from ._keyring import sign as sign_artifact
 from ._result import ToolInfo
@@ -32,8 +34,9 @@ __all__ = ["main"]
     "--home", type=click.Path(file_okay=False), help="Store, caches and index (default: GLOVEBOX_HOME, else per user)."
 )
 @click.option("--policy", type=click.Path(dir_okay=False), help="Policy file (default: GLOVEBOX_POLICY, else none).")
+@click.option("-v", "--verbose", is_flag=True, help="Log the host's warnings and errors, with tracebacks, to stderr.")
 @click.version_option(package_name="glovebox")
-def cli(home: str | None, policy: str | None) -> None:
+def cli(home: str | None, policy: str | None, verbose: bool) -> None:
     """Run AI-agent tools as WebAssembly components, one fresh sandbox per call."""
 
 
@@ -186,11 +189,13 @@ def verify(ctx: click.Context, wasm: str, manifest: str | None, signature: str |
 
 
 def _parse_input(raw: str) -> Any:
-    text = sys.stdin.read() if raw == "-" else raw
+    data = sys.stdin.buffer.read() if raw == "-" else raw
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+        return loads_json(data)
+    except JsonRejected as exc:
+        problem = str(exc)
+        message = problem.removeprefix("is ") if problem.startswith("is not JSON") else f"the input {problem}"
+        raise click.BadParameter(message) from exc
 
 
 @cli.command()

@@ -7,34 +7,77 @@ Exit codes (the CLI's contract):
   its ``exit_code``), misuse the library reports as ``ValueError`` or a file it
   cannot read or write (``OSError``; printed ``error: message``), a failed call
   (the envelope on stdout), a policy with problems, a tampered audit log.
-- 2: a usage error (click's: a bad option, ``--input`` that is not JSON).
+- 2: a usage error (click's: a bad option, ``--input`` that is not JSON or
+  breaks the rules of ``glovebox._jsonlimits``).
+
+Anything else that escapes a command is ``error [internal_error]: ...``, exit 1;
+``-v`` logs its traceback.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
 from ._errors import GloveboxError
+from ._jsonlimits import escape_surrogates
 from ._runtime import Runtime
 from ._settings import home_dir
 
 __all__ = ["GloveboxGroup", "dump", "home_of", "open_runtime"]
 
+logger = logging.getLogger("glovebox")
+
 
 class GloveboxGroup(click.Group):
-    """The root command group: converts library errors to exit codes, once, for every command."""
+    """The root command group: converts library errors to exit codes, once, for every command.
+
+    It also owns logging: without ``-v`` the host's log records go nowhere (the
+    command prints its result or one error line, nothing else); with ``-v``
+    they go to stderr, tracebacks included.
+    """
 
     def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except GloveboxError as error:
-            _exit(ctx, f"error [{error.code}]: {error.message}", error.exit_code)
-        except (ValueError, OSError) as error:
-            _exit(ctx, f"error: {error}", 1)
+        with _logging(bool(ctx.params.get("verbose"))):
+            try:
+                return super().invoke(ctx)
+            except GloveboxError as error:
+                _exit(ctx, f"error [{error.code}]: {error.message}", error.exit_code)
+            except (ValueError, OSError) as error:
+                _exit(ctx, f"error: {error}", 1)
+            except (click.ClickException, click.exceptions.Exit, click.Abort):
+                raise
+            except Exception as error:
+                logger.exception("unexpected error")
+                hint = "" if ctx.params.get("verbose") else "; run with -v for details"
+                _exit(ctx, f"error [internal_error]: unexpected {type(error).__name__}{hint}", 1)
+
+
+@contextmanager
+def _logging(verbose: bool) -> Iterator[None]:
+    """Route the ``glovebox`` logger for one command: to stderr with ``verbose``, else nowhere."""
+    handler: logging.Handler
+    if verbose:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    else:
+        handler = logging.NullHandler()
+    level = logger.level
+    logger.addHandler(handler)
+    if verbose:
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def _exit(ctx: click.Context, line: str, code: int) -> NoReturn:
@@ -57,5 +100,5 @@ def open_runtime(ctx: click.Context, policy: str | None = None) -> Runtime:
 
 
 def dump(value: Any) -> str:
-    """Indented JSON, as every command prints it."""
-    return json.dumps(value, indent=2, ensure_ascii=False)
+    """Indented JSON, as every command prints it (a lone surrogate stays a ``\\udXXX`` escape)."""
+    return escape_surrogates(json.dumps(value, indent=2, ensure_ascii=False))

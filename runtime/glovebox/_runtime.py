@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
 import threading
@@ -20,9 +19,11 @@ from . import _settings
 from ._audit import AuditLog
 from ._compiled import CompiledCache
 from ._enginesettings import EngineSettings
-from ._errors import CallError, InternalError, InvalidOutput
+from ._errors import CallError, InternalError, InvalidInput, InvalidOutput
 from ._gate import CallTrace, PolicyGate, input_digest
 from ._grants import Grants, GrantsSource, load_grants
+from ._jsonlimits import JsonRejected, check_value, escape_surrogates
+from ._jsonlimits import loads as loads_json
 from ._keyring import Keyring
 from ._registration import ManifestSource, Registrar, resolve_manifest
 from ._registry import Registry
@@ -339,22 +340,28 @@ class Runtime:
         """Run tool ``name`` (or ``name@version``) on the JSON value ``input``.
 
         Never raises for a failed call: the failure is in the result's ``error``.
+        The input is held to the JSON rules of ``glovebox._jsonlimits`` before
+        anything else happens (``invalid_input``); a tool name or principal that
+        is not valid Unicode is refused the same way, with its lone surrogates
+        escaped in ``meta`` and the audit record.
         """
         self._check_open()
         if not isinstance(name, str):
             raise TypeError(f"tool name must be a str, not {type(name).__name__}")
         started = time.perf_counter()
+        who = principal or "anonymous"
         meta: dict[str, Any] = {
             "call_id": uuid.uuid4().hex,
-            "tool": name,
+            "tool": escape_surrogates(name),
             "version": None,
             "digest": None,
-            "principal": principal or "anonymous",
+            "principal": escape_surrogates(who) if isinstance(who, str) else who,
             "duration_ms": 0.0,
             "fuel_used": 0,
         }
         trace = CallTrace()
         try:
+            _admissible(name, who, input)
             output = self._call(name, input, meta, trace)
             result = CallResult(ok=True, output=output, meta=meta)
         except InternalError as error:
@@ -458,12 +465,10 @@ class Runtime:
 
     def _decode_output(self, info: ToolInfo, text: str) -> Any:
         try:
-            output = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InvalidOutput(
-                f"the tool's output is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-                details={"excerpt": text[:200]},
-            ) from exc
+            output = loads_json(text)
+        except JsonRejected as exc:
+            details = {**exc.details, "excerpt": escape_surrogates(text[:200])}
+            raise InvalidOutput(f"the tool's output {exc}", details=details) from exc
         if info.output_schema is not True:
             self._validator(info, "output").validate(output)
         return output
@@ -479,3 +484,17 @@ def _record_state(meta: dict[str, Any], state: CallState) -> None:
     for name in ("logs_dropped", "denials_dropped", "egress_dropped", "upstream_failures_dropped"):
         if getattr(state, name):
             meta[name] = getattr(state, name)
+
+
+def _admissible(name: str, principal: Any, value: Any) -> None:
+    """Refuse, before anything else, what no later step may see: strings that are not
+    valid Unicode and inputs that break the JSON rules."""
+    for what, text in (("tool name", name), ("principal", principal)):
+        if isinstance(text, str) and escape_surrogates(text) != text:
+            raise InvalidInput(
+                f"the {what} {escape_surrogates(text)!r} holds a lone surrogate: it must be valid Unicode"
+            )
+    try:
+        check_value(value)
+    except JsonRejected as exc:
+        raise InvalidInput(f"input {exc}", details=exc.details) from exc

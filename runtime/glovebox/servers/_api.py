@@ -11,7 +11,8 @@ Routes (JSON in and out; every failure carries the envelope shape)::
 Status codes: 200 for a call that ran or failed inside the tool (the
 envelope says which); 401 no or unknown key; 403 the policy refuses; 404 no
 such tool (or one the caller may not see); 413 body over the limit; 400 a
-body that is not JSON or lacks ``input``. Calls run on a pool of worker
+body that is not JSON (or breaks the rules of ``glovebox._jsonlimits``) or
+lacks ``input``. Calls run on a pool of worker
 threads so the event loop never waits on a sandbox.
 """
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -31,6 +31,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from .._errors import ToolNotFound
+from .._jsonlimits import JsonRejected
+from .._jsonlimits import loads as loads_json
 from .._result import ToolInfo
 from .._runtime import Runtime
 from ._auth import AuthFailure, authenticate, check_can_serve, envelope_error
@@ -119,11 +121,10 @@ class _Api:
             details = {"max_body_bytes": self.max_body_bytes}
             return JSONResponse(envelope_error("invalid_input", message, details=details, meta=meta), status_code=413)
         try:
-            parsed = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return JSONResponse(
-                envelope_error("invalid_input", f"the body is not JSON: {exc}", meta=meta), status_code=400
-            )
+            parsed = loads_json(body)
+        except JsonRejected as exc:
+            body_error = envelope_error("invalid_input", f"the body {exc}", details=exc.details, meta=meta)
+            return JSONResponse(body_error, status_code=400)
         if not isinstance(parsed, dict) or "input" not in parsed:
             message = 'the body must be a JSON object {"input": ...}'
             return JSONResponse(envelope_error("invalid_input", message, meta=meta), status_code=400)

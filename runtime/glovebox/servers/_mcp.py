@@ -38,6 +38,7 @@ from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from .._jsonlimits import escape_surrogates
 from .._result import CallResult, ToolInfo
 from .._runtime import Runtime
 from ._auth import AuthFailure, authenticate, check_can_serve, envelope_error
@@ -98,7 +99,8 @@ def tool_result(result: CallResult) -> types.CallToolResult:
 
 
 def _error_result(code: str, message: str, meta: dict[str, Any]) -> types.CallToolResult:
-    envelope = envelope_error(code, message, meta=meta)
+    safe = {key: escape_surrogates(value) if isinstance(value, str) else value for key, value in meta.items()}
+    envelope = envelope_error(code, escape_surrogates(message), meta=safe)
     return types.CallToolResult(
         content=[types.TextContent(text=json.dumps(envelope))], structured_content=envelope, is_error=True
     )
