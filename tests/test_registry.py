@@ -199,7 +199,7 @@ def test_required_signatures_refuse_unsigned(tmp_path: Path, build_guest: BuildG
     with glovebox.Runtime(home=tmp_path / "strict", require_signatures=True) as rt:
         with pytest.raises(glovebox.SignatureError, match="requires signatures"):
             rt.register(build_guest("echo"), manifest())
-        assert rt.tools() == []
+        assert rt.tools() == [] and rt.gc() == []
 
 
 def test_require_signatures_from_environment(
@@ -406,3 +406,28 @@ def test_a_missing_blob_of_a_registered_tool_is_still_internal_error(tmp_path: P
         owner._registry.blob_path(info.digest).unlink()
     with glovebox.Runtime(home=home) as caller:
         assert caller.call("t", {}).code == "internal_error"
+
+
+def _register_and_remove(home: str, wasm: str, name: str, rounds: int) -> None:
+    with glovebox.Runtime(home=home) as rt:
+        for _ in range(rounds):
+            info = rt.register(wasm, {"name": name, "version": "1.0.0"})
+            assert rt._registry.blob_path(info.digest).is_file(), "registered without its blob"
+            rt.remove(name)
+
+
+def test_processes_removing_and_registering_one_artifact_never_lose_its_blob(
+    tmp_path: Path, build_guest: BuildGuest
+) -> None:
+    home, wasm, rounds = str(tmp_path / "h"), str(build_guest("echo")), 100
+    glovebox.Runtime(home=home).close()
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["glovebox"])
+    workers = [ctx.Process(target=_register_and_remove, args=(home, wasm, name, rounds)) for name in ("t", "u")]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=300)
+    assert [worker.exitcode for worker in workers] == [0, 0]
+    with glovebox.Runtime(home=home) as rt:
+        assert rt.tools() == [] and rt.gc() == []

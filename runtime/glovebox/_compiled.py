@@ -21,6 +21,7 @@ import os
 import threading
 from pathlib import Path
 
+import wasmtime
 from wasmtime.component import Component
 
 from ._compile import precompile
@@ -76,7 +77,12 @@ class CompiledCache:
             return hit, self.staged(digest, staged)
         if hit is not None:
             return hit, None
-        return (self.shared.load(self.path(digest)), None) if on_disk else None
+        if not on_disk:
+            return None
+        try:
+            return self.shared.load(self.path(digest)), None
+        except (OSError, wasmtime.WasmtimeError):
+            return None  # removed meanwhile: compile it again
 
     def get(self, digest: str) -> Component:
         """The component for a registered artifact, once its blob is verified.
@@ -128,7 +134,10 @@ class CompiledCache:
     def _verified_on_disk(self, digest: str) -> bool:
         target = self.path(digest)
         expected = self.registry.compiled_hash(digest, self.shared.fingerprint)
-        return target.is_file() and expected is not None and file_sha256(target) == expected
+        try:
+            return expected is not None and file_sha256(target) == expected
+        except OSError:
+            return False  # missing, or removed while it was read
 
     def _staging_path(self, digest: str) -> Path:
         target = self.path(digest)
