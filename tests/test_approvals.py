@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
+import threading
 import time
 from collections.abc import Callable, Iterator
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 import pytest
@@ -172,3 +176,62 @@ def test_cli_approve(rt: glovebox.Runtime, tmp_path: Path) -> None:
     assert (unknown.exit_code, unknown.stderr) == (1, "error: no approval request 'nope'\n")
     ran = run("call", "sensitive", "--input", '{"q": 6}', "--principal", "agent")
     assert ran.exit_code == 0 and json.loads(ran.stdout)["output"] == {"q": 6}
+
+
+# -- identical requests at once -----------------------------------------------------
+
+ROUNDS = 30
+RACERS = 8
+
+
+def _ids_from_threads(store: ApprovalStore, digest: str) -> set[str]:
+    barrier = threading.Barrier(RACERS)
+    ids: list[str] = []
+
+    def ask() -> None:
+        barrier.wait()
+        ids.append(store.request("agent", "sensitive@0.0.0", digest, ttl_s=60).id)
+
+    threads = [threading.Thread(target=ask) for _ in range(RACERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(ids) == RACERS
+    return set(ids)
+
+
+def test_identical_requests_from_threads_share_one_pending_id(tmp_path: Path) -> None:
+    store = ApprovalStore(tmp_path)
+    try:
+        for round_ in range(ROUNDS):
+            assert len(_ids_from_threads(store, f"sha256:{round_:02d}")) == 1
+        assert len(store.pending()) == ROUNDS
+    finally:
+        store.close()
+
+
+def _request_in_process(home: str, digest: str, barrier: Barrier, ids: Queue[str]) -> None:
+    store = ApprovalStore(Path(home))
+    barrier.wait()
+    ids.put(store.request("agent", "sensitive@0.0.0", digest, ttl_s=60).id)
+    store.close()
+
+
+def test_identical_requests_from_processes_share_one_pending_id(tmp_path: Path) -> None:
+    ApprovalStore(tmp_path).close()
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["glovebox"])
+    for round_ in range(3):
+        barrier, ids = ctx.Barrier(RACERS), ctx.Queue()
+        digest = f"sha256:{round_:02d}"
+        workers = [
+            ctx.Process(target=_request_in_process, args=(str(tmp_path), digest, barrier, ids)) for _ in range(RACERS)
+        ]
+        for worker in workers:
+            worker.start()
+        found = {ids.get(timeout=120) for _ in workers}
+        for worker in workers:
+            worker.join(timeout=120)
+        assert [worker.exitcode for worker in workers] == [0] * RACERS
+        assert len(found) == 1

@@ -60,6 +60,7 @@ GLOVEBOX = {
     "glovebox._settings",
     "glovebox._signing",
     "glovebox._sqlite",
+    "glovebox._staging",
     "glovebox._toolchain",
     "glovebox._validate",
     "glovebox._wasmparts",

@@ -11,12 +11,15 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import glovebox
 from glovebox import _compile
 from glovebox._engine import get_engine
+from glovebox._registry import Registry
+from glovebox._result import ToolInfo
 
 BuildGuest = Callable[[str], Path]
 
@@ -196,7 +199,7 @@ def test_required_signatures_refuse_unsigned(tmp_path: Path, build_guest: BuildG
     with glovebox.Runtime(home=tmp_path / "strict", require_signatures=True) as rt:
         with pytest.raises(glovebox.SignatureError, match="requires signatures"):
             rt.register(build_guest("echo"), manifest())
-        assert rt.tools() == []
+        assert rt.tools() == [] and rt.gc() == []
 
 
 def test_require_signatures_from_environment(
@@ -324,3 +327,107 @@ def test_hundred_megabyte_file_is_refused_before_reading(
     monkeypatch.setattr(Path, "read_bytes", refuse_to_read_big)
     with pytest.raises(glovebox.InvalidArtifact, match="over the .*artifact limit"):
         runtime.register(big)
+
+
+# -- removal racing calls and registrations -----------------------------------------
+
+
+def test_removal_racing_a_registration_of_the_same_artifact_keeps_its_blob(
+    tmp_path: Path, build_guest: BuildGuest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home, wasm = tmp_path / "h", build_guest("echo")
+    with glovebox.Runtime(home=home) as first:
+        first.register(wasm, manifest("t"))
+    add = Registry.add
+
+    def add_after_a_removal(self: Registry, *args: Any, **kwargs: Any) -> ToolInfo:
+        # Another process removes the only other user of the artifact while this
+        # registration is between its checks and its commit.
+        code = f"import glovebox; glovebox.Runtime(home={str(home)!r}).remove('t')"
+        subprocess.run([sys.executable, "-c", code], check=True)
+        return add(self, *args, **kwargs)
+
+    with glovebox.Runtime(home=home) as second:
+        monkeypatch.setattr(Registry, "add", add_after_a_removal)
+        info = second.register(wasm, manifest("u"))
+        monkeypatch.undo()
+        assert second._registry.blob_path(info.digest).is_file()
+    with glovebox.Runtime(home=home) as fresh:  # verifies the blob again
+        assert [i.name for i in fresh.tools()] == ["u"]
+        assert fresh.call("u", {"k": 1}).output == {"k": 1}
+
+
+def test_a_call_racing_a_removal_answers_tool_not_found(tmp_path: Path, build_guest: BuildGuest) -> None:
+    home = tmp_path / "h"
+    with glovebox.Runtime(home=home) as owner:
+        owner.register(build_guest("echo"), manifest("t"))
+        with glovebox.Runtime(home=home) as caller:
+            resolve = caller._registry.resolve
+
+            def resolve_then_removed(ref: str) -> ToolInfo:
+                info = resolve(ref)
+                owner.remove(ref)  # after the call resolved the tool, before it loads it
+                return info
+
+            caller._registry.resolve = resolve_then_removed  # type: ignore[method-assign]
+            result = caller.call("t", {})
+            assert result.code == "tool_not_found", result.to_dict()
+            assert result.meta["tool"] == "t" and result.meta["version"] == "1.0.0"
+            [record] = caller.audit.tail(1)
+            assert record["outcome"] == "tool_not_found"
+
+
+def test_a_call_racing_a_removal_during_a_rebuild_answers_tool_not_found(
+    tmp_path: Path, build_guest: BuildGuest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "h"
+    with glovebox.Runtime(home=home) as owner:
+        info = owner.register(build_guest("echo"), manifest("t"))
+        get_engine().forget(info.digest)  # as a process that never loaded it
+        for cached in (home / "cache" / "compiled").glob("*.cwasm"):
+            cached.unlink()  # so the call rebuilds it from the blob
+        precompile = _compile.precompile
+
+        def precompile_then_removed(*args: Any) -> None:
+            precompile(*args)
+            owner.remove("t")
+
+        monkeypatch.setattr(glovebox._compiled, "precompile", precompile_then_removed)
+        with glovebox.Runtime(home=home) as caller:
+            assert caller.call("t", {}).code == "tool_not_found"
+        assert not list((home / "cache" / "compiled").iterdir())
+        assert not owner._registry.blob_path(info.digest).exists()
+
+
+def test_a_missing_blob_of_a_registered_tool_is_still_internal_error(tmp_path: Path, build_guest: BuildGuest) -> None:
+    home = tmp_path / "h"
+    with glovebox.Runtime(home=home) as owner:
+        info = owner.register(build_guest("echo"), manifest("t"))
+        owner._registry.blob_path(info.digest).unlink()
+    with glovebox.Runtime(home=home) as caller:
+        assert caller.call("t", {}).code == "internal_error"
+
+
+def _register_and_remove(home: str, wasm: str, name: str, rounds: int) -> None:
+    with glovebox.Runtime(home=home) as rt:
+        for _ in range(rounds):
+            info = rt.register(wasm, {"name": name, "version": "1.0.0"})
+            assert rt._registry.blob_path(info.digest).is_file(), "registered without its blob"
+            rt.remove(name)
+
+
+def test_processes_removing_and_registering_one_artifact_never_lose_its_blob(
+    tmp_path: Path, build_guest: BuildGuest
+) -> None:
+    home, wasm, rounds = str(tmp_path / "h"), str(build_guest("echo")), 100
+    glovebox.Runtime(home=home).close()
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["glovebox"])
+    workers = [ctx.Process(target=_register_and_remove, args=(home, wasm, name, rounds)) for name in ("t", "u")]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=300)
+    assert [worker.exitcode for worker in workers] == [0, 0]
+    with glovebox.Runtime(home=home) as rt:
+        assert rt.tools() == [] and rt.gc() == []

@@ -124,6 +124,17 @@ def remove(ctx: click.Context, ref: str, all_versions: bool) -> None:
 
 
 @cli.command()
+@click.pass_context
+def gc(ctx: click.Context) -> None:
+    """Delete leftovers of interrupted registrations and removals."""
+    with open_runtime(ctx) as rt:
+        removed = rt.gc()
+    for path in removed:
+        click.echo(f"removed {path}")
+    click.echo(f"{len(removed)} leftover file(s) removed")
+
+
+@cli.command()
 @click.argument("ref")
 @click.option("-m", "--message", default="", help="Why, and what to use instead.")
 @click.pass_context

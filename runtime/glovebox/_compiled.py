@@ -6,6 +6,11 @@ upgrade or an engine-settings change misses the cache) and its SHA-256 is
 recorded in the index when it is made; it is memory-mapped only when its hash
 matches. A missing or mismatching file is rebuilt from the artifact, whose own
 digest is checked first, in a resource-limited child (``_compile``).
+
+A call that resolved a tool just before another process removed it runs the
+component if this process already holds it, and otherwise answers
+``tool_not_found``: a missing artifact is ``internal_error`` only while a
+registered tool still refers to it.
 """
 
 from __future__ import annotations
@@ -16,12 +21,13 @@ import os
 import threading
 from pathlib import Path
 
+import wasmtime
 from wasmtime.component import Component
 
 from ._compile import precompile
 from ._engine import SharedEngine
-from ._errors import InternalError
-from ._registry import Registry
+from ._errors import InternalError, ToolNotFound
+from ._registry import CompiledFile, Registry
 
 __all__ = ["CompiledCache", "file_sha256"]
 
@@ -51,29 +57,32 @@ class CompiledCache:
     def path(self, digest: str) -> Path:
         return self.directory / f"{digest}-{self.shared.fingerprint}.cwasm"
 
-    def adopt(self, digest: str, compiled: Path) -> None:
-        """Move a freshly compiled file into the cache and record its hash."""
-        target = self.path(digest)
-        sha = file_sha256(compiled)
-        os.replace(compiled, target)
-        self.registry.record_compiled(digest, self.shared.fingerprint, sha)
+    def staged(self, digest: str, compiled: Path) -> CompiledFile:
+        """A freshly compiled file, hashed, ready to be moved into the cache by the registry."""
+        return CompiledFile(self.shared.fingerprint, file_sha256(compiled), compiled, self.path(digest))
 
-    def existing(self, digest: str) -> Component | None:
+    def existing(self, digest: str) -> tuple[Component, CompiledFile | None] | None:
         """The component if it is already loaded or verified on disk; never compiles.
 
         Registering an artifact again (a large Python component compiles for
-        seconds) reuses its compilation.
+        seconds) reuses its compilation. When it is loaded in this process for
+        another home only, a copy for this home's cache is staged too (hold
+        ``registry.staging.shared()`` while it exists).
         """
         on_disk = self._verified_on_disk(digest)
         hit = self.shared.cached(digest)
         if hit is not None and not on_disk:
-            # Loaded in this process for another home: give this home its own copy.
             staged = self._staging_path(digest)
             staged.write_bytes(hit.serialize())
-            self.adopt(digest, staged)
+            return hit, self.staged(digest, staged)
         if hit is not None:
-            return hit
-        return self.shared.load(self.path(digest)) if on_disk else None
+            return hit, None
+        if not on_disk:
+            return None
+        try:
+            return self.shared.load(self.path(digest)), None
+        except (OSError, wasmtime.WasmtimeError):
+            return None  # removed meanwhile: compile it again
 
     def get(self, digest: str) -> Component:
         """The component for a registered artifact, once its blob is verified.
@@ -81,7 +90,21 @@ class CompiledCache:
         The blob is re-hashed the first time this cache serves a digest, so a
         blob changed on disk after registration never runs; the compiled
         component then comes from memory, the checked disk cache, or is rebuilt.
+
+        Raises:
+            ToolNotFound: the artifact was removed (no tool uses it any more).
+            InternalError: the artifact of a registered tool is missing or changed.
         """
+        try:
+            return self._get(digest)
+        except (ToolNotFound, InternalError):
+            raise
+        except Exception as exc:
+            if self.registry.references(digest):
+                raise
+            raise _removed(digest) from exc
+
+    def _get(self, digest: str) -> Component:
         if digest not in self._verified_blobs:
             self._verify_blob(digest)
             self._verified_blobs.add(digest)
@@ -97,14 +120,24 @@ class CompiledCache:
 
     def _verify_blob(self, digest: str) -> None:
         blob = self.registry.blob_path(digest)
-        if not blob.is_file() or "sha256:" + file_sha256(blob) != digest:
-            logger.error("artifact %s is missing or changed on disk; refusing to run it", digest)
-            raise InternalError("the tool's artifact failed verification; it will not run")
+        try:
+            intact = "sha256:" + file_sha256(blob) == digest
+        except OSError:
+            intact = False
+        if intact:
+            return
+        if not self.registry.references(digest):
+            raise _removed(digest)
+        logger.error("artifact %s is missing or changed on disk; refusing to run it", digest)
+        raise InternalError("the tool's artifact failed verification; it will not run")
 
     def _verified_on_disk(self, digest: str) -> bool:
         target = self.path(digest)
         expected = self.registry.compiled_hash(digest, self.shared.fingerprint)
-        return target.is_file() and expected is not None and file_sha256(target) == expected
+        try:
+            return expected is not None and file_sha256(target) == expected
+        except OSError:
+            return False  # missing, or removed while it was read
 
     def _staging_path(self, digest: str) -> Path:
         target = self.path(digest)
@@ -115,8 +148,21 @@ class CompiledCache:
         if not self._verified_on_disk(digest):
             if target.is_file():
                 logger.warning("compiled artifact %s does not match its recorded hash; rebuilding", target)
-            # The blob was verified by get(): rebuild from it in a limited child.
-            staged = self._staging_path(digest)
-            precompile(self.registry.blob_path(digest), staged, self.shared.settings, digest)
-            self.adopt(digest, staged)
+            self._rebuild(digest)
         return self.shared.load(target)
+
+    def _rebuild(self, digest: str) -> None:
+        # The blob was verified by get(): rebuild from it in a limited child.
+        with self.registry.staging.shared():
+            staged = self._staging_path(digest)
+            try:
+                precompile(self.registry.blob_path(digest), staged, self.shared.settings, digest)
+                adopted = self.registry.adopt_compiled(digest, self.staged(digest, staged))
+            finally:
+                staged.unlink(missing_ok=True)
+        if not adopted:
+            raise _removed(digest)
+
+
+def _removed(digest: str) -> ToolNotFound:
+    return ToolNotFound("the tool was removed before this call could run it", details={"digest": digest})

@@ -6,7 +6,9 @@ limits against the host's maxima; the signature, when there is one or the
 registry requires one; a conflicting ``name@version``; compilation in a
 resource-limited child process (``_compile``); the component's exports and
 imports against the glovebox world; one instantiation under the tool's own
-limits. Only then are the blob, the compiled artifact and the index row written.
+limits. Only then are the blob, the compiled artifact and the index row stored, in
+one transaction (``Registry.add``). Staged files live while the home's
+staging lock is held shared, so ``Runtime.gc`` never removes them.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class Registrar:
         self._shared: SharedEngine = sandbox.shared
         self.trusted_keys_dir = trusted_keys_dir
         self.require_signatures = require_signatures
+        registry.sweep_leftovers()  # a dead process's staged files, once per Runtime
 
     def register(self, path: Path, manifest: ManifestSource, signature: str | os.PathLike[str] | None) -> ToolInfo:
         """Check, compile, prove and store one artifact; return what was registered."""
@@ -62,23 +65,36 @@ class Registrar:
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         signer = self._check_signature(path, signature, digest, resolved)
         self._registry.check_conflict(resolved, digest)
+        with self._registry.staging.shared():
+            blob = self._registry.stage_blob(data)
+            try:
+                return self._store(path, resolved, digest, blob, signer)
+            finally:
+                blob.unlink(missing_ok=True)
+
+    def _store(self, path: Path, manifest: Manifest, digest: str, blob: Path, signer: str | None) -> ToolInfo:
+        size = blob.stat().st_size
         existing = self._compiled.existing(digest)
         if existing is not None:
-            check_component(self._shared.engine, existing, str(path))
-            self._sandbox.probe(existing, resolved.limits, str(path))
-            self._registry.store_blob(data)
-            return self._registry.add(resolved, digest, len(data), signer)
+            component, staged = existing
+            try:
+                check_component(self._shared.engine, component, str(path))
+                self._sandbox.probe(component, manifest.limits, str(path))
+                return self._registry.add(manifest, digest, size, signer, blob=blob, compiled=staged)
+            finally:
+                if staged is not None:
+                    staged.staged.unlink(missing_ok=True)
         with tempfile.TemporaryDirectory(dir=self._compiled.directory, prefix=".register-") as tmp:
-            staged, compiled = Path(tmp) / "artifact.wasm", Path(tmp) / "compiled.cwasm"
-            staged.write_bytes(data)
-            precompile(staged, compiled, self._shared.settings, str(path))
+            compiled = Path(tmp) / "compiled.cwasm"
+            precompile(blob, compiled, self._shared.settings, str(path))
             component = self._load_compiled(compiled, path)
             check_component(self._shared.engine, component, str(path))
-            self._sandbox.probe(component, resolved.limits, str(path))
-            self._registry.store_blob(data)
-            self._compiled.adopt(digest, compiled)
+            self._sandbox.probe(component, manifest.limits, str(path))
+            info = self._registry.add(
+                manifest, digest, size, signer, blob=blob, compiled=self._compiled.staged(digest, compiled)
+            )
         self._shared.remember(digest, component)
-        return self._registry.add(resolved, digest, len(data), signer)
+        return info
 
     def _load_compiled(self, compiled: Path, path: Path) -> Component:
         try:

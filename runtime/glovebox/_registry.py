@@ -4,25 +4,31 @@ Layout under ``GLOVEBOX_HOME``::
 
     blobs/sha256/<hex>.wasm      artifacts, named by their digest, read-only
     cache/compiled/              compiled components (see glovebox._compiled)
+    cache/staging.lock           held while temporary files exist (see glovebox._staging)
     registry.sqlite              the index (WAL): tools and compiled-artifact hashes
 
-An artifact is written to a temporary file and renamed into place before its
-index row is committed, so a crash never leaves a row pointing at a missing
-or partial blob. Writers take SQLite's write lock (``BEGIN IMMEDIATE``), so
-two processes registering at once serialise instead of corrupting the index.
-Readers see every committed change at their next lookup (hot registration).
+Files enter and leave the store inside the index transaction that refers to
+them. An artifact is staged in a temporary file, then renamed into place in
+the transaction that commits its row, while the write lock (``BEGIN
+IMMEDIATE``) is held; removal deletes the rows, and the blobs no remaining row
+refers to, in one transaction too. So a crash never leaves a row pointing at a
+missing or partial blob, and a removal racing a registration of the same
+artifact never deletes the blob the new row needs. Concurrent writers in
+several processes serialise. Readers see every committed change at their next
+lookup (hot registration).
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import sqlite3
 import tempfile
 import threading
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,9 +36,10 @@ from ._errors import InvalidManifest, ToolNotFound
 from ._manifest import Manifest
 from ._result import ToolInfo
 from ._sqlite import Database
+from ._staging import StagingLock, sweep_staging
 from .policy._patterns import match_name
 
-__all__ = ["Registry", "version_key"]
+__all__ = ["CompiledFile", "Registry", "version_key"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tools (
@@ -56,6 +63,18 @@ CREATE TABLE IF NOT EXISTS compiled (
 """
 _COLUMNS = "name, version, digest, manifest, size_bytes, registered_at, signer, deprecated"
 Row = tuple[str, str, str, str, int, str, str | None, str | None]
+#: Prefix of a file moved aside by a removal until its transaction commits.
+_REMOVED = ".removed-"
+
+
+@dataclass(frozen=True)
+class CompiledFile:
+    """A compiled component staged on disk, to be moved into the cache with its index row."""
+
+    fingerprint: str
+    sha256: str
+    staged: Path
+    target: Path
 
 
 def version_key(version: str) -> tuple[int, int, int, int, str]:
@@ -77,6 +96,8 @@ class Registry:
         self.home = home
         self.blob_dir = home / "blobs" / "sha256"
         self.blob_dir.mkdir(parents=True, exist_ok=True)
+        self.compiled_dir = home / "cache" / "compiled"
+        self.staging = StagingLock(home / "cache" / "staging.lock")
         self._local = threading.local()
         self._database = Database(home / "registry.sqlite", _SCHEMA)
         self._db = self._database.connection
@@ -100,19 +121,18 @@ class Registry:
         """Where the artifact with ``digest`` (``sha256:<hex>``) is stored."""
         return self.blob_dir / f"{digest.removeprefix('sha256:')}.wasm"
 
-    def store_blob(self, data: bytes) -> str:
-        """Write an artifact under its digest (idempotent); return the digest."""
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        target = self.blob_path(digest)
-        if not target.exists():
-            fd, tmp = tempfile.mkstemp(dir=self.blob_dir, suffix=".part")
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp, 0o444)
-            os.replace(tmp, target)
-        return digest
+    def stage_blob(self, data: bytes) -> Path:
+        """Write an artifact to a temporary file beside the blobs (``add`` moves it into place).
+
+        Hold ``staging.shared()`` until the file is moved or deleted.
+        """
+        fd, tmp = tempfile.mkstemp(dir=self.blob_dir, suffix=".part")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o444)
+        return Path(tmp)
 
     # -- compiled artifacts --------------------------------------------------
 
@@ -125,10 +145,22 @@ class Registry:
         )
         return str(row[0]) if row else None
 
-    def record_compiled(self, digest: str, fingerprint: str, sha256: str) -> None:
-        """Remember the SHA-256 of a compiled artifact (checked before it is loaded)."""
+    def adopt_compiled(self, digest: str, compiled: CompiledFile) -> bool:
+        """Move a staged compiled component into the cache and record its hash, if a tool still uses ``digest``.
+
+        Returns:
+            Whether it was adopted; when no tool uses the artifact any more
+            (it was removed meanwhile) the staged file is deleted instead.
+        """
         with self._write() as db:
-            db.execute("INSERT OR REPLACE INTO compiled VALUES (?, ?, ?)", (digest, fingerprint, sha256))
+            if not self.references(digest):
+                compiled.staged.unlink(missing_ok=True)
+                return False
+            os.replace(compiled.staged, compiled.target)
+            db.execute(
+                "INSERT OR REPLACE INTO compiled VALUES (?, ?, ?)", (digest, compiled.fingerprint, compiled.sha256)
+            )
+        return True
 
     # -- tools ---------------------------------------------------------------
 
@@ -144,9 +176,25 @@ class Registry:
             )
         return row
 
-    def add(self, manifest: Manifest, digest: str, size_bytes: int, signer: str | None = None) -> ToolInfo:
-        """Index a tool version. Re-registering the same name@version is allowed
-        only with the same artifact and manifest (then it is a no-op)."""
+    def add(
+        self,
+        manifest: Manifest,
+        digest: str,
+        size_bytes: int,
+        signer: str | None = None,
+        *,
+        blob: Path | None = None,
+        compiled: CompiledFile | None = None,
+    ) -> ToolInfo:
+        """Index a tool version, moving its staged blob and compiled file into place in the same transaction.
+
+        Re-registering the same name@version is allowed only with the same
+        artifact and manifest (then only the files are refreshed).
+
+        Raises:
+            InvalidManifest: name@version is registered with another artifact or manifest.
+            FileNotFoundError: no ``blob`` was given and the artifact is not stored.
+        """
         now = datetime.now(UTC).isoformat(timespec="milliseconds")
         with self._write() as db:
             if self.check_conflict(manifest, digest) is None:
@@ -154,7 +202,20 @@ class Registry:
                     f"INSERT INTO tools ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
                     (manifest.name, manifest.version, digest, manifest.to_json(), size_bytes, now, signer),
                 )
+            if blob is not None:
+                os.replace(blob, self.blob_path(digest))
+            elif not self.blob_path(digest).is_file():
+                raise FileNotFoundError(f"artifact {digest} is not stored")
+            if compiled is not None:
+                os.replace(compiled.staged, compiled.target)
+                db.execute(
+                    "INSERT OR REPLACE INTO compiled VALUES (?, ?, ?)", (digest, compiled.fingerprint, compiled.sha256)
+                )
         return self.resolve(f"{manifest.name}@{manifest.version}")
+
+    def references(self, digest: str) -> bool:
+        """Whether any registered tool version uses the artifact ``digest`` (read fresh)."""
+        return self._db().execute("SELECT 1 FROM tools WHERE digest = ? LIMIT 1", (digest,)).fetchone() is not None
 
     def entries(
         self, pattern: str | None = None, *, include_deprecated: bool = True, signed: bool | None = None
@@ -221,23 +282,59 @@ class Registry:
         return [row[0] for row in self._db().execute("SELECT DISTINCT name FROM tools ORDER BY name")]
 
     def remove(self, ref: str) -> list[ToolInfo]:
-        """Remove ``name@version`` (or every version of ``name``); drop unreferenced blobs."""
-        with self._write() as db:
-            removed = self._versions(ref)
-            for info in removed:
-                db.execute("DELETE FROM tools WHERE name = ? AND version = ?", (info.name, info.version))
-        for digest in {info.digest for info in removed}:
-            self._collect(digest)
+        """Remove ``name@version`` (or every version of ``name``); drop unreferenced blobs.
+
+        The rows and the files no remaining row refers to go in one
+        transaction: the files are moved aside before it commits, deleted
+        after, and put back if it fails.
+        """
+        moved: list[tuple[Path, Path]] = []
+        try:
+            with self._write() as db:
+                removed = self._versions(ref)
+                for info in removed:
+                    db.execute("DELETE FROM tools WHERE name = ? AND version = ?", (info.name, info.version))
+                for digest in {info.digest for info in removed}:
+                    if not self.references(digest):
+                        db.execute("DELETE FROM compiled WHERE digest = ?", (digest,))
+                        _set_aside([self.blob_path(digest), *self._compiled_files(digest)], moved)
+        except BaseException:
+            for original, aside in moved:
+                os.replace(aside, original)
+            raise
+        for _, aside in moved:
+            aside.unlink(missing_ok=True)
         return removed
 
-    def _collect(self, digest: str) -> None:
+    def _compiled_files(self, digest: str) -> list[Path]:
+        return list(self.compiled_dir.glob(f"{digest}-*.cwasm"))
+
+    def gc(self) -> list[Path]:
+        """Delete leftovers (see ``sweep_leftovers`` and ``collect_garbage``); return what went."""
+        return self.sweep_leftovers() + self.collect_garbage()
+
+    def sweep_leftovers(self) -> list[Path]:
+        """Delete staged files of dead registrations and rebuilds; none while one is live."""
+        return sweep_staging(self.staging, self.blob_dir, self.compiled_dir) or []
+
+    def collect_garbage(self) -> list[Path]:
+        """Delete stored files no registered tool refers to; return them.
+
+        Blobs, compiled components and their index rows whose artifact no tool
+        version uses (left by an interrupted removal or by older releases), and
+        files a removal set aside but did not get to delete. Runs under the
+        write lock, so nothing is registered or removed meanwhile.
+        """
         with self._write() as db:
-            if db.execute("SELECT 1 FROM tools WHERE digest = ?", (digest,)).fetchone():
-                return
-            db.execute("DELETE FROM compiled WHERE digest = ?", (digest,))
-        self.blob_path(digest).unlink(missing_ok=True)
-        for cached in (self.home / "cache" / "compiled").glob(f"{digest}-*.cwasm"):
-            cached.unlink(missing_ok=True)
+            used = {row[0] for row in db.execute("SELECT DISTINCT digest FROM tools")}
+            db.execute(f"DELETE FROM compiled WHERE digest NOT IN ({','.join('?' * len(used))})", tuple(used))
+            found = [*self.blob_dir.glob(_REMOVED + "*"), *self.compiled_dir.glob(_REMOVED + "*")]
+            blobs = [path for path in self.blob_dir.glob("*.wasm") if not path.name.startswith(".")]
+            found += [path for path in blobs if "sha256:" + path.stem not in used]
+            found += [path for path in self.compiled_dir.glob("sha256:*.cwasm") if _cwasm_digest(path) not in used]
+            for path in found:
+                path.unlink(missing_ok=True)
+        return found
 
     def deprecate(self, ref: str, message: str) -> list[ToolInfo]:
         """Mark ``name@version`` (or every version of ``name``) deprecated with a message."""
@@ -249,6 +346,21 @@ class Registry:
                     "UPDATE tools SET deprecated = ? WHERE name = ? AND version = ?", (note, info.name, info.version)
                 )
         return [self._resolve(f"{info.name}@{info.version}") for info in targets]
+
+
+def _set_aside(paths: list[Path], moved: list[tuple[Path, Path]]) -> None:
+    for path in paths:
+        aside = path.with_name(f"{_REMOVED}{uuid.uuid4().hex}-{path.name}")
+        try:
+            os.replace(path, aside)
+        except FileNotFoundError:
+            continue
+        moved.append((path, aside))
+
+
+def _cwasm_digest(path: Path) -> str:
+    """``sha256:<hex>`` from ``sha256:<hex>-<fingerprint>.cwasm``."""
+    return path.name.partition("-")[0]
 
 
 @functools.lru_cache(maxsize=4096)

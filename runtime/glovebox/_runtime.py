@@ -275,6 +275,17 @@ class Runtime:
         self._check_open()
         return self._registry.remove(ref)
 
+    def gc(self) -> list[Path]:
+        """Delete what interrupted registrations and removals left in this home; return the paths.
+
+        Staging folders and partial files of registrations or rebuilds whose
+        process died (skipped while any process is staging, so a live
+        registration is never touched), and blobs and compiled components no
+        registered tool refers to. Safe to run at any time, from any process.
+        """
+        self._check_open()
+        return self._registry.gc()
+
     def deprecate(self, ref: str, message: str = "") -> list[ToolInfo]:
         """Mark ``name@version`` (or every version of ``name``) deprecated.
 

@@ -87,27 +87,31 @@ class ApprovalStore:
 
     def consume(self, principal: str, tool: str, input_digest: str) -> Approval | None:
         """Mark one approved, unexpired request for exactly this call used; return it."""
-        db, now = self._db(), self.clock()
-        row = self._live(principal, tool, input_digest, "approved", now)
-        if row is None:
-            return None
-        done = db.execute(
-            "UPDATE approvals SET status = 'used', used_at = ? WHERE id = ? AND status = 'approved'", (now, row[0])
-        )
-        return Approval(*row) if done.rowcount == 1 else None
+        with self._database.write() as db:
+            now = self.clock()
+            row = self._live(principal, tool, input_digest, "approved", now)
+            if row is None:
+                return None
+            db.execute("UPDATE approvals SET status = 'used', used_at = ? WHERE id = ?", (now, row[0]))
+        return Approval(*row)
 
     def request(self, principal: str, tool: str, input_digest: str, ttl_s: int) -> Approval:
-        """The pending request for this call (an existing unexpired one, else a new one)."""
-        db, now = self._db(), self.clock()
-        row = self._live(principal, tool, input_digest, "pending", now)
-        if row is not None:
-            return Approval(*row)
-        approval = Approval(secrets.token_hex(8), principal, tool, input_digest, "pending", now, now + ttl_s)
-        db.execute(
-            "INSERT INTO approvals (id, principal, tool, input_digest, status, created_at, expires_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (approval.id, principal, tool, input_digest, "pending", now, approval.expires_at),
-        )
+        """The pending request for this call (an existing unexpired one, else a new one).
+
+        The look-up and the insert are one transaction holding the write lock,
+        so identical requests made at once, by threads or processes, share one id.
+        """
+        with self._database.write() as db:
+            now = self.clock()
+            row = self._live(principal, tool, input_digest, "pending", now)
+            if row is not None:
+                return Approval(*row)
+            approval = Approval(secrets.token_hex(8), principal, tool, input_digest, "pending", now, now + ttl_s)
+            db.execute(
+                "INSERT INTO approvals (id, principal, tool, input_digest, status, created_at, expires_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (approval.id, principal, tool, input_digest, "pending", now, approval.expires_at),
+            )
         return approval
 
     def approve(self, approval_id: str, approver: str) -> Approval:
