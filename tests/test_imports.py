@@ -57,6 +57,7 @@ GLOVEBOX = {
     "glovebox._settings",
     "glovebox._signing",
     "glovebox._sqlite",
+    "glovebox._ticker",
     "glovebox._toolchain",
     "glovebox._validate",
     "glovebox._wasmparts",
