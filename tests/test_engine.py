@@ -205,18 +205,18 @@ def test_ticker_stops_with_the_last_runtime_and_starts_again(tmp_path: Path, bui
     a.register(echo, manifest={"name": "echo"})
     shared = shared_of(a)
     first = shared.ticker
-    assert first is not None and first.is_alive()
+    assert first is not None and first.running
     assert b.call("echo", 1).output == 1
     a.close()
-    assert shared.ticker is first and first.is_alive()
+    assert shared.ticker is first and first.running
     b.close()
     assert shared.ticker is None
-    assert not first.is_alive()
+    assert not first.running
     with glovebox.Runtime(home=tmp_path / "h", engine=settings) as c:
         assert c.call("echo", 2).output == 2
         second = shared.ticker
-        assert second is not None and second is not first and second.is_alive()
-    assert not second.is_alive()
+        assert second is not None and second is not first and second.running
+    assert not second.running
     assert shared.ticker is None
 
 

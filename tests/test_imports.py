@@ -61,6 +61,7 @@ GLOVEBOX = {
     "glovebox._signing",
     "glovebox._sqlite",
     "glovebox._staging",
+    "glovebox._ticker",
     "glovebox._toolchain",
     "glovebox._validate",
     "glovebox._wasmparts",

@@ -2,9 +2,11 @@
 
 An engine is made when a Runtime first needs wasmtime (a call or a
 registration), never when a Runtime is opened: listing tools, reading the audit
-log or checking a policy touches no engine. Each has an epoch ticker thread
-that runs while at least one Runtime holds the engine (``acquire`` /
-``release``) and stops with the last one; a later Runtime starts it again.
+log or checking a policy touches no engine. Each has an epoch ticker (a native
+POSIX timer where available, else a Python thread: see ``_ticker``) that runs
+while at least one Runtime holds the engine (``acquire`` / ``release``) and
+stops with the last one; a later Runtime starts it again. Engines live as long
+as the process, so a tick never reaches a freed engine.
 Fuel metering and epoch interruption are always on: every store gets a fuel
 budget and an epoch deadline. How instances are allocated (a pool sized to the
 address space, or on demand) is decided in ``_allocation``.
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import OrderedDict
 from pathlib import Path
 
@@ -23,36 +24,13 @@ from wasmtime.component import Component
 
 from ._allocation import ON_DEMAND, Allocation, address_space_budget, engine_config, plan_allocation
 from ._enginesettings import EngineSettings
+from ._ticker import Ticker, start_ticker
 
 __all__ = ["EngineSettings", "SharedEngine", "acquire_engine", "get_engine"]
 
 logger = logging.getLogger("glovebox")
 
 MAX_LOADED_COMPONENTS = 256
-
-
-class _Ticker:
-    """A thread that advances the engine's epoch once per tick until stopped."""
-
-    def __init__(self, engine: wasmtime.Engine, tick_ms: float) -> None:
-        self._engine = engine
-        self._period = tick_ms / 1000.0
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="glovebox-epoch", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        # Catch up on oversleeping so that one epoch stays one tick of real time.
-        start, ticks = time.monotonic(), 0
-        while not self._stop.wait(self._period):
-            due = int((time.monotonic() - start) / self._period)
-            while ticks < due:
-                self._engine.increment_epoch()
-                ticks += 1
-
-    def stop(self) -> None:
-        self._stop.set()
-        self.thread.join()
 
 
 class SharedEngine:
@@ -72,7 +50,7 @@ class SharedEngine:
         self._lock = threading.Lock()
         self._users = 0
         self._users_lock = threading.Lock()
-        self._ticker: _Ticker | None = None
+        self._ticker: Ticker | None = None
 
     # -- users and the epoch ticker -------------------------------------------
 
@@ -81,10 +59,10 @@ class SharedEngine:
         with self._users_lock:
             self._users += 1
             if self._ticker is None:
-                self._ticker = _Ticker(self.engine, self.settings.epoch_tick_ms)
+                self._ticker = start_ticker(self.engine, self.settings.epoch_tick_ms)
 
     def release(self) -> None:
-        """Count one user fewer; the last stops the epoch ticker (and waits for its thread).
+        """Count one user fewer; the last stops the epoch ticker (deletes its timer or joins its thread).
 
         Raises:
             ValueError: more releases than acquisitions.
@@ -98,10 +76,9 @@ class SharedEngine:
                 self._ticker = None
 
     @property
-    def ticker(self) -> threading.Thread | None:
-        """The epoch ticker thread while the engine has users, else None."""
-        ticker = self._ticker
-        return ticker.thread if ticker is not None else None
+    def ticker(self) -> Ticker | None:
+        """The epoch ticker while the engine has users, else None."""
+        return self._ticker
 
     def deadline_ticks(self, timeout_ms: int) -> int:
         """Epoch ticks that cover ``timeout_ms`` (plus one for the partial tick)."""

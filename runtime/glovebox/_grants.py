@@ -148,10 +148,12 @@ def load_grants(source: GrantsSource) -> Grants:
         data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except (OSError, UnicodeDecodeError) as exc:
         raise _invalid(str(path), "(file)", f"cannot read: {exc}") from exc
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+    except ValueError as exc:  # a syntax error, or an integer too long to convert
         raise _invalid(
             str(path), "(syntax)", f"not valid {'JSON' if path.suffix == '.json' else 'TOML'}: {exc}"
         ) from exc
+    except RecursionError as exc:  # both parsers recurse once per nesting level
+        raise _invalid(str(path), "(syntax)", "nested too deeply") from exc
     if not isinstance(data, dict):
         raise _invalid(str(path), "(root)", f"expected a table/object, got {type(data).__name__}")
     return _validate(data, str(path))

@@ -133,8 +133,10 @@ def load_manifest(path: Path) -> Manifest:
         raise InvalidManifest(f"cannot read manifest {path}: {exc}") from exc
     try:
         data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+    except ValueError as exc:  # a syntax error, or an integer too long to convert
         raise InvalidManifest(f"invalid manifest {path}: {exc}") from exc
+    except RecursionError as exc:  # both parsers recurse once per nesting level
+        raise InvalidManifest(f"invalid manifest {path}: nested too deeply") from exc
     return parse_manifest(data, str(path))
 
 

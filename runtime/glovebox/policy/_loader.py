@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 __all__ = ["load_policy", "parse_policy", "policy_schema"]
 
 SUPPORTED_VERSIONS = (1,)
+#: The most values a policy document may hold once YAML aliases are expanded
+#: (a few aliases can otherwise stand for billions of values).
+MAX_NODES = 100_000
 
 
 def load_policy(path: str | Path) -> Policy:
@@ -41,7 +44,10 @@ def parse_policy(text: str, source: str = "(inline)") -> Policy:
     import yaml
 
     node = _compose(text, source)
-    data = yaml.safe_load(text) if node is not None else None
+    try:
+        data = yaml.safe_load(text) if node is not None else None
+    except (yaml.YAMLError, ValueError) as exc:  # an unknown tag, bad base64, a date or integer out of range
+        raise _error(source, 1, "(yaml)", f"not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise _error(source, 1, "(root)", f"expected a mapping with 'version: 1', got {type(data).__name__}")
     version = data.get("version")
@@ -73,9 +79,29 @@ def _compose(text: str, source: str) -> yaml.Node | None:
         raise _error(source, line, "(yaml)", f"not valid YAML: {exc.problem or exc}") from exc
     except yaml.YAMLError as exc:
         raise _error(source, 1, "(yaml)", f"not valid YAML: {exc}") from exc
+    except RecursionError as exc:  # the composer recurses once per nesting level
+        raise _error(source, 1, "(yaml)", "nested too deeply") from exc
     if node is not None:
+        if _expanded_size(node, {}) > MAX_NODES:
+            raise _error(source, 1, "(yaml)", f"more than {MAX_NODES} values once aliases are expanded")
         _check_duplicates(node, source)
     return node
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """How many values ``node`` stands for with every alias expanded (each shared node sized once)."""
+    import yaml
+
+    known = sizes.get(id(node))
+    if known is not None:
+        return known
+    size = 1
+    if isinstance(node, yaml.MappingNode):
+        size += sum(_expanded_size(k, sizes) + _expanded_size(v, sizes) for k, v in node.value)
+    elif isinstance(node, yaml.SequenceNode):
+        size += sum(_expanded_size(item, sizes) for item in node.value)
+    sizes[id(node)] = size
+    return size
 
 
 def _check_duplicates(node: yaml.Node, source: str, path: str = "") -> None:
