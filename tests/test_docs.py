@@ -218,3 +218,27 @@ def test_every_environment_variable_has_a_row_and_every_row_is_read() -> None:
     variables = _variables_read()
     assert {"GLOVEBOX_HOME", "GLOVEBOX_POLICY"} <= variables
     assert set(column(table("Environment", "variable"), "variable")) == variables
+
+
+# -- SECURITY.md -------------------------------------------------------------------
+
+
+def _security_references() -> list[tuple[str, str]]:
+    text = (ROOT / "SECURITY.md").read_text(encoding="utf-8")
+    return re.findall(r"`(tests/[\w/]+\.py)::(\w+)(?:\[[^\]`]*\])?`", text)
+
+
+def test_security_cites_a_test_for_every_promise() -> None:
+    text = (ROOT / "SECURITY.md").read_text(encoding="utf-8")
+    promises = [row for heading, rows in parse_tables(text) for row in rows if "promise" in row]
+    assert len(promises) >= 30
+    for row in promises:
+        assert "tests/" in row["test"], f"no test backs: {row['promise']}"
+
+
+def test_every_test_security_cites_exists() -> None:
+    references = _security_references()
+    assert len(references) >= 30
+    for path, name in references:
+        source = (ROOT / path).read_text(encoding="utf-8")
+        assert re.search(rf"^(?:async )?def {name}\(", source, re.MULTILINE), f"{path}::{name} is cited but missing"
