@@ -9,6 +9,7 @@ bombs, unknown YAML tags, integers too long to convert).
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -192,11 +193,15 @@ def test_mutated_components_register_or_are_invalid_artifacts(
             blob.insert(at, data.draw(st.integers(0, 255)))
         else:
             del blob[at]
-    wasm = tmp_path / "mutant.wasm"
+    # tmp_path is shared by every example: each gets its own home.
+    example = Path(tempfile.mkdtemp(dir=tmp_path))
+    wasm = example / "mutant.wasm"
     wasm.write_bytes(bytes(blob))
-    with glovebox.Runtime(home=tmp_path / "home") as rt:
+    with glovebox.Runtime(home=example / "home") as rt:
         try:
             rt.register(wasm, manifest={"name": "mutant"})
         except InvalidArtifact:
             return
-        assert rt.call("mutant", {"a": 1}).code in (None, "guest_trap", "guest_error", "invalid_output")
+        # A mutant that registers may do anything a tool may: any documented code but a host failure.
+        code = rt.call("mutant", {"a": 1}).code
+        assert code is None or (code in glovebox.ERROR_CODES and code != "internal_error"), code
