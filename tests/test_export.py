@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import jsonschema
 import pytest
 from click.testing import CliRunner, Result
 
@@ -30,14 +31,70 @@ def test_openai_and_anthropic_shapes(runtime: glovebox.Runtime, build_example: C
         glovebox.export_tools([info], "gemini")
 
 
-def test_names_are_sanitised(runtime: glovebox.Runtime, build_example: Callable[[str], Path]) -> None:
-    info = runtime.register(build_example("calc"))
-    assert glovebox.tool_name_map([info]) == {"calc": "calc"}
-    from glovebox._export import export_name
+def test_exported_names_are_the_registered_names(runtime: glovebox.Runtime, build_guest: Callable[[str], Path]) -> None:
+    longest = runtime.register(build_guest("echo"), {"name": "a" + "-_9" * 21})
+    assert len(longest.name) == 64
+    [openai] = glovebox.export_tools([longest], "openai")
+    [anthropic] = glovebox.export_tools([longest], "anthropic")
+    assert openai["function"]["name"] == anthropic["name"] == longest.name
+    assert re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", longest.name)  # both APIs' name rule
+    assert glovebox.tool_name_map([longest]) == {longest.name: longest.name}
+    for name in ("text.stats", "a b", "x" * 65, "Calc", "é"):  # what the APIs would refuse cannot be registered
+        with pytest.raises(glovebox.InvalidManifest):
+            runtime.register(build_guest("echo"), {"name": name})
 
-    assert export_name("a.b c/d") == "a_b_c_d"
-    assert len(export_name("x" * 100)) == 64
-    assert re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", export_name("é"))
+
+#: Input schemas whose root is not an object, with an input each admits.
+NON_OBJECT_INPUTS = {
+    "echo-string": ({"type": "string"}, "hello"),
+    "echo-array": ({"type": "array", "items": {"$ref": "#/$defs/n"}, "$defs": {"n": {"type": "integer"}}}, [1, 2]),
+    "echo-any": (True, {"anything": None}),
+}
+
+
+@pytest.fixture
+def mixed(runtime: glovebox.Runtime, build_guest: Callable[[str], Path], build_example: Callable[[str], Path]) -> None:
+    runtime.register(build_example("calc"))
+    for name, (schema, _) in NON_OBJECT_INPUTS.items():
+        runtime.register(build_guest("echo"), {"name": name, "input_schema": schema, "output_schema": True})
+
+
+def test_exports_pass_the_sdks_own_tool_types(runtime: glovebox.Runtime, mixed: None) -> None:
+    from anthropic.types import ToolParam
+    from anthropic.types.tool_param import InputSchemaTyped
+    from openai.types.chat import ChatCompletionToolParam
+    from pydantic import TypeAdapter
+
+    infos = runtime.visible_tools()
+    assert len(infos) == 4
+    for tool in glovebox.export_tools(infos, "openai"):
+        assert TypeAdapter(ChatCompletionToolParam).validate_python(tool) == tool
+        parameters = tool["function"]["parameters"]  # typed as any dict: the API itself wants an object root
+        assert parameters["type"] == "object"
+        jsonschema.Draft202012Validator.check_schema(parameters)
+    for tool in glovebox.export_tools(infos, "anthropic"):
+        assert TypeAdapter(ToolParam).validate_python(tool) == tool
+        # ToolParam also admits any dict; its typed branch is the object root the API checks.
+        TypeAdapter(InputSchemaTyped).validate_python(tool["input_schema"])
+
+
+def test_a_non_object_input_goes_through_input_and_back(runtime: glovebox.Runtime, mixed: None) -> None:
+    infos = {info.name: info for info in runtime.visible_tools()}
+    exported = {tool["name"]: tool["input_schema"] for tool in glovebox.export_tools(infos.values(), "anthropic")}
+    assert exported["calc"] == infos["calc"].input_schema
+    for name, (_, value) in NON_OBJECT_INPUTS.items():
+        arguments = {"input": value}  # what a model sends for the exported definition
+        jsonschema.validate(arguments, exported[name])
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(value, exported[name])
+        assert glovebox.tool_input(infos[name], arguments) == value
+        result = runtime.call(name, glovebox.tool_input(infos[name], arguments))
+        assert result.ok and result.output == value, result.to_dict()
+    calc_arguments = {"expression": "2*(3+4)"}
+    assert glovebox.tool_input(infos["calc"], calc_arguments) is calc_arguments
+    assert runtime.call("calc", glovebox.tool_input(infos["calc"], calc_arguments)).output == {"value": 14}
+    wrong = runtime.call("echo-string", glovebox.tool_input(infos["echo-string"], {"text": "hello"}))
+    assert wrong.code == "invalid_input", "arguments of the wrong shape reach validation unchanged"
 
 
 def test_cli_export_respects_the_principal(tmp_path: Path, build_example: Callable[[str], Path]) -> None:

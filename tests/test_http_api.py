@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -100,6 +101,121 @@ def test_bad_bodies(url: str) -> None:
 
         invalid = client.post("/v1/tools/text-stats/call", json={"input": {"text": 5}}, headers=AGENT)
         assert invalid.status_code == 200 and invalid.json()["error"]["code"] == "invalid_input"
+
+
+def _hidden_names_in(text: str, hidden: set[str]) -> set[str]:
+    return {name for name in hidden if name in text}
+
+
+def test_not_found_answers_name_no_tool_the_caller_may_not_see(url: str) -> None:
+    registered = {"calc", "text-stats", "stress"}
+    visible = {"agent": {"calc", "text-stats"}, "outsider": set()}
+    with httpx.Client(base_url=url) as client:
+        for who, headers in (("agent", AGENT), ("outsider", OUTSIDER)):
+            answers = [
+                client.post("/v1/tools/nope/call", json={"input": {}}, headers=headers),
+                client.post("/v1/tools/nope/call", json={"input": {"expression": "1"}}, headers=headers),
+                client.get("/v1/tools/nope", headers=headers),
+                client.get("/v1/nope", headers=headers),
+                client.get("/v1/tools/nope/call/more", headers=headers),
+            ]
+            for answer in answers:
+                assert answer.status_code == 404, answer.text
+                assert _hidden_names_in(answer.text, registered - visible[who]) == set(), (who, answer.text)
+            for answer in answers[:3]:
+                assert answer.json()["error"]["code"] == "tool_not_found"
+                assert answer.json()["error"]["message"] == f"no tool named 'nope' is visible to '{who}'"
+                assert answer.json()["error"]["details"] == {"tool": "nope"}
+
+
+def _assert_envelope(response: httpx.Response, status: int, code: str) -> Any:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert set(body) == {"ok", "error", "meta"} and body["ok"] is False
+    assert set(body["error"]) == {"code", "message", "retryable", "details"}
+    assert body["error"]["code"] == code and body["meta"]["call_id"] is None
+    return body
+
+
+def test_every_non_200_answer_is_an_envelope(url: str) -> None:
+    with httpx.Client(base_url=url) as client:
+        for method, path, allowed in (
+            ("GET", "/v1/tools/calc/call", ["POST"]),
+            ("POST", "/v1/tools", ["GET", "HEAD"]),
+            ("DELETE", "/v1/tools/calc", ["GET", "HEAD"]),
+            ("PUT", "/metrics", ["GET", "HEAD"]),
+        ):
+            answer = client.request(method, path, headers=AGENT)
+            body = _assert_envelope(answer, 405, "invalid_input")
+            assert body["error"]["details"] == {"status": 405, "allowed": allowed}
+            assert sorted(answer.headers["allow"].split(", ")) == allowed
+        for path in ("/", "/v2/tools", "/v1/tools/", "/v1/tools/calc/call/", "/healthz/x"):
+            answer = client.get(path, headers=AGENT)  # "/v1/tools/" is no redirect: a 307 is not an envelope
+            body = _assert_envelope(answer, 404, "invalid_input")
+            assert "GET /v1/tools" in body["error"]["message"]
+
+
+def test_a_server_failure_is_an_opaque_500_envelope(
+    tmp_path: Path,
+    build_example: Callable[[str], Path],
+    serve_app: Callable[[object], str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    rt = glovebox.Runtime(home=tmp_path / "anon")
+    rt.register(build_example("calc"))
+    with httpx.Client(base_url=serve_app(create_app(rt, insecure_anonymous=True))) as client:
+        assert client.get("/v1/tools").status_code == 200
+        rt.close()  # every handler that reaches the runtime now raises ValueError
+        for answer in (client.get("/v1/tools"), client.post("/v1/tools/calc/call", json={"input": {}})):
+            body = _assert_envelope(answer, 500, "internal_error")
+            assert "closed" not in answer.text and "ValueError" not in answer.text
+            assert body["error"]["message"] == "internal error; the server's log holds the detail"
+        assert 'glovebox_http_requests_total{route="/v1/tools",status="500"} 1' in client.get("/metrics").text
+    assert "ValueError: this Runtime is closed" in caplog.text, "the detail goes to the server's log"
+
+
+def test_metrics_count_every_answer_with_bounded_labels(url: str) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with httpx.Client(base_url=url) as client:
+        client.get("/v1/tools", headers=AGENT)
+        client.get("/v1/tools", headers={})
+        client.post("/v1/tools/calc/call", json={"input": {"expression": "1+1"}}, headers=AGENT)
+        client.post("/v1/tools/calc/call", content=b"{nope", headers=AGENT)
+        client.post("/v1/tools/calc/call", json={"input": {"expression": "1" * 5000}}, headers=AGENT)
+        client.post("/v1/tools/calc/call", json={"input": {}}, headers={"X-API-Key": "wrong"})
+        for i in range(5):
+            client.post(f"/v1/tools/made-up-{i}/call", json={"input": {}}, headers=AGENT)
+        client.get("/v1/tools/made-up-x", headers=AGENT)
+        client.get("/made-up-route", headers=AGENT)
+        client.get("/v1/tools/calc/call", headers=AGENT)
+        text = client.get("/metrics").text
+
+    assert "made-up" not in text, "a caller-chosen name or path became a label value"
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    requests = {
+        (s.labels["route"], s.labels["status"]): s.value
+        for s in families["glovebox_http_requests"].samples
+        if s.name == "glovebox_http_requests_total"
+    }
+    assert requests == {
+        ("/v1/tools", "200"): 1,
+        ("/v1/tools", "401"): 1,
+        ("/v1/tools/{name}/call", "200"): 1,
+        ("/v1/tools/{name}/call", "400"): 1,
+        ("/v1/tools/{name}/call", "401"): 1,
+        ("/v1/tools/{name}/call", "404"): 5,
+        ("/v1/tools/{name}/call", "405"): 1,
+        ("/v1/tools/{name}/call", "413"): 1,
+        ("/v1/tools/{name}", "404"): 1,
+        ("(unmatched)", "404"): 1,
+    }
+    calls = {(s.labels["tool"], s.labels["outcome"]): s.value for s in families["glovebox_calls"].samples}
+    assert calls == {("calc", "ok"): 1, ("(unknown)", "tool_not_found"): 5}
+    assert {s.labels["tool"] for s in families["glovebox_fuel_used"].samples} == {"calc", "(unknown)"}
+    assert families["glovebox_call_duration_seconds"].type == "histogram"
+    assert families["glovebox_live_instances"].samples[0].value == 0
 
 
 #: Calls in one burst, and how many are in flight at once: six times the server's 8 workers.

@@ -49,6 +49,7 @@ GLOVEBOX = {
     "glovebox._host",
     "glovebox._keyring",
     "glovebox._manifest",
+    "glovebox._objectroot",
     "glovebox._outcome",
     "glovebox._registration",
     "glovebox._registry",

@@ -32,7 +32,7 @@ from ._errors import (
     ToolNotFound,
     UpstreamError,
 )
-from ._export import export_tools, tool_name_map
+from ._export import export_tools, tool_input, tool_name_map
 from ._grants import Grants, HttpLimits, HttpRule, SecretRule
 from ._keyring import Keyring, generate_keypair, sign
 from ._manifest import Capabilities, Limits, Manifest
@@ -89,6 +89,7 @@ __all__ = [
     "generate_keypair",
     "load_policy",
     "sign",
+    "tool_input",
     "tool_name_map",
     "__version__",
 ]

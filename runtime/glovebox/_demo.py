@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from ._build import build, sdk_dir
+from ._build import build, check_c_toolchain, sdk_dir
 from ._result import CallResult
 from ._runtime import Runtime
 
@@ -120,7 +120,12 @@ def _policy_scenarios(home: Path) -> list[tuple[Scenario, CallResult]]:
 
 
 def run_demo(home: Path | None = None) -> int:
-    """Run the demo; return 0 when every scenario ended as expected."""
+    """Run the demo; return 0 when every scenario ended as expected.
+
+    Raises:
+        BuildError: the toolchain (the ``build`` extra) is not installed.
+    """
+    check_c_toolchain()  # before anything is printed: a bare install gets one line naming the extra
     with tempfile.TemporaryDirectory(prefix="glovebox-demo-") as tmp:
         home = home or Path(tmp) / "home"
         artifacts = _build_examples(Path(tmp) / "built")

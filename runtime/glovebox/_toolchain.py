@@ -1,7 +1,12 @@
-"""Run the guest toolchains (Zig, wasm-tools, componentize-py) and find their binaries."""
+"""Run the guest toolchains (Zig, wasm-tools, componentize-py) and find their binaries.
+
+They come with the ``build`` extra; without it, a build names the extra to
+install (:data:`BUILD_HINT`) instead of failing on a missing module.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -10,7 +15,9 @@ from pathlib import Path
 
 from ._errors import BuildError
 
-__all__ = ["find_tool", "run_tool"]
+__all__ = ["BUILD_HINT", "find_tool", "require_module", "run_tool"]
+
+BUILD_HINT = "building tools needs the 'build' extra: pip install 'glovebox[build]'"
 
 
 def run_tool(argv: list[str], what: str, cwd: Path | None = None, rename: dict[str, str] | None = None) -> None:
@@ -38,5 +45,19 @@ def find_tool(name: str, install: str) -> str:
     """A toolchain binary: the one installed beside this Python first, else on PATH."""
     found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
     if found is None:
-        raise BuildError(f"{name} is not installed: {install}")
+        raise BuildError(f"{name} is not installed; {install}")
     return found
+
+
+def require_module(module: str) -> None:
+    """Check that the toolchain's Python package ``module`` can be imported.
+
+    Raises:
+        BuildError: it cannot; the message names the extra to install.
+    """
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken or blocked installation counts as missing
+        found = False
+    if not found:
+        raise BuildError(f"{module} is not installed; {BUILD_HINT}")

@@ -10,10 +10,13 @@ Routes (JSON in and out; every failure carries the envelope shape)::
 
 Status codes: 200 for a call that ran or failed inside the tool (the
 envelope says which); 401 no or unknown key; 403 the policy refuses; 404 no
-such tool (or one the caller may not see); 413 body over the limit; 400 a
-body that is not JSON (or breaks the rules of ``glovebox._jsonlimits``) or
-lacks ``input``. Calls run on a pool of worker
-threads so the event loop never waits on a sandbox.
+such tool (or one the caller may not see; the answer names no other tool) or
+no such route; 405 a method the route does not serve; 413 body over the limit;
+400 a body that is not JSON (or breaks the rules of ``glovebox._jsonlimits``)
+or lacks ``input``; 500 a failure of the server itself (opaque). Every non-200
+answer is an envelope (``servers._apierrors``) and every answer is counted in
+``/metrics`` (``servers._metrics``). Calls run on a pool of worker threads so
+the event loop never waits on a sandbox.
 """
 
 from __future__ import annotations
@@ -26,17 +29,18 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from .._errors import ToolNotFound
 from .._jsonlimits import JsonRejected
 from .._jsonlimits import loads as loads_json
 from .._result import ToolInfo
 from .._runtime import Runtime
+from ._apierrors import answer_failures, exception_handlers, not_visible
 from ._auth import AuthFailure, authenticate, check_can_serve, envelope_error
-from ._metrics import Metrics
+from ._metrics import Metrics, count_requests
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app", "serve", "tool_summary"]
 
@@ -94,10 +98,7 @@ class _Api:
         for info in infos:
             if info.name == name:
                 return JSONResponse(info.to_dict())
-        error = ToolNotFound(f"no tool named {name!r} is visible to {principal!r}")
-        return JSONResponse(
-            envelope_error(error.code, error.message, meta={"tool": name, "principal": principal}), status_code=404
-        )
+        return JSONResponse(not_visible(name, principal), status_code=404)
 
     async def call(self, request: Request) -> Response:
         principal = self._principal(request)
@@ -109,6 +110,8 @@ class _Api:
             return value
         result = await self._run(functools.partial(self.runtime.call, name, value, principal=principal))
         envelope = result.to_dict()
+        if result.code == "tool_not_found":  # the library's message may name tools this caller may not see
+            envelope["error"] = not_visible(envelope["meta"]["tool"], principal)["error"]
         self.metrics.observe(envelope)
         return JSONResponse(envelope, status_code=_STATUS.get(result.code or "", 200))
 
@@ -188,7 +191,9 @@ def create_app(
         Route("/healthz", api.healthz, methods=["GET"]),
         Route("/metrics", api.metrics_text, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    middleware = [Middleware(count_requests, metrics=api.metrics), Middleware(answer_failures)]
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers=exception_handlers(), lifespan=lifespan)
+    app.router.redirect_slashes = False  # a redirect would be a non-200 answer that is not an envelope
     app.state.metrics = api.metrics
     return app
 
