@@ -15,7 +15,15 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/glovebox demo
 
-test: $(STAMP) lint
+# The official TypeScript MCP client the tests drive (tests/mcp_ts), pinned by its package-lock.json.
+MCP_TS := tests/mcp_ts
+MCP_TS_STAMP := $(MCP_TS)/node_modules/.installed
+
+$(MCP_TS_STAMP): $(MCP_TS)/package.json $(MCP_TS)/package-lock.json
+	@if command -v npm >/dev/null; then npm ci --prefix $(MCP_TS) --no-audit --no-fund && touch $@; \
+	else echo "npm not found: the TypeScript MCP client tests will be skipped"; fi
+
+test: $(STAMP) $(MCP_TS_STAMP) lint
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
@@ -29,4 +37,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_http.py
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache $(MCP_TS)/node_modules

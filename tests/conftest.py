@@ -207,6 +207,36 @@ def server_home(tmp_path: Path, build_example: Callable[[str], Path]) -> tuple[P
     return home, policy
 
 
+#: What the MCP tests add to SERVER_POLICY: tags (array in, array out) for
+#: agent, and sensitive, which agent may call only once approved.
+MCP_RULES = """
+  - tool: tags
+    principals: [agent]
+    action: allow
+  - tool: sensitive
+    principals: [agent]
+    action: require_approval
+"""
+
+
+@pytest.fixture
+def mcp_home(server_home: tuple[Path, Path], build_guest: Callable[[str], Path]) -> tuple[Path, Path]:
+    """server_home, plus tags (an echo whose input and output are arrays) and sensitive (needs approval)."""
+    home, policy = server_home
+    policy.write_text(policy.read_text() + MCP_RULES)
+    tags = {"type": "array", "items": {"type": "string"}}
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        rt.register(
+            build_guest("echo"),
+            {"name": "tags", "description": "Echo tags.", "input_schema": tags, "output_schema": tags},
+        )
+        rt.register(
+            build_guest("echo"),
+            {"name": "sensitive", "description": "Echo, once approved.", "input_schema": {"type": "object"}},
+        )
+    return home, policy
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -69,7 +69,11 @@ def export(ctx: click.Context, fmt: str, principal: str | None) -> None:
     show_default=True,
     help="full: one MCP tool per tool; search: search_tools + call_tool for large catalogs.",
 )
-@click.option("--insecure-anonymous", is_flag=True, help="http without a policy: anyone reaching the port may call.")
+@click.option(
+    "--insecure-anonymous",
+    is_flag=True,
+    help="Serve without a policy (stdio: as --principal or anonymous; http: anyone reaching the port).",
+)
 @click.option("--poll-seconds", default=0.5, show_default=True, type=click.FloatRange(0.05), help="List-change check.")
 @click.pass_context
 def mcp(
@@ -82,11 +86,15 @@ def mcp(
     insecure_anonymous: bool,
     poll_seconds: float,
 ) -> None:
-    """Serve the tools as an MCP server (stdio, or streamable HTTP at /mcp)."""
+    """Serve the tools as an MCP server (stdio, or streamable HTTP at /mcp); both need a policy.
+
+    Give --home and --policy before the command (glovebox --home DIR --policy FILE mcp):
+    an MCP client passes a server it spawns only a few variables, not GLOVEBOX_*.
+    """
     _require("mcp", "starlette", "uvicorn")
     import anyio
 
-    from .servers._mcp import McpService, run_stdio, streamable_http_app
+    from .servers._mcp import McpService, check_stdio, run_stdio, streamable_http_app
 
     if transport == "http" and principal is not None:
         raise click.UsageError("--principal is for stdio; over http each request's API key names the principal")
@@ -99,6 +107,7 @@ def mcp(
             poll_s=poll_seconds,
         )
         if transport == "stdio":
+            check_stdio(service)  # before stdin is read: the client sees the refusal on stderr
             anyio.run(run_stdio, service)
             return
         app = streamable_http_app(service, host=host)

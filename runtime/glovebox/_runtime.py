@@ -19,7 +19,7 @@ from . import _settings
 from ._audit import AuditLog
 from ._compiled import CompiledCache
 from ._enginesettings import EngineSettings
-from ._errors import CallError, InternalError, InvalidInput, InvalidOutput
+from ._errors import CallError, InternalError, InvalidInput, InvalidOutput, ToolNotFound
 from ._gate import CallTrace, PolicyGate, input_digest
 from ._grants import Grants, GrantsSource, load_grants
 from ._jsonlimits import JsonRejected, check_value, escape_surrogates
@@ -354,7 +354,9 @@ class Runtime:
         The input is held to the JSON rules of ``glovebox._jsonlimits`` before
         anything else happens (``invalid_input``); a tool name or principal that
         is not valid Unicode is refused the same way, with its lone surrogates
-        escaped in ``meta`` and the audit record.
+        escaped in ``meta`` and the audit record. A tool that is not registered
+        answers ``tool_not_found``, whose message names only the tools that
+        ``principal`` may see.
         """
         self._check_open()
         if not isinstance(name, str):
@@ -426,7 +428,7 @@ class Runtime:
     def _call(self, name: str, value: Any, meta: dict[str, Any], trace: CallTrace) -> Any:
         trace.input_digest = input_digest(value)
         trace.policy = self._gate.current()
-        info = self._registry.resolve(name)
+        info = self._resolve_for(name, meta["principal"])
         meta.update(tool=info.name, version=info.version, digest=info.digest)
         if info.deprecated is not None:
             meta["deprecated"] = info.deprecated
@@ -448,6 +450,14 @@ class Runtime:
             raise outcome.error
         assert outcome.output_text is not None
         return self._decode_output(info, outcome.output_text)
+
+    def _resolve_for(self, name: str, principal: str) -> ToolInfo:
+        """The tool a call names; a miss lists only the tools ``principal`` may see."""
+        try:
+            return self._registry.resolve(name)
+        except ToolNotFound as missing:
+            visible = [info.name for info in self.visible_tools(principal)]
+            raise ToolNotFound(_not_found_message(name, principal, visible), details=missing.details) from None
 
     def _grants_for(self, decision: Decision) -> Grants:
         """The capabilities of one call: the policy's grants, or, with no policy, ``grants``."""
@@ -495,6 +505,14 @@ def _record_state(meta: dict[str, Any], state: CallState) -> None:
     for name in ("logs_dropped", "denials_dropped", "egress_dropped", "upstream_failures_dropped"):
         if getattr(state, name):
             meta[name] = getattr(state, name)
+
+
+def _not_found_message(name: str, principal: str, visible: list[str]) -> str:
+    """What a call of an unknown tool answers: never a tool the caller may not see."""
+    if not visible:
+        return f"no tool named {name!r} is registered; none is available to {principal!r}"
+    shown = ", ".join(visible[:20]) + (", …" if len(visible) > 20 else "")
+    return f"no tool named {name!r} is registered; available to {principal!r}: {shown}"
 
 
 def _admissible(name: str, principal: Any, value: Any) -> None:

@@ -4,6 +4,10 @@ mapped to principals by the SHA-256 digests the policy holds.
 Without a policy the HTTP servers refuse to start unless anonymous access is
 asked for explicitly (``--insecure-anonymous``); then every request without a
 key is the principal ``anonymous``.
+
+A refused request answers 401 with an envelope saying how to send a key, and a
+``WWW-Authenticate: Bearer realm="glovebox"`` challenge that points at no OAuth
+metadata: glovebox takes API keys, and a client must not start an OAuth flow.
 """
 
 from __future__ import annotations
@@ -14,9 +18,21 @@ from typing import Any
 
 from .._runtime import Runtime
 
-__all__ = ["AuthFailure", "authenticate", "check_can_serve", "envelope_error"]
+__all__ = [
+    "CHALLENGE",
+    "KEY_HEADERS",
+    "AuthFailure",
+    "authenticate",
+    "check_can_serve",
+    "envelope_error",
+    "unauthorized_body",
+]
 
 ANONYMOUS = "anonymous"
+#: The ``WWW-Authenticate`` value of a 401: a bearer key, and no ``resource_metadata`` (no OAuth).
+CHALLENGE = 'Bearer realm="glovebox"'
+#: The two ways to send an API key, as a 401 body names them.
+KEY_HEADERS = ("Authorization: Bearer KEY", "X-API-Key: KEY")
 
 
 @dataclass(frozen=True)
@@ -61,7 +77,9 @@ def authenticate(runtime: Runtime, headers: Mapping[str, str], insecure_anonymou
         if insecure_anonymous:
             return ANONYMOUS
         return AuthFailure(
-            "missing_api_key", "an API key is required: send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'"
+            "missing_api_key",
+            f"an API key is required: send the header '{KEY_HEADERS[0]}' or '{KEY_HEADERS[1]}' "
+            "(this server takes API keys, not OAuth)",
         )
     principal = runtime.policy.principal_for_api_key(key)
     if principal is None:
@@ -78,3 +96,9 @@ def envelope_error(
         "error": {"code": code, "message": message, "retryable": False, "details": dict(details or {})},
         "meta": {"call_id": None, **(meta or {})},
     }
+
+
+def unauthorized_body(failure: AuthFailure) -> dict[str, Any]:
+    """The envelope a 401 carries: why, and how to send a key."""
+    details = {"reason": failure.reason, "send_one_of": list(KEY_HEADERS)}
+    return envelope_error("permission_denied", failure.message, details=details)

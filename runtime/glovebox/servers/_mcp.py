@@ -3,19 +3,26 @@
 Two modes:
 
 - ``full``: every tool the principal may see is an MCP tool (name,
-  description, ``inputSchema``, ``outputSchema`` when the tool's output schema
-  is an object schema).
+  description, ``inputSchema``, ``outputSchema``), its schemas shown as
+  ``glovebox._objectroot`` says (MCP takes only objects at the root: a
+  non-object input is ``{"input": ...}``, a non-object output ``{"output": ...}``).
+  A tool that cannot be described is left out of the list (and logged).
 - ``search``: two tools for large catalogs, ``search_tools`` (query → the
-  matching tools with their schemas) and ``call_tool`` (name, input).
+  matching tools with the same schemas) and ``call_tool`` (name, input).
 
-A call answers ``structuredContent`` = the tool's output and one text block
-holding the whole envelope (JSON); a failed call answers ``isError`` with the
-envelope as both. Calls run through ``Runtime.acall`` (worker threads), so
-the policy, approvals, validation, limits and the audit log apply unchanged.
+A call answers ``structuredContent`` = the tool's output (wrapped the same
+way) and one text block holding the whole envelope (JSON); a failed call
+answers ``isError`` with the envelope in the text block only: clients check
+``structuredContent`` against the ``outputSchema``, which an envelope does
+not match. Calls run through ``Runtime.acall`` (worker threads), so the
+policy, approvals, validation, limits and the audit log apply unchanged.
 
-Principals: over stdio, the one given; over streamable HTTP, the API key of
-each request (``Authorization: Bearer`` or ``X-API-Key``), checked by an ASGI
-layer before the SDK sees the request and again by every handler.
+Principals: over stdio, the one given (a policy is required unless anonymous
+access is asked for); over streamable HTTP, the API key of each request
+(``Authorization: Bearer`` or ``X-API-Key``), checked by an ASGI layer before
+the SDK sees the request and again by every handler. ``/.well-known/*``
+answers 404 before any key check: no OAuth metadata, so no client starts an
+OAuth flow.
 
 List changes: a watcher compares a fingerprint of the registry and the policy
 every ``poll_s`` and, on a change, notifies handshake-era sessions
@@ -39,15 +46,23 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._jsonlimits import escape_surrogates
+from .._objectroot import input_parameters, output_structure, unwrap_input, wrap_output
 from .._result import CallResult, ToolInfo
 from .._runtime import Runtime
-from ._auth import AuthFailure, authenticate, check_can_serve, envelope_error
+from ._auth import (
+    CHALLENGE,
+    KEY_HEADERS,
+    AuthFailure,
+    authenticate,
+    check_can_serve,
+    envelope_error,
+    unauthorized_body,
+)
 
-__all__ = ["Mode", "McpService", "run_stdio", "streamable_http_app"]
+__all__ = ["McpService", "Mode", "check_stdio", "describe", "run_stdio", "streamable_http_app"]
 
 logger = logging.getLogger("glovebox")
 Mode = Literal["full", "search"]
-_ANY_OBJECT: dict[str, Any] = {"type": "object"}
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
@@ -78,44 +93,55 @@ CALL_TOOL = types.Tool(
 
 
 def mcp_tool(info: ToolInfo) -> types.Tool:
-    """An MCP tool definition for a registered tool."""
-    schema = info.input_schema if isinstance(info.input_schema, dict) else _ANY_OBJECT
-    output = info.output_schema
+    """An MCP tool definition for a registered tool (object schemas at the root)."""
     return types.Tool(
         name=info.name,
         description=info.description,
-        input_schema=schema,
-        output_schema=output if isinstance(output, dict) and output.get("type") == "object" else None,
+        input_schema=input_parameters(info.input_schema),
+        output_schema=output_structure(info.output_schema),
     )
 
 
-def tool_result(result: CallResult) -> types.CallToolResult:
-    """The MCP result of a call: structured output, and the envelope as text."""
-    envelope = result.to_dict()
-    text = [types.TextContent(text=json.dumps(envelope, ensure_ascii=False))]
+def describe(infos: list[ToolInfo]) -> list[types.Tool]:
+    """The MCP definitions of ``infos``, leaving out (and logging) any that cannot be built."""
+    tools = []
+    for info in infos:
+        try:
+            tools.append(mcp_tool(info))
+        except Exception:  # one tool must not take the whole list down
+            logger.exception("tool %r@%s cannot be described over MCP; it is not listed", info.name, info.version)
+    return tools
+
+
+def tool_result(result: CallResult, output_schema: Any = True) -> types.CallToolResult:
+    """The MCP result of a call: the structured output, and the envelope as text.
+
+    A failed call carries no ``structuredContent``: its envelope would not match
+    the tool's ``outputSchema``, and clients check it even when ``isError`` is set.
+    """
+    text = [types.TextContent(text=json.dumps(result.to_dict(), ensure_ascii=False))]
     if result.ok:
-        return types.CallToolResult(content=text, structured_content=result.output)
-    return types.CallToolResult(content=text, structured_content=envelope, is_error=True)
+        return types.CallToolResult(content=text, structured_content=wrap_output(output_schema, result.output))
+    return types.CallToolResult(content=text, is_error=True)
 
 
 def _error_result(code: str, message: str, meta: dict[str, Any]) -> types.CallToolResult:
     safe = {key: escape_surrogates(value) if isinstance(value, str) else value for key, value in meta.items()}
     envelope = envelope_error(code, escape_surrogates(message), meta=safe)
-    return types.CallToolResult(
-        content=[types.TextContent(text=json.dumps(envelope))], structured_content=envelope, is_error=True
-    )
+    return types.CallToolResult(content=[types.TextContent(text=json.dumps(envelope))], is_error=True)
 
 
 def search(infos: list[ToolInfo], query: str, limit: int = 20) -> list[dict[str, Any]]:
-    """The tools whose name or description holds every word of ``query`` (case-insensitive)."""
+    """The tools whose name or description holds every word of ``query`` (case-insensitive),
+    with the schemas ``call_tool`` takes and answers (as in full mode)."""
     words = query.lower().split()
     found = [i for i in infos if all(w in f"{i.name} {i.description}".lower() for w in words)]
     return [
         {
             "name": i.name,
             "description": i.description,
-            "input_schema": i.input_schema,
-            "output_schema": i.output_schema,
+            "input_schema": input_parameters(i.input_schema),
+            "output_schema": output_structure(i.output_schema),
         }
         for i in found[:limit]
     ]
@@ -184,7 +210,7 @@ class McpService:
             return types.ListToolsResult(tools=[])
         if self.mode == "search":
             return types.ListToolsResult(tools=[SEARCH_TOOL, CALL_TOOL])
-        return types.ListToolsResult(tools=[mcp_tool(info) for info in await self._visible(who)])
+        return types.ListToolsResult(tools=describe(await self._visible(who)))
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         self._remember(ctx)
@@ -201,8 +227,28 @@ class McpService:
             name, value = arguments.get("name"), arguments.get("input")
             if not isinstance(name, str):
                 return _error_result("invalid_input", "call_tool needs a tool name", {"principal": who})
-            return tool_result(await self.runtime.acall(name, value, principal=who))
-        return tool_result(await self.runtime.acall(params.name, arguments, principal=who))
+            return await self._run(name, value, who)
+        return await self._run(params.name, arguments, who)
+
+    async def _run(self, name: str, arguments: Any, principal: str) -> types.CallToolResult:
+        """Call ``name`` with what a client sent (unwrapped from ``{"input": ...}`` where
+        the tool's input is not an object) and shape the result as the listing described it."""
+        info = await self._lookup(name)
+        value = arguments if info is None else unwrap_input(info.input_schema, arguments)
+        result = await self.runtime.acall(name, value, principal=principal)
+        if not result.ok:
+            return tool_result(result)
+        ran = f"{result.meta['tool']}@{result.meta['version']}"
+        if info is None or f"{info.name}@{info.version}" != ran:
+            info = await self._lookup(ran)
+        return tool_result(result, True if info is None else info.output_schema)
+
+    async def _lookup(self, ref: str) -> ToolInfo | None:
+        """The registered tool ``ref`` names, or None (the call itself then says why)."""
+        try:
+            return await anyio.to_thread.run_sync(self.runtime.tool, ref)
+        except Exception:  # unknown, removed, or a name the index cannot hold: the call answers
+            return None
 
     async def _search(self, principal: str, arguments: dict[str, Any]) -> types.CallToolResult:
         query = arguments.get("query", "")
@@ -265,8 +311,29 @@ def _version() -> str:
     return __version__
 
 
+def check_stdio(service: McpService) -> None:
+    """Refuse to serve stdio with no policy, unless anonymous access is explicit.
+
+    Raises:
+        ValueError: no policy is configured and ``insecure_anonymous`` is False.
+    """
+    if not service.runtime.policy_configured and not service.insecure_anonymous:
+        raise ValueError(
+            "no policy is configured: give one with --policy before the command "
+            "(glovebox --home DIR --policy FILE mcp ...), in the client's args or env; an MCP client "
+            "passes only HOME, PATH, SHELL, TERM, USER and LOGNAME to a server it spawns, so "
+            "GLOVEBOX_POLICY set in a shell does not reach it. Pass --insecure-anonymous to serve "
+            "with no policy"
+        )
+
+
 async def run_stdio(service: McpService) -> None:
-    """Serve MCP over stdin/stdout until the client goes away."""
+    """Serve MCP over stdin/stdout until the client goes away.
+
+    Raises:
+        ValueError: no policy is configured and anonymous access was not asked for.
+    """
+    check_stdio(service)
     from mcp.server.stdio import stdio_server
 
     async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as tasks:
@@ -276,7 +343,12 @@ async def run_stdio(service: McpService) -> None:
 
 
 class _RequireKey:
-    """ASGI layer: refuse HTTP requests without a valid API key (401, envelope shape)."""
+    """ASGI layer: refuse HTTP requests without a valid API key (401, envelope shape).
+
+    ``/.well-known/*`` (OAuth and OpenID discovery) answers 404 first, whatever
+    the headers: advertising no authorization server keeps clients from
+    starting an OAuth flow that cannot succeed.
+    """
 
     def __init__(self, app: Any, service: McpService) -> None:
         self.app = app
@@ -287,13 +359,22 @@ class _RequireKey:
             from starlette.requests import Request
             from starlette.responses import JSONResponse
 
+            if str(scope.get("path", "")).startswith("/.well-known/"):
+                await JSONResponse(_NO_OAUTH, status_code=404)(scope, receive, send)
+                return
             who = authenticate(self.service.runtime, Request(scope).headers, self.service.insecure_anonymous)
             if isinstance(who, AuthFailure):
-                body = envelope_error("permission_denied", who.message, details={"reason": who.reason})
-                headers = {"WWW-Authenticate": 'Bearer realm="glovebox"'}
-                await JSONResponse(body, status_code=401, headers=headers)(scope, receive, send)
+                answer = JSONResponse(unauthorized_body(who), status_code=401, headers={"WWW-Authenticate": CHALLENGE})
+                await answer(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+_NO_OAUTH = envelope_error(
+    "permission_denied",
+    f"this server does not use OAuth: send an API key as '{KEY_HEADERS[0]}' or '{KEY_HEADERS[1]}'",
+    details={"reason": "no_oauth", "send_one_of": list(KEY_HEADERS)},
+)
 
 
 def streamable_http_app(service: McpService, *, host: str = "127.0.0.1", path: str = "/mcp") -> Any:
