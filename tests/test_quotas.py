@@ -288,6 +288,26 @@ def test_failed_calls_free_their_slot(_isolated_env: Path, build_guest: BuildGue
         assert rt.call("echo", {"n": 1}, principal="agent").ok
 
 
+def test_the_http_api_answers_429_with_retry_after(
+    _isolated_env: Path, echo: Path, serve_app: Callable[[object], str]
+) -> None:
+    import httpx
+
+    from glovebox.servers import create_app
+
+    clock = Clock(1000.0)
+    with runtime(_isolated_env, policy("{tool: echo, calls_per_minute: 1}"), clock) as rt:
+        rt.register(echo, {"name": "echo"})
+        url = serve_app(create_app(rt, insecure_anonymous=True))
+        with httpx.Client(base_url=url) as client:
+            assert client.post("/v1/tools/echo/call", json={"input": {}}).status_code == 200
+            clock.now = 1000.25
+            refused = client.post("/v1/tools/echo/call", json={"input": {}})
+    assert refused.status_code == 429
+    assert refused.headers["retry-after"] == "61"  # 60,750 ms, rounded up
+    assert refused.json()["error"]["details"]["retry_after_ms"] == 60_750
+
+
 # -- the audit row, explain, check ----------------------------------------------------------------
 
 
