@@ -75,6 +75,7 @@ GLOVEBOX = {
     "glovebox.policy._loader",
     "glovebox.policy._models",
     "glovebox.policy._patterns",
+    "glovebox.policy._quotas",
 }
 
 

@@ -1,5 +1,6 @@
 """Where the runtime meets the policy: the policy in force (reloaded when its
-file changes), admission of each call, approvals, and the call's audit record.
+file changes), admission of each call (scopes, rules, quotas), approvals, and
+the call's audit record.
 
 Reload: at most every ``RECHECK_S`` a call compares the file's
 (mtime_ns, size, inode) with the loaded one and re-reads it when they differ.
@@ -18,12 +19,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._audit import redact
 from ._errors import ApprovalRequired, InvalidInput, InvalidPolicy, PermissionDenied
 from ._result import CallResult, ToolInfo
-from .policy import NO_POLICY, Approval, ApprovalStore, Decision, Policy, decide, load_policy
+from .policy import NO_POLICY, Approval, ApprovalStore, Decision, Policy, QuotaUsage, decide, load_policy
+
+if TYPE_CHECKING:
+    from .policy._quotas import QuotaTicket
 
 __all__ = ["CallTrace", "PolicyGate", "input_digest"]
 
@@ -48,6 +52,8 @@ class CallTrace:
     input_digest: str | None = None
     decision: str | None = None
     approval_id: str | None = None
+    #: The quota slots the call holds from admission until :meth:`PolicyGate.settle`.
+    quota: QuotaTicket | None = None
 
     def record(self, result: CallResult, value: Any) -> dict[str, Any]:
         meta = result.meta
@@ -90,6 +96,7 @@ class PolicyGate:
         self._checked = clock()
         self._lock = threading.Lock()
         self.approvals = ApprovalStore(home)
+        self.quotas = QuotaUsage(clock)
         if isinstance(source, Policy):
             self._policy = source
         elif source is not None:
@@ -129,7 +136,9 @@ class PolicyGate:
         return decide(self.current(), principal, info)
 
     def admit(self, trace: CallTrace, info: ToolInfo, principal: str) -> Decision:
-        """The decision for this call; raise when the policy refuses it.
+        """The decision for this call; raise when the policy refuses it or a quota is used up.
+
+        An admitted call holds its quota slots until :meth:`settle`.
 
         An approval is not looked at here: :meth:`spend_approval` does that
         once the input has been validated, so invalid input never uses one up.
@@ -143,7 +152,13 @@ class PolicyGate:
             raise PermissionDenied(
                 f"the policy blocks {principal!r} from calling {info.name}", details={"reason": list(decision.reason)}
             )
+        trace.quota = self.quotas.admit(trace.policy, decision.quotas, principal, decision.limits.timeout_ms)
         return decision
+
+    def settle(self, trace: CallTrace, fuel_used: int) -> None:
+        """End an admitted call: free its quota slots and charge its fuel (idempotent)."""
+        ticket, trace.quota = trace.quota, None
+        self.quotas.release(ticket, fuel_used)
 
     def spend_approval(self, trace: CallTrace, info: ToolInfo, principal: str, decision: Decision) -> None:
         """Use up the approval a ``require_approval`` call needs, or raise ApprovalRequired.
