@@ -31,6 +31,7 @@ GLOVEBOX = {
     "glovebox",
     "glovebox._allocation",
     "glovebox._audit",
+    "glovebox._auditcommit",
     "glovebox._build",
     "glovebox._callstate",
     "glovebox._codegen",
