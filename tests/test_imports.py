@@ -42,6 +42,7 @@ GLOVEBOX = {
     "glovebox._enginesettings",
     "glovebox._errors",
     "glovebox._export",
+    "glovebox._fastschema",
     "glovebox._fastcall",
     "glovebox._frozen",
     "glovebox._gate",
