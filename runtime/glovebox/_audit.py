@@ -71,6 +71,9 @@ MAX_TEXT_CHARS = 1024 * 1024
 MAX_NAME_CHARS = 1024
 _JSON_FIELDS = ("egress", "input", "output")
 _COLUMNS = (*FIELDS, "prev_hash", "hash", "truncated")
+# Built once: ``json.dumps`` with options builds an encoder per call.
+_SORTED = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 
 
 def redact(value: Any) -> Any:
@@ -104,13 +107,13 @@ def _prepare(record: dict[str, Any]) -> Pending:
     row["time"] = row["time"] or datetime.now(UTC).isoformat(timespec="microseconds")
     for key in _JSON_FIELDS:
         if row[key] is not None and not isinstance(row[key], str):
-            row[key] = json.dumps(row[key], sort_keys=True, ensure_ascii=False)
+            row[key] = _SORTED(row[key])
     _escape_strings(row)
     row["truncated"] = ",".join(filter(None, [record.get("truncated"), _bound(row)])) or None
     before = {k: v for k, v in row.items() if k < "seq"}
     after = {k: v for k, v in row.items() if k > "seq" and (k != "truncated" or v)}
-    head = json.dumps(before, sort_keys=True, separators=(",", ":"), ensure_ascii=False)[:-1] + ',"seq":'
-    tail = "," + json.dumps(after, sort_keys=True, separators=(",", ":"), ensure_ascii=False)[1:]
+    head = _CANONICAL(before)[:-1] + ',"seq":'
+    tail = "," + _CANONICAL(after)[1:]
     return Pending(row, head.encode("utf-8"), tail.encode("utf-8"))
 
 

@@ -73,8 +73,17 @@ def _compile(schema: Any) -> Accept:
     if not isinstance(schema, dict):
         raise _Unsupported
     found = [_keyword(key, value, schema) for key, value in schema.items() if key not in _ANNOTATIONS]
-    checks = [check for check in found if check is not None]
-    return lambda value: all(check(value) for check in checks)
+    checks = tuple(check for check in found if check is not None)
+    if len(checks) == 1:
+        return checks[0]
+
+    def accept(value: Any) -> bool:
+        for check in checks:
+            if not check(value):
+                return False
+        return True
+
+    return accept
 
 
 def _keyword(key: str, value: Any, schema: dict[str, Any]) -> Accept | None:
@@ -98,7 +107,7 @@ def _type(names: Any) -> Accept:
     if not isinstance(names, list) or not names or any(name not in _TYPES for name in names):
         raise _Unsupported
     tests = [_TYPES[name] for name in names]
-    return lambda v: any(test(v) for test in tests)
+    return tests[0] if len(tests) == 1 else lambda v: any(test(v) for test in tests)
 
 
 def _object(schema: dict[str, Any]) -> Accept:

@@ -36,12 +36,14 @@ logger = logging.getLogger("glovebox")
 RECHECK_S = 0.1
 #: Decisions kept before the cache starts over (principals are not a bounded set).
 MAX_DECISIONS = 4096
+# Built once: ``json.dumps`` with options builds an encoder per call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 
 def input_digest(value: Any) -> str | None:
     """``sha256:`` of the canonical JSON of an input (None when it is not JSON)."""
     try:
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = _CANONICAL(value)
     except (TypeError, ValueError):
         return None
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()

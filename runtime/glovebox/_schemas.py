@@ -28,6 +28,8 @@ __all__ = ["MAX_INPUT_BYTES", "MAX_VALIDATION_S", "SchemaCheck", "encode_input"]
 MAX_INPUT_BYTES = 4 * 1024 * 1024
 #: The most time the patterns of one schema check may take, in seconds.
 MAX_VALIDATION_S = 1.0
+# Built once: ``json.dumps`` with options builds an encoder per call.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
 
 
 class SchemaCheck:
@@ -98,7 +100,7 @@ class SchemaCheck:
 
 def encode_input(value: Any) -> str:
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        text = _ENCODE(value)
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"input is not a JSON value: {exc}") from exc
     size = len(text.encode("utf-8"))
