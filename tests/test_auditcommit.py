@@ -47,6 +47,9 @@ def record(call_id: str, **extra: Any) -> dict[str, Any]:
         {"output": "x" * (_audit.MAX_TEXT_CHARS + 5), "principal": "p" * 5000},
         {"truncated": "all", "egress": {}, "input": None},
         {"decision": None, "digest": None, "input_digest": None, "outcome": "tool_not_found"},
+        {"principal": 42, "fuel_used": True, "duration_ms": float("inf")},
+        {"principal": 'q"\\\n\t\x00\u2028', "duration_ms": -0.0, "fuel_used": 2**70},
+        {"duration_ms": 1e-7, "tool": "ünï@2"},
     ],
 )
 def test_the_hash_cut_around_seq_is_the_row_hash(extra: dict[str, Any]) -> None:

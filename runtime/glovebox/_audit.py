@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -74,6 +75,9 @@ _COLUMNS = (*FIELDS, "prev_hash", "hash", "truncated")
 # Built once: ``json.dumps`` with options builds an encoder per call.
 _SORTED = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_encode_str = json.encoder.encode_basestring  # what that encoder writes a str with
+_BEFORE = tuple(sorted(k for k in FIELDS if k < "seq"))
+_AFTER = tuple(sorted([*(k for k in FIELDS if k > "seq"), "truncated"]))
 
 
 def redact(value: Any) -> Any:
@@ -110,11 +114,30 @@ def _prepare(record: dict[str, Any]) -> Pending:
             row[key] = _SORTED(row[key])
     _escape_strings(row)
     row["truncated"] = ",".join(filter(None, [record.get("truncated"), _bound(row)])) or None
-    before = {k: v for k, v in row.items() if k < "seq"}
-    after = {k: v for k, v in row.items() if k > "seq" and (k != "truncated" or v)}
-    head = _CANONICAL(before)[:-1] + ',"seq":'
-    tail = "," + _CANONICAL(after)[1:]
+    after = _AFTER if row["truncated"] else _AFTER[:-1]
+    head = "{" + _members(row, _BEFORE) + ',"seq":'
+    tail = "," + _members(row, after) + "}"
     return Pending(row, head.encode("utf-8"), tail.encode("utf-8"))
+
+
+def _members(row: dict[str, Any], keys: tuple[str, ...]) -> str:
+    """``"key":value,...`` of ``keys`` (sorted), exactly as the canonical JSON of ``row_hash`` writes them."""
+    parts = []
+    for key in keys:
+        value = row[key]
+        kind = type(value)
+        if kind is str:
+            text = _encode_str(value)
+        elif value is None:
+            text = "null"
+        elif kind is int:
+            text = int.__repr__(value)
+        elif kind is float and math.isfinite(value):
+            text = float.__repr__(value)
+        else:  # anything else (a bool, an odd principal): the encoder itself
+            return _CANONICAL({k: row[k] for k in keys})[1:-1]
+        parts.append(f'"{key}":{text}')
+    return ",".join(parts)
 
 
 def _escape_strings(row: dict[str, Any]) -> None:
