@@ -6,6 +6,11 @@ Reload: at most every ``RECHECK_S`` a call compares the file's
 (mtime_ns, size, inode) with the loaded one and re-reads it when they differ.
 The swap is atomic (a call uses the policy it started with); a broken file
 keeps the previous policy in force and sets ``error``.
+
+Decisions are pure functions of (policy, principal, tool): :class:`Decisions`
+keeps them per policy object and registry entry, so a reload or a new
+registration is a miss, never a stale answer. Nothing that changes from call
+to call (approvals, quotas) is cached.
 """
 
 from __future__ import annotations
@@ -29,16 +34,20 @@ from .policy import NO_POLICY, Approval, ApprovalStore, Decision, Policy, QuotaU
 if TYPE_CHECKING:
     from .policy._quotas import QuotaTicket
 
-__all__ = ["CallTrace", "PolicyGate", "input_digest"]
+__all__ = ["CallTrace", "Decisions", "PolicyGate", "input_digest"]
 
 logger = logging.getLogger("glovebox")
 RECHECK_S = 0.1
+#: Decisions kept before the cache starts over (principals are not a bounded set).
+MAX_DECISIONS = 4096
+# Built once: ``json.dumps`` with options builds an encoder per call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 
 def input_digest(value: Any) -> str | None:
     """``sha256:`` of the canonical JSON of an input (None when it is not JSON)."""
     try:
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = _CANONICAL(value)
     except (TypeError, ValueError):
         return None
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -81,6 +90,30 @@ class CallTrace:
         }
 
 
+class Decisions:
+    """The static decision per (policy, principal, tool entry), bounded by ``MAX_DECISIONS``.
+
+    Entries are keyed by the identity of the policy and of the registry's
+    ``ToolInfo`` and hold both, so an identity is never reused while cached.
+    """
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[str, int, int], tuple[Policy, ToolInfo, Decision]] = {}
+
+    def get(self, policy: Policy, principal: str, info: ToolInfo) -> Decision:
+        if type(principal) is not str:
+            return decide(policy, principal, info)
+        key = (principal, id(policy), id(info))
+        kept = self._kept.get(key)
+        if kept is not None and kept[0] is policy and kept[1] is info:
+            return kept[2]
+        decision = decide(policy, principal, info)
+        if len(self._kept) >= MAX_DECISIONS:
+            self._kept = {}
+        self._kept[key] = (policy, info, decision)
+        return decision
+
+
 class PolicyGate:
     """Holds the policy in force and admits, or refuses, each call."""
 
@@ -95,6 +128,7 @@ class PolicyGate:
         self.clock = clock
         self._checked = clock()
         self._lock = threading.Lock()
+        self._decisions = Decisions()
         self.approvals = ApprovalStore(home)
         self.quotas = QuotaUsage(clock)
         if isinstance(source, Policy):
@@ -133,7 +167,7 @@ class PolicyGate:
             return True
 
     def decide(self, info: ToolInfo, principal: str) -> Decision:
-        return decide(self.current(), principal, info)
+        return self._decisions.get(self.current(), principal, info)
 
     def admit(self, trace: CallTrace, info: ToolInfo, principal: str) -> Decision:
         """The decision for this call; raise when the policy refuses it or a quota is used up.
@@ -143,7 +177,7 @@ class PolicyGate:
         An approval is not looked at here: :meth:`spend_approval` does that
         once the input has been validated, so invalid input never uses one up.
         """
-        decision = decide(trace.policy, principal, info)
+        decision = self._decisions.get(trace.policy, principal, info)
         trace.decision = decision.action
         if decision.missing_scopes:
             missing = list(decision.missing_scopes)
