@@ -22,6 +22,7 @@ from glovebox import EngineSettings
 from glovebox._allocation import GIB, ON_DEMAND, plan_allocation, pool_reservation_bytes
 from glovebox._cli import cli
 from glovebox._codegen import compile_config
+from glovebox._compile import precompile
 from glovebox._compiled import file_sha256
 from glovebox._engine import SharedEngine, get_engine
 from glovebox._manifest import HOST_MAXIMA
@@ -334,6 +335,30 @@ def test_the_cache_key_covers_copy_on_write_images() -> None:
     settings = EngineSettings()
     assert settings.codegen()["memory_init_cow"] is True
     assert compile_config(**settings.codegen()) is not None
+
+
+def test_a_cache_made_under_another_key_is_compiled_again(
+    tmp_path: Path, build_example: BuildGuest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    with monkeypatch.context() as patched:
+        patched.setattr(EngineSettings, "fingerprint", lambda self: "0123456789abcdef")
+        with glovebox.Runtime(home=home, engine=small(total_memories=31)) as rt:
+            rt.register(build_example("text-stats"))
+    compiles: list[object] = []
+    real = precompile
+
+    def counting(*args: Any) -> None:
+        compiles.append(args)
+        real(*args)
+
+    monkeypatch.setattr("glovebox._compiled.precompile", counting)
+    with glovebox.Runtime(home=home, engine=small(total_memories=30)) as rt:
+        assert rt.call("text-stats", TEXT).output == TEXT_STATS
+        fingerprint = shared_of(rt).fingerprint
+    assert len(compiles) == 1
+    names = sorted(path.name.split("-")[-1] for path in (home / "cache" / "compiled").glob("*.cwasm"))
+    assert names == sorted(["0123456789abcdef.cwasm", f"{fingerprint}.cwasm"])
 
 
 def test_a_verified_compiled_file_the_engine_refuses_is_rebuilt(stats_home: Path) -> None:
