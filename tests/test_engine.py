@@ -341,9 +341,10 @@ def test_a_cache_made_under_another_key_is_compiled_again(
     tmp_path: Path, build_example: BuildGuest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home = tmp_path / "home"
+    # Pool sizes no other test uses: a fresh engine holds no component in memory.
     with monkeypatch.context() as patched:
         patched.setattr(EngineSettings, "fingerprint", lambda self: "0123456789abcdef")
-        with glovebox.Runtime(home=home, engine=small(total_memories=31)) as rt:
+        with glovebox.Runtime(home=home, engine=small(total_memories=23)) as rt:
             rt.register(build_example("text-stats"))
     compiles: list[object] = []
     real = precompile
@@ -353,7 +354,7 @@ def test_a_cache_made_under_another_key_is_compiled_again(
         real(*args)
 
     monkeypatch.setattr("glovebox._compiled.precompile", counting)
-    with glovebox.Runtime(home=home, engine=small(total_memories=30)) as rt:
+    with glovebox.Runtime(home=home, engine=small(total_memories=22)) as rt:
         assert rt.call("text-stats", TEXT).output == TEXT_STATS
         fingerprint = shared_of(rt).fingerprint
     assert len(compiles) == 1
@@ -363,7 +364,7 @@ def test_a_cache_made_under_another_key_is_compiled_again(
 
 def test_a_verified_compiled_file_the_engine_refuses_is_rebuilt(stats_home: Path) -> None:
     """A cache entry whose key missed a setting (here: no copy-on-write images) is compiled again, not an error."""
-    settings = small()
+    settings = small(total_memories=21)  # a fresh engine: nothing in memory yet
     with glovebox.Runtime(home=stats_home, engine=settings) as rt:
         digest = rt.tool("text-stats").digest
         cache = rt._compiled
