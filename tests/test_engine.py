@@ -13,12 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import wasmtime
 from click.testing import CliRunner
+from wasmtime.component import Component
 
 import glovebox
 from glovebox import EngineSettings
 from glovebox._allocation import GIB, ON_DEMAND, plan_allocation, pool_reservation_bytes
 from glovebox._cli import cli
+from glovebox._codegen import compile_config
+from glovebox._compile import precompile
+from glovebox._compiled import file_sha256
 from glovebox._engine import SharedEngine, get_engine
 from glovebox._manifest import HOST_MAXIMA
 
@@ -324,6 +329,57 @@ def test_a_component_compiled_for_the_pool_runs_on_demand(stats_home: Path, monk
         result = rt.call("text-stats", TEXT)
         assert shared_of(rt).allocation == ON_DEMAND
     assert result.output == TEXT_STATS
+
+
+def test_the_cache_key_covers_copy_on_write_images() -> None:
+    settings = EngineSettings()
+    assert settings.codegen()["memory_init_cow"] is True
+    assert compile_config(**settings.codegen()) is not None
+
+
+def test_a_cache_made_under_another_key_is_compiled_again(
+    tmp_path: Path, build_example: BuildGuest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    # Pool sizes no other test uses: a fresh engine holds no component in memory.
+    with monkeypatch.context() as patched:
+        patched.setattr(EngineSettings, "fingerprint", lambda self: "0123456789abcdef")
+        with glovebox.Runtime(home=home, engine=small(total_memories=23)) as rt:
+            rt.register(build_example("text-stats"))
+    compiles: list[object] = []
+    real = precompile
+
+    def counting(*args: Any) -> None:
+        compiles.append(args)
+        real(*args)
+
+    monkeypatch.setattr("glovebox._compiled.precompile", counting)
+    with glovebox.Runtime(home=home, engine=small(total_memories=22)) as rt:
+        assert rt.call("text-stats", TEXT).output == TEXT_STATS
+        fingerprint = shared_of(rt).fingerprint
+    assert len(compiles) == 1
+    names = sorted(path.name.split("-")[-1] for path in (home / "cache" / "compiled").glob("*.cwasm"))
+    assert names == sorted(["0123456789abcdef.cwasm", f"{fingerprint}.cwasm"])
+
+
+def test_a_verified_compiled_file_the_engine_refuses_is_rebuilt(stats_home: Path) -> None:
+    """A cache entry whose key missed a setting (here: no copy-on-write images) is compiled again, not an error."""
+    settings = small(total_memories=21)  # a fresh engine: nothing in memory yet
+    with glovebox.Runtime(home=stats_home, engine=settings) as rt:
+        digest = rt.tool("text-stats").digest
+        cache = rt._compiled
+        target = cache.path(digest)
+        copying = wasmtime.Engine(compile_config(**{**settings.codegen(), "memory_init_cow": False}))
+        staged = target.with_name("planted.cwasm")
+        staged.write_bytes(Component(copying, cache.registry.blob_path(digest).read_bytes()).serialize())
+        assert cache.registry.adopt_compiled(digest, cache.staged(digest, staged))
+        with pytest.raises(wasmtime.WasmtimeError, match="CoW"):
+            shared_of(rt).load(target)
+        planted = file_sha256(target)
+        result = rt.call("text-stats", TEXT)
+        assert result.output == TEXT_STATS, result.to_dict()
+        assert file_sha256(target) != planted
+        assert cache.registry.compiled_hash(digest, cache.shared.fingerprint) == file_sha256(target)
 
 
 @pytest.mark.parametrize("field", [field.name for field in dataclasses.fields(EngineSettings)])

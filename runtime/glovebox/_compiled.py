@@ -4,8 +4,9 @@ A compiled component is native code, so a file changed on disk must never be
 loaded. Each one is named ``<digest>-<engine fingerprint>.cwasm`` (a wasmtime
 upgrade or an engine-settings change misses the cache) and its SHA-256 is
 recorded in the index when it is made; it is memory-mapped only when its hash
-matches. A missing or mismatching file is rebuilt from the artifact, whose own
-digest is checked first, in a resource-limited child (``_compile``).
+matches. A missing or mismatching file, or one the engine refuses to load, is
+rebuilt from the artifact, whose own digest is checked first, in a
+resource-limited child (``_compile``).
 
 A call that resolved a tool just before another process removed it runs the
 component if this process already holds it, and otherwise answers
@@ -149,7 +150,16 @@ class CompiledCache:
             if target.is_file():
                 logger.warning("compiled artifact %s does not match its recorded hash; rebuilding", target)
             self._rebuild(digest)
-        return self.shared.load(target)
+            return self.shared.load(target)
+        try:
+            return self.shared.load(target)
+        except wasmtime.WasmtimeError as exc:
+            # Intact but made with settings this engine refuses (one the cache
+            # key did not cover): compile it again rather than fail every call.
+            reason = str(exc).strip().splitlines()[-1].strip()
+            logger.warning("compiled artifact %s does not load on this engine (%s); rebuilding", target, reason)
+            self._rebuild(digest)
+            return self.shared.load(target)
 
     def _rebuild(self, digest: str) -> None:
         # The blob was verified by get(): rebuild from it in a limited child.

@@ -102,7 +102,11 @@ class SharedEngine:
                 self._components.popitem(last=False)
 
     def load(self, compiled: Path) -> Component:
-        """Memory-map a serialized component made with this engine's code settings."""
+        """Memory-map a serialized component made with this engine's code settings.
+
+        Loading from the file (never from bytes) lets every instance map the
+        initial memory image copy-on-write from the page cache (see ``_codegen``).
+        """
         return Component.deserialize_file(self.engine, str(compiled))
 
     def forget(self, digest: str) -> None:

@@ -6,7 +6,7 @@ import hashlib
 import importlib.metadata
 import json
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, TypedDict
 
 from ._manifest import HOST_MAXIMA
 
@@ -14,6 +14,15 @@ __all__ = ["EngineSettings", "WASM_PAGE_BYTES"]
 
 KIB = 1024
 WASM_PAGE_BYTES = 64 * KIB
+
+
+class Codegen(TypedDict):
+    """``_codegen.compile_config``'s arguments."""
+
+    memory_reservation_bytes: int
+    memory_guard_bytes: int
+    max_wasm_stack_bytes: int
+    memory_init_cow: bool
 
 
 @dataclass(frozen=True)
@@ -76,12 +85,18 @@ class EngineSettings:
         if self.max_memories_per_component > self.total_memories:
             raise ValueError("max_memories_per_component exceeds total_memories")
 
-    def codegen(self) -> dict[str, int]:
-        """The settings that shape compiled code: ``_codegen.compile_config``'s arguments."""
+    def codegen(self) -> Codegen:
+        """The settings that shape compiled code: ``_codegen.compile_config``'s arguments.
+
+        Copy-on-write memory images are always on; they are named here so
+        that the cache key covers them (wasmtime refuses a file compiled
+        without them).
+        """
         return {
             "memory_reservation_bytes": self.memory_slot_bytes,
             "memory_guard_bytes": self.memory_guard_bytes,
             "max_wasm_stack_bytes": self.max_wasm_stack_bytes,
+            "memory_init_cow": True,
         }
 
     def fingerprint(self) -> str:
