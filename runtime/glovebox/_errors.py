@@ -18,6 +18,7 @@ contract), a ``retryable`` flag and, for the CLI, an ``exit_code``::
     │   ├── GuestError                 guest_error
     │   ├── InvalidOutput              invalid_output
     │   ├── UpstreamError              upstream_error (retryable)
+    │   ├── Overloaded                 overloaded (retryable; details.retry_after_ms)
     │   └── InternalError              internal_error
     ├── RegistrationError              (refuses an artifact, a manifest or a build)
     │   ├── InvalidArtifact            invalid_artifact
@@ -65,6 +66,7 @@ __all__ = [
     "InvalidPolicy",
     "MemoryLimit",
     "OutputTooLarge",
+    "Overloaded",
     "PermissionDenied",
     "RegistrationError",
     "SignatureError",
@@ -160,6 +162,13 @@ class UpstreamError(CallError):
     retryable = True
 
 
+class Overloaded(CallError):
+    """The host is at its in-flight bound (or its instance pool is full); retry after ``details.retry_after_ms``."""
+
+    code = "overloaded"
+    retryable = True
+
+
 class InternalError(CallError):
     """An opaque host-side failure: the detail goes to the log, never to the caller."""
 
@@ -221,4 +230,5 @@ ERROR_CODES: tuple[str, ...] = (
     "invalid_output",
     "upstream_error",
     "internal_error",
+    "overloaded",
 )
