@@ -23,6 +23,8 @@ import pytest
 import glovebox
 from glovebox.policy import parse_policy
 
+from .test_admission import HoldServer, held_calls, held_runtime, hold  # noqa: F401  (fixture)
+
 BuildGuest = Callable[[str], Path]
 MIB = 1024 * 1024
 EXAMPLES = Path(__file__).resolve().parents[1] / "guest" / "examples"
@@ -166,6 +168,19 @@ def rate_limited(ctx: Ctx) -> glovebox.CallResult:
         return rt.call("echo", {"a": 2}, principal="agent")
 
 
+def overloaded(ctx: Ctx) -> glovebox.CallResult:
+    # One call waits on a held upstream; with no room to wait in line, the next is refused.
+    server: HoldServer = ctx.request.getfixturevalue("hold")
+    with held_runtime(ctx.home, ctx.build_guest, server, max_in_flight=1, max_queued=0) as rt:
+        pool, held = held_calls(rt, server, 1)
+        server.wait_for_waiting(1)
+        refused = rt.call("hc", {"url": server.url()})
+        server.release.set()
+        assert held[0].result().ok
+        pool.shutdown()
+    return refused
+
+
 CASES: dict[str, Callable[[Ctx], glovebox.CallResult]] = {
     case.__name__: case
     for case in (
@@ -184,11 +199,12 @@ CASES: dict[str, Callable[[Ctx], glovebox.CallResult]] = {
         upstream_error,
         internal_error,
         rate_limited,
+        overloaded,
     )
 }
 
 #: The retryable codes; every other call error is not.
-RETRYABLE = {"upstream_error", "rate_limited"}
+RETRYABLE = {"upstream_error", "rate_limited", "overloaded"}
 
 
 def _call_error_classes(cls: type[glovebox.CallError] = glovebox.CallError) -> set[type[glovebox.CallError]]:
@@ -226,6 +242,7 @@ def test_a_real_call_produces(
     if code != "internal_error":  # that one is the call whose audit row could not be written
         audit = glovebox.AuditLog(_isolated_env)
         try:
-            assert audit.tail(1)[0]["outcome"] == code
+            rows = [row for row in audit.records() if row["call_id"] == result.meta["call_id"]]
+            assert [row["outcome"] for row in rows] == [code]
         finally:
             audit.close()

@@ -29,6 +29,7 @@ STDLIB_NOT_AT_IMPORT = {"asyncio", "ssl", "http", "xml", "unittest"}
 #: The package's own modules that ``import glovebox`` may load.
 GLOVEBOX = {
     "glovebox",
+    "glovebox._admission",
     "glovebox._allocation",
     "glovebox._audit",
     "glovebox._auditcommit",

@@ -209,14 +209,15 @@ def test_exit_trap_is_a_guest_trap_with_the_status() -> None:
 # -- host-side failures -------------------------------------------------------------------------
 
 
-def test_pool_exhaustion_is_a_retryable_internal_error() -> None:
+def test_pool_exhaustion_is_overloaded() -> None:
     text = "maximum concurrent memory limit of 12000 reached for stores"
     error = classify(failure(text, instantiating=True))
-    assert error.code == "internal_error"
+    assert error.code == "overloaded"
     assert error.retryable is True
-    assert "capacity" in error.message
+    assert error.details["retry_after_ms"] > 0
+    assert "pool is full" in error.message
     # Even when the store also reports no fuel (it never ran).
-    assert classify(failure(text, fuel_left=0, instantiating=True)).code == "internal_error"
+    assert classify(failure(text, fuel_left=0, instantiating=True)).code == "overloaded"
 
 
 def test_unknown_error_is_opaque(caplog: pytest.LogCaptureFixture) -> None:

@@ -117,3 +117,38 @@ def test_a_closed_database_opens_no_connection_for_a_new_thread(tmp_path: Path) 
     _in_threads(1, late)
     assert [str(error) for error in errors] == ["this Runtime is closed"]
     assert database.open_connections == 0
+
+
+def test_writers_in_one_process_wait_in_line_instead_of_timing_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Thousands of calls in flight commit audit rows at once: SQLite's busy handler
+    # polls and is not fair, so writers of one process queue on a lock of their own.
+    monkeypatch.setattr(glovebox._sqlite, "BUSY_TIMEOUT_S", 0.05)
+    database = Database(tmp_path / "line.sqlite", "CREATE TABLE IF NOT EXISTS t (n INTEGER);")
+    holding, errors = threading.Event(), []
+
+    def hold() -> None:
+        with database.write() as db:
+            db.execute("INSERT INTO t VALUES (0)")
+            holding.set()
+            threading.Event().wait(0.5)  # the write lock, held well past the busy timeout
+
+    def write(n: int) -> None:
+        try:
+            with database.write() as db:
+                db.execute("INSERT INTO t VALUES (?)", (n,))
+        except sqlite3.OperationalError as exc:
+            errors.append(exc)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holding.wait()
+    writers = [threading.Thread(target=write, args=(n,)) for n in range(1, 17)]
+    for thread in writers:
+        thread.start()
+    for thread in [holder, *writers]:
+        thread.join()
+    assert errors == []
+    assert database.connection().execute("SELECT count(*) FROM t").fetchone() == (17,)
+    database.close()

@@ -94,9 +94,10 @@ def home_of(ctx: click.Context) -> Path:
     return home_dir(_root_param(ctx, "home"))
 
 
-def open_runtime(ctx: click.Context, policy: str | None = None) -> Runtime:
-    """A Runtime on ``--home`` with ``policy`` (default: ``--policy``, else ``GLOVEBOX_POLICY``)."""
-    return Runtime(home=_root_param(ctx, "home"), policy=policy or _root_param(ctx, "policy"))
+def open_runtime(ctx: click.Context, policy: str | None = None, **options: Any) -> Runtime:
+    """A Runtime on ``--home`` with ``policy`` (default: ``--policy``, else ``GLOVEBOX_POLICY``);
+    ``options`` are further ``Runtime`` keyword arguments."""
+    return Runtime(home=_root_param(ctx, "home"), policy=policy or _root_param(ctx, "policy"), **options)
 
 
 def dump(value: Any) -> str:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
+from ._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED
 from ._cli_base import open_runtime
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["export", "mcp", "serve"]
 
@@ -19,21 +24,49 @@ def _require(*modules: str) -> None:
         raise click.ClickException(f"{missing} is not installed; {SERVE_HINT}")
 
 
+def _admission_options(command: F) -> F:
+    """``--max-in-flight`` and ``--max-queued``: the Runtime's admission bounds."""
+    command = click.option(
+        "--max-queued",
+        default=DEFAULT_MAX_QUEUED,
+        show_default=True,
+        type=click.IntRange(0),
+        help="Calls that may wait for a slot; beyond them a call answers overloaded.",
+    )(command)
+    return click.option(
+        "--max-in-flight",
+        default=DEFAULT_MAX_IN_FLIGHT,
+        show_default=True,
+        type=click.IntRange(1),
+        help="Calls run at once (a call waiting on an upstream counts).",
+    )(command)
+
+
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="TCP port.")
 @click.option("--max-body-bytes", default=1024 * 1024, show_default=True, type=click.IntRange(1), help="Body limit.")
-@click.option("--workers", type=click.IntRange(1), help="Threads running calls (default: CPU count, at least 4).")
+@click.option(
+    "--workers", type=click.IntRange(1), help="Threads listing and describing tools (default: CPU count, at least 4)."
+)
+@_admission_options
 @click.option("--insecure-anonymous", is_flag=True, help="Serve without a policy: anyone reaching the port may call.")
 @click.pass_context
 def serve(
-    ctx: click.Context, host: str, port: int, max_body_bytes: int, workers: int | None, insecure_anonymous: bool
+    ctx: click.Context,
+    host: str,
+    port: int,
+    max_body_bytes: int,
+    workers: int | None,
+    max_in_flight: int,
+    max_queued: int,
+    insecure_anonymous: bool,
 ) -> None:
     """Serve the HTTP API (list, describe and call tools; /healthz; /metrics)."""
     _require("starlette", "uvicorn")
     from .servers._api import serve as serve_http
 
-    with open_runtime(ctx) as rt:
+    with open_runtime(ctx, max_in_flight=max_in_flight, max_queued=max_queued) as rt:
         serve_http(
             rt,
             host=host,
@@ -75,6 +108,7 @@ def export(ctx: click.Context, fmt: str, principal: str | None) -> None:
     help="Serve without a policy (stdio: as --principal or anonymous; http: anyone reaching the port).",
 )
 @click.option("--poll-seconds", default=0.5, show_default=True, type=click.FloatRange(0.05), help="List-change check.")
+@_admission_options
 @click.pass_context
 def mcp(
     ctx: click.Context,
@@ -85,6 +119,8 @@ def mcp(
     mode: str,
     insecure_anonymous: bool,
     poll_seconds: float,
+    max_in_flight: int,
+    max_queued: int,
 ) -> None:
     """Serve the tools as an MCP server (stdio, or streamable HTTP at /mcp); both need a policy.
 
@@ -98,7 +134,7 @@ def mcp(
 
     if transport == "http" and principal is not None:
         raise click.UsageError("--principal is for stdio; over http each request's API key names the principal")
-    with open_runtime(ctx) as rt:
+    with open_runtime(ctx, max_in_flight=max_in_flight, max_queued=max_queued) as rt:
         service = McpService(
             rt,
             principal=principal if transport == "stdio" else None,

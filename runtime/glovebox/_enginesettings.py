@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, TypedDict
 
 from ._manifest import HOST_MAXIMA
@@ -84,6 +84,25 @@ class EngineSettings:
             raise ValueError("max_core_instances_per_component exceeds total_core_instances")
         if self.max_memories_per_component > self.total_memories:
             raise ValueError("max_memories_per_component exceeds total_memories")
+
+    def sized_for(self, max_in_flight: int) -> EngineSettings:
+        """These settings with a pool that holds ``max_in_flight`` live C-tool instances.
+
+        Each total that is too small for that many instances (plus a fifth for
+        registrations and bursts) is raised, keeping the defaults' ratios; settings
+        that already hold them are returned unchanged. A call beyond the pool's
+        slots answers ``overloaded``.
+        """
+        want = max_in_flight + max_in_flight // 5
+        if self.total_memories >= want and self.total_component_instances >= want:
+            return self
+        return replace(
+            self,
+            total_memories=max(self.total_memories, want),
+            total_tables=max(self.total_tables, 2 * want),
+            total_core_instances=max(self.total_core_instances, 2 * want),
+            total_component_instances=max(self.total_component_instances, want),
+        )
 
     def codegen(self) -> Codegen:
         """The settings that shape compiled code: ``_codegen.compile_config``'s arguments.

@@ -19,6 +19,7 @@ contract), a ``retryable`` flag and, for the CLI, an ``exit_code``::
     │   ├── InvalidOutput              invalid_output
     │   ├── UpstreamError              upstream_error (retryable)
     │   ├── RateLimited                rate_limited (retryable)
+    │   ├── Overloaded                 overloaded (retryable; details.retry_after_ms)
     │   └── InternalError              internal_error
     ├── RegistrationError              (refuses an artifact, a manifest or a build)
     │   ├── InvalidArtifact            invalid_artifact
@@ -66,6 +67,7 @@ __all__ = [
     "InvalidPolicy",
     "MemoryLimit",
     "OutputTooLarge",
+    "Overloaded",
     "PermissionDenied",
     "RateLimited",
     "RegistrationError",
@@ -169,6 +171,13 @@ class RateLimited(CallError):
     retryable = True
 
 
+class Overloaded(CallError):
+    """The host is at its in-flight bound (or its instance pool is full); retry after ``details.retry_after_ms``."""
+
+    code = "overloaded"
+    retryable = True
+
+
 class InternalError(CallError):
     """An opaque host-side failure: the detail goes to the log, never to the caller."""
 
@@ -230,5 +239,6 @@ ERROR_CODES: tuple[str, ...] = (
     "invalid_output",
     "upstream_error",
     "internal_error",
+    "overloaded",
     "rate_limited",
 )

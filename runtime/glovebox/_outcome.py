@@ -57,15 +57,18 @@ from ._errors import (
     InvalidOutput,
     MemoryLimit,
     OutputTooLarge,
+    Overloaded,
     UpstreamError,
 )
 from ._manifest import Limits
 
-__all__ = ["MAX_ERROR_MESSAGE_CHARS", "Ending", "call_error"]
+__all__ = ["MAX_ERROR_MESSAGE_CHARS", "POOL_RETRY_AFTER_MS", "Ending", "call_error"]
 
 logger = logging.getLogger("glovebox")
 
 MAX_ERROR_MESSAGE_CHARS = 4096
+#: What a call refused for want of an instance slot is told to wait: about one short call.
+POOL_RETRY_AFTER_MS = 50
 
 _MEMORY_FAULT = re.compile(r"memory fault at wasm address 0x([0-9a-f]+) in linear memory of size 0x([0-9a-f]+)")
 _TRAP_REASON = re.compile(r"wasm trap: (.+)")
@@ -187,7 +190,10 @@ def _wasmtime_error(exc: BaseException, end: Ending) -> CallError:
     if isinstance(exc, wasmtime.ExitTrap):
         return GuestTrap(f"the tool exited with status {exc.code}", details={"exit_status": exc.code})
     if "maximum concurrent" in text or "concurrent limit" in text:
-        return InternalError("the host is at its instance capacity; retry shortly", retryable=True)
+        return Overloaded(
+            "the host's instance pool is full; retry shortly",
+            details={"retry_after_ms": POOL_RETRY_AFTER_MS, "reason": "instance pool full"},
+        )
     if end.fuel_left == 0 or "all fuel consumed" in text:
         return FuelExhausted(
             f"the tool used all of its fuel ({limits.fuel} units): it may loop, or the input may be too large",

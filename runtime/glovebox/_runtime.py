@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wasmtime.component import Component
 
 from . import _settings
+from ._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED, Admission
 from ._audit import AuditLog
 from ._compiled import CompiledCache
 from ._enginesettings import EngineSettings
-from ._errors import CallError, InternalError, InvalidInput, InvalidOutput, ToolNotFound
+from ._errors import CallError, InternalError, InvalidInput, InvalidOutput, Overloaded, ToolNotFound
 from ._gate import CallTrace, PolicyGate, input_digest
 from ._grants import Grants, GrantsSource, load_grants
 from ._jsonlimits import JsonRejected, check_value, escape_surrogates
@@ -63,7 +62,13 @@ class Runtime:
             ``httpx.MockTransport``); default: real connections.
         engine: the wasmtime engine's settings (instance pool, memory slots,
             guard regions); Runtimes with equal settings share one engine. It
-            is created on the first call or registration, not here.
+            is created on the first call or registration, not here. Default:
+            ``EngineSettings()``, its pool raised to hold ``max_in_flight`` instances.
+        max_in_flight: calls this Runtime runs at once, from every door (``call``
+            from any thread, ``acall``, the servers); a call waiting on an
+            upstream counts. Default 10,000.
+        max_queued: calls that may wait for a slot beyond ``max_in_flight``
+            (default 10,000); beyond both a call answers ``overloaded`` at once.
 
     Raises:
         InvalidPolicy: the policy file given at construction cannot be used.
@@ -80,9 +85,12 @@ class Runtime:
         grants: GrantsSource = None,
         transport: httpx.BaseTransport | None = None,
         engine: EngineSettings | None = None,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        max_queued: int = DEFAULT_MAX_QUEUED,
     ):
         if engine is not None and not isinstance(engine, EngineSettings):
             raise TypeError(f"engine must be an EngineSettings, not {type(engine).__name__}")
+        self._admission = Admission(max_in_flight, max_queued)
         self.home = _settings.home_dir(home)
         self.home.mkdir(parents=True, exist_ok=True)
         if policy is None:
@@ -94,7 +102,7 @@ class Runtime:
         self._grants = load_grants(grants if grants is not None else _settings.grants_file())
         self._transport = transport
         self._registry = Registry(self.home)
-        self.engine_settings = engine if engine is not None else EngineSettings()
+        self.engine_settings = engine if engine is not None else EngineSettings().sized_for(max_in_flight)
         self._wasm_parts: WasmParts | None = None
         self._wasm_lock = threading.Lock()
         self.trusted_keys_dir = _settings.trusted_keys_dir(self.home)
@@ -123,8 +131,10 @@ class Runtime:
             if self._closed:
                 return
             self._closed = True
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
+        with self._lock:
+            executor = self._executor
+        if executor is not None:
+            executor.shutdown(wait=True)
         if self._wasm_parts is not None:
             self._wasm_parts.release()
         self._registry.close()
@@ -356,25 +366,36 @@ class Runtime:
         is not valid Unicode is refused the same way, with its lone surrogates
         escaped in ``meta`` and the audit record. A tool that is not registered
         answers ``tool_not_found``, whose message names only the tools that
-        ``principal`` may see.
+        ``principal`` may see. The call first takes one of the Runtime's
+        ``max_in_flight`` slots, waiting in line (at most ``max_queued`` wait)
+        when none is free; with the line full it answers ``overloaded`` at once.
         """
         self._check_open()
-        if not isinstance(name, str):
-            raise TypeError(f"tool name must be a str, not {type(name).__name__}")
+        _check_name(name)
+        try:
+            self._admission.enter()
+        except Overloaded as refusal:
+            return self._refuse(name, input, principal, refusal)
+        return self._admitted(name, input, principal)
+
+    def _admitted(self, name: str, input: Any, principal: str | None) -> CallResult:
+        """Run a call that holds an admission slot, and give the slot back."""
         started = time.perf_counter()
-        who = principal or "anonymous"
-        meta: dict[str, Any] = {
-            "call_id": uuid.uuid4().hex,
-            "tool": escape_surrogates(name),
-            "version": None,
-            "digest": None,
-            "principal": escape_surrogates(who) if isinstance(who, str) else who,
-            "duration_ms": 0.0,
-            "fuel_used": 0,
-        }
+        try:
+            return self._run(name, input, principal, started)
+        finally:
+            self._admission.leave(time.perf_counter() - started)
+
+    def _refuse(self, name: str, input: Any, principal: str | None, refusal: Overloaded) -> CallResult:
+        """The result (and audit row) of a call refused at admission."""
+        meta = _new_meta(name, principal)
+        return self._record(CallResult(ok=False, error=refusal, meta=meta), input, CallTrace())
+
+    def _run(self, name: str, input: Any, principal: str | None, started: float) -> CallResult:
+        meta = _new_meta(name, principal)
         trace = CallTrace()
         try:
-            _admissible(name, who, input)
+            _admissible(name, meta["principal"] if principal is None else principal, input)
             output = self._call(name, input, meta, trace)
             result = CallResult(ok=True, output=output, meta=meta)
         except InternalError as error:
@@ -413,18 +434,50 @@ class Runtime:
         return result
 
     async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
-        """``call`` on a worker thread, so the event loop keeps running."""
+        """``call`` for a coroutine: admitted, then run on a thread of its own.
+
+        A call waiting for a slot holds no thread; an admitted call runs on a
+        pool of up to ``max_in_flight`` threads, so calls waiting on upstreams
+        are not capped by the CPU count. A refused call answers ``overloaded``.
+        """
         import asyncio  # imported here to keep `import glovebox` light
 
         self._check_open()
-        loop = asyncio.get_running_loop()
-        job: Callable[[], CallResult] = functools.partial(self.call, name, input, principal=principal)
-        return await loop.run_in_executor(self._pool(), job)
+        _check_name(name)
+        try:
+            await self._admission.aenter()
+        except Overloaded as refusal:
+            return await asyncio.to_thread(self._refuse, name, input, principal, refusal)
+        try:
+            job = self._pool().submit(self._admitted, name, input, principal)
+        except BaseException:  # closed meanwhile
+            self._admission.leave()
+            raise
+        job.add_done_callback(self._unclaimed)
+        return await asyncio.wrap_future(job)
+
+    def _unclaimed(self, job: Future[CallResult]) -> None:
+        """A job cancelled before it ran gives its slot back (one that ran did already)."""
+        if job.cancelled():
+            self._admission.leave()
+
+    @property
+    def in_flight(self) -> int:
+        """Calls holding an admission slot right now (for metrics)."""
+        return self._admission.in_flight
+
+    @property
+    def queued(self) -> int:
+        """Calls waiting for an admission slot right now (for metrics)."""
+        return self._admission.queued
 
     def _pool(self) -> ThreadPoolExecutor:
         with self._lock:
+            self._check_open()
             if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="glovebox")
+                self._executor = ThreadPoolExecutor(
+                    max_workers=self._admission.max_in_flight, thread_name_prefix="glovebox"
+                )
             return self._executor
 
     def _call(self, name: str, value: Any, meta: dict[str, Any], trace: CallTrace) -> Any:
@@ -495,6 +548,25 @@ class Runtime:
         if info.output_schema is not True:
             self._validator(info, "output").validate(output)
         return output
+
+
+def _check_name(name: Any) -> None:
+    if not isinstance(name, str):
+        raise TypeError(f"tool name must be a str, not {type(name).__name__}")
+
+
+def _new_meta(name: str, principal: str | None) -> dict[str, Any]:
+    """The ``meta`` a call starts with: its id, the names asked for, nothing run yet."""
+    who = principal or "anonymous"
+    return {
+        "call_id": uuid.uuid4().hex,
+        "tool": escape_surrogates(name),
+        "version": None,
+        "digest": None,
+        "principal": escape_surrogates(who) if isinstance(who, str) else who,
+        "duration_ms": 0.0,
+        "fuel_used": 0,
+    }
 
 
 def _record_state(meta: dict[str, Any], state: CallState) -> None:

@@ -8,7 +8,10 @@ them all, whichever comes first; after ``close()`` a thread gets a
 concurrency: switching a fresh file to WAL and creating its tables are retried
 with backoff while other processes hold its locks. Writers take the
 database's write lock up front (``BEGIN IMMEDIATE``), so concurrent writers in
-several processes serialise instead of failing half-way.
+several processes serialise instead of failing half-way; writers in one
+process first queue on a lock of their own, so thousands of threads writing
+at once wait in line instead of polling SQLite's busy handler (which is not
+fair, and would let some of them time out).
 ``synchronous=NORMAL`` in WAL mode keeps every committed transaction across a
 process crash (SIGKILL); only power loss can drop the newest ones.
 """
@@ -50,6 +53,7 @@ class Database:
         self._local = threading.local()
         self._connections: dict[int, sqlite3.Connection] = {}
         self._lock = threading.Lock()
+        self._write_lock = threading.RLock()
         self._closed = False
         db = self.connection()
         retry_locked(lambda: _create(db, schema))
@@ -83,13 +87,14 @@ class Database:
     def write(self) -> Iterator[sqlite3.Connection]:
         """A transaction holding the write lock from its first statement; rolled back on error."""
         db = self.connection()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+        with self._write_lock:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
 
     @property
     def open_connections(self) -> int:

@@ -13,10 +13,13 @@ envelope says which); 401 no or unknown key; 403 the policy refuses; 404 no
 such tool (or one the caller may not see; the answer names no other tool) or
 no such route; 405 a method the route does not serve; 413 body over the limit;
 400 a body that is not JSON (or breaks the rules of ``glovebox._jsonlimits``)
-or lacks ``input``; 500 a failure of the server itself (opaque). Every non-200
-answer is an envelope (``servers._apierrors``) and every answer is counted in
-``/metrics`` (``servers._metrics``). Calls run on a pool of worker threads so
-the event loop never waits on a sandbox.
+or lacks ``input``; 503 ``overloaded`` (with ``Retry-After``); 500 a failure
+of the server itself (opaque). Every non-200 answer is an envelope
+(``servers._apierrors``) and every answer is counted in ``/metrics``
+(``servers._metrics``). Calls go through ``Runtime.acall``, so the runtime's
+admission bounds (``max_in_flight``, ``max_queued``) govern them as they govern
+every other door; listing and describing run on a small pool of worker threads,
+so the event loop never waits on a sandbox or the registry.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from ._metrics import Metrics, count_requests
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app", "serve", "tool_summary"]
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
-_STATUS = {"permission_denied": 403, "tool_not_found": 404, "rate_limited": 429}
+_STATUS = {"permission_denied": 403, "tool_not_found": 404, "rate_limited": 429, "overloaded": 503}
 T = TypeVar("T")
 
 
@@ -109,7 +112,7 @@ class _Api:
         value = await self._input(request, name, principal)
         if isinstance(value, Response):
             return value
-        result = await self._run(functools.partial(self.runtime.call, name, value, principal=principal))
+        result = await self.runtime.acall(name, value, principal=principal)
         envelope = result.to_dict()
         if result.code == "tool_not_found":  # the library's message may name tools this caller may not see
             envelope["error"] = not_visible(envelope["meta"]["tool"], principal)["error"]
@@ -174,7 +177,8 @@ def create_app(
     Args:
         runtime: the Runtime whose tools are served (its policy authenticates keys).
         max_body_bytes: larger request bodies are refused with 413.
-        workers: threads running calls (default: the CPU count, at least 4).
+        workers: threads that list and describe tools (default: the CPU count,
+            at least 4); calls run through ``runtime.acall`` and its admission bounds.
         insecure_anonymous: serve without a policy; requests without a key run as ``anonymous``.
 
     Raises:

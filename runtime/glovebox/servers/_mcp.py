@@ -14,8 +14,9 @@ A call answers ``structuredContent`` = the tool's output (wrapped the same
 way) and one text block holding the whole envelope (JSON); a failed call
 answers ``isError`` with the envelope in the text block only: clients check
 ``structuredContent`` against the ``outputSchema``, which an envelope does
-not match. Calls run through ``Runtime.acall`` (worker threads), so the
-policy, approvals, validation, limits and the audit log apply unchanged.
+not match. Calls run through ``Runtime.acall``, so the policy, approvals,
+validation, limits, the audit log and the admission bounds (``overloaded``
+beyond ``max_in_flight`` running and ``max_queued`` waiting) apply unchanged.
 
 Principals: over stdio, the one given (a policy is required unless anonymous
 access is asked for); over streamable HTTP, the API key of each request
