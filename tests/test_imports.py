@@ -51,6 +51,7 @@ GLOVEBOX = {
     "glovebox._manifest",
     "glovebox._objectroot",
     "glovebox._outcome",
+    "glovebox._procpool",
     "glovebox._registration",
     "glovebox._registry",
     "glovebox._result",

@@ -36,6 +36,7 @@ from ._export import export_tools, tool_input, tool_name_map
 from ._grants import Grants, HttpLimits, HttpRule, SecretRule
 from ._keyring import Keyring, generate_keypair, sign
 from ._manifest import Capabilities, Limits, Manifest
+from ._procpool import ProcessPool
 from ._result import CallResult, ToolInfo
 from ._runtime import Runtime
 from .policy import Approval, Decision, Policy, load_policy
@@ -77,6 +78,7 @@ __all__ = [
     "OutputTooLarge",
     "PermissionDenied",
     "Policy",
+    "ProcessPool",
     "RegistrationError",
     "Runtime",
     "SecretRule",

@@ -358,13 +358,17 @@ class Runtime:
         answers ``tool_not_found``, whose message names only the tools that
         ``principal`` may see.
         """
+        return self._call_as(uuid.uuid4().hex, name, input, principal)
+
+    def _call_as(self, call_id: str, name: str, input: Any, principal: str | None) -> CallResult:
+        """``call`` under a call id chosen by the caller (a ProcessPool picks it before dispatch)."""
         self._check_open()
         if not isinstance(name, str):
             raise TypeError(f"tool name must be a str, not {type(name).__name__}")
         started = time.perf_counter()
         who = principal or "anonymous"
         meta: dict[str, Any] = {
-            "call_id": uuid.uuid4().hex,
+            "call_id": call_id,
             "tool": escape_surrogates(name),
             "version": None,
             "digest": None,
