@@ -7,15 +7,25 @@ from source; the kill test SIGKILLs a worker while its guest loops.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import socket
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
+import httpx
+import httpx2
+import mcp_types
 import pytest
 
 import glovebox
@@ -284,3 +294,79 @@ UNKNOWN_CODE = {"code": "nope", "message": "m", "retryable": False, "details": {
 def test_from_dict_refuses_what_is_not_an_envelope(envelope: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         glovebox.CallResult.from_dict(envelope)
+
+
+# -- the servers: one port, calls answered by several worker processes ---------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def _server(home: Path, policy: Path, *command: str) -> Iterator[str]:
+    """``python -m glovebox --home H --policy P COMMAND --port N`` running; yields its base URL."""
+    port = _free_port()
+    argv = [sys.executable, "-m", "glovebox", "--home", str(home), "--policy", str(policy), *command]
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen([*argv, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+
+        def listening() -> bool:
+            if proc.poll() is not None:
+                log.seek(0)
+                raise AssertionError(log.read().decode(errors="replace"))
+            with socket.socket() as sock:
+                return sock.connect_ex(("127.0.0.1", port)) == 0
+
+        _until(listening, "the server to listen")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(60)
+        log.close()
+
+
+@pytest.mark.slow
+def test_serve_with_two_processes_answers_from_two_pids(server_home: tuple[Path, Path]) -> None:
+    home, policy = server_home
+    with _server(home, policy, "serve", "--processes", "2") as url, httpx.Client(base_url=url, timeout=60) as http:
+        headers = {"Authorization": "Bearer agent-key"}
+        answers = [
+            http.post("/v1/tools/calc/call", json={"input": {"expression": f"{i}+1"}}, headers=headers)
+            for i in range(6)
+        ]
+        assert [a.status_code for a in answers] == [200] * 6
+        assert [a.json()["output"] for a in answers] == [{"value": i + 1} for i in range(6)]
+        pids = {a.json()["meta"]["worker_pid"] for a in answers}
+        assert len(pids) == 2
+        assert http.post("/v1/tools/calc/call", json={"input": {}}).status_code == 401  # the server still checks keys
+    with glovebox.Runtime(home=home) as rt:
+        assert rt.audit.verify().ok
+
+
+@pytest.mark.slow
+def test_mcp_over_http_with_two_processes_answers_from_two_pids(server_home: tuple[Path, Path]) -> None:
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    home, policy = server_home
+
+    async def calls(url: str) -> set[int]:
+        async with httpx2.AsyncClient(headers={"Authorization": "Bearer agent-key"}, timeout=60) as http:
+            transport = streamable_http_client(url + "/mcp", http_client=http)
+            async with Client(transport, cache=None) as client:  # type: ignore[arg-type]
+                pids = set()
+                for i in range(6):
+                    result = await client.call_tool("calc", {"expression": f"{i}*2"})
+                    assert result.is_error is False and result.structured_content == {"value": i * 2}
+                    [block] = result.content
+                    assert isinstance(block, mcp_types.TextContent)
+                    pids.add(json.loads(block.text)["meta"]["worker_pid"])
+                return pids
+
+    with _server(home, policy, "mcp", "--transport", "http", "--processes", "2") as url:
+        assert len(anyio.run(calls, url)) == 2

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import click
 
 from ._cli_base import open_runtime
+
+if TYPE_CHECKING:
+    from ._procpool import ProcessPool
+    from ._runtime import Runtime
 
 __all__ = ["export", "mcp", "serve"]
 
@@ -19,29 +27,62 @@ def _require(*modules: str) -> None:
         raise click.ClickException(f"{missing} is not installed; {SERVE_HINT}")
 
 
+def _check_can_serve(rt: Runtime, insecure_anonymous: bool) -> None:
+    """Refuse before any worker starts, as the server itself would."""
+    from .servers._auth import check_can_serve
+
+    check_can_serve(rt, insecure_anonymous)
+
+
+_PROCESSES_HELP = "Worker processes running calls (default: CPU count; 1: calls run in the server process)."
+
+
+@contextmanager
+def _pool(rt: Runtime, processes: int | None) -> Iterator[ProcessPool | None]:
+    """The ProcessPool the server dispatches calls to, on ``rt``'s home and policy; None for one process."""
+    count = processes if processes is not None else os.cpu_count() or 1
+    if count == 1:
+        yield None
+        return
+    from ._procpool import ProcessPool
+
+    with ProcessPool(count, home=rt.home, policy=rt.policy_path) as pool:
+        yield pool
+
+
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="TCP port.")
 @click.option("--max-body-bytes", default=1024 * 1024, show_default=True, type=click.IntRange(1), help="Body limit.")
 @click.option("--workers", type=click.IntRange(1), help="Threads running calls (default: CPU count, at least 4).")
+@click.option("--processes", type=click.IntRange(1), help=_PROCESSES_HELP)
 @click.option("--insecure-anonymous", is_flag=True, help="Serve without a policy: anyone reaching the port may call.")
 @click.pass_context
 def serve(
-    ctx: click.Context, host: str, port: int, max_body_bytes: int, workers: int | None, insecure_anonymous: bool
+    ctx: click.Context,
+    host: str,
+    port: int,
+    max_body_bytes: int,
+    workers: int | None,
+    processes: int | None,
+    insecure_anonymous: bool,
 ) -> None:
     """Serve the HTTP API (list, describe and call tools; /healthz; /metrics)."""
     _require("starlette", "uvicorn")
     from .servers._api import serve as serve_http
 
     with open_runtime(ctx) as rt:
-        serve_http(
-            rt,
-            host=host,
-            port=port,
-            max_body_bytes=max_body_bytes,
-            workers=workers,
-            insecure_anonymous=insecure_anonymous,
-        )
+        _check_can_serve(rt, insecure_anonymous)
+        with _pool(rt, processes) as pool:
+            serve_http(
+                rt,
+                host=host,
+                port=port,
+                max_body_bytes=max_body_bytes,
+                workers=workers,
+                insecure_anonymous=insecure_anonymous,
+                pool=pool,
+            )
 
 
 @click.command()
@@ -74,6 +115,7 @@ def export(ctx: click.Context, fmt: str, principal: str | None) -> None:
     is_flag=True,
     help="Serve without a policy (stdio: as --principal or anonymous; http: anyone reaching the port).",
 )
+@click.option("--processes", type=click.IntRange(1), help=f"{_PROCESSES_HELP[:-1]} (http).")
 @click.option("--poll-seconds", default=0.5, show_default=True, type=click.FloatRange(0.05), help="List-change check.")
 @click.pass_context
 def mcp(
@@ -84,6 +126,7 @@ def mcp(
     principal: str | None,
     mode: str,
     insecure_anonymous: bool,
+    processes: int | None,
     poll_seconds: float,
 ) -> None:
     """Serve the tools as an MCP server (stdio, or streamable HTTP at /mcp); both need a policy.
@@ -98,6 +141,8 @@ def mcp(
 
     if transport == "http" and principal is not None:
         raise click.UsageError("--principal is for stdio; over http each request's API key names the principal")
+    if transport == "stdio" and processes is not None:
+        raise click.UsageError("--processes is for --transport http; stdio serves one client")
     with open_runtime(ctx) as rt:
         service = McpService(
             rt,
@@ -110,7 +155,10 @@ def mcp(
             check_stdio(service)  # before stdin is read: the client sees the refusal on stderr
             anyio.run(run_stdio, service)
             return
-        app = streamable_http_app(service, host=host)
-        import uvicorn
+        _check_can_serve(rt, insecure_anonymous)
+        with _pool(rt, processes) as pool:
+            service.pool = pool
+            app = streamable_http_app(service, host=host)
+            import uvicorn
 
-        uvicorn.run(app, host=host, port=port, log_level="info")
+            uvicorn.run(app, host=host, port=port, log_level="info")

@@ -14,8 +14,9 @@ A call answers ``structuredContent`` = the tool's output (wrapped the same
 way) and one text block holding the whole envelope (JSON); a failed call
 answers ``isError`` with the envelope in the text block only: clients check
 ``structuredContent`` against the ``outputSchema``, which an envelope does
-not match. Calls run through ``Runtime.acall`` (worker threads), so the
-policy, approvals, validation, limits and the audit log apply unchanged.
+not match. Calls run through ``Runtime.acall`` (worker threads), or a
+``ProcessPool``'s ``acall`` when one is given, so the policy, approvals,
+validation, limits and the audit log apply unchanged.
 
 Principals: over stdio, the one given (a policy is required unless anonymous
 access is asked for); over streamable HTTP, the API key of each request
@@ -47,6 +48,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._jsonlimits import escape_surrogates
 from .._objectroot import input_parameters, output_structure, unwrap_input, wrap_output
+from .._procpool import ProcessPool
 from .._result import CallResult, ToolInfo
 from .._runtime import Runtime
 from ._auth import (
@@ -156,6 +158,8 @@ class McpService:
         mode: ``full`` or ``search``.
         insecure_anonymous: HTTP without keys runs as ``anonymous``.
         poll_s: how often to look for a changed tool list.
+        pool: a :class:`ProcessPool` on the same home and policy that runs the calls
+            (``runtime`` still authenticates and lists); default: ``runtime`` runs them.
     """
 
     def __init__(
@@ -166,6 +170,7 @@ class McpService:
         mode: Mode = "full",
         insecure_anonymous: bool = False,
         poll_s: float = 0.5,
+        pool: ProcessPool | None = None,
     ) -> None:
         if mode not in ("full", "search"):
             raise ValueError(f"unknown MCP mode {mode!r}; choose full or search")
@@ -174,6 +179,7 @@ class McpService:
         self.mode = mode
         self.insecure_anonymous = insecure_anonymous
         self.poll_s = poll_s
+        self.pool = pool
         self.bus = InMemorySubscriptionBus()
         self._sessions: dict[int, ServerSession] = {}
         self.server: Server[Any] = _Server(
@@ -235,7 +241,8 @@ class McpService:
         the tool's input is not an object) and shape the result as the listing described it."""
         info = await self._lookup(name)
         value = arguments if info is None else unwrap_input(info.input_schema, arguments)
-        result = await self.runtime.acall(name, value, principal=principal)
+        calls = self.pool if self.pool is not None else self.runtime
+        result = await calls.acall(name, value, principal=principal)
         if not result.ok:
             return tool_result(result)
         ran = f"{result.meta['tool']}@{result.meta['version']}"
