@@ -262,8 +262,36 @@ def _sandbox_only(rt: Any, plan: Plan) -> dict[str, float]:
         if outcome.error is not None:
             raise RuntimeError(outcome.error.message)
 
+    def full() -> None:
+        if not rt.call(TOOL, INPUT).ok:
+            raise RuntimeError("glovebox call failed")
+
     p50, p99 = latency(run, plan.gb_calls, plan.gb_warmup)
-    return {"sandbox_p50_us": p50, "sandbox_p99_us": p99}
+    paired = _paired(full, run, plan.gb_calls, plan.gb_warmup)
+    return {
+        "sandbox_p50_us": p50,
+        "sandbox_p99_us": p99,
+        "sandbox_calls_per_s_1": throughput(run, 1, plan.seconds),
+        "sandbox_calls_per_s_2": throughput(run, 2, plan.seconds),
+        **paired,
+    }
+
+
+def _paired(full: Callable[[], object], bare: Callable[[], object], calls: int, warmup: int) -> dict[str, float]:
+    """Full call and bare instance timed alternately, so that both see the same machine load."""
+    for _ in range(warmup):
+        full()
+        bare()
+    samples: dict[str, list[float]] = {"full": [], "bare": []}
+    clock = time.perf_counter_ns
+    for _ in range(calls):
+        for name, call in (("full", full), ("bare", bare)):
+            t0 = clock()
+            call()
+            samples[name].append((clock() - t0) / 1000)
+    figures = {f"paired_{name}_p{pct}_us": percentile(s, pct) for name, s in samples.items() for pct in (50, 99)}
+    figures["full_over_bare_p50"] = figures["paired_full_p50_us"] / figures["paired_bare_p50_us"]
+    return figures
 
 
 def _cpu_bound_scaling(rt: Any, workdir: Path, plan: Plan) -> dict[str, float]:
@@ -502,6 +530,17 @@ def detail(extra: dict[str, Any]) -> str:
         lines.append(
             f"  fresh instance alone (Store + instantiate + call): p50 {extra['sandbox_p50_us']:.1f} µs, "
             f"p99 {extra['sandbox_p99_us']:.1f} µs (targets ≤ 100 / ≤ 300 µs)"
+        )
+    if "sandbox_calls_per_s_1" in extra:
+        lines.append(
+            f"  fresh instance alone, calls/s: {extra['sandbox_calls_per_s_1']:,.0f} with 1 thread, "
+            f"{extra['sandbox_calls_per_s_2']:,.0f} with 2"
+        )
+    if "full_over_bare_p50" in extra:
+        lines.append(
+            f"  full call vs fresh instance, timed alternately: p50 {extra['paired_full_p50_us']:.1f} vs "
+            f"{extra['paired_bare_p50_us']:.1f} µs, p99 {extra['paired_full_p99_us']:.1f} vs "
+            f"{extra['paired_bare_p99_us']:.1f} µs: full = {extra['full_over_bare_p50']:.2f}× bare (target ≤ 2×)"
         )
     if "cpu_bound_scaling_2t" in extra:
         lines.append(

@@ -148,7 +148,8 @@ def _policy_paths() -> set[str]:
     paths = set(glovebox.Policy.model_fields) - {"defaults", "approvals", "audit"}
     paths |= {f"principals.*.{name}" for name in _models.Principal.model_fields if name != "description"}
     paths |= {f"rules[].{name}" for name in _models.ToolRule.model_fields}
-    paths |= {"grants[].tool", "limits[].tool"}
+    paths |= {"grants[].tool", "limits[].tool", "quotas[].tool"}
+    paths |= {f"quotas[].{name}" for name in _models.Quota.model_fields if name not in {"tool", "principals"}}
     paths |= {f"defaults.{name}" for name in _models.Defaults.model_fields}
     paths |= {f"approvals.{name}" for name in _models.ApprovalSettings.model_fields}
     paths |= {f"audit.{name}" for name in _models.AuditSettings.model_fields}

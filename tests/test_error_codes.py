@@ -158,6 +158,14 @@ def internal_error(ctx: Ctx) -> glovebox.CallResult:
         return rt.call("echo", {"a": 1})
 
 
+def rate_limited(ctx: Ctx) -> glovebox.CallResult:
+    policy = parse_policy("version: 1\ndefaults: {action: allow}\nquotas:\n  - {tool: echo, calls_per_minute: 1}\n")
+    with glovebox.Runtime(home=ctx.home, policy=policy) as rt:
+        rt.register(ctx.build_guest("echo"), {"name": "echo"})
+        assert rt.call("echo", {"a": 1}, principal="agent").ok
+        return rt.call("echo", {"a": 2}, principal="agent")
+
+
 CASES: dict[str, Callable[[Ctx], glovebox.CallResult]] = {
     case.__name__: case
     for case in (
@@ -175,11 +183,12 @@ CASES: dict[str, Callable[[Ctx], glovebox.CallResult]] = {
         invalid_output,
         upstream_error,
         internal_error,
+        rate_limited,
     )
 }
 
 #: The retryable codes; every other call error is not.
-RETRYABLE = {"upstream_error"}
+RETRYABLE = {"upstream_error", "rate_limited"}
 
 
 def _call_error_classes(cls: type[glovebox.CallError] = glovebox.CallError) -> set[type[glovebox.CallError]]:

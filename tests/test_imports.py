@@ -31,6 +31,7 @@ GLOVEBOX = {
     "glovebox",
     "glovebox._allocation",
     "glovebox._audit",
+    "glovebox._auditcommit",
     "glovebox._build",
     "glovebox._callstate",
     "glovebox._codegen",
@@ -41,6 +42,7 @@ GLOVEBOX = {
     "glovebox._enginesettings",
     "glovebox._errors",
     "glovebox._export",
+    "glovebox._fastschema",
     "glovebox._fastcall",
     "glovebox._frozen",
     "glovebox._gate",
@@ -76,6 +78,7 @@ GLOVEBOX = {
     "glovebox.policy._loader",
     "glovebox.policy._models",
     "glovebox.policy._patterns",
+    "glovebox.policy._quotas",
 }
 
 

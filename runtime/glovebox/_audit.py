@@ -12,7 +12,9 @@ cut, a cut JSON field is replaced by ``{"truncated_chars": N, "head": "..."}``,
 and the row's ``truncated`` column names the fields that were cut (NULL when
 none; it is part of the hash when set, so rows written before the column
 existed verify unchanged). Each record is committed before ``call``
-returns: a process killed afterwards loses nothing it returned. (With
+returns: a process killed afterwards loses nothing it returned. Threads
+appending at once share one commit, and the chain head is kept in memory and
+checked by the insert itself (see ``_auditcommit``). (With
 ``synchronous=NORMAL`` a power loss may still drop the newest records.)
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,12 +30,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ._auditcommit import GENESIS, GroupCommit, Pending
 from ._jsonlimits import escape_surrogates
 from ._sqlite import Database
 
 __all__ = ["AuditLog", "AuditVerification", "redact"]
 
-GENESIS = "0" * 64
 FIELDS = (
     "seq",
     "call_id",
@@ -68,6 +71,13 @@ MAX_TEXT_CHARS = 1024 * 1024
 #: Characters kept of any other text field (principal, tool, ...).
 MAX_NAME_CHARS = 1024
 _JSON_FIELDS = ("egress", "input", "output")
+_COLUMNS = (*FIELDS, "prev_hash", "hash", "truncated")
+# Built once: ``json.dumps`` with options builds an encoder per call.
+_SORTED = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_encode_str = json.encoder.encode_basestring  # what that encoder writes a str with
+_BEFORE = tuple(sorted(k for k in FIELDS if k < "seq"))
+_AFTER = tuple(sorted([*(k for k in FIELDS if k > "seq"), "truncated"]))
 
 
 def redact(value: Any) -> Any:
@@ -90,6 +100,44 @@ def row_hash(prev_hash: str, record: dict[str, Any]) -> str:
         fields["truncated"] = record["truncated"]
     body = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256((prev_hash + body).encode("utf-8")).hexdigest()
+
+
+def _prepare(record: dict[str, Any]) -> Pending:
+    """The row of ``record``, bounded and escaped, with its hashed JSON cut around ``seq``.
+
+    ``head + seq + tail`` is exactly the body :func:`row_hash` hashes.
+    """
+    row = {k: record.get(k) for k in FIELDS if k != "seq"}
+    row["time"] = row["time"] or datetime.now(UTC).isoformat(timespec="microseconds")
+    for key in _JSON_FIELDS:
+        if row[key] is not None and not isinstance(row[key], str):
+            row[key] = _SORTED(row[key])
+    _escape_strings(row)
+    row["truncated"] = ",".join(filter(None, [record.get("truncated"), _bound(row)])) or None
+    after = _AFTER if row["truncated"] else _AFTER[:-1]
+    head = "{" + _members(row, _BEFORE) + ',"seq":'
+    tail = "," + _members(row, after) + "}"
+    return Pending(row, head.encode("utf-8"), tail.encode("utf-8"))
+
+
+def _members(row: dict[str, Any], keys: tuple[str, ...]) -> str:
+    """``"key":value,...`` of ``keys`` (sorted), exactly as the canonical JSON of ``row_hash`` writes them."""
+    parts = []
+    for key in keys:
+        value = row[key]
+        kind = type(value)
+        if kind is str:
+            text = _encode_str(value)
+        elif value is None:
+            text = "null"
+        elif kind is int:
+            text = int.__repr__(value)
+        elif kind is float and math.isfinite(value):
+            text = float.__repr__(value)
+        else:  # anything else (a bool, an odd principal): the encoder itself
+            return _CANONICAL({k: row[k] for k in keys})[1:-1]
+        parts.append(f'"{key}":{text}')
+    return ",".join(parts)
 
 
 def _escape_strings(row: dict[str, Any]) -> None:
@@ -119,6 +167,7 @@ class AuditLog:
         self._database = Database(self.path, _SCHEMA)
         self._db = self._database.connection
         self._add_truncated_column()
+        self._committer = GroupCommit(self._database, _COLUMNS)
 
     def _add_truncated_column(self) -> None:
         """Give a log made before rows could be truncated its ``truncated`` column."""
@@ -131,23 +180,12 @@ class AuditLog:
         self._database.close()
 
     def append(self, record: dict[str, Any]) -> int:
-        """Commit one record at the end of the chain (oversized fields cut and marked); return its ``seq``."""
-        row = {k: record.get(k) for k in FIELDS if k != "seq"}
-        row["time"] = row["time"] or datetime.now(UTC).isoformat(timespec="microseconds")
-        for key in _JSON_FIELDS:
-            if row[key] is not None and not isinstance(row[key], str):
-                row[key] = json.dumps(row[key], sort_keys=True, ensure_ascii=False)
-        _escape_strings(row)
-        row["truncated"] = ",".join(filter(None, [record.get("truncated"), _bound(row)])) or None
-        columns = [*FIELDS, "prev_hash", "hash", "truncated"]
-        with self._database.write() as db:
-            last = db.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
-            seq, prev = (last[0] + 1, last[1]) if last else (1, GENESIS)
-            row["seq"] = seq
-            row["prev_hash"], row["hash"] = prev, row_hash(prev, row)
-            values = [row[k] for k in columns]
-            db.execute(f"INSERT INTO audit ({', '.join(columns)}) VALUES ({', '.join('?' * len(values))})", values)
-        return int(seq)
+        """Commit one record at the end of the chain (oversized fields cut and marked); return its ``seq``.
+
+        Threads appending at once share commits (see :class:`_GroupCommit`);
+        the record is committed when this returns.
+        """
+        return self._committer.append(_prepare(record))
 
     def records(self, *, after: int = 0) -> Iterator[dict[str, Any]]:
         """Every record in chain order (with ``prev_hash`` and ``hash``)."""

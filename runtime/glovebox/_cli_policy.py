@@ -53,6 +53,11 @@ def explain(ctx: click.Context, principal: str, tool: str, policy_file: str | No
         click.echo(f"  because {line}")
     click.echo("limits: " + json.dumps(decision.limits.model_dump()))
     click.echo("grants: " + json.dumps(decision.grants.model_dump(mode="json", exclude_defaults=True)))
+    click.echo("quotas:" + ("" if decision.quotas else " none"))
+    for index, quota in decision.quotas:
+        bounds = quota.model_dump(exclude_none=True, exclude={"tool", "principals"})
+        shown = ", ".join(f"{name} {value}" for name, value in bounds.items())
+        click.echo(f"  quotas[{index}] (tool {quota.tool!r}, principals {quota.principals}): {shown}, per principal")
 
 
 @policy.command()

@@ -18,6 +18,7 @@ contract), a ``retryable`` flag and, for the CLI, an ``exit_code``::
     │   ├── GuestError                 guest_error
     │   ├── InvalidOutput              invalid_output
     │   ├── UpstreamError              upstream_error (retryable)
+    │   ├── RateLimited                rate_limited (retryable)
     │   └── InternalError              internal_error
     ├── RegistrationError              (refuses an artifact, a manifest or a build)
     │   ├── InvalidArtifact            invalid_artifact
@@ -66,6 +67,7 @@ __all__ = [
     "MemoryLimit",
     "OutputTooLarge",
     "PermissionDenied",
+    "RateLimited",
     "RegistrationError",
     "SignatureError",
     "ToolNotFound",
@@ -160,6 +162,13 @@ class UpstreamError(CallError):
     retryable = True
 
 
+class RateLimited(CallError):
+    """A policy quota of the calling principal is used up; ``details.retry_after_ms`` says when to retry."""
+
+    code = "rate_limited"
+    retryable = True
+
+
 class InternalError(CallError):
     """An opaque host-side failure: the detail goes to the log, never to the caller."""
 
@@ -243,4 +252,5 @@ ERROR_CODES: tuple[str, ...] = (
     "invalid_output",
     "upstream_error",
     "internal_error",
+    "rate_limited",
 )

@@ -1,10 +1,16 @@
 """Where the runtime meets the policy: the policy in force (reloaded when its
-file changes), admission of each call, approvals, and the call's audit record.
+file changes), admission of each call (scopes, rules, quotas), approvals, and
+the call's audit record.
 
 Reload: at most every ``RECHECK_S`` a call compares the file's
 (mtime_ns, size, inode) with the loaded one and re-reads it when they differ.
 The swap is atomic (a call uses the policy it started with); a broken file
 keeps the previous policy in force and sets ``error``.
+
+Decisions are pure functions of (policy, principal, tool): :class:`Decisions`
+keeps them per policy object and registry entry, so a reload or a new
+registration is a miss, never a stale answer. Nothing that changes from call
+to call (approvals, quotas) is cached.
 """
 
 from __future__ import annotations
@@ -18,23 +24,30 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._audit import redact
 from ._errors import ApprovalRequired, InvalidInput, InvalidPolicy, PermissionDenied
 from ._result import CallResult, ToolInfo
-from .policy import NO_POLICY, Approval, ApprovalStore, Decision, Policy, decide, load_policy
+from .policy import NO_POLICY, Approval, ApprovalStore, Decision, Policy, QuotaUsage, decide, load_policy
 
-__all__ = ["CallTrace", "PolicyGate", "input_digest"]
+if TYPE_CHECKING:
+    from .policy._quotas import QuotaTicket
+
+__all__ = ["CallTrace", "Decisions", "PolicyGate", "input_digest"]
 
 logger = logging.getLogger("glovebox")
 RECHECK_S = 0.1
+#: Decisions kept before the cache starts over (principals are not a bounded set).
+MAX_DECISIONS = 4096
+# Built once: ``json.dumps`` with options builds an encoder per call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 
 def input_digest(value: Any) -> str | None:
     """``sha256:`` of the canonical JSON of an input (None when it is not JSON)."""
     try:
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = _CANONICAL(value)
     except (TypeError, ValueError):
         return None
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -48,6 +61,8 @@ class CallTrace:
     input_digest: str | None = None
     decision: str | None = None
     approval_id: str | None = None
+    #: The quota slots the call holds from admission until :meth:`PolicyGate.settle`.
+    quota: QuotaTicket | None = None
 
     def record(self, result: CallResult, value: Any) -> dict[str, Any]:
         meta = result.meta
@@ -75,6 +90,30 @@ class CallTrace:
         }
 
 
+class Decisions:
+    """The static decision per (policy, principal, tool entry), bounded by ``MAX_DECISIONS``.
+
+    Entries are keyed by the identity of the policy and of the registry's
+    ``ToolInfo`` and hold both, so an identity is never reused while cached.
+    """
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[str, int, int], tuple[Policy, ToolInfo, Decision]] = {}
+
+    def get(self, policy: Policy, principal: str, info: ToolInfo) -> Decision:
+        if type(principal) is not str:
+            return decide(policy, principal, info)
+        key = (principal, id(policy), id(info))
+        kept = self._kept.get(key)
+        if kept is not None and kept[0] is policy and kept[1] is info:
+            return kept[2]
+        decision = decide(policy, principal, info)
+        if len(self._kept) >= MAX_DECISIONS:
+            self._kept = {}
+        self._kept[key] = (policy, info, decision)
+        return decision
+
+
 class PolicyGate:
     """Holds the policy in force and admits, or refuses, each call."""
 
@@ -89,7 +128,9 @@ class PolicyGate:
         self.clock = clock
         self._checked = clock()
         self._lock = threading.Lock()
+        self._decisions = Decisions()
         self.approvals = ApprovalStore(home)
+        self.quotas = QuotaUsage(clock)
         if isinstance(source, Policy):
             self._policy = source
         elif source is not None:
@@ -126,15 +167,17 @@ class PolicyGate:
             return True
 
     def decide(self, info: ToolInfo, principal: str) -> Decision:
-        return decide(self.current(), principal, info)
+        return self._decisions.get(self.current(), principal, info)
 
     def admit(self, trace: CallTrace, info: ToolInfo, principal: str) -> Decision:
-        """The decision for this call; raise when the policy refuses it.
+        """The decision for this call; raise when the policy refuses it or a quota is used up.
+
+        An admitted call holds its quota slots until :meth:`settle`.
 
         An approval is not looked at here: :meth:`spend_approval` does that
         once the input has been validated, so invalid input never uses one up.
         """
-        decision = decide(trace.policy, principal, info)
+        decision = self._decisions.get(trace.policy, principal, info)
         trace.decision = decision.action
         if decision.missing_scopes:
             missing = list(decision.missing_scopes)
@@ -143,7 +186,13 @@ class PolicyGate:
             raise PermissionDenied(
                 f"the policy blocks {principal!r} from calling {info.name}", details={"reason": list(decision.reason)}
             )
+        trace.quota = self.quotas.admit(trace.policy, decision.quotas, principal, decision.limits.timeout_ms)
         return decision
+
+    def settle(self, trace: CallTrace, fuel_used: int) -> None:
+        """End an admitted call: free its quota slots and charge its fuel (idempotent)."""
+        ticket, trace.quota = trace.quota, None
+        self.quotas.release(ticket, fuel_used)
 
     def spend_approval(self, trace: CallTrace, info: ToolInfo, principal: str, decision: Decision) -> None:
         """Use up the approval a ``require_approval`` call needs, or raise ApprovalRequired.

@@ -395,6 +395,8 @@ class Runtime:
             logger.exception("internal error in call %s", meta["call_id"])
             opaque = InternalError(f"internal error (call_id {meta['call_id']})", details={"call_id": meta["call_id"]})
             result = CallResult(ok=False, error=opaque, meta=meta)
+        finally:
+            self._gate.settle(trace, meta["fuel_used"])
         meta["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
         return self._record(result, input, trace)
 

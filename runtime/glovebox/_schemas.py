@@ -5,7 +5,9 @@ registry whose retrieval refuses every URI (the JSON Schema meta-schemas are
 bundled), so a ``$ref`` to ``http://...`` that slipped past registration is an
 error, not a request made by the host. ``pattern``, ``patternProperties`` and
 ``additionalProperties`` match with the ECMA-262 engine of ``_ecmaregex``,
-and all the matching of one validation shares one time budget.
+and all the matching of one validation shares one time budget. A value that
+plainly matches a simple schema is let through by ``_fastschema`` without
+jsonschema; anything else, and every refusal, goes through jsonschema.
 
 jsonschema is imported when the first validator is built, not with the package.
 """
@@ -19,22 +21,29 @@ from typing import Any
 
 from ._ecmaregex import PatternError, PatternTimeout, search, time_budget
 from ._errors import CallError, InvalidInput, InvalidOutput
+from ._fastschema import Accept, accepter
 
 __all__ = ["MAX_INPUT_BYTES", "MAX_VALIDATION_S", "SchemaCheck", "encode_input"]
 
 MAX_INPUT_BYTES = 4 * 1024 * 1024
 #: The most time the patterns of one schema check may take, in seconds.
 MAX_VALIDATION_S = 1.0
+# Built once: ``json.dumps`` with options builds an encoder per call.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
 
 
 class SchemaCheck:
     """A cached jsonschema validator that raises the glovebox error for its side."""
 
-    def __init__(self, validator: Any, which: str, budget_s: float = MAX_VALIDATION_S) -> None:
+    def __init__(
+        self, validator: Any, which: str, budget_s: float = MAX_VALIDATION_S, accept: Accept | None = None
+    ) -> None:
         self.validator = validator
         self.which = which
         #: Seconds all the pattern matching of one ``validate`` may take.
         self.budget_s = budget_s
+        #: Answers True only for values certainly valid (see ``_fastschema``); None: always validate.
+        self.accept = accept
 
     @classmethod
     def for_schema(cls, schema: dict[str, Any] | bool, which: str, timeout_ms: int | None = None) -> SchemaCheck:
@@ -46,10 +55,12 @@ class SchemaCheck:
 
         base = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         budget_s = MAX_VALIDATION_S if timeout_ms is None else min(MAX_VALIDATION_S, timeout_ms / 1000)
-        return cls(_bounded(base)(schema, registry=_offline_registry()), which, budget_s)
+        return cls(_bounded(base)(schema, registry=_offline_registry()), which, budget_s, accepter(schema))
 
     def validate(self, value: Any) -> None:
         """Raise InvalidInput (or InvalidOutput) unless ``value`` matches the schema."""
+        if self.accept is not None and self.accept(value):
+            return
         import jsonschema
         from referencing.exceptions import Unresolvable
 
@@ -89,7 +100,7 @@ class SchemaCheck:
 
 def encode_input(value: Any) -> str:
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        text = _ENCODE(value)
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"input is not a JSON value: {exc}") from exc
     size = len(text.encode("utf-8"))

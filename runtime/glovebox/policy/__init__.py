@@ -1,10 +1,11 @@
-"""Policies: documents, the one matcher, the scope checker and approvals."""
+"""Policies: documents, the one matcher, the scope checker, approvals and quota counters."""
 
 from ._approvals import Approval, ApprovalStore
 from ._checker import Decision, dead_entries, decide
 from ._loader import load_policy, parse_policy, policy_schema
 from ._models import NO_POLICY, Policy
 from ._patterns import match_name, match_tool
+from ._quotas import QuotaUsage
 
 __all__ = [
     "Approval",
@@ -12,6 +13,7 @@ __all__ = [
     "Decision",
     "NO_POLICY",
     "Policy",
+    "QuotaUsage",
     "dead_entries",
     "decide",
     "load_policy",

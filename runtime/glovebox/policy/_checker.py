@@ -5,7 +5,7 @@ Deny by default. The principal's scopes must cover the tool's
 is collected and the most restrictive wins (block > require_approval >
 allow); with none, the policy's default action applies. Grants and limit
 overrides of every matching entry are combined: grants add up, limits only
-tighten.
+tighten. Every matching quota entry is listed; each applies on its own.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from .._grants import Grants, HttpLimits
 from .._manifest import Limits
 from .._result import ToolInfo
-from ._models import SEVERITY, Action, Policy, _Targeted
+from ._models import SEVERITY, Action, Policy, Quota, _Targeted
 from ._patterns import match_name, match_tool
 
 __all__ = ["Decision", "dead_entries", "decide"]
@@ -31,6 +31,8 @@ class Decision:
     grants: Grants
     limits: Limits
     missing_scopes: tuple[str, ...] = ()
+    #: The matching ``quotas`` entries, with their index in the policy.
+    quotas: tuple[tuple[int, Quota], ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -39,7 +41,13 @@ class Decision:
             "missing_scopes": list(self.missing_scopes),
             "grants": self.grants.model_dump(mode="json"),
             "limits": self.limits.model_dump(),
+            "quotas": [quota_dict(index, quota) for index, quota in self.quotas],
         }
+
+
+def quota_dict(index: int, quota: Quota) -> dict[str, object]:
+    """One matching quota as ``policy explain --json`` shows it: where it is and its bounds."""
+    return {"entry": f"quotas[{index}]", **quota.model_dump(exclude_none=True)}
 
 
 def applies(entry: _Targeted, principal: str, info: ToolInfo) -> bool:
@@ -53,13 +61,14 @@ def decide(policy: Policy, principal: str, info: ToolInfo) -> Decision:
     """The decision for ``principal`` calling ``info`` under ``policy``."""
     grants = _grants(policy, principal, info)
     limits = _limits(policy, principal, info)
+    quotas = tuple((i, quota) for i, quota in enumerate(policy.quotas) if applies(quota, principal, info))
     held = policy.scopes_of(principal)
     missing = tuple(sorted(set(info.manifest.required_scopes) - held))
     if missing:
         why = f"principal {principal!r} lacks the scopes {list(missing)} that {info.name} requires"
-        return Decision("block", (why,), grants, limits, missing)
+        return Decision("block", (why,), grants, limits, missing, quotas)
     action, reason = _action(policy, principal, info)
-    return Decision(action, tuple(reason), grants, limits)
+    return Decision(action, tuple(reason), grants, limits, quotas=quotas)
 
 
 def _action(policy: Policy, principal: str, info: ToolInfo) -> tuple[Action, list[str]]:
@@ -111,7 +120,7 @@ def dead_entries(policy: Policy, tools: Iterable[ToolInfo]) -> list[str]:
     infos = list(tools)
     known = [*policy.principals, "anonymous"]
     problems: list[str] = []
-    for section in ("rules", "grants", "limits"):
+    for section in ("rules", "grants", "limits", "quotas"):
         entries: list[_Targeted] = list(getattr(policy, section))
         for index, entry in enumerate(entries):
             where = f"{section}[{index}]"

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .._frozen import Frozen
 from .._grants import HttpLimits, HttpRule, SecretRule
@@ -25,6 +25,7 @@ __all__ = [
     "LimitValues",
     "Policy",
     "Principal",
+    "Quota",
     "ToolRule",
 ]
 
@@ -81,6 +82,22 @@ class LimitOverride(_Targeted):
     limits: LimitValues = Field(description="The limits to apply (never loosens a manifest).")
 
 
+class Quota(_Targeted):
+    """How much each matching principal may call matching tools (counted per principal, per entry)."""
+
+    max_in_flight: int | None = Field(None, gt=0, description="Calls of one principal running at once.")
+    calls_per_minute: int | None = Field(None, gt=0, description="Calls one principal may start in any 60 seconds.")
+    fuel_per_minute: int | None = Field(
+        None, gt=0, description="Fuel one principal's calls may use in any 60 seconds (charged when a call ends)."
+    )
+
+    @model_validator(mode="after")
+    def _sets_a_bound(self) -> Self:
+        if self.max_in_flight is None and self.calls_per_minute is None and self.fuel_per_minute is None:
+            raise ValueError("a quota needs at least one of max_in_flight, calls_per_minute, fuel_per_minute")
+        return self
+
+
 class Defaults(Frozen):
     """What applies when no rule matches."""
 
@@ -110,6 +127,7 @@ class Policy(Frozen):
     rules: list[ToolRule] = Field([], description="Tool rules; the most restrictive match wins.")
     grants: list[GrantRule] = Field([], description="Capability grants (network, secrets).")
     limits: list[LimitOverride] = Field([], description="Limit overrides.")
+    quotas: list[Quota] = Field([], description="Quotas per principal; every matching entry applies.")
     defaults: Defaults = Field(Defaults(), description="What applies when no rule matches.")
     approvals: ApprovalSettings = Field(ApprovalSettings(), description="Approval settings.")
     audit: AuditSettings = Field(AuditSettings(), description="Audit settings.")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -46,7 +47,7 @@ from ._metrics import Metrics, count_requests
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app", "serve", "tool_summary"]
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
-_STATUS = {"permission_denied": 403, "tool_not_found": 404}
+_STATUS = {"permission_denied": 403, "tool_not_found": 404, "rate_limited": 429}
 T = TypeVar("T")
 
 
@@ -120,7 +121,8 @@ class _Api:
         if result.code == "tool_not_found":  # the library's message may name tools this caller may not see
             envelope["error"] = not_visible(envelope["meta"]["tool"], principal)["error"]
         self.metrics.observe(envelope)
-        return JSONResponse(envelope, status_code=_STATUS.get(result.code or "", 200))
+        status = _STATUS.get(result.code or "", 200)
+        return JSONResponse(envelope, status_code=status, headers=_retry_after(envelope))
 
     async def _input(self, request: Request, name: str, principal: str) -> Any:
         meta = {"tool": name, "principal": principal}
@@ -157,6 +159,14 @@ class _Api:
 
     async def metrics_text(self, request: Request) -> Response:
         return PlainTextResponse(self.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+def _retry_after(envelope: dict[str, Any]) -> dict[str, str] | None:
+    """A ``Retry-After`` header (whole seconds, rounded up) for an error carrying ``details.retry_after_ms``."""
+    wait_ms = envelope.get("error", {}).get("details", {}).get("retry_after_ms") if not envelope["ok"] else None
+    if not isinstance(wait_ms, int) or isinstance(wait_ms, bool):
+        return None
+    return {"Retry-After": str(max(1, math.ceil(wait_ms / 1000)))}
 
 
 def create_app(
