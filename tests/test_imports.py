@@ -54,6 +54,7 @@ GLOVEBOX = {
     "glovebox._manifest",
     "glovebox._objectroot",
     "glovebox._outcome",
+    "glovebox._procpool",
     "glovebox._registration",
     "glovebox._registry",
     "glovebox._result",

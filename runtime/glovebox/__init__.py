@@ -38,6 +38,7 @@ from ._export import export_tools, tool_input, tool_name_map
 from ._grants import Grants, HttpLimits, HttpRule, SecretRule
 from ._keyring import Keyring, generate_keypair, sign
 from ._manifest import Capabilities, Limits, Manifest
+from ._procpool import ProcessPool
 from ._result import CallResult, ToolInfo
 from ._runtime import Runtime
 from .policy import Approval, Decision, Policy, load_policy
@@ -80,6 +81,7 @@ __all__ = [
     "Overloaded",
     "PermissionDenied",
     "Policy",
+    "ProcessPool",
     "RateLimited",
     "RegistrationError",
     "Runtime",

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any, TypeVar
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -12,6 +14,10 @@ from ._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED
 from ._cli_base import open_runtime
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+if TYPE_CHECKING:
+    from ._procpool import ProcessPool
+    from ._runtime import Runtime
 
 __all__ = ["export", "mcp", "serve"]
 
@@ -42,6 +48,30 @@ def _admission_options(command: F) -> F:
     )(command)
 
 
+def _check_can_serve(rt: Runtime, insecure_anonymous: bool) -> None:
+    """Refuse before any worker starts, as the server itself would."""
+    from .servers._auth import check_can_serve
+
+    check_can_serve(rt, insecure_anonymous)
+
+
+_PROCESSES_HELP = "Worker processes running calls (default: CPU count; 1: calls run in the server process)."
+
+
+@contextmanager
+def _pool(rt: Runtime, processes: int | None, **bounds: int) -> Iterator[ProcessPool | None]:
+    """The ProcessPool the server dispatches calls to, on ``rt``'s home and policy, each worker under the
+    admission ``bounds`` (``max_in_flight``, ``max_queued``); None for one process."""
+    count = processes if processes is not None else os.cpu_count() or 1
+    if count == 1:
+        yield None
+        return
+    from ._procpool import ProcessPool
+
+    with ProcessPool(count, home=rt.home, policy=rt.policy_path, **bounds) as pool:
+        yield pool
+
+
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="TCP port.")
@@ -50,6 +80,7 @@ def _admission_options(command: F) -> F:
     "--workers", type=click.IntRange(1), help="Threads listing and describing tools (default: CPU count, at least 4)."
 )
 @_admission_options
+@click.option("--processes", type=click.IntRange(1), help=_PROCESSES_HELP)
 @click.option("--insecure-anonymous", is_flag=True, help="Serve without a policy: anyone reaching the port may call.")
 @click.pass_context
 def serve(
@@ -60,6 +91,7 @@ def serve(
     workers: int | None,
     max_in_flight: int,
     max_queued: int,
+    processes: int | None,
     insecure_anonymous: bool,
 ) -> None:
     """Serve the HTTP API (list, describe and call tools; /healthz; /metrics)."""
@@ -67,14 +99,17 @@ def serve(
     from .servers._api import serve as serve_http
 
     with open_runtime(ctx, max_in_flight=max_in_flight, max_queued=max_queued) as rt:
-        serve_http(
-            rt,
-            host=host,
-            port=port,
-            max_body_bytes=max_body_bytes,
-            workers=workers,
-            insecure_anonymous=insecure_anonymous,
-        )
+        _check_can_serve(rt, insecure_anonymous)
+        with _pool(rt, processes, max_in_flight=max_in_flight, max_queued=max_queued) as pool:
+            serve_http(
+                rt,
+                host=host,
+                port=port,
+                max_body_bytes=max_body_bytes,
+                workers=workers,
+                insecure_anonymous=insecure_anonymous,
+                pool=pool,
+            )
 
 
 @click.command()
@@ -107,6 +142,7 @@ def export(ctx: click.Context, fmt: str, principal: str | None) -> None:
     is_flag=True,
     help="Serve without a policy (stdio: as --principal or anonymous; http: anyone reaching the port).",
 )
+@click.option("--processes", type=click.IntRange(1), help=f"{_PROCESSES_HELP[:-1]} (http).")
 @click.option("--poll-seconds", default=0.5, show_default=True, type=click.FloatRange(0.05), help="List-change check.")
 @_admission_options
 @click.pass_context
@@ -118,6 +154,7 @@ def mcp(
     principal: str | None,
     mode: str,
     insecure_anonymous: bool,
+    processes: int | None,
     poll_seconds: float,
     max_in_flight: int,
     max_queued: int,
@@ -134,6 +171,8 @@ def mcp(
 
     if transport == "http" and principal is not None:
         raise click.UsageError("--principal is for stdio; over http each request's API key names the principal")
+    if transport == "stdio" and processes is not None:
+        raise click.UsageError("--processes is for --transport http; stdio serves one client")
     with open_runtime(ctx, max_in_flight=max_in_flight, max_queued=max_queued) as rt:
         service = McpService(
             rt,
@@ -146,7 +185,10 @@ def mcp(
             check_stdio(service)  # before stdin is read: the client sees the refusal on stderr
             anyio.run(run_stdio, service)
             return
-        app = streamable_http_app(service, host=host)
-        import uvicorn
+        _check_can_serve(rt, insecure_anonymous)
+        with _pool(rt, processes, max_in_flight=max_in_flight, max_queued=max_queued) as pool:
+            service.pool = pool
+            app = streamable_http_app(service, host=host)
+            import uvicorn
 
-        uvicorn.run(app, host=host, port=port, log_level="info")
+            uvicorn.run(app, host=host, port=port, log_level="info")

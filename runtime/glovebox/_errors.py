@@ -223,6 +223,28 @@ class InvalidGrants(InvalidPolicy):
     code = "invalid_grants"
 
 
+def call_error(code: str, message: str, details: dict[str, Any], retryable: bool) -> CallError:
+    """The ``CallError`` an envelope's ``error`` object describes (the inverse of ``to_dict``).
+
+    Raises:
+        ValueError: ``code`` is not a call error code.
+    """
+    kind = next((k for k in _call_error_classes() if k.code == code), None)
+    if kind is None:
+        raise ValueError(f"{code!r} is not a call error code")
+    return kind(message, details=details, retryable=retryable)
+
+
+def _call_error_classes() -> list[type[CallError]]:
+    found: list[type[CallError]] = []
+    pending = list(CallError.__subclasses__())
+    while pending:
+        kind = pending.pop()
+        found.append(kind)
+        pending.extend(kind.__subclasses__())
+    return found
+
+
 #: Every call error code, in the order DESIGN.md lists them.
 ERROR_CODES: tuple[str, ...] = (
     "tool_not_found",

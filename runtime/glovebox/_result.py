@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._errors import CallError
+from ._errors import CallError, call_error
 from ._manifest import Manifest
 
 __all__ = ["CallResult", "ToolInfo"]
@@ -36,6 +36,25 @@ class CallResult:
             return {"ok": True, "output": self.output, "meta": dict(self.meta)}
         assert self.error is not None
         return {"ok": False, "error": self.error.to_dict(), "meta": dict(self.meta)}
+
+    @classmethod
+    def from_dict(cls, envelope: dict[str, Any]) -> CallResult:
+        """The result an envelope describes: ``CallResult.from_dict(r.to_dict()) == r``.
+
+        The error becomes the ``CallError`` subclass of its code.
+
+        Raises:
+            ValueError: ``envelope`` is not an envelope, or names an unknown error code.
+        """
+        try:
+            meta = dict(envelope["meta"])
+            if envelope["ok"] is True:
+                return cls(ok=True, output=envelope["output"], meta=meta)
+            error = envelope["error"]
+            made = call_error(error["code"], error["message"], error["details"], error["retryable"])
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a result envelope: missing or malformed {exc}") from None
+        return cls(ok=False, error=made, meta=meta)
 
     def raise_for_error(self) -> Any:
         """Return the output, or raise the call's error."""

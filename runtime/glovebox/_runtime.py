@@ -370,29 +370,37 @@ class Runtime:
         ``max_in_flight`` slots, waiting in line (at most ``max_queued`` wait)
         when none is free; with the line full it answers ``overloaded`` at once.
         """
+        return self._call_as(uuid.uuid4().hex, name, input, principal)
+
+    def _call_as(self, call_id: str, name: str, input: Any, principal: str | None) -> CallResult:
+        """``call`` under a call id chosen by the caller (a ProcessPool picks it before dispatch)."""
         self._check_open()
         _check_name(name)
         try:
             self._admission.enter()
         except Overloaded as refusal:
-            return self._refuse(name, input, principal, refusal)
-        return self._admitted(name, input, principal)
+            return self._refuse(name, input, principal, refusal, call_id)
+        return self._admitted(name, input, principal, call_id)
 
-    def _admitted(self, name: str, input: Any, principal: str | None) -> CallResult:
+    def _admitted(self, name: str, input: Any, principal: str | None, call_id: str | None = None) -> CallResult:
         """Run a call that holds an admission slot, and give the slot back."""
         started = time.perf_counter()
         try:
-            return self._run(name, input, principal, started)
+            return self._run(name, input, principal, started, call_id)
         finally:
             self._admission.leave(time.perf_counter() - started)
 
-    def _refuse(self, name: str, input: Any, principal: str | None, refusal: Overloaded) -> CallResult:
+    def _refuse(
+        self, name: str, input: Any, principal: str | None, refusal: Overloaded, call_id: str | None = None
+    ) -> CallResult:
         """The result (and audit row) of a call refused at admission."""
-        meta = _new_meta(name, principal)
+        meta = _new_meta(name, principal, call_id)
         return self._record(CallResult(ok=False, error=refusal, meta=meta), input, CallTrace())
 
-    def _run(self, name: str, input: Any, principal: str | None, started: float) -> CallResult:
-        meta = _new_meta(name, principal)
+    def _run(
+        self, name: str, input: Any, principal: str | None, started: float, call_id: str | None = None
+    ) -> CallResult:
+        meta = _new_meta(name, principal, call_id)
         trace = CallTrace()
         try:
             _admissible(name, meta["principal"] if principal is None else principal, input)
@@ -555,11 +563,11 @@ def _check_name(name: Any) -> None:
         raise TypeError(f"tool name must be a str, not {type(name).__name__}")
 
 
-def _new_meta(name: str, principal: str | None) -> dict[str, Any]:
-    """The ``meta`` a call starts with: its id, the names asked for, nothing run yet."""
+def _new_meta(name: str, principal: str | None, call_id: str | None = None) -> dict[str, Any]:
+    """The ``meta`` a call starts with: its id (a new one unless given), the names asked for, nothing run yet."""
     who = principal or "anonymous"
     return {
-        "call_id": uuid.uuid4().hex,
+        "call_id": call_id or uuid.uuid4().hex,
         "tool": escape_surrogates(name),
         "version": None,
         "digest": None,

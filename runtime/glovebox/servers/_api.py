@@ -16,7 +16,8 @@ no such route; 405 a method the route does not serve; 413 body over the limit;
 or lacks ``input``; 503 ``overloaded`` (with ``Retry-After``); 500 a failure
 of the server itself (opaque). Every non-200 answer is an envelope
 (``servers._apierrors``) and every answer is counted in ``/metrics``
-(``servers._metrics``). Calls go through ``Runtime.acall``, so the runtime's
+(``servers._metrics``). Calls go through ``Runtime.acall`` (or a ``ProcessPool``'s ``acall``
+when one is given), so the runtime's
 admission bounds (``max_in_flight``, ``max_queued``) govern them as they govern
 every other door; listing and describing run on a small pool of worker threads,
 so the event loop never waits on a sandbox or the registry.
@@ -40,6 +41,7 @@ from starlette.routing import Route
 
 from .._jsonlimits import JsonRejected
 from .._jsonlimits import loads as loads_json
+from .._procpool import ProcessPool
 from .._result import ToolInfo
 from .._runtime import Runtime
 from ._apierrors import answer_failures, exception_handlers, not_visible
@@ -69,8 +71,11 @@ class _TooLarge(Exception):
 
 
 class _Api:
-    def __init__(self, runtime: Runtime, max_body_bytes: int, workers: int, insecure_anonymous: bool) -> None:
+    def __init__(
+        self, runtime: Runtime, max_body_bytes: int, workers: int, insecure_anonymous: bool, pool: ProcessPool | None
+    ) -> None:
         self.runtime = runtime
+        self.processes = pool
         self.max_body_bytes = max_body_bytes
         self.insecure_anonymous = insecure_anonymous
         self.metrics = Metrics(lambda: runtime.live_instances)
@@ -112,7 +117,10 @@ class _Api:
         value = await self._input(request, name, principal)
         if isinstance(value, Response):
             return value
-        result = await self.runtime.acall(name, value, principal=principal)
+        if self.processes is not None:
+            result = await self.processes.acall(name, value, principal=principal)
+        else:
+            result = await self.runtime.acall(name, value, principal=principal)
         envelope = result.to_dict()
         if result.code == "tool_not_found":  # the library's message may name tools this caller may not see
             envelope["error"] = not_visible(envelope["meta"]["tool"], principal)["error"]
@@ -171,6 +179,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     workers: int | None = None,
     insecure_anonymous: bool = False,
+    pool: ProcessPool | None = None,
 ) -> Starlette:
     """The HTTP API over ``runtime`` as an ASGI app.
 
@@ -180,6 +189,8 @@ def create_app(
         workers: threads that list and describe tools (default: the CPU count,
             at least 4); calls run through ``runtime.acall`` and its admission bounds.
         insecure_anonymous: serve without a policy; requests without a key run as ``anonymous``.
+        pool: a :class:`ProcessPool` on the same home and policy that runs the calls
+            (``runtime`` still authenticates, lists and describes); default: ``runtime`` runs them.
 
     Raises:
         ValueError: no policy is configured and ``insecure_anonymous`` is False.
@@ -189,7 +200,7 @@ def create_app(
         raise ValueError("max_body_bytes must be positive")
     import os
 
-    api = _Api(runtime, max_body_bytes, workers or max(4, os.cpu_count() or 1), insecure_anonymous)
+    api = _Api(runtime, max_body_bytes, workers or max(4, os.cpu_count() or 1), insecure_anonymous, pool)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -14,7 +14,8 @@ A call answers ``structuredContent`` = the tool's output (wrapped the same
 way) and one text block holding the whole envelope (JSON); a failed call
 answers ``isError`` with the envelope in the text block only: clients check
 ``structuredContent`` against the ``outputSchema``, which an envelope does
-not match. Calls run through ``Runtime.acall``, so the policy, approvals,
+not match. Calls run through ``Runtime.acall`` (or a ``ProcessPool``'s ``acall`` when
+one is given), so the policy, approvals,
 validation, limits, the audit log and the admission bounds (``overloaded``
 beyond ``max_in_flight`` running and ``max_queued`` waiting) apply unchanged.
 
@@ -48,6 +49,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._jsonlimits import escape_surrogates
 from .._objectroot import input_parameters, output_structure, unwrap_input, wrap_output
+from .._procpool import ProcessPool
 from .._result import CallResult, ToolInfo
 from .._runtime import Runtime
 from ._auth import (
@@ -157,6 +159,8 @@ class McpService:
         mode: ``full`` or ``search``.
         insecure_anonymous: HTTP without keys runs as ``anonymous``.
         poll_s: how often to look for a changed tool list.
+        pool: a :class:`ProcessPool` on the same home and policy that runs the calls
+            (``runtime`` still authenticates and lists); default: ``runtime`` runs them.
     """
 
     def __init__(
@@ -167,6 +171,7 @@ class McpService:
         mode: Mode = "full",
         insecure_anonymous: bool = False,
         poll_s: float = 0.5,
+        pool: ProcessPool | None = None,
     ) -> None:
         if mode not in ("full", "search"):
             raise ValueError(f"unknown MCP mode {mode!r}; choose full or search")
@@ -175,6 +180,7 @@ class McpService:
         self.mode = mode
         self.insecure_anonymous = insecure_anonymous
         self.poll_s = poll_s
+        self.pool = pool
         self.bus = InMemorySubscriptionBus()
         self._sessions: dict[int, ServerSession] = {}
         self.server: Server[Any] = _Server(
@@ -236,7 +242,8 @@ class McpService:
         the tool's input is not an object) and shape the result as the listing described it."""
         info = await self._lookup(name)
         value = arguments if info is None else unwrap_input(info.input_schema, arguments)
-        result = await self.runtime.acall(name, value, principal=principal)
+        calls = self.pool if self.pool is not None else self.runtime
+        result = await calls.acall(name, value, principal=principal)
         if not result.ok:
             return tool_result(result)
         ran = f"{result.meta['tool']}@{result.meta['version']}"

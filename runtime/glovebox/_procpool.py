@@ -1,0 +1,340 @@
+"""ProcessPool: tool calls on N worker processes, each with its own Runtime on one home.
+
+Each worker (``multiprocessing``'s ``spawn`` context: the engine holds threads
+and a native timer, which ``fork`` would not carry over) opens a Runtime with the
+pool's arguments on the same ``GLOVEBOX_HOME``, so the workers share the
+registry, memory-map the same compiled components from ``cache/compiled/``,
+pick up registrations and policy reloads as any Runtime does, and append to the
+one audit chain. Each worker has one pipe; a call goes to the worker with the
+fewest calls in flight (ties in turn).
+
+A worker that dies (killed, out of memory) is replaced. Each call it had in
+flight answers ``internal_error``, retryable, with ``details.call_id`` and
+``details.worker_pid``; the pool writes that call's audit row unless the worker
+wrote one before dying (the call id is chosen here, before dispatch, so the
+audit log is looked up by it), so every call leaves exactly one row. In that
+narrow case (the row written, the answer lost) the row holds what the tool did.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import _settings
+from ._audit import AuditLog
+from ._errors import InternalError
+from ._gate import CallTrace, input_digest
+from ._jsonlimits import escape_surrogates
+from ._result import CallResult
+from ._runtime import Runtime
+from .policy import Policy
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
+
+__all__ = ["ProcessPool"]
+
+logger = logging.getLogger("glovebox")
+#: Seconds ``close`` waits for a worker to finish its calls before killing it.
+CLOSE_TIMEOUT_S = 120.0
+#: Longest wait before replacing a worker that died before it was ready.
+MAX_RESTART_DELAY_S = 5.0
+
+
+class _NotPicklable:
+    """Stands in for an input that cannot cross to a worker (it is not JSON either)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"<{self.kind} object>"
+
+
+@dataclass
+class _Pending:
+    future: Future[CallResult]
+    name: str
+    value: Any
+    principal: str | None
+    started: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class _Worker:
+    process: BaseProcess
+    conn: Connection
+    pending: dict[str, _Pending] = field(default_factory=dict)
+    send_lock: threading.Lock = field(default_factory=threading.Lock)
+    alive: bool = True
+    ready: bool = False
+    reader: threading.Thread | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.process.pid is not None
+        return self.process.pid
+
+
+class ProcessPool:
+    """Runs calls in ``processes`` worker processes, each holding a Runtime on one home.
+
+    Args:
+        processes: how many worker processes (default: the CPU count).
+        home: as for :class:`Runtime` (resolved here, so every worker uses the same one).
+        policy: as for :class:`Runtime`: a file (reloaded by each worker when it
+            changes) or a ``Policy``; default ``GLOVEBOX_POLICY``.
+        threads: calls each worker runs at once (on threads), so calls waiting
+            on an upstream do not queue behind each other.
+        **options: the other keyword arguments of :class:`Runtime`
+            (``require_signatures``, ``grants``, ``transport``, ``engine``);
+            they are pickled to the workers.
+
+    Raises:
+        TypeError: an argument cannot be sent to a worker process (not picklable).
+        ValueError: ``processes`` or ``threads`` is below 1.
+        InvalidPolicy: as :class:`Runtime` raises it.
+
+    ``call`` and ``acall`` answer the same :class:`CallResult` as ``Runtime.call``,
+    with ``meta["worker_pid"]`` naming the process that ran the call. Programs
+    that make a pool must guard their entry point (``if __name__ == "__main__":``),
+    as ``multiprocessing``'s spawn start method requires. Use it as a context
+    manager, or call ``close()``.
+    """
+
+    def __init__(
+        self,
+        processes: int | None = None,
+        home: str | os.PathLike[str] | None = None,
+        policy: str | os.PathLike[str] | Policy | None = None,
+        *,
+        threads: int = 4,
+        **options: Any,
+    ) -> None:
+        count = processes if processes is not None else os.cpu_count() or 1
+        if count < 1 or threads < 1:
+            raise ValueError("processes and threads must be at least 1")
+        resolved = _settings.home_dir(home)
+        self._options: dict[str, Any] = {
+            "home": resolved,
+            "policy": policy if policy is not None else _settings.policy_file(),
+            **options,
+        }
+        try:
+            pickle.dumps(self._options)
+        except Exception as exc:
+            raise TypeError(f"ProcessPool's arguments must be picklable to reach its workers: {exc}") from None
+        Runtime(**self._options).close()  # refuse bad arguments here, not in every worker
+        import multiprocessing
+
+        self._context = multiprocessing.get_context("spawn")
+        self._threads = threads
+        self._audit = AuditLog(Path(resolved))
+        self._cond = threading.Condition()
+        self._closed = False
+        self._turn = 0
+        self._restart_delay = 0.1
+        self._workers: list[_Worker] = [self._start() for _ in range(count)]
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def __enter__(self) -> ProcessPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def pids(self) -> list[int]:
+        """The process ids of the live workers."""
+        with self._cond:
+            return [worker.pid for worker in self._workers if worker.alive]
+
+    def close(self) -> None:
+        """Let the workers finish the calls in flight, then stop them. Idempotent."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            workers = list(self._workers)
+            self._cond.notify_all()
+        for worker in workers:
+            self._send(worker, None)
+        for worker in workers:
+            worker.process.join(CLOSE_TIMEOUT_S)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join()
+        for worker in workers:
+            if worker.reader is not None:
+                worker.reader.join()
+        self._audit.close()
+
+    def _start(self) -> _Worker:
+        from ._procworker import serve
+
+        ours, theirs = self._context.Pipe()
+        process = self._context.Process(
+            target=serve, args=(theirs, self._options, self._threads), name="glovebox-worker", daemon=True
+        )
+        process.start()
+        theirs.close()
+        worker = _Worker(process, ours)
+        worker.reader = threading.Thread(target=self._listen, args=(worker,), name="glovebox-pool", daemon=True)
+        worker.reader.start()
+        return worker
+
+    # -- calls ------------------------------------------------------------------
+
+    def call(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
+        """Run tool ``name`` on ``input`` in a worker process; as :meth:`Runtime.call`.
+
+        Raises:
+            ValueError: the pool is closed.
+        """
+        return self._submit(name, input, principal).result()
+
+    async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
+        """``call`` without blocking the event loop (the wait is on the worker's answer)."""
+        import asyncio  # imported here to keep `import glovebox` light
+
+        return await asyncio.wrap_future(self._submit(name, input, principal))
+
+    def _submit(self, name: str, value: Any, principal: str | None) -> Future[CallResult]:
+        if not isinstance(name, str):
+            raise TypeError(f"tool name must be a str, not {type(name).__name__}")
+        call_id = uuid.uuid4().hex
+        payload = _payload(call_id, name, value, principal)
+        pending = _Pending(Future(), name, value, principal)
+        worker = self._dispatch(call_id, pending)
+        self._send(worker, payload)
+        return pending.future
+
+    def _dispatch(self, call_id: str, pending: _Pending) -> _Worker:
+        """Choose the live worker with the fewest calls in flight and book the call on it."""
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise ValueError("this ProcessPool is closed")
+                live = [worker for worker in self._workers if worker.alive]
+                if live:
+                    break
+                self._cond.wait()
+            self._turn += 1
+            turn = self._turn
+            chosen = min(range(len(live)), key=lambda i: (len(live[i].pending), (i - turn) % len(live)))
+            worker = live[chosen]
+            worker.pending[call_id] = pending
+            return worker
+
+    def _send(self, worker: _Worker, payload: bytes | None) -> None:
+        """Write to a worker's pipe; a dead worker's calls are answered by its reader."""
+        data = payload if payload is not None else pickle.dumps(None)
+        try:
+            with worker.send_lock:
+                worker.conn.send_bytes(data)
+        except (OSError, ValueError):
+            pass
+
+    # -- answers -------------------------------------------------------------
+
+    def _listen(self, worker: _Worker) -> None:
+        """Read one worker's answers until its pipe closes; then settle what it left."""
+        while True:
+            try:
+                message = worker.conn.recv()
+            except (EOFError, OSError):
+                break
+            except Exception:
+                logger.exception("unreadable answer from worker %d", worker.pid)
+                continue
+            if message[0] == "ready":
+                worker.ready = True
+                self._restart_delay = 0.1
+            else:
+                self._settle(worker, message[1], message[2] if message[0] == "result" else None)
+        self._died(worker)
+
+    def _settle(self, worker: _Worker, call_id: str, envelope: dict[str, Any] | None) -> None:
+        with self._cond:
+            pending = worker.pending.pop(call_id, None)
+        if pending is None:
+            return
+        try:
+            result = CallResult.from_dict(envelope) if envelope is not None else self._lost(worker, call_id, pending)
+        except ValueError:
+            logger.exception("unreadable answer to call %s from worker %d", call_id, worker.pid)
+            result = self._lost(worker, call_id, pending)
+        pending.future.set_result(result)
+
+    def _died(self, worker: _Worker) -> None:
+        """Answer the calls a dead worker left, and start its replacement unless closing."""
+        worker.process.join()
+        with self._cond:
+            worker.alive = False
+            left = dict(worker.pending)
+            worker.pending.clear()
+            closing = self._closed
+        worker.conn.close()
+        if not closing:
+            logger.error("worker %d ended (exit code %s); replacing it", worker.pid, worker.process.exitcode)
+        for call_id, pending in left.items():
+            pending.future.set_result(self._lost(worker, call_id, pending))
+        if not closing:
+            self._replace(worker)
+
+    def _replace(self, worker: _Worker) -> None:
+        if not worker.ready:  # it died starting: do not spin
+            time.sleep(self._restart_delay)
+            self._restart_delay = min(self._restart_delay * 2, MAX_RESTART_DELAY_S)
+        with self._cond:
+            if self._closed:
+                return
+            fresh = self._start()
+            self._workers[self._workers.index(worker)] = fresh
+            self._cond.notify_all()
+
+    def _lost(self, worker: _Worker, call_id: str, pending: _Pending) -> CallResult:
+        """The answer of a call whose worker died or failed before answering; audited once."""
+        who = pending.principal or "anonymous"
+        meta: dict[str, Any] = {
+            "call_id": call_id,
+            "tool": escape_surrogates(pending.name),
+            "version": None,
+            "digest": None,
+            "principal": escape_surrogates(who) if isinstance(who, str) else who,
+            "duration_ms": round((time.perf_counter() - pending.started) * 1000, 3),
+            "fuel_used": 0,
+            "worker_pid": worker.pid,
+        }
+        error = InternalError(
+            f"the worker process running this call ended before answering (call_id {call_id})",
+            details={"call_id": call_id, "worker_pid": worker.pid},
+            retryable=True,
+        )
+        result = CallResult(ok=False, error=error, meta=meta)
+        try:
+            if self._audit.find(call_id) is None:
+                trace = CallTrace(input_digest=input_digest(pending.value))
+                self._audit.append(trace.record(result, None))
+        except Exception:
+            logger.exception("cannot write the audit record of call %s", call_id)
+        return result
+
+
+def _payload(call_id: str, name: str, value: Any, principal: str | None) -> bytes:
+    """The pickled request; an input that cannot be pickled crosses as a stand-in the worker refuses."""
+    try:
+        return pickle.dumps((call_id, name, value, principal))
+    except Exception:  # RecursionError, PicklingError, TypeError...: it is not JSON either
+        return pickle.dumps((call_id, name, _NotPicklable(type(value).__name__), principal))
