@@ -45,7 +45,7 @@ from .._procpool import ProcessPool
 from .._result import ToolInfo
 from .._runtime import Runtime
 from ._apierrors import answer_failures, exception_handlers, not_visible
-from ._auth import AuthFailure, authenticate, check_can_serve, envelope_error
+from ._auth import CHALLENGE, AuthFailure, authenticate, check_can_serve, envelope_error, unauthorized_body
 from ._metrics import Metrics, count_requests
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app", "serve", "tool_summary"]
@@ -87,8 +87,7 @@ class _Api:
     def _principal(self, request: Request) -> str | JSONResponse:
         who = authenticate(self.runtime, request.headers, self.insecure_anonymous)
         if isinstance(who, AuthFailure):
-            body = envelope_error("permission_denied", who.message, details={"reason": who.reason})
-            return JSONResponse(body, status_code=401, headers={"WWW-Authenticate": 'Bearer realm="glovebox"'})
+            return JSONResponse(unauthorized_body(who), status_code=401, headers={"WWW-Authenticate": CHALLENGE})
         return who
 
     async def list_tools(self, request: Request) -> Response:
