@@ -8,7 +8,13 @@ unwrapped and the IPv4 address checked as well as the IPv6 one:
 'a cloud metadata address (NAT64, embedding 169.254.169.254)'
 >>> blocked_reason(ipaddress.ip_address("::127.0.0.1"), allow_private=False)
 'a loopback address (IPv4-compatible, embedding 127.0.0.1)'
+>>> blocked_reason(ipaddress.ip_address("64:ff9b::10.0.0.1"), allow_private=False)
+'a private address (NAT64, embedding 10.0.0.1)'
 >>> blocked_reason(ipaddress.ip_address("64:ff9b::93.184.216.34"), allow_private=False) is None
+True
+>>> blocked_reason(ipaddress.ip_address("169.254.169.254"), allow_private=True)
+'a cloud metadata address'
+>>> blocked_reason(ipaddress.ip_address("93.184.216.34"), allow_private=False) is None
 True
 
 IPv4-mapped addresses (``::ffff:a.b.c.d``) are the IPv4 address itself and are

@@ -1,13 +1,8 @@
 """URL, header and address checks for the HTTP capability (SSRF defence).
 
->>> blocked_reason(ipaddress.ip_address("169.254.169.254"), allow_private=True)
-'a cloud metadata address'
->>> blocked_reason(ipaddress.ip_address("::ffff:10.0.0.1"), allow_private=False)
-'a private address'
->>> blocked_reason(ipaddress.ip_address("64:ff9b::10.0.0.1"), allow_private=False)
-'a private address (NAT64, embedding 10.0.0.1)'
->>> blocked_reason(ipaddress.ip_address("93.184.216.34"), allow_private=False) is None
-True
+Which addresses may be reached is decided in :mod:`._addresses` (re-exported
+here as ``blocked_reason``); this module parses targets, checks headers,
+resolves names within the call's time and pins the checked address.
 """
 
 from __future__ import annotations
