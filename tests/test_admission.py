@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,8 @@ import pytest
 import glovebox
 from glovebox._admission import Admission
 from glovebox.servers import create_app
+
+from .test_http import QuietHandler
 
 BuildGuest = Callable[[str], Path]
 #: The longest a held request waits for its release (the test releases it sooner).
@@ -62,11 +64,8 @@ class HoldServer(ThreadingHTTPServer):
         pass
 
 
-class _HoldHandler(BaseHTTPRequestHandler):
+class _HoldHandler(QuietHandler):
     server: HoldServer
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
     def do_GET(self) -> None:
         srv = self.server
@@ -82,10 +81,7 @@ class _HoldHandler(BaseHTTPRequestHandler):
             srv.release.wait(HOLD_SECONDS)
         with srv.cond:
             srv.waiting -= 1
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"{}")
+        self._reply(200, b"{}")
 
 
 @pytest.fixture

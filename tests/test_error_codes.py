@@ -14,7 +14,7 @@ import threading
 import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,24 +24,18 @@ import glovebox
 from glovebox.policy import parse_policy
 
 from .test_admission import HoldServer, held_calls, held_runtime, hold  # noqa: F401  (fixture)
+from .test_http import QuietHandler
 
 BuildGuest = Callable[[str], Path]
 MIB = 1024 * 1024
 EXAMPLES = Path(__file__).resolve().parents[1] / "guest" / "examples"
 
 
-class _Unavailable(BaseHTTPRequestHandler):
+class _Unavailable(QuietHandler):
     """An upstream that answers every GET with 503."""
 
-    def log_message(self, *args: Any) -> None:
-        pass
-
     def do_GET(self) -> None:
-        body = b'{"error": "overloaded"}'
-        self.send_response(503)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self._reply(503, b'{"error": "overloaded"}')
 
 
 @pytest.fixture

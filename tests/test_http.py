@@ -44,8 +44,8 @@ class Server:
         return f"http://{host}:{self.port}{path}"
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
+class QuietHandler(BaseHTTPRequestHandler):
+    """A request handler that logs nothing and answers with a sized body."""
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -57,6 +57,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+
+class _Handler(QuietHandler):
+    server: _Server
 
     def _handle(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)

@@ -18,7 +18,7 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,8 @@ import pytest
 
 import glovebox
 from glovebox._callstate import CUT, RECORD_BYTES, RECORD_CHARS, RECORD_LIMIT
+
+from .test_http import QuietHandler
 
 BuildGuest = Callable[[str], Path]
 #: Has a "/" (JSON may escape it) and bytes whose base64 differs between the two alphabets.
@@ -63,19 +65,8 @@ ENCODINGS: dict[str, Callable[[bytes, bytes], bytes]] = {
 }
 
 
-class _Hostile(BaseHTTPRequestHandler):
+class _Hostile(QuietHandler):
     server: _Server
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _reply(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_GET(self) -> None:
         self.server.seen.append({"path": self.path, "headers": dict(self.headers)})

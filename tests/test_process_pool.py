@@ -31,6 +31,8 @@ import pytest
 import glovebox
 from glovebox._procpool import _Pending
 
+from .conftest import _free_port
+
 BuildGuest = Callable[[str], Path]
 #: Fields that differ between two runs of the same call.
 VOLATILE = {"call_id", "duration_ms", "worker_pid"}
@@ -297,12 +299,6 @@ def test_from_dict_refuses_what_is_not_an_envelope(envelope: dict[str, Any]) -> 
 
 
 # -- the servers: one port, calls answered by several worker processes ---------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager

@@ -11,9 +11,8 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -21,6 +20,8 @@ from click.testing import CliRunner
 import glovebox
 from glovebox._cli import cli
 from glovebox.policy import QuotaUsage, dead_entries, parse_policy
+
+from .test_http import QuietHandler
 
 BuildGuest = Callable[[str], Path]
 #: How long the held upstream waits at most (released at once when the test ends).
@@ -198,20 +199,14 @@ def test_refused_calls_count_against_no_window(_isolated_env: Path, echo: Path) 
 # -- calls in flight ------------------------------------------------------------------------------
 
 
-class _Held(BaseHTTPRequestHandler):
+class _Held(QuietHandler):
     server: _HeldServer
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
     def do_GET(self) -> None:
         if self.path == "/hold":
             self.server.arrived.release()
             self.server.release.wait(HOLD_SECONDS)
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"{}")
+        self._reply(200, b"{}")
 
 
 class _HeldServer(ThreadingHTTPServer):
