@@ -33,9 +33,8 @@ from . import _settings
 from ._audit import AuditLog
 from ._errors import InternalError
 from ._gate import CallTrace, input_digest
-from ._jsonlimits import escape_surrogates
 from ._result import CallResult
-from ._runtime import Runtime
+from ._runtime import Runtime, _new_meta
 from .policy import Policy
 
 if TYPE_CHECKING:
@@ -306,17 +305,9 @@ class ProcessPool:
 
     def _lost(self, worker: _Worker, call_id: str, pending: _Pending) -> CallResult:
         """The answer of a call whose worker died or failed before answering; audited once."""
-        who = pending.principal or "anonymous"
-        meta: dict[str, Any] = {
-            "call_id": call_id,
-            "tool": escape_surrogates(pending.name),
-            "version": None,
-            "digest": None,
-            "principal": escape_surrogates(who) if isinstance(who, str) else who,
-            "duration_ms": round((time.perf_counter() - pending.started) * 1000, 3),
-            "fuel_used": 0,
-            "worker_pid": worker.pid,
-        }
+        meta = _new_meta(pending.name, pending.principal, call_id)
+        meta["duration_ms"] = round((time.perf_counter() - pending.started) * 1000, 3)
+        meta["worker_pid"] = worker.pid
         error = InternalError(
             f"the worker process running this call ended before answering (call_id {call_id})",
             details={"call_id": call_id, "worker_pid": worker.pid},
