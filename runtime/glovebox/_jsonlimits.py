@@ -139,7 +139,7 @@ def _check_str(text: str, path: tuple[Any, ...]) -> None:
         raise JsonRejected(
             f"holds a lone surrogate ({lone}) in a string at {_pointer(path)}: strings must be valid Unicode",
             {"path": _pointer(path)},
-        ) from None
+        ) from exc
 
 
 def _number_too_long(chars: int | None, path: tuple[Any, ...]) -> JsonRejected:

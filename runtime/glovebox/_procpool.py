@@ -132,7 +132,7 @@ class ProcessPool:
         try:
             pickle.dumps(self._options)
         except Exception as exc:
-            raise TypeError(f"ProcessPool's arguments must be picklable to reach its workers: {exc}") from None
+            raise TypeError(f"ProcessPool's arguments must be picklable to reach its workers: {exc}") from exc
         Runtime(**self._options).close()  # refuse bad arguments here, not in every worker
         import multiprocessing
 

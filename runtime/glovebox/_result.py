@@ -53,7 +53,7 @@ class CallResult:
             error = envelope["error"]
             made = call_error(error["code"], error["message"], error["details"], error["retryable"])
         except (KeyError, TypeError) as exc:
-            raise ValueError(f"not a result envelope: missing or malformed {exc}") from None
+            raise ValueError(f"not a result envelope: missing or malformed {exc}") from exc
         return cls(ok=False, error=made, meta=meta)
 
     def raise_for_error(self) -> Any:

@@ -520,7 +520,7 @@ class Runtime:
             return self._registry.resolve(name)
         except ToolNotFound as missing:
             visible = [info.name for info in self.visible_tools(principal)]
-            raise ToolNotFound(_not_found_message(name, principal, visible), details=missing.details) from None
+            raise ToolNotFound(_not_found_message(name, principal, visible), details=missing.details) from missing
 
     def _grants_for(self, decision: Decision) -> Grants:
         """The capabilities of one call: the policy's grants, or, with no policy, ``grants``."""
