@@ -69,8 +69,8 @@ def test_register_tools_call_roundtrip(build_example: Callable[[str], Path]) -> 
     listed = invoke("tools", "--json")
     assert listed.exit_code == 0 and json.loads(listed.stdout) == [info]
     table = invoke("tools").stdout.splitlines()
-    assert table[0].split() == ["NAME", "VERSION", "DIGEST", "DESCRIPTION"]
-    assert table[1].split()[:3] == ["text-stats", "1.0.0", info["digest"][7:19]] and len(table) == 2
+    assert table[0].split() == ["NAME", "VERSION", "KIND", "DIGEST", "DESCRIPTION"]
+    assert table[1].split()[:4] == ["text-stats", "1.0.0", "wasm", info["digest"][7:19]] and len(table) == 2
 
     ok = invoke("call", "text-stats", "--input", '{"text": "a b\\nc"}', "--principal", "tester")
     assert ok.exit_code == 0 and ok.stderr == ""

@@ -1,3 +1,4 @@
+import json
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,13 @@ def test_manifest_lookup_order(tmp_path: Path) -> None:
     assert find_manifest(wasm) == tmp_path / "glovebox.toml"
     (tmp_path / "tool.glovebox.toml").write_text('name = "stem"\n')
     assert find_manifest(wasm) == tmp_path / "tool.glovebox.toml"
+
+
+def test_kind_defaults_to_wasm_and_stays_out_of_the_canonical_text() -> None:
+    """Signatures cover ``to_json``: a wasm manifest's text is what it was before ``kind`` existed."""
+    plain = Manifest(name="t")
+    assert plain.kind == "wasm" and '"kind"' not in plain.to_json()
+    remote = Manifest(name="t", kind="mcp-remote")
+    assert json.loads(remote.to_json())["kind"] == "mcp-remote"
+    with pytest.raises(InvalidManifest, match="kind"):
+        parse_manifest({"name": "t", "kind": "docker"})

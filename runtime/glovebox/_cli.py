@@ -84,11 +84,11 @@ def tools(ctx: click.Context, pattern: str | None, as_json: bool, no_deprecated:
 
 
 def _table(infos: list[ToolInfo]) -> str:
-    rows = [("NAME", "VERSION", "DIGEST", "DESCRIPTION")]
-    rows += [(i.name, i.version, i.digest[7:19], _describe(i)) for i in infos]
-    widths = [max(len(row[col]) for row in rows) for col in range(3)]
+    rows = [("NAME", "VERSION", "KIND", "DIGEST", "DESCRIPTION")]
+    rows += [(i.name, i.version, i.kind, i.digest[7:19], _describe(i)) for i in infos]
+    widths = [max(len(row[col]) for row in rows) for col in range(4)]
     return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)) + "  " + row[3]
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)) + "  " + row[4]
         for row in rows
     )
 

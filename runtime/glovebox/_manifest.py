@@ -14,7 +14,7 @@ import json
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
@@ -23,11 +23,17 @@ from ._frozen import Frozen
 from ._grants import HttpRule
 from ._schemarules import check_schema
 
-__all__ = ["HttpRule", "Capabilities", "Limits", "Manifest", "load_manifest", "find_manifest"]
+__all__ = ["HttpRule", "Capabilities", "Limits", "Manifest", "ToolKind", "load_manifest", "find_manifest"]
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 VERSION_PATTERN = r"^\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]+)?$"
 MIB = 1024 * 1024
+
+#: What runs a call: a wasm component in the sandbox (``wasm``, and the generated
+#: ``openapi``/``graphql`` operation tools, which run the generic HTTP-operation
+#: guest), or a tool of a remote MCP server that the host proxies (``mcp-remote``:
+#: its code does not run on this host, so no sandbox applies to it).
+ToolKind = Literal["wasm", "openapi", "graphql", "mcp-remote"]
 
 
 class Limits(Frozen):
@@ -72,6 +78,7 @@ class Manifest(Frozen):
     limits: Limits = Limits()
     capabilities: Capabilities = Capabilities()
     required_scopes: list[str] = []
+    kind: ToolKind = "wasm"
 
     @field_validator("input_schema", "output_schema")
     @classmethod
@@ -88,8 +95,16 @@ class Manifest(Frozen):
         return cls(name=stem[:64])
 
     def to_json(self) -> str:
-        """Canonical JSON text (sorted keys, no spaces) of the whole manifest."""
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """Canonical JSON text (sorted keys, no spaces) of the whole manifest.
+
+        ``kind`` is left out when it is ``wasm``, so the text (which signatures and
+        the registry's same-version check cover) of every manifest written before
+        ``kind`` existed stays what it was.
+        """
+        document = self.model_dump(mode="json")
+        if document["kind"] == "wasm":
+            del document["kind"]
+        return json.dumps(document, sort_keys=True, separators=(",", ":"))
 
     def check_within(self, maxima: Limits) -> None:
         """Raise InvalidManifest when a limit exceeds the host's maximum."""

@@ -87,6 +87,10 @@ class ToolInfo:
         return self.manifest.description
 
     @property
+    def kind(self) -> str:
+        return self.manifest.kind
+
+    @property
     def input_schema(self) -> dict[str, Any] | bool:
         return self.manifest.input_schema
 
