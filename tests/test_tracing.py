@@ -528,3 +528,22 @@ def test_a_traced_calls_log_line_carries_its_span_ids(
         "glovebox.calls",
     )
     assert SECRET not in json.dumps(line)
+
+
+@pytest.mark.slow
+def test_a_process_pool_makes_the_call_span_in_the_calling_process(
+    _isolated_env: Path, build_guest: BuildGuest, traced: Traced
+) -> None:
+    with glovebox.Runtime(home=_isolated_env) as rt:
+        rt.register(build_guest("echo"), manifest={"name": "echo"})
+    with glovebox.ProcessPool(1, home=_isolated_env, tracer_provider=traced.provider) as pool:
+        with traced.provider.get_tracer("agent").start_as_current_span("agent.step") as outer:
+            result = pool.call("echo", {"a": 1})
+            missing = pool.call("nope", {})
+    assert result.ok and missing.code == "tool_not_found"
+    first, second = traced.spans("glovebox.call")
+    assert first.parent is not None and first.parent.span_id == outer.get_span_context().span_id
+    assert dict(first.attributes or {})["glovebox.call_id"] == result.meta["call_id"]
+    assert dict(second.attributes or {})["glovebox.outcome"] == "tool_not_found"
+    assert second.status.description == "tool_not_found"
+    assert traced.spans("glovebox.sandbox") == []  # the worker's steps are not traced
