@@ -23,7 +23,7 @@ import anyio
 import httpx
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
@@ -547,3 +547,35 @@ def test_a_process_pool_makes_the_call_span_in_the_calling_process(
     assert dict(second.attributes or {})["glovebox.outcome"] == "tool_not_found"
     assert second.status.description == "tool_not_found"
     assert traced.spans("glovebox.sandbox") == []  # the worker's steps are not traced
+
+
+class _Broken(SpanProcessor):
+    """A span processor that raises where the SDK calls it (at start or at end)."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        if self.where == "start":
+            raise RuntimeError("processor broke at start")
+
+    def on_end(self, span: Any) -> None:
+        if self.where == "end":
+            raise RuntimeError("processor broke at end")
+
+
+@pytest.mark.parametrize("where", ["start", "end"])
+def test_a_failing_span_processor_never_fails_a_call(
+    _isolated_env: Path, build_example: BuildGuest, where: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(_Broken(where))
+    with glovebox.Runtime(home=_isolated_env, tracer_provider=provider) as rt:
+        rt.register(build_example("calc"))
+        ok = rt.call("calc", {"expression": "6 * 7"})
+        failed = rt.call("calc", {"expression": "6 *"})
+        [row] = rt.audit.tail(1)
+    assert ok.ok and ok.output == {"value": 42}
+    assert failed.code == "guest_error" and row["outcome"] == "guest_error"
+    assert f"processor broke at {where}" in caplog.text
+    assert trace.get_current_span() is trace.INVALID_SPAN  # no span left current

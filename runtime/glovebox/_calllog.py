@@ -41,8 +41,8 @@ def log_call(ok: bool, code: str | None, meta: Mapping[str, Any], span: Any = No
         "duration_ms": meta.get("duration_ms"),
         "fuel_used": meta.get("fuel_used"),
     }
-    if span is not None:
-        context = span.get_span_context()
+    context = span.get_span_context() if span is not None else None
+    if context is not None and context.is_valid:
         fields["trace_id"] = f"{context.trace_id:032x}"
         fields["span_id"] = f"{context.span_id:016x}"
     CALLS.info(

@@ -20,9 +20,9 @@ made still takes effect. ``Runtime(tracer_provider=...)`` fixes the provider.
 
 from __future__ import annotations
 
+import logging
 import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 
 from ._calllog import log_call
@@ -34,7 +34,9 @@ __all__ = [
     "call_span",
     "detach",
     "end_call",
+    "end_http",
     "finish",
+    "http_span",
     "inject",
     "mark",
     "note_decision",
@@ -43,6 +45,7 @@ __all__ = [
 
 #: The instrumentation scope's name: ``opentelemetry.trace.get_tracer("glovebox")``.
 SCOPE = "glovebox"
+logger = logging.getLogger("glovebox")
 
 
 class Tracing:
@@ -85,11 +88,9 @@ def _status(code: str) -> Any:
     return Status(StatusCode.ERROR, code)
 
 
-@contextmanager
-def call_span(tracer: Any) -> Iterator[Any]:
+def call_span(tracer: Any) -> _Step:
     """The ``glovebox.call`` span, current for the block (its parent: the current span)."""
-    with tracer.start_as_current_span("glovebox.call", record_exception=False, set_status_on_exception=False) as span:
-        yield span
+    return _Step(tracer, "glovebox.call")
 
 
 def finish(span: Any, result: Any) -> None:
@@ -136,25 +137,40 @@ NO_STEP = _NoStep()
 
 
 class _Step:
-    """A child span, current for the block; an escaping ``CallError`` sets status ERROR with its code."""
+    """A span, current for the block; an escaping ``CallError`` sets status ERROR with its code.
+
+    A tracer, span processor or exporter that raises never fails the call: the
+    error is logged, and the block runs under a non-recording span instead.
+    """
 
     __slots__ = ("_manager", "_span")
 
-    def __init__(self, tracer: Any, name: str, which: str | None) -> None:
-        attributes = None if which is None else {"glovebox.validate.which": which}
-        self._manager = tracer.start_as_current_span(
-            name, attributes=attributes, record_exception=False, set_status_on_exception=False
-        )
+    def __init__(self, tracer: Any, name: str, attributes: Mapping[str, Any] | None = None, kind: Any = None) -> None:
+        options: dict[str, Any] = {"record_exception": False, "set_status_on_exception": False}
+        if kind is not None:
+            options["kind"] = kind
+        self._manager: Any = tracer.start_as_current_span(name, attributes=attributes, **options)
         self._span: Any = None
 
     def __enter__(self) -> Any:
-        self._span = self._manager.__enter__()
+        try:
+            self._span = self._manager.__enter__()
+        except Exception:
+            logger.exception("the tracer failed to start a span; this step is not traced")
+            from opentelemetry.trace import INVALID_SPAN
+
+            self._manager, self._span = None, INVALID_SPAN
         return self._span
 
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        if self._manager is None:
+            return
         if exc is not None:
             self._span.set_status(_status(str(getattr(exc, "code", "internal_error"))))
-        self._manager.__exit__(kind, exc, tb)
+        try:
+            self._manager.__exit__(kind, exc, tb)
+        except Exception:
+            logger.exception("the tracer failed to end a span")
 
 
 def step(tracer: Any | None, name: str, which: str | None = None) -> _Step | _NoStep:
@@ -162,7 +178,9 @@ def step(tracer: Any | None, name: str, which: str | None = None) -> _Step | _No
 
     ``which`` (``input`` or ``output``) is a ``glovebox.validate`` span's ``glovebox.validate.which``.
     """
-    return NO_STEP if tracer is None else _Step(tracer, name, which)
+    if tracer is None:
+        return NO_STEP
+    return _Step(tracer, name, None if which is None else {"glovebox.validate.which": which})
 
 
 def mark(span: Any, code: str | None, attributes: Mapping[str, Any]) -> None:
@@ -220,13 +238,11 @@ def inject() -> list[tuple[str, str]]:
     return list(carrier.items())
 
 
-def http_span(tracer: Any) -> Any:
+def http_span(tracer: Any) -> _Step:
     """The ``glovebox.http`` span (kind CLIENT) of one request a tool makes, current for the block."""
     from opentelemetry.trace import SpanKind
 
-    return tracer.start_as_current_span(
-        "glovebox.http", kind=SpanKind.CLIENT, record_exception=False, set_status_on_exception=False
-    )
+    return _Step(tracer, "glovebox.http", kind=SpanKind.CLIENT)
 
 
 #: What a ``glovebox.http`` span takes from a request's egress entry (never its URL or path).
