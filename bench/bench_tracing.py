@@ -17,7 +17,8 @@ process-wide:
 
 Setups take turns, ``--rounds`` times, so a load change on a shared machine hits
 them all alike; p50/p99 are over every round's samples. Printed side by side with
-the ratio to ``none``; every figure goes to ``bench/results/tracing.json``.
+the ratio to ``none``, and what deciding whether to trace costs per call
+(``decide ns``: the tracer lookup alone, best of the rounds); every figure goes to ``bench/results/tracing.json``.
 Nothing here is a test.
 """
 
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import timeit
 from pathlib import Path
 from typing import Any
 
@@ -87,11 +89,12 @@ def worker(mode: str, home: str, calls: int, warmup: int) -> None:
             result = rt.call("echo", INPUT)
             samples.append((time.perf_counter() - started) * 1e6)
             assert result.ok, result.to_dict()
+        lookup_ns = timeit.timeit(rt._tracing.tracer, number=100_000) / 100_000 * 1e9
     traced = mode.startswith("sdk")
     assert ("opentelemetry" in sys.modules and sys.modules["opentelemetry"] is not None) == (mode != "none")
     if keep is not None:
         keep.shutdown()
-    print(json.dumps({"mode": mode, "traced": traced, "samples": samples}))
+    print(json.dumps({"mode": mode, "traced": traced, "samples": samples, "lookup_ns": lookup_ns}))
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -99,12 +102,13 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _run_worker(mode: str, home: Path, calls: int, warmup: int) -> list[float]:
+def _run_worker(mode: str, home: Path, calls: int, warmup: int) -> tuple[list[float], float]:
+    """One turn of ``mode``: its per-call samples (µs) and what deciding whether to trace costs (ns)."""
     argv = [sys.executable, __file__, "--worker", mode, "--home", str(home)]
     argv += ["--calls", str(calls), "--warmup", str(warmup)]
     done = subprocess.run(argv, capture_output=True, text=True, check=True, env=os.environ.copy())
-    samples: list[float] = json.loads(done.stdout)["samples"]
-    return samples
+    answer = json.loads(done.stdout)
+    return answer["samples"], answer["lookup_ns"]
 
 
 def main() -> None:
@@ -129,19 +133,28 @@ def main() -> None:
         with glovebox.Runtime(home=home) as rt:
             rt.register(wasm, manifest={"name": "echo"})
         samples: dict[str, list[float]] = {mode: [] for mode in MODES}
+        lookups: dict[str, list[float]] = {mode: [] for mode in MODES}
         for _ in range(rounds):
             for mode in MODES:
-                samples[mode] += _run_worker(mode, home, calls, warmup)
+                taken, lookup = _run_worker(mode, home, calls, warmup)
+                samples[mode] += taken
+                lookups[mode].append(lookup)
     figures = {
-        mode: {"p50_us": _percentile(s, 0.5), "p99_us": _percentile(s, 0.99), "calls": len(s)}
+        mode: {
+            "p50_us": _percentile(s, 0.5),
+            "p99_us": _percentile(s, 0.99),
+            "calls": len(s),
+            "decide_ns": min(lookups[mode]),
+        }
         for mode, s in samples.items()
     }
     base = figures["none"]
     print(f"Runtime.call of a tiny tool (echo), {rounds} rounds × {calls} calls per setup")
-    print(f"{'setup':<12} {'p50 µs':>9} {'p99 µs':>9} {'×none p50':>10} {'×none p99':>10}")
+    print(f"{'setup':<12} {'p50 µs':>9} {'p99 µs':>9} {'×none p50':>10} {'×none p99':>10} {'decide ns':>10}")
     for mode, fig in figures.items():
         r50, r99 = fig["p50_us"] / base["p50_us"], fig["p99_us"] / base["p99_us"]
-        print(f"{mode:<12} {fig['p50_us']:>9.1f} {fig['p99_us']:>9.1f} {r50:>9.2f}× {r99:>9.2f}×")
+        row = f"{mode:<12} {fig['p50_us']:>9.1f} {fig['p99_us']:>9.1f} {r50:>9.2f}× {r99:>9.2f}×"
+        print(f"{row} {fig['decide_ns']:>10.0f}")
     RESULTS.parent.mkdir(exist_ok=True)
     host = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()}
     plan = {"rounds": rounds, "calls": calls, "warmup": warmup}
