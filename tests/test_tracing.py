@@ -137,7 +137,7 @@ def every_text(spans: list[ReadableSpan]) -> str:
 def test_an_ok_call_is_one_span_with_its_steps(_isolated_env: Path, build_example: BuildGuest, traced: Traced) -> None:
     with glovebox.Runtime(home=_isolated_env, tracer_provider=traced.provider) as rt:
         info = rt.register(build_example("calc"))
-        result = rt.call("calc", {"expression": "6 * 7"}, principal="alice")
+        result = rt.call("calc", {"expression": "123456 + 654321"}, principal="alice")
     assert result.ok
     call = traced.one("glovebox.call")
     assert call.parent is None
@@ -158,7 +158,8 @@ def test_an_ok_call_is_one_span_with_its_steps(_isolated_env: Path, build_exampl
     assert validations == [{"glovebox.validate.which": "input"}, {"glovebox.validate.which": "output"}]
     assert dict(traced.one("glovebox.policy").attributes or {}) == {"glovebox.policy.decision": "allow"}
     assert dict(traced.one("glovebox.sandbox").attributes or {}) == {"glovebox.fuel_used": result.meta["fuel_used"]}
-    assert "6 * 7" not in every_text(traced.spans()) and "42" not in every_text(traced.spans())
+    assert result.output == {"value": 777777}
+    assert "123456" not in every_text(traced.spans()) and "777777" not in every_text(traced.spans())
 
 
 def test_a_call_that_runs_out_of_fuel_is_an_error_span(
@@ -570,11 +571,14 @@ def test_a_failing_span_processor_never_fails_a_call(
 ) -> None:
     provider = TracerProvider()
     provider.add_span_processor(_Broken(where))
+    caller = Traced()
     with glovebox.Runtime(home=_isolated_env, tracer_provider=provider) as rt:
         rt.register(build_example("calc"))
-        ok = rt.call("calc", {"expression": "6 * 7"})
+        with caller.provider.get_tracer("agent").start_as_current_span("agent.step"):
+            ok = rt.call("calc", {"expression": "6 * 7"})
         failed = rt.call("calc", {"expression": "6 *"})
         [row] = rt.audit.tail(1)
+    assert dict(caller.one("agent.step").attributes or {}) == {}  # nothing landed on the caller's span
     assert ok.ok and ok.output == {"value": 42}
     assert failed.code == "guest_error" and row["outcome"] == "guest_error"
     assert f"processor broke at {where}" in caplog.text

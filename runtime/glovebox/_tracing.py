@@ -191,10 +191,13 @@ def mark(span: Any, code: str | None, attributes: Mapping[str, Any]) -> None:
 
 
 def note_decision(decision: str) -> None:
-    """Put the policy's decision on the current span (the call's ``glovebox.call``)."""
+    """Put the policy's decision on the current span when it is the call's ``glovebox.call``
+    (never on a caller's span, as when the call span could not be started)."""
     from opentelemetry import trace
 
-    trace.get_current_span().set_attribute("glovebox.policy.decision", decision)
+    span = trace.get_current_span()
+    if getattr(span, "name", None) == "glovebox.call":
+        span.set_attribute("glovebox.policy.decision", decision)
 
 
 def _propagator() -> Any:
