@@ -21,7 +21,19 @@ THIRD_PARTY = {
 }
 
 #: Loaded when first needed, never by ``import glovebox``.
-LAZY = {"yaml", "jsonschema", "referencing", "regex", "cryptography", "httpx", "click", "mcp", "starlette", "uvicorn"}
+LAZY = {
+    "yaml",
+    "jsonschema",
+    "referencing",
+    "regex",
+    "cryptography",
+    "httpx",
+    "click",
+    "mcp",
+    "starlette",
+    "uvicorn",
+    "opentelemetry",  # spans only when a tracer provider is configured (glovebox._tracing never imports it)
+}
 
 #: Standard-library packages that only the servers, the HTTP client or the CLI need.
 STDLIB_NOT_AT_IMPORT = {"asyncio", "ssl", "http", "xml", "unittest"}
@@ -34,6 +46,7 @@ GLOVEBOX = {
     "glovebox._audit",
     "glovebox._auditcommit",
     "glovebox._build",
+    "glovebox._calllog",
     "glovebox._callstate",
     "glovebox._codegen",
     "glovebox._compile",
@@ -68,6 +81,7 @@ GLOVEBOX = {
     "glovebox._staging",
     "glovebox._ticker",
     "glovebox._toolchain",
+    "glovebox._tracing",
     "glovebox._validate",
     "glovebox._wasmparts",
     "glovebox._world",

@@ -35,8 +35,13 @@ __all__ = ["main"]
 )
 @click.option("--policy", type=click.Path(dir_okay=False), help="Policy file (default: GLOVEBOX_POLICY, else none).")
 @click.option("-v", "--verbose", is_flag=True, help="Log the host's warnings and errors, with tracebacks, to stderr.")
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"], case_sensitive=False),
+    help="json: the host's log, one line per call, as JSON lines on stderr (default: GLOVEBOX_LOG_FORMAT, else text).",
+)
 @click.version_option(package_name="glovebox")
-def cli(home: str | None, policy: str | None, verbose: bool) -> None:
+def cli(home: str | None, policy: str | None, verbose: bool, log_format: str | None) -> None:
     """Run AI-agent tools as WebAssembly components, one fresh sandbox per call."""
 
 

@@ -26,14 +26,18 @@ from typing import Any, NoReturn
 
 import click
 
+from ._calllog import JsonFormatter
 from ._errors import GloveboxError
 from ._jsonlimits import escape_surrogates
 from ._runtime import Runtime
-from ._settings import home_dir
+from ._settings import home_dir, log_format
 
-__all__ = ["GloveboxGroup", "dump", "home_of", "open_runtime"]
+__all__ = ["GloveboxGroup", "dump", "home_of", "log_config", "open_runtime"]
 
 logger = logging.getLogger("glovebox")
+#: Where the root group leaves the command's log format (``text`` or ``json``) in ``ctx.meta``.
+LOG_FORMAT_KEY = "glovebox.log_format"
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 class GloveboxGroup(click.Group):
@@ -41,11 +45,21 @@ class GloveboxGroup(click.Group):
 
     It also owns logging: without ``-v`` the host's log records go nowhere (the
     command prints its result or one error line, nothing else); with ``-v``
-    they go to stderr, tracebacks included.
+    they go to stderr, tracebacks included. With ``--log-format json`` (or
+    ``GLOVEBOX_LOG_FORMAT=json``) the host's records, one per call among them
+    (the ``glovebox.calls`` logger, see ``glovebox._calllog``), go to stderr as
+    JSON lines, with or without ``-v``.
     """
 
     def invoke(self, ctx: click.Context) -> Any:
-        with _logging(bool(ctx.params.get("verbose"))):
+        fmt = ctx.params.get("log_format")
+        if fmt is None:
+            try:
+                fmt = log_format()
+            except ValueError as error:
+                raise click.UsageError(str(error), ctx) from error
+        ctx.meta[LOG_FORMAT_KEY] = fmt
+        with _logging(bool(ctx.params.get("verbose")), fmt):
             try:
                 return super().invoke(ctx)
             except GloveboxError as error:
@@ -61,17 +75,18 @@ class GloveboxGroup(click.Group):
 
 
 @contextmanager
-def _logging(verbose: bool) -> Iterator[None]:
-    """Route the ``glovebox`` logger for one command: to stderr with ``verbose``, else nowhere."""
+def _logging(verbose: bool, fmt: str = "text") -> Iterator[None]:
+    """Route the ``glovebox`` logger for one command: to stderr with ``verbose`` or as JSON lines, else nowhere."""
     handler: logging.Handler
-    if verbose:
+    loud = verbose or fmt == "json"
+    if loud:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
     else:
         handler = logging.NullHandler()
     level = logger.level
     logger.addHandler(handler)
-    if verbose:
+    if loud:
         logger.setLevel(logging.INFO)
     try:
         yield
@@ -103,3 +118,20 @@ def open_runtime(ctx: click.Context, policy: str | None = None, **options: Any) 
 def dump(value: Any) -> str:
     """Indented JSON, as every command prints it (a lone surrogate stays a ``\\udXXX`` escape)."""
     return escape_surrogates(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def log_config(ctx: click.Context) -> dict[str, Any] | None:
+    """uvicorn's ``log_config`` for the command's log format: None (uvicorn's own) for text,
+    else its ``uvicorn``, ``uvicorn.error`` and ``uvicorn.access`` loggers as JSON lines on stderr."""
+    if ctx.meta.get(LOG_FORMAT_KEY) != "json":
+        return None
+    handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
+    quiet = {"handlers": ["json"], "level": "INFO", "propagate": False}
+    loggers = {name: dict(quiet) for name in ("uvicorn", "uvicorn.access")}
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": "glovebox._calllog.JsonFormatter"}},
+        "handlers": {"json": handler},
+        "loggers": {**loggers, "uvicorn.error": {"level": "INFO"}},
+    }

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from ._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED
-from ._cli_base import open_runtime
+from ._cli_base import log_config, open_runtime
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -109,6 +109,7 @@ def serve(
                 workers=workers,
                 insecure_anonymous=insecure_anonymous,
                 pool=pool,
+                log_config=log_config(ctx),
             )
 
 
@@ -190,5 +191,7 @@ def mcp(
             service.pool = pool
             app = streamable_http_app(service, host=host)
             import uvicorn
+            from uvicorn.config import LOGGING_CONFIG
 
-            uvicorn.run(app, host=host, port=port, log_level="info")
+            logs = log_config(ctx) or LOGGING_CONFIG
+            uvicorn.run(app, host=host, port=port, log_level="info", log_config=logs)

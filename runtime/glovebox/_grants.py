@@ -47,6 +47,10 @@ class HttpRule(Frozen):
     allow_encoded_separators: bool = Field(
         default=False, description="Allow percent-encoded '.', '/' and '\\' in paths (also multiply encoded)."
     )
+    propagate_trace: bool = Field(
+        default=False,
+        description="Send the W3C traceparent/tracestate of the request's span (the granted rule decides).",
+    )
 
     @field_validator("methods")
     @classmethod

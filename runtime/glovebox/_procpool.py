@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import _settings
+from . import _settings, _tracing
 from ._audit import AuditLog
+from ._calllog import log_call
 from ._errors import InternalError
 from ._gate import CallTrace, input_digest
 from ._result import CallResult
@@ -97,7 +98,10 @@ class ProcessPool:
             on an upstream do not queue behind each other.
         **options: the other keyword arguments of :class:`Runtime`
             (``require_signatures``, ``grants``, ``transport``, ``engine``);
-            they are pickled to the workers.
+            they are pickled to the workers, except ``tracer_provider``: the
+            pool makes each call's ``glovebox.call`` span and ``glovebox.calls``
+            log line in this process, from the envelope (the workers' steps are
+            not traced).
 
     Raises:
         TypeError: an argument cannot be sent to a worker process (not picklable).
@@ -124,6 +128,7 @@ class ProcessPool:
         if count < 1 or threads < 1:
             raise ValueError("processes and threads must be at least 1")
         resolved = _settings.home_dir(home)
+        self._tracing = _tracing.Tracing(options.pop("tracer_provider", None))
         self._options: dict[str, Any] = {
             "home": resolved,
             "policy": policy if policy is not None else _settings.policy_file(),
@@ -201,13 +206,29 @@ class ProcessPool:
         Raises:
             ValueError: the pool is closed.
         """
-        return self._submit(name, input, principal).result()
+        tracer = self._tracing.tracer()
+        if tracer is None:
+            result = self._submit(name, input, principal).result()
+            log_call(result.ok, result.code, result.meta)
+            return result
+        with _tracing.call_span(tracer) as span:
+            result = self._submit(name, input, principal).result()
+            _tracing.finish(span, result)
+        return result
 
     async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
         """``call`` without blocking the event loop (the wait is on the worker's answer)."""
         import asyncio  # imported here to keep `import glovebox` light
 
-        return await asyncio.wrap_future(self._submit(name, input, principal))
+        tracer = self._tracing.tracer()
+        if tracer is None:
+            result = await asyncio.wrap_future(self._submit(name, input, principal))
+            log_call(result.ok, result.code, result.meta)
+            return result
+        with _tracing.call_span(tracer) as span:
+            result = await asyncio.wrap_future(self._submit(name, input, principal))
+            _tracing.finish(span, result)
+        return result
 
     def _submit(self, name: str, value: Any, principal: str | None) -> Future[CallResult]:
         if not isinstance(name, str):

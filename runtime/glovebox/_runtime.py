@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import logging
 import os
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wasmtime.component import Component
 
-from . import _settings
+from . import _settings, _tracing
 from ._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED, Admission
 from ._audit import AuditLog
+from ._calllog import log_call
 from ._compiled import CompiledCache
 from ._enginesettings import EngineSettings
 from ._errors import CallError, InternalError, InvalidInput, InvalidOutput, Overloaded, ToolNotFound
@@ -29,6 +33,7 @@ from ._registry import Registry
 from ._result import CallResult, ToolInfo
 from ._sandbox import Sandbox
 from ._schemas import SchemaCheck, encode_input
+from ._tracing import Tracing, step
 from ._wasmparts import WasmParts
 from .policy import Approval, Decision, Policy
 
@@ -69,6 +74,10 @@ class Runtime:
             upstream counts. Default 10,000.
         max_queued: calls that may wait for a slot beyond ``max_in_flight``
             (default 10,000); beyond both a call answers ``overloaded`` at once.
+        tracer_provider: the OpenTelemetry ``TracerProvider`` whose tracer makes
+            the call spans; default: the global provider, looked up per call, so
+            one configured later takes effect (with none configured, or without
+            opentelemetry, no span is made). See ``glovebox._tracing``.
 
     Raises:
         InvalidPolicy: the policy file given at construction cannot be used.
@@ -87,10 +96,12 @@ class Runtime:
         engine: EngineSettings | None = None,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         max_queued: int = DEFAULT_MAX_QUEUED,
+        tracer_provider: Any = None,
     ):
         if engine is not None and not isinstance(engine, EngineSettings):
             raise TypeError(f"engine must be an EngineSettings, not {type(engine).__name__}")
         self._admission = Admission(max_in_flight, max_queued)
+        self._tracing = Tracing(tracer_provider)
         self.home = _settings.home_dir(home)
         self.home.mkdir(parents=True, exist_ok=True)
         if policy is None:
@@ -376,17 +387,30 @@ class Runtime:
         """``call`` under a call id chosen by the caller (a ProcessPool picks it before dispatch)."""
         self._check_open()
         _check_name(name)
+        tracer = self._tracing.tracer()
+        if tracer is None:
+            result = self._enter(call_id, name, input, principal, None)
+            log_call(result.ok, result.code, result.meta)
+            return result
+        with _tracing.call_span(tracer) as span:
+            result = self._enter(call_id, name, input, principal, tracer)
+            _tracing.finish(span, result)
+        return result
+
+    def _enter(self, call_id: str, name: str, input: Any, principal: str | None, tracer: Any) -> CallResult:
         try:
             self._admission.enter()
         except Overloaded as refusal:
             return self._refuse(name, input, principal, refusal, call_id)
-        return self._admitted(name, input, principal, call_id)
+        return self._admitted(name, input, principal, call_id, tracer)
 
-    def _admitted(self, name: str, input: Any, principal: str | None, call_id: str | None = None) -> CallResult:
+    def _admitted(
+        self, name: str, input: Any, principal: str | None, call_id: str | None = None, tracer: Any = None
+    ) -> CallResult:
         """Run a call that holds an admission slot, and give the slot back."""
         started = time.perf_counter()
         try:
-            return self._run(name, input, principal, started, call_id)
+            return self._run(name, input, principal, started, call_id, tracer)
         finally:
             self._admission.leave(time.perf_counter() - started)
 
@@ -398,13 +422,19 @@ class Runtime:
         return self._record(CallResult(ok=False, error=refusal, meta=meta), input, CallTrace())
 
     def _run(
-        self, name: str, input: Any, principal: str | None, started: float, call_id: str | None = None
+        self,
+        name: str,
+        input: Any,
+        principal: str | None,
+        started: float,
+        call_id: str | None = None,
+        tracer: Any = None,
     ) -> CallResult:
         meta = _new_meta(name, principal, call_id)
         trace = CallTrace()
         try:
             _admissible(name, meta["principal"] if principal is None else principal, input)
-            output = self._call(name, input, meta, trace)
+            output = self._call(name, input, meta, trace, tracer)
             result = CallResult(ok=True, output=output, meta=meta)
         except InternalError as error:
             logger.error("call %s failed inside the host: %s", meta["call_id"], error.message)
@@ -422,6 +452,8 @@ class Runtime:
             result = CallResult(ok=False, error=opaque, meta=meta)
         finally:
             self._gate.settle(trace, meta["fuel_used"])
+            if tracer is not None and trace.decision is not None:
+                _tracing.note_decision(trace.decision)
         meta["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
         return self._record(result, input, trace)
 
@@ -448,16 +480,31 @@ class Runtime:
         pool of up to ``max_in_flight`` threads, so calls waiting on upstreams
         are not capped by the CPU count. A refused call answers ``overloaded``.
         """
-        import asyncio  # imported here to keep `import glovebox` light
-
         self._check_open()
         _check_name(name)
+        tracer = self._tracing.tracer()
+        if tracer is None:
+            result = await self._aenter(name, input, principal, None)
+            log_call(result.ok, result.code, result.meta)
+            return result
+        with _tracing.call_span(tracer) as span:
+            result = await self._aenter(name, input, principal, tracer)
+            _tracing.finish(span, result)
+        return result
+
+    async def _aenter(self, name: str, input: Any, principal: str | None, tracer: Any) -> CallResult:
+        import asyncio  # imported here to keep `import glovebox` light
+
         try:
             await self._admission.aenter()
         except Overloaded as refusal:
             return await asyncio.to_thread(self._refuse, name, input, principal, refusal)
+        job_args = (name, input, principal, None, tracer)
+        run: Callable[[], CallResult] = functools.partial(self._admitted, *job_args)
+        if tracer is not None:  # the worker thread runs in this coroutine's context: the call span is current
+            run = functools.partial(contextvars.copy_context().run, self._admitted, *job_args)
         try:
-            job = self._pool().submit(self._admitted, name, input, principal)
+            job = self._pool().submit(run)
         except BaseException:  # closed meanwhile
             self._admission.leave()
             raise
@@ -488,31 +535,38 @@ class Runtime:
                 )
             return self._executor
 
-    def _call(self, name: str, value: Any, meta: dict[str, Any], trace: CallTrace) -> Any:
+    def _call(self, name: str, value: Any, meta: dict[str, Any], trace: CallTrace, tracer: Any = None) -> Any:
         trace.input_digest = input_digest(value)
         trace.policy = self._gate.current()
         info = self._resolve_for(name, meta["principal"])
         meta.update(tool=info.name, version=info.version, digest=info.digest)
         if info.deprecated is not None:
             meta["deprecated"] = info.deprecated
-        decision = self._gate.admit(trace, info, meta["principal"])
+        with step(tracer, "glovebox.policy") as span:
+            decision = self._gate.admit(trace, info, meta["principal"])
+            if span is not None:
+                span.set_attribute("glovebox.policy.decision", decision.action)
         input_text = encode_input(value)
         if info.input_schema is not True:
-            self._validator(info, "input").validate(value)
+            with step(tracer, "glovebox.validate", "input"):
+                self._validator(info, "input").validate(value)
         self._gate.spend_approval(trace, info, meta["principal"], decision)
         component = self._component(info)
-        http = self._http_for(info, self._grants_for(decision))
-        try:
-            outcome = self._sandbox.run(component, input_text, decision.limits, http)
-        finally:
-            if http is not None:
-                http.close()
+        http = self._http_for(info, self._grants_for(decision), tracer)
+        with step(tracer, "glovebox.sandbox") as span:
+            try:
+                outcome = self._sandbox.run(component, input_text, decision.limits, http)
+            finally:
+                if http is not None:
+                    http.close()
+            if span is not None:
+                _tracing.mark(span, _code(outcome.error), {"glovebox.fuel_used": outcome.fuel_used})
         meta["fuel_used"] = outcome.fuel_used
         _record_state(meta, outcome.state)
         if outcome.error is not None:
             raise outcome.error
         assert outcome.output_text is not None
-        return self._decode_output(info, outcome.output_text)
+        return self._decode_output(info, outcome.output_text, tracer)
 
     def _resolve_for(self, name: str, principal: str) -> ToolInfo:
         """The tool a call names; a miss lists only the tools ``principal`` may see."""
@@ -526,14 +580,14 @@ class Runtime:
         """The capabilities of one call: the policy's grants, or, with no policy, ``grants``."""
         return decision.grants if self._policy_given else self._grants
 
-    def _http_for(self, info: ToolInfo, grants: Grants) -> HttpCapability | None:
+    def _http_for(self, info: ToolInfo, grants: Grants, tracer: Any = None) -> HttpCapability | None:
         declared = info.manifest.capabilities.http
         if not declared or not grants.http:
             return None  # the host function answers `denied` without touching the network
         from .capabilities._fetch import HttpCapability  # httpx only when a call may use it
         from .capabilities._secrets import load_secrets
 
-        return HttpCapability(declared, grants, load_secrets(grants.secrets), self._transport)
+        return HttpCapability(declared, grants, load_secrets(grants.secrets), self._transport, tracer=tracer)
 
     def _validator(self, info: ToolInfo, which: str) -> SchemaCheck:
         key = (info.digest, info.name, which)
@@ -547,15 +601,20 @@ class Runtime:
     def _component(self, info: ToolInfo) -> Component:
         return self._compiled.get(info.digest)
 
-    def _decode_output(self, info: ToolInfo, text: str) -> Any:
+    def _decode_output(self, info: ToolInfo, text: str, tracer: Any = None) -> Any:
         try:
             output = loads_json(text)
         except JsonRejected as exc:
             details = {**exc.details, "excerpt": escape_surrogates(text[:200])}
             raise InvalidOutput(f"the tool's output {exc}", details=details) from exc
         if info.output_schema is not True:
-            self._validator(info, "output").validate(output)
+            with step(tracer, "glovebox.validate", "output"):
+                self._validator(info, "output").validate(output)
         return output
+
+
+def _code(error: CallError | None) -> str | None:
+    return None if error is None else error.code
 
 
 def _check_name(name: Any) -> None:

@@ -9,6 +9,7 @@ variable                        read by
 ``GLOVEBOX_POLICY``             :func:`policy_file`
 ``GLOVEBOX_GRANTS``             :func:`grants_file`
 ``GLOVEBOX_REQUIRE_SIGNATURES`` :func:`require_signatures`
+``GLOVEBOX_LOG_FORMAT``         :func:`log_format`
 ==============================  ================================================
 
 An empty variable counts as unset. Every function reads the environment when
@@ -27,6 +28,7 @@ __all__ = [
     "build_cache_dir",
     "grants_file",
     "home_dir",
+    "log_format",
     "policy_file",
     "require_signatures",
     "trusted_keys_dir",
@@ -81,3 +83,19 @@ def grants_file() -> Path | None:
 def require_signatures() -> bool:
     """Whether ``GLOVEBOX_REQUIRE_SIGNATURES`` is on (``1``, ``true``, ``yes`` or ``on``)."""
     return (_get("GLOVEBOX_REQUIRE_SIGNATURES") or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+#: The values ``GLOVEBOX_LOG_FORMAT`` (and ``glovebox --log-format``) take.
+LOG_FORMATS = ("text", "json")
+
+
+def log_format() -> str:
+    """``GLOVEBOX_LOG_FORMAT`` (``text`` or ``json``, any case), else ``text``.
+
+    Raises:
+        ValueError: the variable holds anything else (the message names it and the value).
+    """
+    value = (_get("GLOVEBOX_LOG_FORMAT") or "text").strip().lower()
+    if value not in LOG_FORMATS:
+        raise ValueError(f"GLOVEBOX_LOG_FORMAT must be text or json, not {value!r}")
+    return value

@@ -36,11 +36,12 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from wasmtime.component import Record, Variant
 
+from .. import _tracing
 from .._callstate import clip
 from .._grants import Grants, HttpRule
 from ._deadline import Deadline, deadline_transport
 from ._net import Refusal, check_headers, parse_target, pin_address, ssl_context
-from ._rules import Target, check_rules
+from ._rules import Target, check_rules, path_matches
 from ._secrets import Scrubber, Secret, guard_logs
 
 if TYPE_CHECKING:
@@ -85,8 +86,14 @@ class HttpCapability:
         grants: Grants,
         secrets: Sequence[Secret] = (),
         transport: httpx.BaseTransport | None = None,
+        *,
+        tracer: Any = None,
     ) -> None:
         self.declared = list(declared)
+        #: The call's tracer (one ``glovebox.http`` span per request), or None when the call is not traced.
+        self.tracer = tracer
+        #: The last hop's ``url.scheme``, ``server.port`` and ``http.route``, for the request's span.
+        self._target: dict[str, Any] = {}
         self.granted = list(grants.http)
         self.limits = grants.http_limits
         self.secrets = list(secrets)
@@ -112,8 +119,19 @@ class HttpCapability:
 
     def fetch(self, request: Any, state: CallState) -> Record | Variant:
         """Perform one guest request; never raises."""
+        entry: dict[str, Any] = {}
+        if self.tracer is None:
+            return self._perform(request, state, entry)
+        with _tracing.http_span(self.tracer) as span:
+            self._target = {}
+            try:
+                return self._perform(request, state, entry)
+            finally:
+                _tracing.end_http(span, entry, self._target)
+
+    def _perform(self, request: Any, state: CallState, entry: dict[str, Any]) -> Record | Variant:
         method, url = str(request.method).upper(), str(request.url)
-        entry: dict[str, Any] = {"method": clip(method, self.scrub, 32), "url": _loggable(url)}
+        entry.update(method=clip(method, self.scrub, 32), url=_loggable(url))
         started = time.monotonic()
         body = None if request.body is None else bytes(request.body)
         outgoing = _Outgoing(method, url, [(str(k), str(v)) for k, v in request.headers], body)
@@ -169,6 +187,9 @@ class HttpCapability:
         if granted is None:
             raise Refusal("denied", reason)
         assert isinstance(declared, HttpRule) and isinstance(granted, HttpRule)
+        if self.tracer is not None:
+            route = next((pattern for pattern in granted.paths if path_matches(pattern, target.path)), None)
+            self._target = {"url.scheme": target.scheme, "server.port": target.port, "http.route": route or ""}
         return granted.model_copy(
             update={
                 "allow_private": declared.allow_private and granted.allow_private,
@@ -199,7 +220,7 @@ class HttpCapability:
         request = self._client(target.host).build_request(
             target.method,
             httpx.URL(out.url).copy_with(host=address, fragment=None),
-            headers=self._headers(target, out.headers),
+            headers=self._headers(target, out.headers, rule.propagate_trace),
             content=out.body,
             timeout=httpx.Timeout(timeout),
             extensions={"sni_hostname": target.host} if target.scheme == "https" else {},
@@ -239,12 +260,16 @@ class HttpCapability:
             return Refusal("timeout", f"the call's deadline {when}")
         return Refusal("timeout", f"no answer within {self.limits.request_timeout_ms} ms")
 
-    def _headers(self, target: Target, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    def _headers(self, target: Target, headers: list[tuple[str, str]], propagate: bool) -> list[tuple[str, str]]:
         secrets = [s for s in self.secrets if s.applies_to(target.scheme, target.host)]
         self._withhold(secrets)
         replaced = {s.rule.header.lower() for s in secrets} | {"accept-encoding"}
+        trace_headers = _tracing.inject() if propagate and self.tracer is not None else []
+        if trace_headers:  # the host's trace context replaces any the guest wrote
+            replaced |= {"traceparent", "tracestate"}
         out = [(k, v) for k, v in headers if k.lower() not in replaced]
         out += [(s.rule.header, s.header_value) for s in secrets]
+        out += trace_headers
         out.append(("Accept-Encoding", ACCEPT_ENCODING))
         default = {"http": 80, "https": 443}[target.scheme] == target.port
         host = f"[{target.host}]" if ":" in target.host else target.host

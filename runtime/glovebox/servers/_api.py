@@ -20,7 +20,9 @@ of the server itself (opaque). Every non-200 answer is an envelope
 when one is given), so the runtime's
 admission bounds (``max_in_flight``, ``max_queued``) govern them as they govern
 every other door; listing and describing run on a small pool of worker threads,
-so the event loop never waits on a sandbox or the registry.
+so the event loop never waits on a sandbox or the registry. A call request's W3C
+``traceparent`` (and ``tracestate``) header makes its ``glovebox.call`` span a child
+of the caller's span (see ``glovebox._tracing``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from .. import _tracing
 from .._jsonlimits import JsonRejected
 from .._jsonlimits import loads as loads_json
 from .._procpool import ProcessPool
@@ -116,10 +119,14 @@ class _Api:
         value = await self._input(request, name, principal)
         if isinstance(value, Response):
             return value
-        if self.processes is not None:
-            result = await self.processes.acall(name, value, principal=principal)
-        else:
-            result = await self.runtime.acall(name, value, principal=principal)
+        token = _tracing.attach_headers(request.headers)  # the caller's traceparent: the call span's parent
+        try:
+            if self.processes is not None:
+                result = await self.processes.acall(name, value, principal=principal)
+            else:
+                result = await self.runtime.acall(name, value, principal=principal)
+        finally:
+            _tracing.detach(token)
         envelope = result.to_dict()
         if result.code == "tool_not_found":  # the library's message may name tools this caller may not see
             envelope["error"] = not_visible(envelope["meta"]["tool"], principal)["error"]
@@ -222,8 +229,18 @@ def create_app(
     return app
 
 
-def serve(runtime: Runtime, *, host: str = "127.0.0.1", port: int = 8080, **options: Any) -> None:
-    """Run the HTTP API with uvicorn until interrupted (``options`` go to :func:`create_app`)."""
+def serve(
+    runtime: Runtime,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    log_config: dict[str, Any] | None = None,
+    **options: Any,
+) -> None:
+    """Run the HTTP API with uvicorn until interrupted (``options`` go to :func:`create_app`;
+    ``log_config``, when given, is uvicorn's logging configuration)."""
     import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
 
-    uvicorn.run(create_app(runtime, **options), host=host, port=port, log_level="info")
+    logs = LOGGING_CONFIG if log_config is None else log_config
+    uvicorn.run(create_app(runtime, **options), host=host, port=port, log_level="info", log_config=logs)

@@ -47,6 +47,7 @@ from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from .. import _tracing
 from .._jsonlimits import escape_surrogates
 from .._objectroot import input_parameters, output_structure, unwrap_input, wrap_output
 from .._procpool import ProcessPool
@@ -234,16 +235,25 @@ class McpService:
             name, value = arguments.get("name"), arguments.get("input")
             if not isinstance(name, str):
                 return _error_result("invalid_input", "call_tool needs a tool name", {"principal": who})
-            return await self._run(name, value, who)
-        return await self._run(params.name, arguments, who)
+            return await self._run(name, value, who, ctx)
+        return await self._run(params.name, arguments, who, ctx)
 
-    async def _run(self, name: str, arguments: Any, principal: str) -> types.CallToolResult:
+    async def _run(self, name: str, arguments: Any, principal: str, ctx: Any = None) -> types.CallToolResult:
         """Call ``name`` with what a client sent (unwrapped from ``{"input": ...}`` where
-        the tool's input is not an object) and shape the result as the listing described it."""
+        the tool's input is not an object) and shape the result as the listing described it.
+
+        Over HTTP, the request's W3C ``traceparent`` header, when valid, is the parent of
+        the call's span; else the current span (the SDK's ``tools/call`` span) is.
+        """
         info = await self._lookup(name)
         value = arguments if info is None else unwrap_input(info.input_schema, arguments)
         calls = self.pool if self.pool is not None else self.runtime
-        result = await calls.acall(name, value, principal=principal)
+        request = getattr(ctx, "request", None)
+        token = _tracing.attach_headers(request.headers) if request is not None else None
+        try:
+            result = await calls.acall(name, value, principal=principal)
+        finally:
+            _tracing.detach(token)
         if not result.ok:
             return tool_result(result)
         ran = f"{result.meta['tool']}@{result.meta['version']}"
