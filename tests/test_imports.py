@@ -21,7 +21,20 @@ THIRD_PARTY = {
 }
 
 #: Loaded when first needed, never by ``import glovebox``.
-LAZY = {"yaml", "jsonschema", "referencing", "regex", "cryptography", "httpx", "click", "mcp", "starlette", "uvicorn"}
+LAZY = {
+    "openapi_spec_validator",
+    "graphql",
+    "yaml",
+    "jsonschema",
+    "referencing",
+    "regex",
+    "cryptography",
+    "httpx",
+    "click",
+    "mcp",
+    "starlette",
+    "uvicorn",
+}
 
 #: Standard-library packages that only the servers, the HTTP client or the CLI need.
 STDLIB_NOT_AT_IMPORT = {"asyncio", "ssl", "http", "xml", "unittest"}
@@ -52,6 +65,9 @@ GLOVEBOX = {
     "glovebox._host",
     "glovebox._keyring",
     "glovebox._manifest",
+    "glovebox.importers",  # the public import_openapi/import_graphql; the parsers load lazily
+    "glovebox.importers._batch",
+    "glovebox.importers._fragment",
     "glovebox._objectroot",
     "glovebox._outcome",
     "glovebox._procpool",

@@ -500,6 +500,8 @@ class Runtime:
         if info.input_schema is not True:
             self._validator(info, "input").validate(value)
         self._gate.spend_approval(trace, info, meta["principal"], decision)
+        if info.manifest.operation is not None:  # an imported operation: the generic guest reads both
+            input_text = _operation_input(info, input_text)
         component = self._component(info)
         http = self._http_for(info, self._grants_for(decision))
         try:
@@ -556,6 +558,12 @@ class Runtime:
         if info.output_schema is not True:
             self._validator(info, "output").validate(output)
         return output
+
+
+def _operation_input(info: ToolInfo, input_text: str) -> str:
+    """``{"operation": <descriptor>, "input": <validated input>}`` for the generic HTTP-operation guest."""
+    assert info.manifest.operation is not None
+    return f'{{"operation":{info.manifest.operation.model_dump_json()},"input":{input_text}}}'
 
 
 def _check_name(name: Any) -> None:
