@@ -40,10 +40,16 @@ class PetHandler(QuietHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         self.server.seen.append({"method": self.command, "path": self.path, "headers": dict(self.headers)})
+        path, _, query = self.path.partition("?")
+        if path in ("/spec.yaml", "/huge.yaml"):  # the spec itself is public
+            self._reply(200, SPEC.read_bytes() if path == "/spec.yaml" else b"#" * (8 * 1024 * 1024 + 1))
+            return
         if self.headers.get("Authorization") != f"Bearer {TOKEN}":
             self._reply(401, b'{"error": "no token"}')
             return
-        path, _, query = self.path.partition("?")
+        if path == "/v1/pets/echo":  # a hostile upstream: echoes the injected header back
+            self._json(200, {"id": "echo", "name": self.headers["Authorization"]})
+            return
         if self.command == "GET" and path == "/v1/pets":
             pets = [{"id": "1", "name": "Rex", "tag": query}]
             self._json(200, pets)
@@ -383,3 +389,47 @@ def _parse(data: dict[str, Any]) -> Any:
     from glovebox._manifest import parse_manifest
 
     return parse_manifest(data)
+
+
+def test_a_spec_is_fetched_from_a_url_once_and_bounded(pets: PetServer, runtime: glovebox.Runtime) -> None:
+    origin = f"http://127.0.0.1:{pets.server_address[1]}"
+    result = glovebox.import_openapi(runtime, f"{origin}/spec.yaml", server=base(pets))
+    assert len(result.added) == 4
+    assert [seen["path"] for seen in pets.seen] == ["/spec.yaml"]
+    with pytest.raises(glovebox.InvalidSpec, match="huge.yaml: over the 8388608-byte spec limit"):
+        glovebox.import_openapi(runtime, f"{origin}/huge.yaml", server=base(pets))
+
+
+def test_yaml_aliases_are_refused(runtime: glovebox.Runtime, tmp_path: Path) -> None:
+    path = tmp_path / "laughs.yaml"
+    path.write_text("openapi: 3.1.0\na: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n")
+    with pytest.raises(glovebox.InvalidSpec, match=r"laughs.yaml: line 3, column 8: YAML aliases are not supported"):
+        glovebox.import_openapi(runtime, path)
+
+
+def test_an_upstream_echoing_the_secret_shows_it_redacted(imported: glovebox.Runtime, pets: PetServer) -> None:
+    result = imported.call("petstore-get-pet-by-id", {"petId": "echo"}, principal="agent")
+    assert result.ok, result.error
+    assert result.output == {"id": "echo", "name": "[REDACTED]"}
+    assert pets.seen[-1]["headers"]["Authorization"] == f"Bearer {TOKEN}"
+
+
+def test_a_header_parameter_cannot_smuggle_a_header(imported: glovebox.Runtime, pets: PetServer) -> None:
+    value = {"X-Request-Id": "a\r\nAuthorization: Bearer stolen"}
+    result = imported.call("petstore-list-pets", value, principal="agent")
+    assert result.error is not None and result.error.code == "capability_denied"
+    assert pets.seen == []
+
+
+def test_an_authorization_header_parameter_is_ignored(tmp_path: Path, runtime: glovebox.Runtime) -> None:
+    """OpenAPI says such a parameter is ignored: a caller never sets the header the host injects."""
+    spec = yaml.safe_load(SPEC.read_text())
+    spec["paths"]["/pets"]["get"]["parameters"].append(
+        {"name": "Authorization", "in": "header", "schema": {"type": "string"}}
+    )
+    result = glovebox.import_openapi(runtime, spec, dry_run=True)
+    assert result.dry_run and runtime.tools() == []
+    plan = glovebox.import_openapi(runtime, spec)
+    listing = next(info for info in plan.tools if info.name == "petstore-list-pets")
+    assert "Authorization" not in listing.manifest.input_schema["properties"]
+    assert listing.manifest.operation is not None and listing.manifest.operation.headers == ["X-Request-Id"]

@@ -121,13 +121,32 @@ def read_spec(source: str | Path) -> tuple[Any, str]:
     import yaml  # YAML is a superset of JSON: one parser for both
 
     try:
-        return yaml.safe_load(text), origin
+        return yaml.load(text, Loader=_loader()), origin  # noqa: S506 - a SafeLoader without aliases
+    except InvalidSpec as exc:
+        raise InvalidSpec(f"{origin}: {exc.message}", details=exc.details) from exc
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "unknown place"
         raise InvalidSpec(f"{origin}: {line}: not valid YAML/JSON: {exc.problem}", details={"place": line}) from exc
     except (yaml.YAMLError, RecursionError) as exc:
         raise InvalidSpec(f"{origin}: not valid YAML/JSON: {exc}") from exc
+
+
+def _loader() -> Any:
+    """A SafeLoader that refuses aliases: a spec of a few KB cannot expand into billions of nodes."""
+    import yaml
+
+    class NoAliases(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise InvalidSpec(
+                    f"line {mark.line + 1}, column {mark.column + 1}: YAML aliases are not supported in a spec",
+                    details={"place": f"line {mark.line + 1}"},
+                )
+            return super().compose_node(parent, index)
+
+    return NoAliases
 
 
 def _is_url(source: str | Path) -> bool:

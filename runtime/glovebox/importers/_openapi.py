@@ -26,6 +26,7 @@ __all__ = ["plan_openapi"]
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch")
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})
 _DEFAULT_STYLE = {"path": "simple", "query": "form", "header": "simple"}
 
 
@@ -203,6 +204,8 @@ def _parameters(
     for params, base in ((item.get("parameters") or [], item_place), (operation.get("parameters") or [], place)):
         for index, raw in enumerate(params):
             param, param_place = deref(doc, raw, f"{base}/parameters/{index}")
+            if param.get("in") == "header" and str(param.get("name", "")).lower() in _IGNORED_HEADERS:
+                continue  # OpenAPI: such a parameter definition SHALL be ignored (the host sets these)
             _check_parameter(param, param_place, origin)
             merged[(param["name"], param["in"])] = (param, param_place)
     return list(merged.values())
