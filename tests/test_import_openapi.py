@@ -433,3 +433,33 @@ def test_an_authorization_header_parameter_is_ignored(tmp_path: Path, runtime: g
     listing = next(info for info in plan.tools if info.name == "petstore-list-pets")
     assert "Authorization" not in listing.manifest.input_schema["properties"]
     assert listing.manifest.operation is not None and listing.manifest.operation.headers == ["X-Request-Id"]
+
+
+def test_openapi_30_json_is_translated(runtime: glovebox.Runtime, tmp_path: Path) -> None:
+    spec = yaml.safe_load(SPEC.read_text())
+    spec["openapi"] = "3.0.3"
+    spec["components"]["schemas"]["Pet"]["properties"]["tag"] = {"type": "string", "nullable": True, "example": "x"}
+    spec["components"]["schemas"]["Pet"]["properties"]["parent"] = {"$ref": "#/components/schemas/Pet"}
+    spec["paths"]["/pets"]["get"]["parameters"][0] = {
+        "name": "limit",
+        "in": "query",
+        "schema": {"type": "integer", "maximum": 100, "exclusiveMaximum": True},
+    }
+    path = tmp_path / "petstore.json"
+    path.write_text(json.dumps(spec))
+    result = glovebox.import_openapi(runtime, path, server="https://pets.example.com/v1", dry_run=True)
+    assert len(result.added) == 4 and runtime.tools() == []
+    listing = glovebox.import_openapi(runtime, path, server="https://pets.example.com/v1").tools[0]
+    assert listing.manifest.input_schema["properties"]["limit"] == {"type": "integer", "exclusiveMaximum": 100}
+    pet = listing.manifest.output_schema["$defs"]["Pet"]  # type: ignore[index]
+    assert pet["properties"]["tag"] == {"type": ["string", "null"]}
+    assert pet["properties"]["parent"] == {"$ref": "#/$defs/Pet"}
+    assert listing.manifest.capabilities.http[0].host == "pets.example.com"
+    assert listing.manifest.capabilities.http[0].allow_private is False
+
+
+def test_a_literal_star_in_a_path_is_refused(runtime: glovebox.Runtime) -> None:
+    spec = yaml.safe_load(SPEC.read_text())
+    spec["paths"]["/pets/*"] = spec["paths"].pop("/pets")
+    with pytest.raises(glovebox.InvalidSpec, match=r"/paths/~1pets~1\*/get: path '/pets/\*': a literal '\*'"):
+        glovebox.import_openapi(runtime, spec, server="https://pets.example.com")

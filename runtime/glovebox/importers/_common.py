@@ -98,6 +98,8 @@ def parse_server(url: str, where: str) -> Server:
 
 def http_rule(server: Server, method: str, path_template: str, where: str) -> HttpRule:
     """The one HTTP rule of an operation: its host, scheme, port, method and path (each ``{x}`` one segment)."""
+    if "*" in server.base_path + path_template:
+        raise InvalidSpec(f"{where}: path {path_template!r}: a literal '*' cannot be granted", details={"place": where})
     pattern = server.base_path + re.sub(r"\{[^}/]*\}", "*", path_template)
     try:
         parse_path_pattern(pattern)

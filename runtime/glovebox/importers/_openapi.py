@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 from .._errors import InvalidSpec
 from .._manifest import Manifest, Operation
@@ -110,6 +111,8 @@ def _server(doc: dict[str, Any], override: str | None, origin: str) -> Server:
     url = str(servers[0]["url"])
     for key, variable in (servers[0].get("variables") or {}).items():
         url = url.replace("{" + key + "}", str(variable.get("default", "")))
+    if origin.startswith(("http://", "https://")):
+        url = urljoin(origin, url)  # a relative server URL is relative to where the document came from
     return Server(url, f"{origin}: /servers/0/url")
 
 
