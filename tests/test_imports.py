@@ -22,6 +22,8 @@ THIRD_PARTY = {
 
 #: Loaded when first needed, never by ``import glovebox``.
 LAZY = {
+    "openapi_spec_validator",
+    "graphql",
     "yaml",
     "jsonschema",
     "referencing",
@@ -65,6 +67,9 @@ GLOVEBOX = {
     "glovebox._host",
     "glovebox._keyring",
     "glovebox._manifest",
+    "glovebox.importers",  # the public import_openapi/import_graphql; the parsers load lazily
+    "glovebox.importers._batch",
+    "glovebox.importers._fragment",
     "glovebox._objectroot",
     "glovebox._outcome",
     "glovebox._procpool",

@@ -338,9 +338,9 @@ def test_removal_racing_a_registration_of_the_same_artifact_keeps_its_blob(
     home, wasm = tmp_path / "h", build_guest("echo")
     with glovebox.Runtime(home=home) as first:
         first.register(wasm, manifest("t"))
-    add = Registry.add
+    add = Registry.add_many
 
-    def add_after_a_removal(self: Registry, *args: Any, **kwargs: Any) -> ToolInfo:
+    def add_after_a_removal(self: Registry, *args: Any, **kwargs: Any) -> list[ToolInfo]:
         # Another process removes the only other user of the artifact while this
         # registration is between its checks and its commit.
         code = f"import glovebox; glovebox.Runtime(home={str(home)!r}).remove('t')"
@@ -348,7 +348,7 @@ def test_removal_racing_a_registration_of_the_same_artifact_keeps_its_blob(
         return add(self, *args, **kwargs)
 
     with glovebox.Runtime(home=home) as second:
-        monkeypatch.setattr(Registry, "add", add_after_a_removal)
+        monkeypatch.setattr(Registry, "add_many", add_after_a_removal)
         info = second.register(wasm, manifest("u"))
         monkeypatch.undo()
         assert second._registry.blob_path(info.digest).is_file()

@@ -24,6 +24,7 @@ from ._errors import (
     InvalidManifest,
     InvalidOutput,
     InvalidPolicy,
+    InvalidSpec,
     MemoryLimit,
     OutputTooLarge,
     Overloaded,
@@ -33,6 +34,7 @@ from ._errors import (
     SignatureError,
     ToolNotFound,
     UpstreamError,
+    WideningRefused,
 )
 from ._export import export_tools, tool_input, tool_name_map
 from ._grants import Grants, HttpLimits, HttpRule, SecretRule
@@ -41,6 +43,7 @@ from ._manifest import Capabilities, Limits, Manifest
 from ._procpool import ProcessPool
 from ._result import CallResult, ToolInfo
 from ._runtime import Runtime
+from .importers import ImportResult, import_graphql, import_openapi
 from .policy import Approval, Decision, Policy, load_policy
 
 __version__ = "0.1.0"
@@ -66,6 +69,7 @@ __all__ = [
     "GuestTrap",
     "HttpLimits",
     "HttpRule",
+    "ImportResult",
     "InternalError",
     "InvalidArtifact",
     "InvalidGrants",
@@ -73,6 +77,7 @@ __all__ = [
     "InvalidManifest",
     "InvalidOutput",
     "InvalidPolicy",
+    "InvalidSpec",
     "Keyring",
     "Limits",
     "Manifest",
@@ -90,9 +95,12 @@ __all__ = [
     "ToolInfo",
     "ToolNotFound",
     "UpstreamError",
+    "WideningRefused",
     "build",
     "export_tools",
     "generate_keypair",
+    "import_graphql",
+    "import_openapi",
     "load_policy",
     "sign",
     "tool_input",

@@ -25,7 +25,9 @@ contract), a ``retryable`` flag and, for the CLI, an ``exit_code``::
     │   ├── InvalidArtifact            invalid_artifact
     │   ├── InvalidManifest            invalid_manifest
     │   ├── SignatureError             invalid_signature
-    │   └── BuildError                 build_failed
+    │   ├── BuildError                 build_failed
+    │   ├── InvalidSpec                invalid_spec (an API spec given to ``import``)
+    │   └── WideningRefused            widening_refused (a re-import asking for more)
     └── InvalidPolicy                  invalid_policy (a policy document is refused)
         └── InvalidGrants              invalid_grants (a grants file or dict is refused)
 
@@ -65,6 +67,7 @@ __all__ = [
     "InvalidManifest",
     "InvalidOutput",
     "InvalidPolicy",
+    "InvalidSpec",
     "MemoryLimit",
     "OutputTooLarge",
     "Overloaded",
@@ -74,6 +77,7 @@ __all__ = [
     "SignatureError",
     "ToolNotFound",
     "UpstreamError",
+    "WideningRefused",
 ]
 
 
@@ -209,6 +213,18 @@ class SignatureError(RegistrationError):
 
 class BuildError(RegistrationError):
     code = "build_failed"
+
+
+class InvalidSpec(RegistrationError):
+    """An OpenAPI document or GraphQL schema that cannot be imported; the message names the place in it."""
+
+    code = "invalid_spec"
+
+
+class WideningRefused(RegistrationError):
+    """A re-import would give an existing operation a new host, method or path (``accept_widening`` allows it)."""
+
+    code = "widening_refused"
 
 
 class InvalidPolicy(GloveboxError):

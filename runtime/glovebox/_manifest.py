@@ -14,16 +14,26 @@ import json
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from ._errors import InvalidManifest
 from ._frozen import Frozen
 from ._grants import HttpRule
 from ._schemarules import check_schema
 
-__all__ = ["HttpRule", "Capabilities", "Limits", "Manifest", "ToolKind", "load_manifest", "find_manifest"]
+__all__ = [
+    "HttpRule",
+    "Capabilities",
+    "GraphqlField",
+    "Limits",
+    "Manifest",
+    "Operation",
+    "ToolKind",
+    "load_manifest",
+    "find_manifest",
+]
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 VERSION_PATTERN = r"^\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]+)?$"
@@ -67,6 +77,32 @@ class Capabilities(Frozen):
     http: list[HttpRule] = []
 
 
+class GraphqlField(Frozen):
+    """The GraphQL document an operation tool sends, and the field of ``data`` it answers."""
+
+    query: str = Field(description="The GraphQL document; the tool's input is sent as its variables.")
+    field: str = Field(description="The field of the answer's data object returned as the output.")
+
+
+class Operation(Frozen):
+    """How the generic HTTP-operation guest turns a call's input into one request.
+
+    Written by ``glovebox import openapi|graphql``; the host passes it to the
+    guest beside the validated input.
+    """
+
+    api: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$", description="The API (import) this tool belongs to.")
+    source_id: str = Field("", description="The operation's id in its spec (operationId, or Query.field).")
+    method: str = Field(pattern=r"^[A-Z]{1,16}$", description="HTTP method.")
+    url: str = Field(pattern=r"^https?://", description="The server's base URL (no trailing slash).")
+    path: str = Field(pattern=r"^/", description="Path template; {name} is an input field, percent-encoded.")
+    path_params: list[str] = Field([], description="Input fields substituted into the path template.")
+    query: list[str] = Field([], description="Input fields sent as query parameters.")
+    headers: list[str] = Field([], description="Input fields sent as request headers.")
+    body: bool = Field(False, description="Whether the input field 'body' is sent as the JSON request body.")
+    graphql: GraphqlField | None = Field(None, description="For a GraphQL field: the document and answer field.")
+
+
 class Manifest(Frozen):
     """Everything the host needs to know about a tool besides its code."""
 
@@ -79,6 +115,16 @@ class Manifest(Frozen):
     capabilities: Capabilities = Capabilities()
     required_scopes: list[str] = []
     kind: ToolKind = "wasm"
+    operation: Operation | None = None
+
+    @model_validator(mode="after")
+    def _operation_fits_kind(self) -> Self:
+        wanted = self.kind in ("openapi", "graphql")
+        if wanted and self.operation is None:
+            raise ValueError(f"kind {self.kind!r} needs an 'operation' (the request the generic guest makes)")
+        if not wanted and self.operation is not None:
+            raise ValueError(f"'operation' is only for kind 'openapi' or 'graphql', not {self.kind!r}")
+        return self
 
     @field_validator("input_schema", "output_schema")
     @classmethod
@@ -97,13 +143,15 @@ class Manifest(Frozen):
     def to_json(self) -> str:
         """Canonical JSON text (sorted keys, no spaces) of the whole manifest.
 
-        ``kind`` is left out when it is ``wasm``, so the text (which signatures and
-        the registry's same-version check cover) of every manifest written before
-        ``kind`` existed stays what it was.
+        ``kind`` is left out when it is ``wasm`` and ``operation`` when it is
+        unset, so the text (which signatures and the registry's same-version
+        check cover) of every manifest written before they existed stays what it was.
         """
         document = self.model_dump(mode="json")
         if document["kind"] == "wasm":
             del document["kind"]
+        if document["operation"] is None:
+            del document["operation"]
         return json.dumps(document, sort_keys=True, separators=(",", ":"))
 
     def check_within(self, maxima: Limits) -> None:

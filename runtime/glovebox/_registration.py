@@ -26,7 +26,7 @@ from ._compile import precompile
 from ._compiled import CompiledCache
 from ._engine import SharedEngine
 from ._errors import InvalidArtifact, SignatureError
-from ._manifest import HOST_MAXIMA, Manifest, find_manifest, load_manifest, parse_manifest
+from ._manifest import HOST_MAXIMA, Limits, Manifest, find_manifest, load_manifest, parse_manifest
 from ._registry import Registry
 from ._result import ToolInfo
 from ._sandbox import Sandbox
@@ -60,27 +60,66 @@ class Registrar:
         """Check, compile, prove and store one artifact; return what was registered."""
         data = _read_artifact(path)
         check_header(data, str(path))
-        resolved = resolve_manifest(path, manifest)
-        resolved.check_within(HOST_MAXIMA)
+        return self._register(path, data, [resolve_manifest(path, manifest)], signature, None)[0]
+
+    def register_many(
+        self,
+        path: Path,
+        manifests: list[Manifest],
+        signature: str | os.PathLike[str] | None = None,
+        deprecate: dict[str, str] | None = None,
+    ) -> list[ToolInfo]:
+        """Register one artifact under several manifests (and deprecate ``deprecate``), all or none.
+
+        The artifact is checked, compiled and proven once; every manifest is
+        checked before anything is stored, and the rows go in one transaction.
+        """
+        data = _read_artifact(path)
+        check_header(data, str(path))
+        return self._register(path, data, manifests, signature, deprecate)
+
+    def _register(
+        self,
+        path: Path,
+        data: bytes,
+        manifests: list[Manifest],
+        signature: str | os.PathLike[str] | None,
+        deprecate: dict[str, str] | None,
+    ) -> list[ToolInfo]:
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        signer = self._check_signature(path, signature, digest, resolved)
-        self._registry.check_conflict(resolved, digest)
+        signers = set()
+        for resolved in manifests:
+            resolved.check_within(HOST_MAXIMA)
+            signers.add(self._check_signature(path, signature, digest, resolved))
+            self._registry.check_conflict(resolved, digest)
+        signer = signers.pop() if len(signers) == 1 else None
         with self._registry.staging.shared():
             blob = self._registry.stage_blob(data)
             try:
-                return self._store(path, resolved, digest, blob, signer)
+                return self._store(path, manifests, digest, blob, signer, deprecate)
             finally:
                 blob.unlink(missing_ok=True)
 
-    def _store(self, path: Path, manifest: Manifest, digest: str, blob: Path, signer: str | None) -> ToolInfo:
+    def _store(
+        self,
+        path: Path,
+        manifests: list[Manifest],
+        digest: str,
+        blob: Path,
+        signer: str | None,
+        deprecate: dict[str, str] | None,
+    ) -> list[ToolInfo]:
         size = blob.stat().st_size
+        tightest = _tightest(manifests)
         existing = self._compiled.existing(digest)
         if existing is not None:
             component, staged = existing
             try:
                 check_component(self._shared.engine, component, str(path))
-                self._sandbox.probe(component, manifest.limits, str(path))
-                return self._registry.add(manifest, digest, size, signer, blob=blob, compiled=staged)
+                self._sandbox.probe(component, tightest, str(path))
+                return self._registry.add_many(
+                    manifests, digest, size, signer, blob=blob, compiled=staged, deprecate=deprecate
+                )
             finally:
                 if staged is not None:
                     staged.staged.unlink(missing_ok=True)
@@ -89,12 +128,18 @@ class Registrar:
             precompile(blob, compiled, self._shared.settings, str(path))
             component = self._load_compiled(compiled, path)
             check_component(self._shared.engine, component, str(path))
-            self._sandbox.probe(component, manifest.limits, str(path))
-            info = self._registry.add(
-                manifest, digest, size, signer, blob=blob, compiled=self._compiled.staged(digest, compiled)
+            self._sandbox.probe(component, tightest, str(path))
+            infos = self._registry.add_many(
+                manifests,
+                digest,
+                size,
+                signer,
+                blob=blob,
+                compiled=self._compiled.staged(digest, compiled),
+                deprecate=deprecate,
             )
         self._shared.remember(digest, component)
-        return info
+        return infos
 
     def _load_compiled(self, compiled: Path, path: Path) -> Component:
         try:
@@ -120,6 +165,14 @@ class Registrar:
         trust = TrustStore.load(self.trusted_keys_dir)
         key = verify_signature(sig_path, digest, manifest, trust)
         return f"{trust.names[key]}:{key}"
+
+
+def _tightest(manifests: list[Manifest]) -> Limits:
+    """The field-by-field minimum of the manifests' limits: one probe proves the artifact starts under all."""
+    limits = manifests[0].limits
+    for manifest in manifests[1:]:
+        limits = limits.tighter(manifest.limits)
+    return limits
 
 
 def _read_artifact(path: Path) -> bytes:

@@ -195,13 +195,40 @@ class Registry:
             InvalidManifest: name@version is registered with another artifact or manifest.
             FileNotFoundError: no ``blob`` was given and the artifact is not stored.
         """
+        return self.add_many([manifest], digest, size_bytes, signer, blob=blob, compiled=compiled)[0]
+
+    def add_many(
+        self,
+        manifests: list[Manifest],
+        digest: str,
+        size_bytes: int,
+        signer: str | None = None,
+        *,
+        blob: Path | None = None,
+        compiled: CompiledFile | None = None,
+        deprecate: dict[str, str] | None = None,
+    ) -> list[ToolInfo]:
+        """``add`` for several tool versions of one artifact, all or none, in one transaction.
+
+        ``deprecate`` maps ``name@version`` refs to a message; they are marked
+        deprecated in the same transaction.
+
+        Raises:
+            InvalidManifest: a name@version is registered with another artifact or manifest
+                (then nothing is added).
+            FileNotFoundError: no ``blob`` was given and the artifact is not stored.
+        """
         now = datetime.now(UTC).isoformat(timespec="milliseconds")
         with self._write() as db:
-            if self.check_conflict(manifest, digest) is None:
-                db.execute(
-                    f"INSERT INTO tools ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
-                    (manifest.name, manifest.version, digest, manifest.to_json(), size_bytes, now, signer),
-                )
+            for manifest in manifests:
+                if self.check_conflict(manifest, digest) is None:
+                    db.execute(
+                        f"INSERT INTO tools ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
+                        (manifest.name, manifest.version, digest, manifest.to_json(), size_bytes, now, signer),
+                    )
+            for ref, message in (deprecate or {}).items():
+                name, _, version = ref.partition("@")
+                db.execute("UPDATE tools SET deprecated = ? WHERE name = ? AND version = ?", (message, name, version))
             if blob is not None:
                 os.replace(blob, self.blob_path(digest))
             elif not self.blob_path(digest).is_file():
@@ -211,7 +238,7 @@ class Registry:
                 db.execute(
                     "INSERT OR REPLACE INTO compiled VALUES (?, ?, ?)", (digest, compiled.fingerprint, compiled.sha256)
                 )
-        return self.resolve(f"{manifest.name}@{manifest.version}")
+        return [self.resolve(f"{manifest.name}@{manifest.version}") for manifest in manifests]
 
     def references(self, digest: str) -> bool:
         """Whether any registered tool version uses the artifact ``digest`` (read fresh)."""
@@ -346,6 +373,13 @@ class Registry:
                     "UPDATE tools SET deprecated = ? WHERE name = ? AND version = ?", (note, info.name, info.version)
                 )
         return [self._resolve(f"{info.name}@{info.version}") for info in targets]
+
+    def deprecate_many(self, refs: dict[str, str]) -> None:
+        """Mark each ``name@version`` in ``refs`` deprecated with its message, in one transaction."""
+        with self._write() as db:
+            for ref, message in refs.items():
+                name, _, version = ref.partition("@")
+                db.execute("UPDATE tools SET deprecated = ? WHERE name = ? AND version = ?", (message, name, version))
 
 
 def _set_aside(paths: list[Path], moved: list[tuple[Path, Path]]) -> None:

@@ -551,6 +551,8 @@ class Runtime:
             with step(tracer, "glovebox.validate", "input"):
                 self._validator(info, "input").validate(value)
         self._gate.spend_approval(trace, info, meta["principal"], decision)
+        if info.manifest.operation is not None:  # an imported operation: the generic guest reads both
+            input_text = _operation_input(info, input_text)
         component = self._component(info)
         http = self._http_for(info, self._grants_for(decision), tracer)
         with step(tracer, "glovebox.sandbox") as span:
@@ -615,6 +617,12 @@ class Runtime:
 
 def _code(error: CallError | None) -> str | None:
     return None if error is None else error.code
+
+
+def _operation_input(info: ToolInfo, input_text: str) -> str:
+    """``{"operation": <descriptor>, "input": <validated input>}`` for the generic HTTP-operation guest."""
+    assert info.manifest.operation is not None
+    return f'{{"operation":{info.manifest.operation.model_dump_json()},"input":{input_text}}}'
 
 
 def _check_name(name: Any) -> None:

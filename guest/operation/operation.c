@@ -1,0 +1,260 @@
+/* operation: the generic HTTP-operation guest behind `glovebox import openapi|graphql`.
+ *
+ * The host calls it with {"operation": <descriptor>, "input": <validated input>}.
+ * The descriptor (written by the importer, stored in the tool's manifest) says:
+ *
+ *   method       "GET", "POST", ...
+ *   url          the server's base URL, e.g. "https://api.example.com/v1"
+ *   path         the path template, e.g. "/pets/{petId}"
+ *   path_params  input fields substituted into the template, percent-encoded
+ *                (every byte outside A-Z a-z 0-9 - _ ~, so "../admin" stays in one segment)
+ *   query        input fields sent as query parameters (arrays repeat the name)
+ *   headers      input fields sent as request headers
+ *   body         true: the input field "body" is sent as the JSON request body
+ *   graphql      {"query": "<document>", "field": "<name>"} for a GraphQL field:
+ *                POST {"query": ..., "variables": <input>} and answer data.<field>
+ *
+ * The request goes through the host's http-fetch, so the call's grant, address
+ * checks, limits, secrets and audit apply to it. A 2xx answer's JSON body is
+ * the output (an empty body is null); any other status is a guest error naming it. */
+#include "glovebox.h"
+
+#define MAX_HEADERS 32
+
+static int find(const char *json, size_t len, const char *key, const char **val, size_t *val_len) {
+    return json && gb_json_find(json, len, key, val, val_len);
+}
+
+/* Iterate an array: *p starts at '['; returns 1 with the next element in val. */
+static int next_item(const char **p, const char *end, const char **val, size_t *val_len) {
+    const char *q = gb__ws(*p, end);
+    if (q >= end || (*q != '[' && *q != ',')) return 0;
+    q = gb__ws(q + 1, end);
+    if (q >= end || *q == ']') return 0;
+    const char *stop = gb__skip(q, end);
+    if (!stop) return 0;
+    *val = q;
+    *val_len = (size_t)(stop - q);
+    *p = gb__ws(stop, end);
+    return 1;
+}
+
+static void encode(gb_buf *out, const char *s, size_t n) {
+    static const char hex[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+            c == '~') {
+            gb_buf_append(out, (const char *)&c, 1);
+        } else {
+            char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
+            gb_buf_append(out, esc, 3);
+        }
+    }
+}
+
+/* A scalar JSON value as text: a string decoded, anything else verbatim. */
+static int scalar(const char *val, size_t len, gb_buf *out) {
+    if (len && (*val == '{' || *val == '[')) return -1;
+    if (len && *val == '"') return gb_json_string(val, len, out);
+    return gb_buf_append(out, val, len);
+}
+
+static int encoded_scalar(const char *val, size_t len, gb_buf *out) {
+    gb_buf text = {0};
+    int rc = scalar(val, len, &text);
+    if (rc == 0) encode(out, text.data ? text.data : "", text.len);
+    gb_buf_free(&text);
+    return rc;
+}
+
+static int build_path(const char *tpl, size_t tpl_len, const char *in, size_t in_len, gb_buf *url, gb_buf *out) {
+    const char *p = tpl, *end = tpl + tpl_len;
+    while (p < end) {
+        if (*p != '{') {
+            gb_buf_append(url, p++, 1);
+            continue;
+        }
+        const char *close = memchr(p, '}', (size_t)(end - p));
+        if (!close) return gb_error(out, "path template has an unclosed '{'");
+        char name[128];
+        size_t n = (size_t)(close - p - 1);
+        if (n == 0 || n >= sizeof name) return gb_error(out, "path template has a bad parameter name");
+        memcpy(name, p + 1, n);
+        name[n] = '\0';
+        const char *val;
+        size_t val_len;
+        if (!find(in, in_len, name, &val, &val_len)) return gb_error(out, "path parameter \"%s\" is missing", name);
+        if (encoded_scalar(val, val_len, url) != 0)
+            return gb_error(out, "path parameter \"%s\" must be a string, number or boolean", name);
+        p = close + 1;
+    }
+    return GB_OK;
+}
+
+static void query_pair(gb_buf *url, int *first, const char *name, size_t name_len, const char *val, size_t len) {
+    gb_buf_append(url, *first ? "?" : "&", 1);
+    *first = 0;
+    encode(url, name, name_len);
+    gb_buf_append(url, "=", 1);
+    encoded_scalar(val, len, url);
+}
+
+static int build_query(const char *names, size_t names_len, const char *in, size_t in_len, gb_buf *url,
+                       gb_buf *out) {
+    const char *p = names, *end = names + names_len, *item, *val, *elem;
+    size_t item_len, val_len, elem_len;
+    int first = 1;
+    while (next_item(&p, end, &item, &item_len)) {
+        gb_buf name = {0};
+        if (gb_json_string(item, item_len, &name) != 0 || !name.data) return gb_error(out, "bad query name");
+        if (find(in, in_len, name.data, &val, &val_len)) {
+            if (*val == '[') {
+                const char *q = val;
+                while (next_item(&q, val + val_len, &elem, &elem_len))
+                    query_pair(url, &first, name.data, name.len, elem, elem_len);
+            } else if (*val != '{' && !(val_len == 4 && memcmp(val, "null", 4) == 0)) {
+                query_pair(url, &first, name.data, name.len, val, val_len);
+            }
+        }
+        gb_buf_free(&name);
+    }
+    return GB_OK;
+}
+
+static int build_headers(const char *names, size_t names_len, const char *in, size_t in_len, gb_buf *store,
+                         size_t *count, gb_buf *out) {
+    const char *p = names, *end = names + names_len, *item, *val;
+    size_t item_len, val_len;
+    while (next_item(&p, end, &item, &item_len)) {
+        gb_buf name = {0};
+        if (gb_json_string(item, item_len, &name) != 0 || !name.data) return gb_error(out, "bad header name");
+        if (find(in, in_len, name.data, &val, &val_len)) {
+            if (*count >= MAX_HEADERS) return gb_error(out, "more than %d header parameters", MAX_HEADERS);
+            gb_buf *pair = &store[2 * (*count)];
+            gb_buf_append(&pair[0], name.data, name.len);
+            if (scalar(val, val_len, &pair[1]) != 0 || !pair[1].data) gb_buf_append(&pair[1], "", 0);
+            (*count)++;
+        }
+        gb_buf_free(&name);
+    }
+    return GB_OK;
+}
+
+/* data.<field> of a GraphQL answer; an "errors" array makes a guest error. */
+static int graphql_answer(const char *body, size_t len, const char *op, size_t op_len, gb_buf *out) {
+    const char *val, *data, *fieldv;
+    size_t val_len, data_len, field_len;
+    if (find(body, len, "errors", &val, &val_len) && !(val_len == 4 && memcmp(val, "null", 4) == 0))
+        return gb_error(out, "GraphQL errors: %.*s", (int)(val_len > 2000 ? 2000 : val_len), val);
+    if (!find(body, len, "data", &data, &data_len)) return gb_error(out, "GraphQL answer without \"data\"");
+    gb_buf name = {0};
+    if (!find(op, op_len, "field", &val, &val_len) || gb_json_string(val, val_len, &name) != 0 || !name.data)
+        return gb_error(out, "graphql descriptor without \"field\"");
+    int found = find(data, data_len, name.data, &fieldv, &field_len);
+    gb_buf_free(&name);
+    if (!found) return gb_buf_puts(out, "null"), GB_OK;
+    gb_buf_append(out, fieldv, field_len);
+    return GB_OK;
+}
+
+static int graphql_body(const char *op, size_t op_len, const char *in, size_t in_len, gb_buf *body, gb_buf *out) {
+    const char *val;
+    size_t val_len;
+    if (!find(op, op_len, "query", &val, &val_len) || *val != '"')
+        return gb_error(out, "graphql descriptor without \"query\"");
+    gb_buf_puts(body, "{\"query\":");
+    gb_buf_append(body, val, val_len);
+    gb_buf_puts(body, ",\"variables\":");
+    gb_buf_append(body, in, in_len);
+    gb_buf_puts(body, "}");
+    return GB_OK;
+}
+
+typedef struct request {
+    gb_buf method, url, body;
+    gb_buf headers[2 * MAX_HEADERS + 2];
+    size_t header_count;
+    int has_body;
+} request;
+
+static int build(const char *op, size_t op_len, const char *in, size_t in_len, request *r, gb_buf *out) {
+    const char *val, *gql;
+    size_t val_len, gql_len;
+    if (!find(op, op_len, "method", &val, &val_len) || gb_json_string(val, val_len, &r->method) != 0)
+        return gb_error(out, "operation descriptor without \"method\"");
+    if (!find(op, op_len, "url", &val, &val_len) || gb_json_string(val, val_len, &r->url) != 0)
+        return gb_error(out, "operation descriptor without \"url\"");
+    if (!find(op, op_len, "path", &val, &val_len)) return gb_error(out, "operation descriptor without \"path\"");
+    gb_buf tpl = {0};
+    int rc = gb_json_string(val, val_len, &tpl) != 0 ? gb_error(out, "bad path template")
+                                                       : build_path(tpl.data, tpl.len, in, in_len, &r->url, out);
+    gb_buf_free(&tpl);
+    if (rc != GB_OK) return rc;
+    if (find(op, op_len, "query", &val, &val_len) && build_query(val, val_len, in, in_len, &r->url, out) != GB_OK)
+        return GB_ERR;
+    if (find(op, op_len, "headers", &val, &val_len) &&
+        build_headers(val, val_len, in, in_len, r->headers, &r->header_count, out) != GB_OK)
+        return GB_ERR;
+    if (find(op, op_len, "graphql", &gql, &gql_len) && *gql == '{') {
+        r->has_body = 1;
+        if (graphql_body(gql, gql_len, in, in_len, &r->body, out) != GB_OK) return GB_ERR;
+    } else if (find(op, op_len, "body", &val, &val_len) && val_len == 4 && memcmp(val, "true", 4) == 0 &&
+               find(in, in_len, "body", &val, &val_len)) {
+        r->has_body = 1;
+        gb_buf_append(&r->body, val, val_len);
+    }
+    if (r->has_body) {
+        gb_buf *pair = &r->headers[2 * r->header_count++];
+        gb_buf_puts(&pair[0], "Content-Type");
+        gb_buf_puts(&pair[1], "application/json");
+    }
+    return GB_OK;
+}
+
+static int answer(const request *r, const gb_http_response *resp, const char *op, size_t op_len, gb_buf *out) {
+    const char *gql;
+    size_t gql_len;
+    if (resp->status < 200 || resp->status > 299) {
+        size_t shown = resp->body_len > 500 ? 500 : resp->body_len;
+        return gb_error(out, "%s %s answered HTTP %d: %.*s", r->method.data, r->url.data, resp->status, (int)shown,
+                        resp->body ? resp->body : "");
+    }
+    const char *p = gb__ws(resp->body, resp->body + resp->body_len);
+    if (!resp->body || p == resp->body + resp->body_len) return gb_buf_puts(out, "null"), GB_OK;
+    if (find(op, op_len, "graphql", &gql, &gql_len) && *gql == '{')
+        return graphql_answer(resp->body, resp->body_len, gql, gql_len, out);
+    gb_buf_append(out, resp->body, resp->body_len);
+    return GB_OK;
+}
+
+int gb_tool(const char *input, size_t len, gb_buf *out) {
+    const char *op, *in;
+    size_t op_len, in_len;
+    if (!gb_json_find(input, len, "operation", &op, &op_len) || !gb_json_find(input, len, "input", &in, &in_len))
+        return gb_error(out, "expected {\"operation\": ..., \"input\": ...}");
+    request r = {0};
+    int rc = build(op, op_len, in, in_len, &r, out);
+    gb_header headers[MAX_HEADERS + 1];
+    for (size_t i = 0; i < r.header_count; i++)
+        headers[i] = (gb_header){r.headers[2 * i].data, r.headers[2 * i + 1].data ? r.headers[2 * i + 1].data : ""};
+    if (rc == GB_OK) {
+        gb_http_request req = {.method = r.method.data, .url = r.url.data, .headers = headers,
+                               .header_count = r.header_count, .body = r.has_body ? (r.body.data ? r.body.data : "") : NULL,
+                               .body_len = r.body.len};
+        gb_http_response resp = {0};
+        gb_buf reason = {0};
+        gb_http_status st = gb_http_fetch(&req, &resp, &reason);
+        if (st != GB_HTTP_OK) {
+            rc = gb_error(out, "%s %s: %s: %.*s", r.method.data, r.url.data, gb_http_status_name(st), (int)reason.len,
+                          reason.data ? reason.data : "");
+        } else {
+            rc = answer(&r, &resp, op, op_len, out);
+            gb_http_response_free(&resp);
+        }
+        gb_buf_free(&reason);
+    }
+    gb_buf_free(&r.method), gb_buf_free(&r.url), gb_buf_free(&r.body);
+    for (size_t i = 0; i < 2 * MAX_HEADERS + 2; i++) gb_buf_free(&r.headers[i]);
+    return rc;
+}

@@ -1,0 +1,101 @@
+"""The ``import`` command group: whole APIs as tools (thin: parse, call the library, print)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ._cli_base import dump, open_runtime
+from .importers import ImportResult, import_graphql, import_openapi
+
+__all__ = ["import_group"]
+
+_WIDENING = "Accept a re-import that gives an existing operation a new host, method or path."
+_POLICY_OUT = "Write the policy fragment to FILE instead of printing it."
+
+
+@click.group("import")
+def import_group() -> None:
+    """Register whole APIs (OpenAPI, GraphQL) as tools, one per operation."""
+
+
+@import_group.command("openapi")
+@click.argument("spec")
+@click.option("--name", help="API name: the tools' and scopes' prefix (default: from info.title).")
+@click.option("--server", help="Base URL to call instead of the spec's first server.")
+@click.option("--policy-out", type=click.Path(dir_okay=False), help=_POLICY_OUT)
+@click.option("--accept-widening", is_flag=True, help=_WIDENING)
+@click.option("--dry-run", is_flag=True, help="Show what would change; register nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_context
+def openapi(
+    ctx: click.Context,
+    spec: str,
+    name: str | None,
+    server: str | None,
+    policy_out: str | None,
+    accept_widening: bool,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Register each operation of the OpenAPI 3.x document SPEC (a file or a URL) as a tool."""
+    with open_runtime(ctx) as rt:
+        result = import_openapi(rt, spec, name=name, server=server, accept_widening=accept_widening, dry_run=dry_run)
+    _report(result, policy_out, as_json)
+
+
+@import_group.command("graphql")
+@click.argument("schema", type=click.Path(exists=True, dir_okay=False))
+@click.option("--endpoint", required=True, help="The GraphQL endpoint URL the tools POST to.")
+@click.option("--name", help="API name: the tools' and scopes' prefix (default: the file's stem).")
+@click.option("--depth", type=click.IntRange(min=1, max=8), default=2, show_default=True, help="Selection depth.")
+@click.option("--policy-out", type=click.Path(dir_okay=False), help=_POLICY_OUT)
+@click.option("--accept-widening", is_flag=True, help=_WIDENING)
+@click.option("--dry-run", is_flag=True, help="Show what would change; register nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_context
+def graphql(
+    ctx: click.Context,
+    schema: str,
+    endpoint: str,
+    name: str | None,
+    depth: int,
+    policy_out: str | None,
+    accept_widening: bool,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Register each Query and Mutation field of the GraphQL schema SCHEMA (SDL or introspection JSON)."""
+    with open_runtime(ctx) as rt:
+        result = import_graphql(
+            rt, schema, endpoint=endpoint, name=name, depth=depth, accept_widening=accept_widening, dry_run=dry_run
+        )
+    _report(result, policy_out, as_json)
+
+
+def _report(result: ImportResult, policy_out: str | None, as_json: bool) -> None:
+    if policy_out is not None:
+        Path(policy_out).write_text(result.policy_yaml(), encoding="utf-8")
+    if as_json:
+        click.echo(dump(result.to_dict()))
+        return
+    verb = "would import" if result.dry_run else "imported"
+    click.echo(
+        f"{verb} {result.api} ({result.kind}): {len(result.added)} added, {len(result.changed)} changed, "
+        f"{len(result.removed)} removed, {len(result.unchanged)} unchanged"
+    )
+    for label, names in (("+", result.added), ("~", result.changed), ("-", result.removed)):
+        for tool in names:
+            click.echo(f"  {label} {tool}")
+    for line in result.widened:
+        click.echo(f"  widened: {line}")
+    for hint in result.secrets:
+        click.echo(f"secret: set {hint.env} ({hint.header}: {hint.format.replace('{value}', '<' + hint.env + '>')})")
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
+    if policy_out is not None:
+        click.echo(f"policy fragment written to {policy_out}")
+    else:
+        click.echo("--- policy fragment (merge into your policy) ---")
+        click.echo(result.policy_yaml(), nl=False)

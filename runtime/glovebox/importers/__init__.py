@@ -1,0 +1,119 @@
+"""Importers: whole APIs (OpenAPI documents, GraphQL schemas) as sandboxed, scope-checked tools.
+
+Every operation becomes a tool run by one generic HTTP-operation guest (see
+``guest/operation/operation.c``); an import registers all of its operations or
+none (see ``_batch``). The parsers (``openapi-spec-validator``,
+``graphql-core``, the ``import`` extra) load only when an import runs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._batch import ImportResult, SecretHint
+
+if TYPE_CHECKING:
+    from .._runtime import Runtime
+
+__all__ = ["ImportResult", "SecretHint", "import_graphql", "import_openapi"]
+
+
+def import_openapi(
+    runtime: Runtime,
+    spec: str | os.PathLike[str] | dict[str, Any],
+    *,
+    name: str | None = None,
+    server: str | None = None,
+    accept_widening: bool = False,
+    dry_run: bool = False,
+) -> ImportResult:
+    """Register every operation of an OpenAPI 3.0/3.1 document as a tool (all or none).
+
+    Args:
+        runtime: the Runtime whose registry receives the tools.
+        spec: a file (YAML or JSON), an http(s) URL (fetched once, bounded in
+            size and time) or an already parsed document.
+        name: the API name (tool-name and scope prefix); default: from ``info.title``.
+        server: the base URL to call instead of the document's first server.
+        accept_widening: let a re-import give an existing operation a new host, method or path.
+        dry_run: compute the diff and the policy fragment; register nothing.
+
+    Returns:
+        What was added, changed, removed (deprecated), and the policy fragment.
+
+    Raises:
+        InvalidSpec: the document cannot be imported; the message names the place.
+        WideningRefused: a re-import widens an operation and ``accept_widening`` is not set.
+        BuildError: the generic guest must be built and the ``build`` extra is missing.
+    """
+    from ._openapi import plan_openapi
+
+    source = spec if isinstance(spec, dict) else _source(spec)
+    api, planned, secrets, notes = plan_openapi(source, name=name, server=server)
+    return _apply(runtime, "openapi", api, planned, secrets, notes, accept_widening, dry_run)
+
+
+def import_graphql(
+    runtime: Runtime,
+    schema: str | os.PathLike[str],
+    *,
+    endpoint: str,
+    name: str | None = None,
+    depth: int = 2,
+    accept_widening: bool = False,
+    dry_run: bool = False,
+) -> ImportResult:
+    """Register every Query field (a read) and Mutation field (a write) of a GraphQL schema as a tool.
+
+    Args:
+        runtime: the Runtime whose registry receives the tools.
+        schema: an SDL file or an introspection result (JSON) file.
+        endpoint: the GraphQL endpoint URL every tool POSTs to.
+        name: the API name; default: the schema file's stem.
+        depth: how many levels of object fields each tool selects (cycles are cut).
+        accept_widening: let a re-import give an existing operation a new host, method or path.
+        dry_run: compute the diff and the policy fragment; register nothing.
+
+    Raises:
+        InvalidSpec: the schema does not parse; the message names the line and column.
+        WideningRefused: a re-import widens an operation and ``accept_widening`` is not set.
+    """
+    from ._graphql import plan_graphql
+
+    api, planned, secrets, notes = plan_graphql(Path(schema), endpoint=endpoint, name=name, depth=depth)
+    return _apply(runtime, "graphql", api, planned, secrets, notes, accept_widening, dry_run)
+
+
+def _source(spec: str | os.PathLike[str]) -> str | Path:
+    text = os.fspath(spec)
+    return text if text.startswith(("http://", "https://")) else Path(text)
+
+
+def _apply(
+    runtime: Runtime,
+    kind: str,
+    api: str,
+    planned: list[Any],
+    secrets: list[SecretHint],
+    notes: list[str],
+    accept_widening: bool,
+    dry_run: bool,
+) -> ImportResult:
+    from ._batch import apply
+    from ._guest import operation_guest
+
+    runtime._check_open()
+    artifact = Path() if dry_run else operation_guest(runtime.home)
+    return apply(
+        runtime,
+        planned,
+        artifact,
+        api=api,
+        kind=kind,
+        secrets=secrets,
+        notes=notes,
+        accept_widening=accept_widening,
+        dry_run=dry_run,
+    )

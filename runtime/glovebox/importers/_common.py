@@ -1,0 +1,191 @@
+"""What the OpenAPI and GraphQL importers share: names, servers, HTTP rules, limits, spec loading."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from .._errors import InvalidSpec
+from .._grants import HttpRule
+from .._manifest import Limits
+from ..capabilities._rules import ip_literal, parse_path_pattern
+
+__all__ = [
+    "MAX_SPEC_BYTES",
+    "OPERATION_LIMITS",
+    "Server",
+    "api_name",
+    "http_rule",
+    "kebab",
+    "parse_server",
+    "read_spec",
+    "tool_name",
+]
+
+#: The largest spec an import reads (a file or a URL).
+MAX_SPEC_BYTES = 8 * 1024 * 1024
+#: How long fetching a spec from a URL may take, in seconds, in all.
+FETCH_TIMEOUT_S = 15.0
+#: The limits of every imported operation: a small guest waiting on one upstream request.
+OPERATION_LIMITS = Limits(fuel=200_000_000, memory_bytes=16 * 1024 * 1024, timeout_ms=15_000)
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+def kebab(text: str) -> str:
+    """A name part in the tool-name alphabet: camelCase split, lower case, other characters to '-'.
+
+    >>> kebab("getPetById"), kebab("GET /pets/{petId}"), kebab("HTTPServer_v2")
+    ('get-pet-by-id', 'get-pets-pet-id', 'http-server_v2')
+    """
+    text = re.sub(r"([a-z0-9])([A-Z])", r"\1-\2", text)
+    text = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1-\2", text)
+    return re.sub(r"[^a-z0-9_]+", "-", text.lower()).strip("-_")
+
+
+def api_name(name: str, where: str) -> str:
+    """Validate (or derive) an API name: the tools' prefix and the scopes' prefix."""
+    derived = kebab(name)[:40].strip("-_")
+    if not _NAME.match(derived):
+        raise InvalidSpec(f"{where}: cannot make an API name from {name!r}; give one with --name")
+    return derived
+
+
+def tool_name(api: str, part: str, where: str) -> str:
+    """``<api>-<part>`` in the tool-name pattern, at most 64 characters."""
+    name = f"{api}-{kebab(part)}"[:64].rstrip("-_")
+    if not _NAME.match(name) or name == api:
+        raise InvalidSpec(f"{where}: cannot make a tool name from {part!r}", details={"place": where})
+    return name
+
+
+class Server:
+    """A server base URL, split into what an HTTP rule needs."""
+
+    def __init__(self, url: str, where: str) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InvalidSpec(f"{where}: server URL {url!r} must be an absolute http(s) URL", details={"place": where})
+        if parts.username or parts.password or parts.query or parts.fragment:
+            raise InvalidSpec(
+                f"{where}: server URL {url!r} must not carry credentials, a query or a fragment",
+                details={"place": where},
+            )
+        try:
+            self.port = parts.port
+        except ValueError as exc:
+            raise InvalidSpec(f"{where}: server URL {url!r} has a bad port", details={"place": where}) from exc
+        self.scheme = parts.scheme
+        self.host = parts.hostname
+        self.base_path = parts.path.rstrip("/")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.url = f"{self.scheme}://{host}{f':{self.port}' if self.port else ''}{self.base_path}"
+
+    @property
+    def private(self) -> bool:
+        """Whether the server is on this machine or a private network (the rule must allow it)."""
+        address = ip_literal(self.host)
+        if address is None:
+            return self.host == "localhost"
+        return address.is_private or address.is_loopback or address.is_link_local
+
+
+def parse_server(url: str, where: str) -> Server:
+    """A :class:`Server` from a base URL, refused with the place it came from."""
+    return Server(url, where)
+
+
+def http_rule(server: Server, method: str, path_template: str, where: str) -> HttpRule:
+    """The one HTTP rule of an operation: its host, scheme, port, method and path (each ``{x}`` one segment)."""
+    if "*" in server.base_path + path_template:
+        raise InvalidSpec(f"{where}: path {path_template!r}: a literal '*' cannot be granted", details={"place": where})
+    pattern = server.base_path + re.sub(r"\{[^}/]*\}", "*", path_template)
+    try:
+        parse_path_pattern(pattern)
+        return HttpRule(
+            host=server.host,
+            schemes=[server.scheme],
+            ports=[server.port] if server.port else None,
+            methods=[method],
+            paths=[pattern],
+            allow_private=server.private,
+        )
+    except ValueError as exc:
+        raise InvalidSpec(
+            f"{where}: path {path_template!r} cannot be granted: {exc}", details={"place": where}
+        ) from exc
+
+
+def read_spec(source: str | Path) -> tuple[Any, str]:
+    """Read and parse a spec (YAML or JSON) from a file or an http(s) URL; return (document, origin)."""
+    text, origin = _fetch(str(source)) if _is_url(source) else _read(Path(source))
+    import yaml  # YAML is a superset of JSON: one parser for both
+
+    try:
+        return yaml.load(text, Loader=_loader()), origin  # noqa: S506 - a SafeLoader without aliases
+    except InvalidSpec as exc:
+        raise InvalidSpec(f"{origin}: {exc.message}", details=exc.details) from exc
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        line = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "unknown place"
+        raise InvalidSpec(f"{origin}: {line}: not valid YAML/JSON: {exc.problem}", details={"place": line}) from exc
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise InvalidSpec(f"{origin}: not valid YAML/JSON: {exc}") from exc
+
+
+def _loader() -> Any:
+    """A SafeLoader that refuses aliases: a spec of a few KB cannot expand into billions of nodes."""
+    import yaml
+
+    class NoAliases(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise InvalidSpec(
+                    f"line {mark.line + 1}, column {mark.column + 1}: YAML aliases are not supported in a spec",
+                    details={"place": f"line {mark.line + 1}"},
+                )
+            return super().compose_node(parent, index)
+
+    return NoAliases
+
+
+def _is_url(source: str | Path) -> bool:
+    return isinstance(source, str) and source.startswith(("http://", "https://"))
+
+
+def _read(path: Path) -> tuple[str, str]:
+    try:
+        if path.stat().st_size > MAX_SPEC_BYTES:
+            raise InvalidSpec(f"{path}: over the {MAX_SPEC_BYTES}-byte spec limit")
+        return path.read_text(encoding="utf-8"), str(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidSpec(f"cannot read {path}: {exc}") from exc
+
+
+def _fetch(url: str) -> tuple[str, str]:
+    """GET a spec once: bounded in size and (in all) in time, no redirects followed."""
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + FETCH_TIMEOUT_S
+    chunks, size = [], 0
+    try:
+        with httpx.stream("GET", url, timeout=FETCH_TIMEOUT_S, follow_redirects=False) as response:
+            if response.status_code != 200:
+                raise InvalidSpec(f"{url}: answered HTTP {response.status_code}")
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > MAX_SPEC_BYTES:
+                    raise InvalidSpec(f"{url}: over the {MAX_SPEC_BYTES}-byte spec limit")
+                if time.monotonic() > deadline:
+                    raise InvalidSpec(f"{url}: took over {FETCH_TIMEOUT_S:g} s")
+                chunks.append(chunk)
+    except httpx.HTTPError as exc:
+        raise InvalidSpec(f"{url}: cannot fetch the spec: {exc}") from exc
+    try:
+        return b"".join(chunks).decode("utf-8"), url
+    except UnicodeDecodeError as exc:
+        raise InvalidSpec(f"{url}: the spec is not UTF-8 text") from exc

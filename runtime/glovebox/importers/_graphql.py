@@ -1,0 +1,205 @@
+"""``glovebox import graphql``: each Query field a read tool, each Mutation field a write tool.
+
+The schema is SDL or an introspection result (JSON), parsed by
+``graphql-core``; a schema that does not parse or build is refused naming the
+line and column. A field's arguments make the input schema (scalars, enums,
+input objects as ``$defs``, lists, non-null as required); its output is
+selected to a bounded depth (``depth``, default 2): scalar and enum fields
+always, object fields while depth remains and the type is not already on the
+path (cycles are cut), fields with required arguments never. Every tool POSTs
+``{"query": <document>, "variables": <input>}`` to the one endpoint through
+the generic guest; an ``errors`` array in the answer is a ``guest_error``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .._errors import InvalidSpec
+from .._manifest import GraphqlField, Manifest, Operation
+from ._batch import Planned, SecretHint
+from ._common import OPERATION_LIMITS, Server, api_name, http_rule, read_spec, tool_name
+
+__all__ = ["plan_graphql"]
+
+_SCALARS: dict[str, Any] = {
+    "Int": {"type": "integer"},
+    "Float": {"type": "number"},
+    "String": {"type": "string"},
+    "Boolean": {"type": "boolean"},
+    "ID": {"type": ["string", "integer"]},
+}
+
+
+def plan_graphql(
+    source: str | Path, *, endpoint: str, name: str | None = None, depth: int = 2
+) -> tuple[str, list[Planned], list[SecretHint], list[str]]:
+    """Plan the tools of a GraphQL schema; return (api, planned tools, secrets, notes).
+
+    Raises:
+        InvalidSpec: the schema does not parse or has nothing to import.
+        ValueError: ``depth`` is below 1.
+    """
+    if depth < 1:
+        raise ValueError(f"depth must be at least 1, not {depth}")
+    schema, origin = _load(source)
+    server = Server(endpoint, "--endpoint")
+    api = api_name(name or Path(str(source)).stem, "--name")
+    planned: list[Planned] = []
+    seen: dict[str, str] = {}
+    for root, action in ((schema.query_type, "allow"), (schema.mutation_type, "require_approval")):
+        if root is None:
+            continue
+        for field_name, field in root.fields.items():
+            place = f"{origin}: {root.name}.{field_name}"
+            plan = _field(api, server, root.name, field_name, field, action, depth, place)
+            if plan.manifest.name in seen:
+                raise InvalidSpec(
+                    f"{place}: tool name {plan.manifest.name!r} is also made by {seen[plan.manifest.name]}",
+                    details={"place": place},
+                )
+            seen[plan.manifest.name] = place
+            planned.append(plan)
+    if not planned:
+        raise InvalidSpec(f"{origin}: the schema has no Query or Mutation fields")
+    return api, planned, [], []
+
+
+def _load(source: str | Path) -> tuple[Any, str]:
+    from graphql import GraphQLError, build_client_schema, build_schema
+
+    path = Path(source)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidSpec(f"cannot read {path}: {exc}") from exc
+    try:
+        if text.lstrip().startswith("{"):
+            data, _ = read_spec(path)
+            data = data.get("data", data) if isinstance(data, dict) else data
+            return build_client_schema(data), str(path)
+        return build_schema(text), str(path)
+    except GraphQLError as exc:
+        where = ", ".join(f"line {loc.line}, column {loc.column}" for loc in exc.locations or [])
+        raise InvalidSpec(f"{path}: {where or 'schema'}: {exc.message}", details={"place": where}) from exc
+    except (TypeError, ValueError, KeyError) as exc:
+        raise InvalidSpec(f"{path}: not a GraphQL schema or introspection result: {exc}") from exc
+
+
+def _field(api: str, server: Server, root: str, name: str, field: Any, action: str, depth: int, where: str) -> Planned:
+    defs: dict[str, Any] = {}
+    properties = {arg: _input_type(spec.type, defs) for arg, spec in field.args.items()}
+    for arg, spec in field.args.items():
+        if spec.description:
+            properties[arg] = {**properties[arg], "description": spec.description}
+    required = [arg for arg, spec in field.args.items() if _non_null(spec.type) and spec.default_value is _undefined()]
+    input_schema: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+    if defs:
+        input_schema["$defs"] = defs
+    variables = ", ".join(f"${arg}: {spec.type}" for arg, spec in field.args.items())
+    arguments = ", ".join(f"{arg}: ${arg}" for arg in field.args)
+    keyword = "query" if action == "allow" else "mutation"
+    selection = _selection(field.type, depth, frozenset())
+    document = (
+        f"{keyword} {_op_name(name)}{f'({variables})' if variables else ''} "
+        f"{{ {name}{f'({arguments})' if arguments else ''}{f' {selection}' if selection else ''} }}"
+    )
+    operation = Operation(
+        api=api,
+        source_id=f"{root}.{name}",
+        method="POST",
+        url=server.url.removesuffix(server.base_path),
+        path=server.base_path or "/",
+        graphql=GraphqlField(query=document, field=name),
+    )
+    description = (field.description or "").strip() or f"GraphQL {root}.{name}"
+    manifest: dict[str, Any] = {
+        "name": tool_name(api, name, where),
+        "version": "1.0.0",
+        "description": description,
+        "kind": "graphql",
+        "input_schema": input_schema,
+        "output_schema": True,
+        "limits": OPERATION_LIMITS,
+        "capabilities": {"http": [http_rule(server, "POST", "" if server.base_path else "/", where)]},
+        "required_scopes": [f"{api}:{'read' if action == 'allow' else 'write'}"],
+        "operation": operation,
+    }
+    return Planned(manifest=Manifest.model_validate(manifest), action=action, where=where)
+
+
+def _op_name(field: str) -> str:
+    return field[:1].upper() + field[1:]
+
+
+def _undefined() -> Any:
+    from graphql import Undefined
+
+    return Undefined
+
+
+def _non_null(kind: Any) -> bool:
+    from graphql import GraphQLNonNull
+
+    return isinstance(kind, GraphQLNonNull)
+
+
+def _input_type(kind: Any, defs: dict[str, Any]) -> Any:
+    """The JSON Schema of a GraphQL input type (non-null only makes an argument or field required)."""
+    from graphql import GraphQLEnumType, GraphQLInputObjectType, GraphQLList, GraphQLNonNull, GraphQLScalarType
+
+    if isinstance(kind, GraphQLNonNull):
+        return _input_type(kind.of_type, defs)
+    if isinstance(kind, GraphQLList):
+        return {"type": "array", "items": _input_type(kind.of_type, defs)}
+    if isinstance(kind, GraphQLEnumType):
+        return {"enum": list(kind.values)}
+    if isinstance(kind, GraphQLScalarType):
+        return dict(_SCALARS.get(kind.name, {}))
+    if isinstance(kind, GraphQLInputObjectType):
+        if kind.name not in defs:
+            defs[kind.name] = True  # placeholder: a recursive input type refers to itself by name
+            fields = kind.fields
+            defs[kind.name] = {
+                "type": "object",
+                "properties": {key: _input_type(value.type, defs) for key, value in fields.items()},
+                "required": [
+                    key
+                    for key, value in fields.items()
+                    if _non_null(value.type) and value.default_value is _undefined()
+                ],
+                "additionalProperties": False,
+            }
+        return {"$ref": f"#/$defs/{kind.name}"}
+    return {}
+
+
+def _selection(kind: Any, depth: int, path: frozenset[str]) -> str:
+    """The selection set of an output type to ``depth`` levels ('' for a scalar or enum)."""
+    from graphql import GraphQLInterfaceType, GraphQLObjectType, GraphQLUnionType, get_named_type
+
+    named = get_named_type(kind)
+    if isinstance(named, GraphQLUnionType):
+        parts = [f"... on {member.name} {_selection(member, depth, path)}" for member in named.types]
+        return "{ __typename " + " ".join(parts) + " }"
+    if not isinstance(named, (GraphQLObjectType, GraphQLInterfaceType)):
+        return ""
+    inner = path | {named.name}
+    picked = []
+    for field_name, field in named.fields.items():
+        if any(_non_null(arg.type) and arg.default_value is _undefined() for arg in field.args.values()):
+            continue
+        sub = get_named_type(field.type)
+        if not isinstance(sub, (GraphQLObjectType, GraphQLInterfaceType, GraphQLUnionType)):
+            picked.append(field_name)
+        elif depth > 1 and sub.name not in inner:
+            nested = _selection(field.type, depth - 1, inner)
+            if nested:
+                picked.append(f"{field_name} {nested}")
+    return "{ " + " ".join(picked or ["__typename"]) + " }"

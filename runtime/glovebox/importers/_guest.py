@@ -1,0 +1,50 @@
+"""The generic HTTP-operation guest (``guest/operation/operation.c``), built once and cached.
+
+Every imported operation runs this one component, so all of them share one
+artifact digest and one compiled component. It is built from the C source
+shipped with the package (the ``build`` extra's Zig and wasm-tools) into the
+build cache, under a name derived from the digest of its sources, so a
+changed source (or SDK) builds anew and an unchanged one never does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+from .._build import build, sdk_dir
+from .._errors import BuildError
+from .._settings import build_cache_dir
+
+__all__ = ["operation_guest"]
+
+
+def _sources() -> list[Path]:
+    sdk = sdk_dir()
+    source = sdk / "operation" / "operation.c"
+    if not source.is_file():
+        raise BuildError(f"the generic HTTP-operation guest source is missing from this installation ({source})")
+    return [source, sdk / "c" / "glovebox.h", *sorted((sdk / "wit").glob("*.wit"))]
+
+
+def operation_guest(home: Path | None = None) -> Path:
+    """The built generic guest: from the cache, or built now (a few seconds the first time).
+
+    Raises:
+        BuildError: the source is missing or the C toolchain (the ``build`` extra) is not installed.
+    """
+    sources = _sources()
+    digest = hashlib.sha256()
+    for path in sources:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    cache = build_cache_dir(home)
+    target = cache / f"operation-{digest.hexdigest()[:24]}.wasm"
+    if target.is_file():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache, prefix=".operation-") as tmp:
+        built = build(sources[0], Path(tmp) / "operation.wasm")
+        os.replace(built, target)  # atomic: a concurrent import sees the whole file or none
+    return target

@@ -1,0 +1,148 @@
+"""OpenAPI schemas to the JSON Schema of a tool: ``$ref``s kept as ``$defs``, 3.0 dialect translated.
+
+A ``$ref`` inside a schema becomes ``#/$defs/<Name>`` (``Name`` from
+``#/components/schemas/<Name>``, else from the pointer), and its target is
+converted once into ``$defs``, so recursive schemas stay recursive instead of
+being unrolled. Only references within the document are followed: an external
+one is refused before anything else, naming where it is.
+
+OpenAPI 3.0's dialect differs from JSON Schema: ``nullable: true`` becomes a
+``null`` type, boolean ``exclusiveMinimum``/``exclusiveMaximum`` become the
+numeric form, and ``discriminator``, ``xml``, ``externalDocs`` and ``example``
+(annotations with no JSON Schema meaning) are dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import unquote
+
+from .._errors import InvalidSpec
+
+__all__ = ["SchemaConverter", "check_refs", "deref", "pointer", "resolve"]
+
+_DATA = frozenset({"enum", "const", "default", "example", "examples"})
+_DROP_30 = frozenset({"discriminator", "xml", "externalDocs", "example", "nullable"})
+
+
+def pointer(*parts: Any) -> str:
+    """A JSON pointer from path parts.
+
+    >>> pointer("paths", "/pets/{id}", "get")
+    '/paths/~1pets~1{id}/get'
+    """
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def check_refs(doc: Any, node: Any = None, place: str = "") -> None:
+    """Refuse any ``$ref`` that leaves the document (a file or a URL) or does not resolve, naming where it is."""
+    node = doc if node is None else node
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if ref is not None and (not isinstance(ref, str) or not ref.startswith("#")):
+            raise InvalidSpec(
+                f"{place or '/'}/$ref: {ref!r} refers outside the document; only '#/...' references are supported",
+                details={"place": f"{place}/$ref"},
+            )
+        if ref is not None:
+            resolve(doc, ref, f"{place}/$ref")
+        for key, value in node.items():
+            if key not in _DATA:
+                check_refs(doc, value, f"{place}{pointer(key)}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            check_refs(doc, value, f"{place}/{index}")
+
+
+def resolve(doc: Any, ref: str, place: str) -> Any:
+    """The node a local ``$ref`` (``#/a/b``) points to."""
+    node = doc
+    path = ref[1:]
+    if path and not path.startswith("/"):
+        raise InvalidSpec(f"{place}: $ref {ref!r} is not a JSON pointer", details={"place": place})
+    for token in path.split("/")[1:]:
+        key = unquote(token).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and key in node:
+            node = node[key]
+        elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+            node = node[int(key)]
+        else:
+            raise InvalidSpec(f"{place}: $ref {ref!r} does not resolve", details={"place": place, "ref": ref})
+    return node
+
+
+def deref(doc: Any, node: Any, place: str) -> tuple[Any, str]:
+    """Follow a chain of ``$ref`` objects (parameters, bodies, responses); return (target, its place)."""
+    seen = set()
+    while isinstance(node, dict) and isinstance(node.get("$ref"), str):
+        ref = node["$ref"]
+        if ref in seen:
+            raise InvalidSpec(f"{place}: $ref {ref!r} refers to itself", details={"place": place})
+        seen.add(ref)
+        node, place = resolve(doc, ref, place), ref[1:]
+    return node, place
+
+
+class SchemaConverter:
+    """Converts the schemas of one operation, collecting the ``$defs`` they refer to."""
+
+    def __init__(self, doc: Any, openapi_30: bool) -> None:
+        self.doc = doc
+        self.openapi_30 = openapi_30
+        self.defs: dict[str, Any] = {}
+        self._names: dict[str, str] = {}
+
+    def convert(self, node: Any, place: str) -> Any:
+        """The JSON Schema for the OpenAPI schema ``node`` found at ``place``."""
+        if isinstance(node, list):
+            return [self.convert(item, f"{place}/{i}") for i, item in enumerate(node)]
+        if not isinstance(node, dict):
+            return node
+        if isinstance(node.get("$ref"), str):
+            return {**self._keep(node), "$ref": f"#/$defs/{self._define(node['$ref'], place)}"}
+        converted: dict[str, Any] = {}
+        for key, value in node.items():
+            if self.openapi_30 and key in _DROP_30:
+                continue
+            if key in _DATA:
+                converted[key] = value
+            elif key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"):
+                converted[key] = {k: self.convert(v, f"{place}{pointer(key, k)}") for k, v in (value or {}).items()}
+            else:
+                converted[key] = self.convert(value, f"{place}{pointer(key)}")
+        return self._fix_30(node, converted) if self.openapi_30 else converted
+
+    def _keep(self, node: dict[str, Any]) -> dict[str, Any]:
+        """Siblings of a ``$ref`` that still mean something (3.1 allows them; descriptions are kept)."""
+        return {k: v for k, v in node.items() if k in ("description", "title") or (not self.openapi_30 and k != "$ref")}
+
+    def _define(self, ref: str, place: str) -> str:
+        name = self._names.get(ref)
+        if name is not None:
+            return name
+        target = resolve(self.doc, ref, place)
+        match = re.fullmatch(r"#/components/schemas/([^/]+)", ref)
+        base = re.sub(r"[^A-Za-z0-9_.-]", "_", unquote(match.group(1)) if match else ref[2:]) or "schema"
+        name, n = base, 2
+        while name in self.defs:
+            name, n = f"{base}_{n}", n + 1
+        self._names[ref] = name
+        self.defs[name] = True  # a placeholder while converting: a recursive reference finds the name
+        self.defs[name] = self.convert(target, ref[1:])
+        return name
+
+    @staticmethod
+    def _fix_30(node: dict[str, Any], converted: dict[str, Any]) -> dict[str, Any]:
+        if node.get("nullable") is True:
+            kind = converted.get("type")
+            if isinstance(kind, str):
+                converted["type"] = [kind, "null"]
+            elif "enum" in converted and None not in converted["enum"]:
+                converted["enum"] = [*converted["enum"], None]
+        for key, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+            if node.get(key) is True and bound in converted:
+                converted[key] = converted.pop(bound)
+            elif node.get(key) is False:
+                converted.pop(key)
+        return converted

@@ -1,0 +1,333 @@
+"""``glovebox import openapi``: each operation of an OpenAPI 3.0/3.1 document becomes a tool.
+
+The document (YAML or JSON, a file or a URL) is checked for references that
+leave it, then validated with ``openapi-spec-validator``; every refusal names
+the place (a JSON pointer). Each operation becomes a manifest of kind
+``openapi``: name ``<api>-<operationId>`` (or method and path), the input
+schema from its path, query and header parameters (their own names) and its
+JSON request body (field ``body``), the output schema from its first 2xx JSON
+response, one HTTP rule (its host, method and path template, ``{x}`` matching
+one segment) and the scope ``<api>:read`` (GET, HEAD, OPTIONS) or
+``<api>:write`` (anything else).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin
+
+from .._errors import InvalidSpec
+from .._manifest import Manifest, Operation
+from ._batch import Planned, SecretHint
+from ._common import OPERATION_LIMITS, Server, api_name, http_rule, read_spec, tool_name
+from ._oaschema import SchemaConverter, check_refs, deref, pointer
+
+__all__ = ["plan_openapi"]
+
+METHODS = ("get", "put", "post", "delete", "options", "head", "patch")
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})
+_DEFAULT_STYLE = {"path": "simple", "query": "form", "header": "simple"}
+
+
+def plan_openapi(
+    source: str | Path | dict[str, Any], *, name: str | None = None, server: str | None = None
+) -> tuple[str, list[Planned], list[SecretHint], list[str]]:
+    """Plan the tools of an OpenAPI document; return (api, planned tools, secrets, notes).
+
+    Raises:
+        InvalidSpec: the document cannot be imported; the message names the place.
+    """
+    doc, origin = (source, "(document)") if isinstance(source, dict) else read_spec(source)
+    _check_document(doc, origin)
+    api = api_name(name or str(doc["info"].get("title", "")), f"{origin}: /info/title")
+    base = _server(doc, server, origin)
+    planned: list[Planned] = []
+    seen: dict[str, str] = {}
+    for path, item in (doc.get("paths") or {}).items():
+        item, item_place = deref(doc, item, pointer("paths", path))
+        for method in METHODS:
+            if isinstance(item, dict) and method in item:
+                place = f"{item_place}{pointer(method)}"
+                plan = _operation(doc, api, base, path, method, item, place, origin)
+                _unique(plan.manifest.name, place, seen, origin)
+                planned.append(plan)
+    if not planned:
+        raise InvalidSpec(f"{origin}: /paths: the document has no operations", details={"place": "/paths"})
+    secrets, notes = _security(doc, api, base, origin)
+    return api, planned, secrets, notes
+
+
+def _unique(name: str, place: str, seen: dict[str, str], origin: str) -> None:
+    if name in seen:
+        raise InvalidSpec(
+            f"{origin}: {place}: tool name {name!r} is also made by {seen[name]}",
+            details={"place": place, "other": seen[name]},
+        )
+    seen[name] = place
+
+
+def _check_document(doc: Any, origin: str) -> None:
+    if not isinstance(doc, dict):
+        raise InvalidSpec(f"{origin}: /: expected an OpenAPI document (a mapping), got {type(doc).__name__}")
+    if "swagger" in doc:
+        raise InvalidSpec(
+            f"{origin}: /swagger: Swagger {doc['swagger']} is not supported; convert it to OpenAPI 3 first",
+            details={"place": "/swagger"},
+        )
+    version = str(doc.get("openapi", ""))
+    if not version.startswith(("3.0.", "3.1.")):
+        raise InvalidSpec(
+            f"{origin}: /openapi: {version or 'missing'}; OpenAPI 3.0 and 3.1 are supported",
+            details={"place": "/openapi"},
+        )
+    try:
+        check_refs(doc)
+    except RecursionError as exc:
+        raise InvalidSpec(f"{origin}: the document is nested too deeply") from exc
+    from openapi_spec_validator import OpenAPIV30SpecValidator, OpenAPIV31SpecValidator
+
+    validator = OpenAPIV30SpecValidator if version.startswith("3.0.") else OpenAPIV31SpecValidator
+    try:
+        error = next(iter(validator(doc).iter_errors()), None)
+    except Exception as exc:  # the validator's own resolver failing on what it cannot follow
+        raise InvalidSpec(f"{origin}: invalid OpenAPI {version}: {exc}") from exc
+    if error is not None:
+        place = pointer(*error.path) or "/"
+        raise InvalidSpec(
+            f"{origin}: {place}: invalid OpenAPI {version}: {error.message}", details={"place": place}
+        ) from error
+
+
+def _server(doc: dict[str, Any], override: str | None, origin: str) -> Server:
+    if override is not None:
+        return Server(override, "--server")
+    servers = doc.get("servers") or []
+    if not servers or not isinstance(servers[0], dict) or "url" not in servers[0]:
+        raise InvalidSpec(
+            f"{origin}: /servers: the document names no server; give one with --server", details={"place": "/servers"}
+        )
+    url = str(servers[0]["url"])
+    for key, variable in (servers[0].get("variables") or {}).items():
+        url = url.replace("{" + key + "}", str(variable.get("default", "")))
+    if origin.startswith(("http://", "https://")):
+        url = urljoin(origin, url)  # a relative server URL is relative to where the document came from
+    return Server(url, f"{origin}: /servers/0/url")
+
+
+def _operation(
+    doc: dict[str, Any], api: str, server: Server, path: str, method: str, item: Any, place: str, origin: str
+) -> Planned:
+    operation = item[method]
+    where = f"{origin}: {place}"
+    converter = SchemaConverter(doc, str(doc["openapi"]).startswith("3.0."))
+    parameters = _parameters(doc, item, operation, place, origin)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    groups: dict[str, list[str]] = {"path": [], "query": [], "header": []}
+    for param, param_place in parameters:
+        schema = converter.convert(param.get("schema", {}), f"{param_place}/schema")
+        if param.get("description"):
+            schema = {**schema, "description": param["description"]} if isinstance(schema, dict) else schema
+        if param["name"] in properties:
+            raise InvalidSpec(
+                f"{origin}: {param_place}: parameter {param['name']!r} is used twice (in different places)",
+                details={"place": param_place},
+            )
+        properties[param["name"]] = schema
+        groups[param["in"]].append(param["name"])
+        if param.get("required") or param["in"] == "path":
+            required.append(param["name"])
+    has_body = _body(doc, operation, place, origin, converter, properties, required)
+    input_schema: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+    output_schema = _output(doc, operation, place, converter)
+    if converter.defs:
+        input_schema["$defs"] = converter.defs
+        if isinstance(output_schema, dict):
+            output_schema = {**output_schema, "$defs": converter.defs}
+    upper = method.upper()
+    operation_id = operation.get("operationId") or f"{method} {path}"
+    manifest = {
+        "name": tool_name(api, operation_id, where),
+        "version": "1.0.0",
+        "description": _description(operation, upper, path),
+        "kind": "openapi",
+        "input_schema": input_schema,
+        "output_schema": output_schema,
+        "limits": OPERATION_LIMITS,
+        "capabilities": {"http": [http_rule(server, upper, path, where)]},
+        "required_scopes": [f"{api}:{'read' if upper in READ_METHODS else 'write'}"],
+        "operation": Operation(
+            api=api,
+            source_id=operation_id,
+            method=upper,
+            url=server.url,
+            path=path,
+            path_params=groups["path"],
+            query=groups["query"],
+            headers=groups["header"],
+            body=has_body,
+        ),
+    }
+    action = "allow" if upper in READ_METHODS else "require_approval"
+    return Planned(manifest=_manifest(manifest, where), action=action, where=place)
+
+
+def _manifest(data: dict[str, Any], where: str) -> Manifest:
+    from pydantic import ValidationError
+
+    try:
+        return Manifest.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise InvalidSpec(
+            f"{where}: cannot make a tool of this operation: {problems}", details={"place": where}
+        ) from exc
+    except Exception as exc:  # a schema the host refuses (check_schema), named by the manifest error
+        raise InvalidSpec(f"{where}: cannot make a tool of this operation: {exc}", details={"place": where}) from exc
+
+
+def _description(operation: dict[str, Any], method: str, path: str) -> str:
+    text = " ".join(str(operation.get(key, "")).strip() for key in ("summary", "description")).strip()
+    return text or f"{method} {path}"
+
+
+def _parameters(
+    doc: dict[str, Any], item: dict[str, Any], operation: dict[str, Any], place: str, origin: str
+) -> list[tuple[dict[str, Any], str]]:
+    """Path-level then operation-level parameters (an operation's overrides the path's), each checked."""
+    item_place = place.rsplit("/", 1)[0]
+    merged: dict[tuple[str, str], tuple[dict[str, Any], str]] = {}
+    for params, base in ((item.get("parameters") or [], item_place), (operation.get("parameters") or [], place)):
+        for index, raw in enumerate(params):
+            param, param_place = deref(doc, raw, f"{base}/parameters/{index}")
+            if param.get("in") == "header" and str(param.get("name", "")).lower() in _IGNORED_HEADERS:
+                continue  # OpenAPI: such a parameter definition SHALL be ignored (the host sets these)
+            _check_parameter(param, param_place, origin)
+            merged[(param["name"], param["in"])] = (param, param_place)
+    return list(merged.values())
+
+
+def _check_parameter(param: dict[str, Any], place: str, origin: str) -> None:
+    where = param.get("in")
+    if where not in _DEFAULT_STYLE:
+        raise InvalidSpec(
+            f"{origin}: {place}/in: parameters in {where!r} are not supported (path, query and header are)",
+            details={"place": f"{place}/in"},
+        )
+    if "content" in param or param.get("style", _DEFAULT_STYLE[where]) != _DEFAULT_STYLE[where]:
+        raise InvalidSpec(
+            f"{origin}: {place}/style: parameter {param.get('name')!r}: only the default style "
+            f"({_DEFAULT_STYLE[where]}) with a schema is supported",
+            details={"place": f"{place}/style"},
+        )
+    if param.get("explode") is False or param.get("allowReserved"):
+        raise InvalidSpec(
+            f"{origin}: {place}/explode: parameter {param.get('name')!r}: explode: false and allowReserved "
+            "are not supported",
+            details={"place": f"{place}/explode"},
+        )
+    kind = (param.get("schema") or {}).get("type")
+    if kind == "object" or (kind == "array" and where != "query"):
+        raise InvalidSpec(
+            f"{origin}: {place}/schema: {where} parameter {param.get('name')!r} of type {kind} is not supported",
+            details={"place": f"{place}/schema"},
+        )
+
+
+def _json_media(content: dict[str, Any]) -> str | None:
+    for media in content:
+        base = media.split(";")[0].strip().lower()
+        if base == "application/json" or base.endswith("+json"):
+            return str(media)
+    return None
+
+
+def _body(
+    doc: dict[str, Any],
+    operation: dict[str, Any],
+    place: str,
+    origin: str,
+    converter: SchemaConverter,
+    properties: dict[str, Any],
+    required: list[str],
+) -> bool:
+    if "requestBody" not in operation:
+        return False
+    body, body_place = deref(doc, operation["requestBody"], f"{place}/requestBody")
+    content = body.get("content") or {}
+    media = _json_media(content)
+    if media is None:
+        raise InvalidSpec(
+            f"{origin}: {body_place}/content: only JSON request bodies are supported (found {', '.join(content)})",
+            details={"place": f"{body_place}/content"},
+        )
+    if "body" in properties:
+        raise InvalidSpec(
+            f"{origin}: {place}: a parameter named 'body' collides with the request body field",
+            details={"place": place},
+        )
+    properties["body"] = converter.convert(
+        content[media].get("schema", {}), f"{body_place}{pointer('content', media, 'schema')}"
+    )
+    if body.get("required"):
+        required.append("body")
+    return True
+
+
+def _output(doc: dict[str, Any], operation: dict[str, Any], place: str, converter: SchemaConverter) -> Any:
+    responses = operation.get("responses") or {}
+    for code in sorted(str(key) for key in responses):
+        if code.startswith("2"):
+            response, response_place = deref(doc, responses[code], f"{place}{pointer('responses', code)}")
+            content = response.get("content") or {}
+            media = _json_media(content)
+            if media is None or "schema" not in content[media]:
+                return True
+            return converter.convert(content[media]["schema"], f"{response_place}{pointer('content', media, 'schema')}")
+    return True
+
+
+def _security(doc: dict[str, Any], api: str, server: Server, origin: str) -> tuple[list[SecretHint], list[str]]:
+    """The secrets the operator provides, from the security schemes operations use."""
+    schemes = (doc.get("components") or {}).get("securitySchemes") or {}
+    used = _used_schemes(doc)
+    hints, notes = [], []
+    for name in sorted(used):
+        scheme, place = deref(doc, schemes.get(name, {}), pointer("components", "securitySchemes", name))
+        env = f"{api}_{name}".upper().replace("-", "_")
+        secret = f"{api}-{name}"[:64]
+        kind, where = scheme.get("type"), scheme.get("in")
+        if kind == "http" and str(scheme.get("scheme", "")).lower() == "bearer" or kind in ("oauth2", "openIdConnect"):
+            hints.append(SecretHint(secret, env, "Authorization", "Bearer {value}", server.scheme))
+        elif kind == "http" and str(scheme.get("scheme", "")).lower() == "basic":
+            hints.append(SecretHint(secret, env, "Authorization", "Basic {value}", server.scheme))
+            notes.append(f"{env}: the base64 of 'user:password' ({origin}: {place})")
+        elif kind == "apiKey" and where == "header":
+            hints.append(SecretHint(secret, env, str(scheme.get("name")), "{value}", server.scheme))
+        else:
+            notes.append(
+                f"{origin}: {place}: security scheme {name!r} ({kind}, in {where}) cannot be injected by the host "
+                "(only headers can); its operations run without it"
+            )
+    if server.scheme == "http" and hints:
+        notes.append(f"the server {server.url} is plain http: the secrets would cross the network unencrypted")
+    return hints, notes
+
+
+def _used_schemes(doc: dict[str, Any]) -> set[str]:
+    used: set[str] = set()
+    requirements = list(doc.get("security") or [])
+    for item in (doc.get("paths") or {}).values():
+        for method in METHODS:
+            if isinstance(item, dict) and isinstance(item.get(method), dict):
+                requirements += item[method].get("security") or []
+    for requirement in requirements:
+        used.update(requirement or {})
+    return used
