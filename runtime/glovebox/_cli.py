@@ -17,6 +17,7 @@ import click
 
 from ._build import build as build_tool
 from ._cli_base import GloveboxGroup, dump, home_of, open_runtime
+from ._cli_import import import_group
 from ._cli_policy import approve, audit, policy
 from ._cli_serve import export, mcp, serve
 from ._compiled import file_sha256
@@ -242,6 +243,7 @@ cli.add_command(audit)
 cli.add_command(serve)
 cli.add_command(mcp)
 cli.add_command(export)
+cli.add_command(import_group)
 
 
 def main() -> None:

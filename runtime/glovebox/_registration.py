@@ -25,7 +25,7 @@ from wasmtime.component import Component
 from ._compile import precompile
 from ._compiled import CompiledCache
 from ._engine import SharedEngine
-from ._errors import InvalidArtifact, SignatureError
+from ._errors import InvalidArtifact, InvalidManifest, SignatureError
 from ._manifest import HOST_MAXIMA, Manifest, find_manifest, load_manifest, parse_manifest
 from ._registry import Registry
 from ._result import ToolInfo
@@ -61,6 +61,12 @@ class Registrar:
         data = _read_artifact(path)
         check_header(data, str(path))
         resolved = resolve_manifest(path, manifest)
+        if resolved.kind == "mcp-remote":
+            raise InvalidManifest(
+                f"manifest of {resolved.name!r}: kind 'mcp-remote' is for tools of a remote MCP server "
+                f"(`glovebox import mcp URL`), not for the wasm artifact {path}",
+                details={"field": "kind", "value": "mcp-remote"},
+            )
         resolved.check_within(HOST_MAXIMA)
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         signer = self._check_signature(path, signature, digest, resolved)
