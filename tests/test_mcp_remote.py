@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -191,8 +192,6 @@ def test_remote_is_error_is_guest_error_with_its_text_cut(rt: glovebox.Runtime) 
 
 
 def test_server_down_is_upstream_error_naming_it(runtime: glovebox.Runtime) -> None:
-    import threading
-
     import uvicorn
 
     from .conftest import _free_port
@@ -398,3 +397,102 @@ def test_a_changed_descriptor_on_disk_never_reaches_the_network(rt: glovebox.Run
     blob.write_text(blob.read_text().replace('"tool":"add"', '"tool":"huge"'))
     result = rt.call("lab-add", {"a": 1, "b": 2}, principal="agent")
     assert result.code == "internal_error" and remote.calls["add"] == remote.calls["huge"] == 0
+
+
+def hostile_app(body: Callable[[], Any]) -> Callable[..., Any]:
+    """A raw ASGI app that answers every POST with 200 ``text/event-stream`` and the chunks of ``body()``."""
+
+    async def app(scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+        if scope["type"] != "http":
+            return
+        while (await receive()).get("more_body"):
+            pass
+        headers = [(b"content-type", b"text/event-stream"), (b"mcp-session-id", b"s1")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        async for chunk in body():
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    return app
+
+
+def hostile_tool(runtime: glovebox.Runtime, url: str, name: str) -> None:
+    """Register a ``mcp-remote`` tool for ``url`` (its server cannot be listed: it is hostile)."""
+    from glovebox._remote import Descriptor
+    from glovebox.importers._batch import Candidate, register_all
+    from glovebox.importers._mcp import _candidate
+
+    class Listed:
+        name, description, input_schema, output_schema = "t", "", {"type": "object"}, None
+
+    candidate = _candidate(url, Listed(), name, [], glovebox.Limits(timeout_ms=1000, output_bytes=1024), {})
+    assert Descriptor.from_bytes(candidate.artifact).url == url
+    register_all(runtime, [Candidate(candidate.manifest, candidate.artifact, candidate.digest)], [], "")
+
+
+def test_a_trickling_remote_cannot_hold_the_call_past_its_deadline(
+    runtime: glovebox.Runtime, serve_app: Callable[[object], str]
+) -> None:
+    stop = threading.Event()
+
+    async def trickle() -> Any:
+        while not stop.is_set():
+            yield b": still here\n"
+            await anyio.sleep(0.05)
+
+    hostile_tool(runtime, serve_app(hostile_app(trickle)) + "/mcp", "trickle")
+    try:
+        result = runtime.call("trickle-t", {})
+    finally:
+        stop.set()
+    assert result.code == "timeout" and result.error is not None and "deadline" in result.error.message
+
+
+def test_a_flooding_remote_is_cut_off_at_the_byte_cap(
+    runtime: glovebox.Runtime, serve_app: Callable[[object], str]
+) -> None:
+    stop = threading.Event()
+
+    async def flood() -> Any:
+        while not stop.is_set():  # one SSE event without end
+            yield b"data: " + b"x" * 65530
+            await anyio.sleep(0)
+
+    hostile_tool(runtime, serve_app(hostile_app(flood)) + "/mcp", "flood")
+    try:
+        result = runtime.call("flood-t", {})
+    finally:
+        stop.set()
+    assert result.code == "output_too_large" and result.error is not None
+    assert result.error.details["limit_bytes"] == 2 * 1024 + 64 * 1024
+
+
+def test_a_sync_call_from_a_thread_running_an_event_loop(rt: glovebox.Runtime) -> None:
+    async def inside() -> glovebox.CallResult:
+        return rt.call("lab-add", {"a": 3, "b": 4}, principal="agent")
+
+    assert anyio.run(inside).output == {"sum": 7}
+
+
+def test_a_redirect_elsewhere_is_not_followed(
+    runtime: glovebox.Runtime, lab: tuple[Lab, str], serve_app: Callable[[object], str]
+) -> None:
+    remote, url = lab
+
+    async def redirect(scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+        if scope["type"] != "http":
+            return
+        while (await receive()).get("more_body"):
+            pass
+        await send({"type": "http.response.start", "status": 307, "headers": [(b"location", url.encode())]})
+        await send({"type": "http.response.body", "body": b""})
+
+    hostile_tool(runtime, serve_app(redirect) + "/mcp", "bounce")
+    result = runtime.call("bounce-t", {})
+    assert result.code == "upstream_error" and sum(remote.calls.values()) == 0
+
+
+def test_no_proxy_is_taken_from_the_environment(rt: glovebox.Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
+        monkeypatch.setenv(variable, "http://127.0.0.1:1")
+    assert rt.call("lab-add", {"a": 1, "b": 1}, principal="agent").output == {"sum": 2}

@@ -26,7 +26,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -177,7 +176,7 @@ async def _session(url: str, headers: Mapping[str, str], budget: _Budget, timeou
     from mcp.client.streamable_http import streamable_http_client
 
     async with _capped_client(budget, timeout_s, headers) as http:
-        transport = streamable_http_client(url, http_client=http, max_sse_event_size=budget.limit)
+        transport = streamable_http_client(url, http_client=http, max_sse_event_size=budget.limit + 1)
         async with Client(transport, cache=None, read_timeout_seconds=timeout_s) as client:
             yield client
 
@@ -270,7 +269,6 @@ def call_remote(descriptor: Descriptor, arguments: dict[str, Any], timeout_ms: i
     """
     import mcp_types as types
 
-    started = time.monotonic()
     secrets = read_secrets(descriptor.url, descriptor.headers)
     scrub = secrets[1]
 
@@ -279,7 +277,6 @@ def call_remote(descriptor: Descriptor, arguments: dict[str, Any], timeout_ms: i
 
     limit = 2 * output_bytes + PROTOCOL_OVERHEAD_BYTES
     result = _exchange(descriptor.url, secrets, limit, timeout_ms / 1000, work)
-    logger.debug("remote call %s took %.1f ms", descriptor.origin, (time.monotonic() - started) * 1000)
     if result.is_error:
         text = scrub.text(_text_of(result.content))
         cut = text[:ERROR_TEXT_CHARS] + ("…" if len(text) > ERROR_TEXT_CHARS else "")
