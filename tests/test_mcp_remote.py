@@ -288,22 +288,26 @@ def test_one_audit_row_per_call_and_the_chain_verifies(rt: glovebox.Runtime) -> 
     assert rt.audit.verify().ok
 
 
+def keyed_policy() -> str:
+    """POLICY with the API key ``agent-key`` for ``agent``."""
+    import hashlib
+
+    key_hash = hashlib.sha256(b"agent-key").hexdigest()
+    return POLICY.replace(
+        'agent: {scopes: ["lab:call"]}', f'agent: {{scopes: ["lab:call"], api_key_sha256: [{key_hash}]}}'
+    )
+
+
 def test_glovebox_mcp_server_re_exposes_a_remote_tool(
     runtime: glovebox.Runtime, lab: tuple[Lab, str], serve_app: Callable[[object], str]
 ) -> None:
-    import hashlib
-
     from mcp import Client
 
     from glovebox.servers._mcp import McpService, streamable_http_app
 
     remote, url = lab
     import_mcp(runtime, url)
-    key_hash = hashlib.sha256(b"agent-key").hexdigest()
-    policy = POLICY.replace(
-        'agent: {scopes: ["lab:call"]}', f'agent: {{scopes: ["lab:call"], api_key_sha256: [{key_hash}]}}'
-    )
-    with glovebox.Runtime(home=runtime.home, policy=parse_policy(policy)) as rt:
+    with glovebox.Runtime(home=runtime.home, policy=parse_policy(keyed_policy())) as rt:
         front = serve_app(streamable_http_app(McpService(rt))) + "/mcp"
 
         async def agent() -> tuple[Any, Any]:
@@ -318,6 +322,25 @@ def test_glovebox_mcp_server_re_exposes_a_remote_tool(
         listed, result = anyio.run(agent)
     assert listed["lab-add"].input_schema["required"] == ["a", "b"]
     assert result.is_error is False and result.structured_content == {"sum": 42}
+    assert remote.calls["add"] == 1
+
+
+def test_the_http_api_lists_and_calls_a_remote_tool(
+    runtime: glovebox.Runtime, lab: tuple[Lab, str], serve_app: Callable[[object], str]
+) -> None:
+    import httpx
+
+    from glovebox.servers import create_app
+
+    remote, url = lab
+    import_mcp(runtime, url)
+    with glovebox.Runtime(home=runtime.home, policy=parse_policy(keyed_policy())) as rt:
+        base = serve_app(create_app(rt))
+        with httpx.Client(base_url=base, headers={"Authorization": "Bearer agent-key"}, timeout=60) as client:
+            listed = client.get("/v1/tools").json()
+            called = client.post("/v1/tools/lab-add/call", json={"input": {"a": 1, "b": 41}}).json()
+    assert "lab-add" in json.dumps(listed)
+    assert called["ok"] is True and called["output"] == {"sum": 42} and called["meta"]["remote"]["tool"] == "add"
     assert remote.calls["add"] == 1
 
 
