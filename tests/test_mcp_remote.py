@@ -220,6 +220,8 @@ def test_input_failing_the_remote_schema_never_reaches_the_server(rt: glovebox.R
     assert bad.code == "invalid_input"
     missing = rt.call("lab-add", {"a": 1}, principal="agent")
     assert missing.code == "invalid_input"
+    not_an_object = rt.call("lab-add", [1, 2], principal="agent")
+    assert not_an_object.code == "invalid_input"
     assert remote.calls["add"] == 0
 
 
@@ -267,6 +269,9 @@ def test_refresh_bumps_changed_deprecates_removed_adds_new(runtime: glovebox.Run
     assert runtime.tool("lab-add@1.0.0").description == "Add two integers."
     [huge] = runtime.tools("lab-huge")
     assert huge.deprecated is not None and "removed from the MCP server" in huge.deprecated
+    rescoped = import_mcp(runtime, url, scopes=["lab:admin"])
+    assert "lab-add@1.0.2" in rescoped.changed and rescoped.unchanged == [] and rescoped.removed == []
+    assert runtime.tool("lab-add").manifest.required_scopes == ["lab:admin"]
 
 
 def test_one_audit_row_per_call_and_the_chain_verifies(rt: glovebox.Runtime) -> None:
