@@ -70,6 +70,8 @@ class CallTrace:
         egress: dict[str, Any] = {"denials": meta.get("denials", [])}
         if "egress" in meta:
             egress["http"] = meta["egress"]
+        if "remote" in meta:
+            egress["remote"] = meta["remote"]
         for name in ("denials_dropped", "egress_dropped", "upstream_failures_dropped"):
             if meta.get(name):
                 egress[name] = meta[name]

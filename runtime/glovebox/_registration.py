@@ -25,7 +25,7 @@ from wasmtime.component import Component
 from ._compile import precompile
 from ._compiled import CompiledCache
 from ._engine import SharedEngine
-from ._errors import InvalidArtifact, SignatureError
+from ._errors import InvalidArtifact, InvalidManifest, SignatureError
 from ._manifest import HOST_MAXIMA, Limits, Manifest, find_manifest, load_manifest, parse_manifest
 from ._registry import Registry
 from ._result import ToolInfo
@@ -89,6 +89,7 @@ class Registrar:
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         signers = set()
         for resolved in manifests:
+            _check_not_remote(resolved, path)
             resolved.check_within(HOST_MAXIMA)
             signers.add(self._check_signature(path, signature, digest, resolved))
             self._registry.check_conflict(resolved, digest)
@@ -195,3 +196,13 @@ def resolve_manifest(path: Path, manifest: ManifestSource) -> Manifest:
     if isinstance(manifest, (str, os.PathLike)):
         return load_manifest(Path(manifest))
     raise TypeError(f"manifest must be a path, a dict or a Manifest, not {type(manifest).__name__}")
+
+
+def _check_not_remote(manifest: Manifest, path: Path) -> None:
+    """A wasm artifact cannot be registered as a remote MCP server's tool."""
+    if manifest.kind == "mcp-remote":
+        raise InvalidManifest(
+            f"manifest of {manifest.name!r}: kind 'mcp-remote' is for tools of a remote MCP server "
+            f"(`glovebox import mcp URL`), not for the wasm artifact {path}",
+            details={"field": "kind", "value": "mcp-remote"},
+        )

@@ -26,7 +26,7 @@ import sqlite3
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -239,6 +239,34 @@ class Registry:
                     "INSERT OR REPLACE INTO compiled VALUES (?, ?, ?)", (digest, compiled.fingerprint, compiled.sha256)
                 )
         return [self.resolve(f"{manifest.name}@{manifest.version}") for manifest in manifests]
+
+    def add_all(
+        self, entries: Sequence[tuple[Manifest, str, Path]], deprecations: Sequence[str], message: str
+    ) -> list[ToolInfo]:
+        """Index tool versions (manifest, digest, staged blob) and deprecate others in one transaction.
+
+        All of it commits or none of it does; a blob moved into place by a
+        transaction that then fails is left for ``collect_garbage``.
+
+        Raises:
+            InvalidManifest: a name@version is registered with another artifact or manifest.
+            ToolNotFound: a name to deprecate is not registered.
+        """
+        now = datetime.now(UTC).isoformat(timespec="milliseconds")
+        note = message.strip() or "deprecated"
+        with self._write() as db:
+            for manifest, digest, blob in entries:
+                if self.check_conflict(manifest, digest) is None:
+                    db.execute(
+                        f"INSERT INTO tools ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL)",
+                        (manifest.name, manifest.version, digest, manifest.to_json(), blob.stat().st_size, now),
+                    )
+                os.replace(blob, self.blob_path(digest))
+            for ref in deprecations:
+                for info in self._versions(ref):
+                    update = "UPDATE tools SET deprecated = ? WHERE name = ? AND version = ?"
+                    db.execute(update, (note, info.name, info.version))
+        return [self._resolve(f"{manifest.name}@{manifest.version}") for manifest, _, _ in entries]
 
     def references(self, digest: str) -> bool:
         """Whether any registered tool version uses the artifact ``digest`` (read fresh)."""

@@ -551,6 +551,8 @@ class Runtime:
             with step(tracer, "glovebox.validate", "input"):
                 self._validator(info, "input").validate(value)
         self._gate.spend_approval(trace, info, meta["principal"], decision)
+        if info.kind == "mcp-remote":
+            return self._decode_output(info, self._call_remote(info, value, decision, meta), tracer)
         if info.manifest.operation is not None:  # an imported operation: the generic guest reads both
             input_text = _operation_input(info, input_text)
         component = self._component(info)
@@ -569,6 +571,17 @@ class Runtime:
             raise outcome.error
         assert outcome.output_text is not None
         return self._decode_output(info, outcome.output_text, tracer)
+
+    def _call_remote(self, info: ToolInfo, value: Any, decision: Decision, meta: dict[str, Any]) -> str:
+        """Proxy a call of a ``mcp-remote`` tool to its server (see ``glovebox._remote``)."""
+        from ._remote import call_remote, load_descriptor  # the mcp SDK only when a remote tool is called
+
+        descriptor = load_descriptor(self._registry.blob_path(info.digest), info.digest)
+        meta["remote"] = {"url": descriptor.origin, "tool": descriptor.tool}
+        if not isinstance(value, dict):
+            raise InvalidInput(f"a remote MCP tool takes a JSON object as input, not {type(value).__name__}")
+        limits = decision.limits
+        return call_remote(descriptor, value, limits.timeout_ms, limits.output_bytes)
 
     def _resolve_for(self, name: str, principal: str) -> ToolInfo:
         """The tool a call names; a miss lists only the tools ``principal`` may see."""

@@ -1,9 +1,12 @@
-"""Importers: whole APIs (OpenAPI documents, GraphQL schemas) as sandboxed, scope-checked tools.
+"""Importers: whole APIs (OpenAPI documents, GraphQL schemas, remote MCP servers) as scope-checked tools.
 
 Every operation becomes a tool run by one generic HTTP-operation guest (see
 ``guest/operation/operation.c``); an import registers all of its operations or
 none (see ``_batch``). The parsers (``openapi-spec-validator``,
 ``graphql-core``, the ``import`` extra) load only when an import runs.
+:func:`import_mcp` registers the tools of a remote MCP server, whose calls the
+host proxies (no sandbox applies to them: their code runs elsewhere); a repeated
+import refreshes them (see ``_refresh``).
 """
 
 from __future__ import annotations
@@ -17,7 +20,19 @@ from ._batch import ImportResult, SecretHint
 if TYPE_CHECKING:
     from .._runtime import Runtime
 
-__all__ = ["ImportResult", "SecretHint", "import_graphql", "import_openapi"]
+__all__ = ["ImportResult", "SecretHint", "import_graphql", "import_mcp", "import_openapi"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "import_mcp":  # the MCP SDK client loads only when a server is imported
+        from ._mcp import import_mcp
+
+        return import_mcp
+    if name == "RefreshResult":
+        from ._refresh import RefreshResult
+
+        return RefreshResult
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def import_openapi(

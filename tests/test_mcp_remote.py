@@ -1,0 +1,526 @@
+"""Tools of a remote MCP server (kind ``mcp-remote``): imported, refreshed and called through the policy.
+
+The remote is a real MCP server built on the official SDK (``MCPServer``,
+streamable HTTP, uvicorn on 127.0.0.1); the host talks to it with the SDK's
+own client. It counts the calls each of its tools receives.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from click.testing import CliRunner
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel
+
+import glovebox
+from glovebox._cli import cli
+from glovebox._errors import InvalidManifest
+from glovebox.importers import import_mcp
+from glovebox.policy import parse_policy
+
+TOKEN = "s3cret-token-4711"
+
+POLICY = """
+version: 1
+principals:
+  agent: {scopes: ["lab:call"]}
+  intern: {scopes: []}
+  admin: {scopes: ["lab:call", "glovebox:approve"]}
+rules:
+  - {tool: lab-sensitive, action: require_approval}
+  - {tool: "lab-*", action: allow}
+approvals: {ttl_s: 60}
+"""
+
+
+class Sum(BaseModel):
+    sum: int
+
+
+class Lab:
+    """The remote server, its tools, and the calls each received."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.headers: list[str] = []
+        self.server = MCPServer("Lab")
+        self.server.add_tool(self.add, description="Add two integers.")
+        for tool in (self.fail, self.slow, self.huge, self.whoami, self.sensitive):
+            self.server.add_tool(tool)
+
+    def add(self, a: int, b: int) -> Sum:
+        self.calls["add"] += 1
+        return Sum(sum=a + b)
+
+    def fail(self) -> str:
+        """Always fails."""
+        self.calls["fail"] += 1
+        raise ToolError("no such city: Atlantis " + "!" * 5000)
+
+    async def slow(self, seconds: float) -> str:
+        """Sleeps."""
+        self.calls["slow"] += 1
+        await anyio.sleep(seconds)
+        return "done"
+
+    def huge(self, size: int) -> str:
+        """A long text."""
+        self.calls["huge"] += 1
+        return "x" * size
+
+    def whoami(self, ctx: Context) -> dict[str, str]:
+        """Echoes the credential it got (a hostile server would)."""
+        self.calls["whoami"] += 1
+        auth = (ctx.headers or {}).get("authorization", "")
+        if auth != f"Bearer {TOKEN}":
+            raise ToolError("unauthorized")
+        return {"auth": auth, "raw": TOKEN}
+
+    def sensitive(self, note: str) -> str:
+        """Needs approval by policy."""
+        self.calls["sensitive"] += 1
+        return note
+
+
+@pytest.fixture
+def lab(serve_app: Callable[[object], str]) -> Iterator[tuple[Lab, str]]:
+    remote = Lab()
+    url = serve_app(remote.server.streamable_http_app()) + "/mcp"
+    yield remote, url
+
+
+@pytest.fixture
+def rt(runtime: glovebox.Runtime, lab: tuple[Lab, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[glovebox.Runtime]:
+    monkeypatch.setenv("LAB_TOKEN", TOKEN)
+    import_mcp(runtime, lab[1], header_secrets=["Authorization=LAB_TOKEN"], timeout_ms=5000, output_bytes=4096)
+    with glovebox.Runtime(home=runtime.home, policy=parse_policy(POLICY)) as rt:
+        yield rt
+
+
+def invoke(home: Path, *args: str, policy: Path | None = None) -> Any:
+    where = ["--home", str(home)] + (["--policy", str(policy)] if policy else [])
+    return CliRunner().invoke(cli, [*where, *args], catch_exceptions=False)
+
+
+def audit_rows(home: Path) -> list[str]:
+    with sqlite3.connect(home / "audit.sqlite") as db:
+        return [json.dumps(row) for row in db.execute("SELECT * FROM audit")]
+
+
+def test_cli_import_lists_tools_as_mcp_remote_and_calls_them(runtime: glovebox.Runtime, lab: tuple[Lab, str]) -> None:
+    remote, url = lab
+    done = invoke(runtime.home, "import", "mcp", url)
+    assert done.exit_code == 0, done.output
+    assert "added     lab-add@1.0.0" in done.output and "added     lab-whoami@1.0.0" in done.output
+    listed = invoke(runtime.home, "tools")
+    assert [line.split()[:3] for line in listed.output.splitlines() if line.startswith("lab-add")] == [
+        ["lab-add", "1.0.0", "mcp-remote"]
+    ]
+    info = runtime.tool("lab-add")
+    assert info.kind == "mcp-remote" and info.manifest.required_scopes == ["lab:call"]
+    assert info.description == "Add two integers."
+    assert info.output_schema["required"] == ["sum"]  # type: ignore[index]
+    # The digest is the SHA-256 of the stored descriptor, like any artifact's.
+    import hashlib
+
+    blob = runtime._registry.blob_path(info.digest).read_bytes()
+    assert "sha256:" + hashlib.sha256(blob).hexdigest() == info.digest
+    assert json.loads(blob)["url"] == url and json.loads(blob)["tool"] == "add"
+    policy = runtime.home / "policy.yaml"
+    policy.write_text(POLICY)
+    called = invoke(
+        runtime.home, "call", "lab-add", "--input", '{"a": 2, "b": 40}', "--principal", "agent", policy=policy
+    )
+    envelope = json.loads(called.output)
+    assert called.exit_code == 0 and envelope["output"] == {"sum": 42}
+    assert envelope["meta"]["remote"] == {"url": url.removesuffix("/mcp"), "tool": "add"}
+    assert remote.calls["add"] == 1
+    assert invoke(runtime.home, "audit", "verify").exit_code == 0
+
+
+def test_allowed_with_the_scope_denied_without_it(rt: glovebox.Runtime, lab: tuple[Lab, str]) -> None:
+    remote, _ = lab
+    ok = rt.call("lab-add", {"a": 1, "b": 2}, principal="agent")
+    assert ok.ok and ok.output == {"sum": 3} and ok.meta["fuel_used"] == 0
+    denied = rt.call("lab-add", {"a": 1, "b": 2}, principal="intern")
+    assert denied.code == "permission_denied"
+    anonymous = rt.call("lab-add", {"a": 1, "b": 2})
+    assert anonymous.code == "permission_denied"
+    assert remote.calls["add"] == 1  # the refused calls never reached the server
+
+
+def test_held_for_approval_then_runs_once_approved(rt: glovebox.Runtime, lab: tuple[Lab, str]) -> None:
+    remote, _ = lab
+    held = rt.call("lab-sensitive", {"note": "hi"}, principal="agent")
+    assert held.code == "approval_required" and held.error is not None
+    assert remote.calls["sensitive"] == 0
+    rt.approve(held.error.details["approval_id"], principal="admin")
+    done = rt.call("lab-sensitive", {"note": "hi"}, principal="agent")
+    assert done.ok and done.output == {"result": "hi"} and remote.calls["sensitive"] == 1
+
+
+def test_slow_remote_times_out_and_the_host_is_free_right_after(rt: glovebox.Runtime, lab: tuple[Lab, str]) -> None:
+    slow = rt.call("lab-slow", {"seconds": 30}, principal="agent")
+    assert slow.code == "timeout" and slow.error is not None and slow.error.details["server"].startswith("http://")
+    assert rt.call("lab-add", {"a": 1, "b": 1}, principal="agent").output == {"sum": 2}
+
+
+def test_a_huge_answer_is_output_too_large(rt: glovebox.Runtime, lab: tuple[Lab, str]) -> None:
+    small = rt.call("lab-huge", {"size": 100}, principal="agent")
+    assert small.ok and small.output == {"result": "x" * 100}
+    over_output = rt.call("lab-huge", {"size": 5000}, principal="agent")  # under the byte cap, over output_bytes
+    assert over_output.code == "output_too_large"
+    flood = rt.call("lab-huge", {"size": 5_000_000}, principal="agent")  # cut while it is read
+    assert flood.code == "output_too_large" and flood.error is not None
+    assert flood.error.details["limit_bytes"] == 2 * 4096 + 64 * 1024
+
+
+def test_remote_is_error_is_guest_error_with_its_text_cut(rt: glovebox.Runtime) -> None:
+    failed = rt.call("lab-fail", {}, principal="agent")
+    assert failed.code == "guest_error" and failed.error is not None
+    assert "no such city: Atlantis" in failed.error.message and len(failed.error.message) < 1100
+
+
+def test_server_down_is_upstream_error_naming_it(runtime: glovebox.Runtime) -> None:
+    import uvicorn
+
+    from .conftest import _free_port
+
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(Lab().server.streamable_http_app(), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive()
+        anyio.run(anyio.sleep, 0.01)
+    import_mcp(runtime, f"http://127.0.0.1:{port}/mcp", name="gone", scopes=[])
+    server.should_exit = True
+    thread.join(10)
+    down = runtime.call("gone-add", {"a": 1, "b": 2})
+    assert down.code == "upstream_error" and down.error is not None and down.error.retryable is True
+    assert f"http://127.0.0.1:{port}" in down.error.message and "Traceback" not in down.error.message
+    assert down.meta["remote"] == {"url": f"http://127.0.0.1:{port}", "tool": "add"}
+
+
+def test_input_failing_the_remote_schema_never_reaches_the_server(rt: glovebox.Runtime, lab: tuple[Lab, str]) -> None:
+    remote, _ = lab
+    bad = rt.call("lab-add", {"a": "two", "b": 2}, principal="agent")
+    assert bad.code == "invalid_input"
+    missing = rt.call("lab-add", {"a": 1}, principal="agent")
+    assert missing.code == "invalid_input"
+    not_an_object = rt.call("lab-add", [1, 2], principal="agent")
+    assert not_an_object.code == "invalid_input"
+    assert remote.calls["add"] == 0
+
+
+def test_the_credential_reaches_the_server_and_nothing_else(rt: glovebox.Runtime, lab: tuple[Lab, str]) -> None:
+    remote, _ = lab
+    result = rt.call("lab-whoami", {}, principal="agent")
+    assert result.ok and remote.calls["whoami"] == 1
+    assert result.output == {"auth": "[REDACTED]", "raw": "[REDACTED]"}  # echoed back: scrubbed
+    info = rt.tool("lab-whoami")
+    stored = rt._registry.blob_path(info.digest).read_text() + info.manifest.to_json()
+    assert "LAB_TOKEN" in stored and TOKEN not in stored
+    assert TOKEN not in json.dumps(result.to_dict())
+    assert all(TOKEN not in row for row in audit_rows(rt.home))
+
+
+def test_a_missing_secret_is_a_clear_error_naming_it(
+    rt: glovebox.Runtime, lab: tuple[Lab, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LAB_TOKEN")
+    result = rt.call("lab-whoami", {}, principal="agent")
+    assert result.code == "upstream_error" and result.error is not None
+    assert "LAB_TOKEN" in result.error.message and result.error.retryable is False
+    assert lab[0].calls["whoami"] == 0
+
+
+def test_refresh_bumps_changed_deprecates_removed_adds_new(runtime: glovebox.Runtime, lab: tuple[Lab, str]) -> None:
+    remote, url = lab
+    import_mcp(runtime, url)
+    again = import_mcp(runtime, url)
+    assert again.added == again.changed == again.removed == [] and "lab-add@1.0.0" in again.unchanged
+    remote.server.remove_tool("add")
+    remote.server.add_tool(remote.add, name="add", description="Add two integers, exactly.")
+    remote.server.remove_tool("huge")
+
+    def shout(text: str) -> str:
+        return text.upper()
+
+    remote.server.add_tool(shout)
+    done = invoke(runtime.home, "import", "mcp", url)
+    assert done.exit_code == 0, done.output
+    assert "added     lab-shout@1.0.0" in done.output
+    assert "changed   lab-add@1.0.1" in done.output
+    assert "removed   lab-huge" in done.output
+    assert runtime.tool("lab-add").version == "1.0.1"
+    assert runtime.tool("lab-add@1.0.0").description == "Add two integers."
+    [huge] = runtime.tools("lab-huge")
+    assert huge.deprecated is not None and "removed from the MCP server" in huge.deprecated
+    rescoped = import_mcp(runtime, url, scopes=["lab:admin"])
+    assert "lab-add@1.0.2" in rescoped.changed and rescoped.unchanged == [] and rescoped.removed == []
+    assert runtime.tool("lab-add").manifest.required_scopes == ["lab:admin"]
+
+
+def test_one_audit_row_per_call_and_the_chain_verifies(rt: glovebox.Runtime) -> None:
+    before = len(audit_rows(rt.home))
+    codes = [
+        rt.call(name, value, principal=who).code
+        for name, value, who in (
+            ("lab-add", {"a": 1, "b": 2}, "agent"),
+            ("lab-add", {"a": 1, "b": 2}, "intern"),
+            ("lab-fail", {}, "agent"),
+            ("lab-add", {"a": "x"}, "agent"),
+        )
+    ]
+    assert codes == [None, "permission_denied", "guest_error", "invalid_input"]
+    records = list(rt.audit.records())[before:]
+    assert len(records) == 4
+    egress = records[0]["egress"]
+    assert (json.loads(egress) if isinstance(egress, str) else egress)["remote"]["tool"] == "add"
+    assert rt.audit.verify().ok
+
+
+def keyed_policy() -> str:
+    """POLICY with the API key ``agent-key`` for ``agent``."""
+    import hashlib
+
+    key_hash = hashlib.sha256(b"agent-key").hexdigest()
+    return POLICY.replace(
+        'agent: {scopes: ["lab:call"]}', f'agent: {{scopes: ["lab:call"], api_key_sha256: [{key_hash}]}}'
+    )
+
+
+def test_glovebox_mcp_server_re_exposes_a_remote_tool(
+    runtime: glovebox.Runtime, lab: tuple[Lab, str], serve_app: Callable[[object], str]
+) -> None:
+    from mcp import Client
+
+    from glovebox.servers._mcp import McpService, streamable_http_app
+
+    remote, url = lab
+    import_mcp(runtime, url)
+    with glovebox.Runtime(home=runtime.home, policy=parse_policy(keyed_policy())) as rt:
+        front = serve_app(streamable_http_app(McpService(rt))) + "/mcp"
+
+        async def agent() -> tuple[Any, Any]:
+            import httpx2
+            from mcp.client.streamable_http import streamable_http_client
+
+            async with httpx2.AsyncClient(headers={"Authorization": "Bearer agent-key"}, timeout=60) as http:
+                async with Client(streamable_http_client(front, http_client=http), cache=None) as client:
+                    listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+                    return listed, await client.call_tool("lab-add", {"a": 20, "b": 22})
+
+        listed, result = anyio.run(agent)
+    assert listed["lab-add"].input_schema["required"] == ["a", "b"]
+    assert result.is_error is False and result.structured_content == {"sum": 42}
+    assert remote.calls["add"] == 1
+
+
+def test_the_http_api_lists_and_calls_a_remote_tool(
+    runtime: glovebox.Runtime, lab: tuple[Lab, str], serve_app: Callable[[object], str]
+) -> None:
+    import httpx
+
+    from glovebox.servers import create_app
+
+    remote, url = lab
+    import_mcp(runtime, url)
+    with glovebox.Runtime(home=runtime.home, policy=parse_policy(keyed_policy())) as rt:
+        base = serve_app(create_app(rt))
+        with httpx.Client(base_url=base, headers={"Authorization": "Bearer agent-key"}, timeout=60) as client:
+            listed = client.get("/v1/tools").json()
+            called = client.post("/v1/tools/lab-add/call", json={"input": {"a": 1, "b": 41}}).json()
+    assert "lab-add" in json.dumps(listed)
+    assert called["ok"] is True and called["output"] == {"sum": 42} and called["meta"]["remote"]["tool"] == "add"
+    assert remote.calls["add"] == 1
+
+
+def test_register_refuses_a_wasm_artifact_declared_mcp_remote(
+    runtime: glovebox.Runtime, build_guest: Callable[[str], Path]
+) -> None:
+    with pytest.raises(InvalidManifest, match="kind 'mcp-remote' is for tools of a remote MCP server"):
+        runtime.register(build_guest("echo"), {"name": "sneaky", "kind": "mcp-remote"})
+    assert runtime.tools() == []
+
+
+def test_a_remote_schema_the_host_refuses_fails_the_whole_import_naming_the_tool(
+    runtime: glovebox.Runtime, lab: tuple[Lab, str]
+) -> None:
+    remote, url = lab
+    remote.server._tool_manager._tools["huge"].parameters = {
+        "type": "object",
+        "properties": {"size": {"$ref": "https://evil.example.com/schema.json"}},
+    }
+    with pytest.raises(InvalidManifest, match="remote tool 'huge'"):
+        import_mcp(runtime, url)
+    assert runtime.tools() == []  # all or none
+
+
+def test_two_remote_tools_with_one_name_fail_the_whole_import(runtime: glovebox.Runtime, lab: tuple[Lab, str]) -> None:
+    remote, url = lab
+    remote.server.add_tool(remote.add, name="ADD", description="the same name once lower-cased")
+    with pytest.raises(InvalidManifest, match="both become 'lab-add'"):
+        import_mcp(runtime, url)
+    assert runtime.tools() == []
+
+
+def test_a_name_held_by_another_tool_is_refused(
+    runtime: glovebox.Runtime, lab: tuple[Lab, str], build_guest: Callable[[str], Path]
+) -> None:
+    runtime.register(build_guest("echo"), {"name": "lab-add"})
+    with pytest.raises(InvalidManifest, match="'lab-add' is taken by another tool"):
+        import_mcp(runtime, lab[1])
+    assert [info.name for info in runtime.tools()] == ["lab-add"]
+
+
+@pytest.mark.parametrize(
+    ("url", "secrets", "problem"),
+    [
+        ("file:///etc/passwd", [], "scheme must be http or https"),
+        ("ftp://example.com/mcp", [], "scheme must be http or https"),
+        ("http:///mcp", [], "has no host"),
+        ("https://user:pw@example.com/mcp", [], "carries credentials"),
+        ("https://example.com/mcp#x", [], "has a fragment"),
+        ("https://example.com/m cp", [], "whitespace or control"),
+        ("http://example.com/mcp", ["Authorization=TOKEN"], "secrets are sent over https only"),
+        ("https://example.com/mcp", ["Authorization"], "expected HEADER=SECRET_NAME"),
+        ("https://example.com/mcp", ["Host=TOKEN"], "not a header a secret may be sent in"),
+        ("https://example.com/mcp", ["X-Key=not a name"], "not an environment variable name"),
+    ],
+)
+def test_bad_urls_and_header_secrets_are_refused_before_connecting(
+    runtime: glovebox.Runtime, url: str, secrets: list[str], problem: str
+) -> None:
+    with pytest.raises(ValueError, match=problem):
+        import_mcp(runtime, url, header_secrets=secrets)
+
+
+def test_cli_import_errors_exit_1_with_the_reason(runtime: glovebox.Runtime) -> None:
+    from .conftest import _free_port
+
+    refused = invoke(runtime.home, "import", "mcp", "ftp://example.com/mcp")
+    assert refused.exit_code == 1 and "scheme must be http or https" in refused.output
+    down = invoke(runtime.home, "import", "mcp", f"http://127.0.0.1:{_free_port()}/mcp")
+    assert down.exit_code == 1 and "error [upstream_error]" in down.output and "Traceback" not in down.output
+
+
+def test_a_changed_descriptor_on_disk_never_reaches_the_network(rt: glovebox.Runtime, lab: tuple[Lab, str]) -> None:
+    remote, _ = lab
+    blob = rt._registry.blob_path(rt.tool("lab-add").digest)
+    blob.chmod(0o644)
+    blob.write_text(blob.read_text().replace('"tool":"add"', '"tool":"huge"'))
+    result = rt.call("lab-add", {"a": 1, "b": 2}, principal="agent")
+    assert result.code == "internal_error" and remote.calls["add"] == remote.calls["huge"] == 0
+
+
+def hostile_app(body: Callable[[], Any]) -> Callable[..., Any]:
+    """A raw ASGI app that answers every POST with 200 ``text/event-stream`` and the chunks of ``body()``."""
+
+    async def app(scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+        if scope["type"] != "http":
+            return
+        while (await receive()).get("more_body"):
+            pass
+        headers = [(b"content-type", b"text/event-stream"), (b"mcp-session-id", b"s1")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        async for chunk in body():
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    return app
+
+
+def hostile_tool(runtime: glovebox.Runtime, url: str, name: str) -> None:
+    """Register a ``mcp-remote`` tool for ``url`` (its server cannot be listed: it is hostile)."""
+    from glovebox._remote import Descriptor
+    from glovebox.importers._mcp import _candidate
+    from glovebox.importers._refresh import Candidate, register_all
+
+    class Listed:
+        name, description, input_schema, output_schema = "t", "", {"type": "object"}, None
+
+    candidate = _candidate(url, Listed(), name, [], glovebox.Limits(timeout_ms=1000, output_bytes=1024), {})
+    assert Descriptor.from_bytes(candidate.artifact).url == url
+    register_all(runtime, [Candidate(candidate.manifest, candidate.artifact, candidate.digest)], [], "")
+
+
+def test_a_trickling_remote_cannot_hold_the_call_past_its_deadline(
+    runtime: glovebox.Runtime, serve_app: Callable[[object], str]
+) -> None:
+    stop = threading.Event()
+
+    async def trickle() -> Any:
+        while not stop.is_set():
+            yield b": still here\n"
+            await anyio.sleep(0.05)
+
+    hostile_tool(runtime, serve_app(hostile_app(trickle)) + "/mcp", "trickle")
+    try:
+        result = runtime.call("trickle-t", {})
+    finally:
+        stop.set()
+    assert result.code == "timeout" and result.error is not None and "deadline" in result.error.message
+
+
+def test_a_flooding_remote_is_cut_off_at_the_byte_cap(
+    runtime: glovebox.Runtime, serve_app: Callable[[object], str]
+) -> None:
+    stop = threading.Event()
+
+    async def flood() -> Any:
+        while not stop.is_set():  # one SSE event without end
+            yield b"data: " + b"x" * 65530
+            await anyio.sleep(0)
+
+    hostile_tool(runtime, serve_app(hostile_app(flood)) + "/mcp", "flood")
+    try:
+        result = runtime.call("flood-t", {})
+    finally:
+        stop.set()
+    assert result.code == "output_too_large" and result.error is not None
+    assert result.error.details["limit_bytes"] == 2 * 1024 + 64 * 1024
+
+
+def test_a_sync_call_from_a_thread_running_an_event_loop(rt: glovebox.Runtime) -> None:
+    async def inside() -> glovebox.CallResult:
+        return rt.call("lab-add", {"a": 3, "b": 4}, principal="agent")
+
+    assert anyio.run(inside).output == {"sum": 7}
+
+
+def test_a_redirect_elsewhere_is_not_followed(
+    runtime: glovebox.Runtime, lab: tuple[Lab, str], serve_app: Callable[[object], str]
+) -> None:
+    remote, url = lab
+
+    async def redirect(scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+        if scope["type"] != "http":
+            return
+        while (await receive()).get("more_body"):
+            pass
+        await send({"type": "http.response.start", "status": 307, "headers": [(b"location", url.encode())]})
+        await send({"type": "http.response.body", "body": b""})
+
+    hostile_tool(runtime, serve_app(redirect) + "/mcp", "bounce")
+    result = runtime.call("bounce-t", {})
+    assert result.code == "upstream_error" and sum(remote.calls.values()) == 0
+
+
+def test_no_proxy_is_taken_from_the_environment(rt: glovebox.Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
+        monkeypatch.setenv(variable, "http://127.0.0.1:1")
+    assert rt.call("lab-add", {"a": 1, "b": 1}, principal="agent").output == {"sum": 2}
