@@ -61,24 +61,13 @@ class Database:
         with self.connection() as db:
             retry_locked(lambda: _create(db, schema))
 
-    @contextmanager
-    def connection(self) -> Iterator[sqlite3.Connection]:
-        """Borrow a connection for the ``with`` block (this thread's own if it holds one already).
+    def connection(self) -> _Lease:
+        """Borrow a connection for a ``with`` block (this thread's own if it holds one already).
 
         Raises:
-            ValueError: the database was closed.
+            ValueError: on entering the block, when the database was closed.
         """
-        held: sqlite3.Connection | None = getattr(self._local, "held", None)
-        if held is not None:
-            yield held
-            return
-        db = self._borrow()
-        self._local.held = db
-        try:
-            yield db
-        finally:
-            self._local.held = None
-            self._give_back(db)
+        return _Lease(self)
 
     def _borrow(self) -> sqlite3.Connection:
         with self._free:
@@ -140,6 +129,32 @@ class Database:
             self._free.notify_all()
         for db in idle:
             db.close()
+
+
+class _Lease:
+    """``with database.connection() as db:`` — one borrowed connection, given back on exit."""
+
+    __slots__ = ("_database", "_db")
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+        self._db: sqlite3.Connection | None = None
+
+    def __enter__(self) -> sqlite3.Connection:
+        database = self._database
+        held: sqlite3.Connection | None = getattr(database._local, "held", None)
+        if held is not None:
+            return held  # nested: the outer lease gives it back
+        db = self._db = database._borrow()
+        database._local.held = db
+        return db
+
+    def __exit__(self, *exc: object) -> None:
+        db = self._db
+        if db is not None:
+            self._db = None
+            self._database._local.held = None
+            self._database._give_back(db)
 
 
 def _open(path: Path) -> sqlite3.Connection:
