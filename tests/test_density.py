@@ -29,13 +29,14 @@ HELD = 2000
 #: File descriptors the child may open besides one socket per call.
 MARGIN = 256
 #: The upstream, its own process (its sockets are not the child's): ``GET /hold`` answers
-#: ``{"peak": N}`` once ``sys.argv[1]`` requests wait together, N being how many did.
+#: ``{"peak": N}`` once ``sys.argv[1]`` requests wait together, N being how many did, one
+#: request at a time (2,000 threads woken at once would fight for the GIL past their deadline).
 BARRIER = textwrap.dedent(
     """
     import asyncio, json, sys
 
     async def main():
-        expect, state, everyone = int(sys.argv[1]), {"waiting": 0, "peak": 0}, asyncio.Event()
+        expect, state, everyone, turn = int(sys.argv[1]), {"waiting": 0, "peak": 0}, asyncio.Event(), asyncio.Lock()
 
         async def handle(reader, writer):
             try:
@@ -48,9 +49,11 @@ BARRIER = textwrap.dedent(
                 state["waiting"] -= 1
                 body = json.dumps({"peak": state["peak"]}).encode()
                 head = f"HTTP/1.1 200 OK\\r\\nContent-Length: {len(body)}\\r\\nConnection: close\\r\\n\\r\\n"
-                writer.write(head.encode() + body)
-                await writer.drain()
-            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+                async with turn:  # one answer at a time, the next once its caller hung up:
+                    writer.write(head.encode() + body)  # no herd of threads woken at once
+                    await writer.drain()
+                    await asyncio.wait_for(reader.read(), 30)
+            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, TimeoutError):
                 pass
             writer.close()
 
