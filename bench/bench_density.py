@@ -162,10 +162,20 @@ def rss_bytes() -> int:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def memory_maps() -> int:
+    """This process's memory mappings (Linux refuses more than ``vm.max_map_count``)."""
+    with open("/proc/self/maps") as maps:
+        return sum(1 for _ in maps)
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
 def in_flight(rt: Any, upstream: Upstream, n: int) -> dict[str, Any]:
     """Hold ``n`` acalls in /hold; RSS per call once all wait; then release and count errors."""
     api = f"{upstream.base}/hold"
-    before = rss_bytes()
+    before, maps_before, fds_before = rss_bytes(), memory_maps(), open_fds()
     threads_before = threading.active_count()
     figures: dict[str, Any] = {}
 
@@ -179,6 +189,8 @@ def in_flight(rt: Any, upstream: Upstream, n: int) -> dict[str, Any]:
         figures["all_waiting_s"] = time.perf_counter() - started
         figures["rss_delta_bytes"] = rss_bytes() - before
         figures["threads"] = threading.active_count() - threads_before
+        figures["maps_per_call"] = (memory_maps() - maps_before) / n
+        figures["fds_per_call"] = (open_fds() - fds_before) / n
         figures["in_flight"] = rt.in_flight
         await asyncio.to_thread(upstream.control, "/release")
         return list(await asyncio.gather(*calls))
@@ -261,8 +273,17 @@ def _print(report: dict[str, Any]) -> None:
         print(f"  errors {flight['errors']}  all waiting after {waited:.2f} s  threads {threads}")
         rss_mib, per_kb = flight["rss_delta_bytes"] / 2**20, flight["rss_per_call_bytes"] / 1024
         print(f"  RSS +{rss_mib:.1f} MiB = {per_kb:.1f} KB per call")
+        maps, fds = flight["maps_per_call"], flight["fds_per_call"]
+        print(f"  per call: {maps:.2f} memory maps (vm.max_map_count {_max_maps()}), {fds:.2f} file descriptors")
         if flight["first_error"]:
             print(f"  first error: {flight['first_error']}")
+
+
+def _max_maps() -> str:
+    try:
+        return Path("/proc/sys/vm/max_map_count").read_text().strip()
+    except OSError:
+        return "unknown"
 
 
 if __name__ == "__main__":

@@ -98,8 +98,8 @@ def test_a_head_row_changed_underneath_is_not_chained_onto_from_memory(tmp_path:
     log = glovebox.AuditLog(tmp_path)
     log.append(record("a"))
     log.append(record("b"))
-    db = log._database.connection()
-    db.execute("DELETE FROM audit WHERE seq = 2")
+    with log._database.connection() as db:
+        db.execute("DELETE FROM audit WHERE seq = 2")
     assert log.append(record("c")) == 2  # chained onto row 1, as the database says
     assert log.verify().ok
     log.close()

@@ -197,7 +197,8 @@ def test_a_record_the_database_refuses_leaves_a_bare_row(_isolated_env: Path, bu
     with glovebox.Runtime(home=_isolated_env) as rt:
         rt.register(build_guest("denied_flood"), manifest={"name": "flood"})
         # SQLite's own length limit, lowered: the record of the flood no longer fits in a row.
-        rt.audit._db().setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 20_000)
+        with rt.audit._database.connection() as db:  # the one connection of its pool, idle
+            db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 20_000)
         result = rt.call("flood", {"url": "https://example.com/", "pad": 4096, "count": 100})
         [row] = list(rt.audit.records())
         assert rt.audit.verify().ok

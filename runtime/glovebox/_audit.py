@@ -71,6 +71,8 @@ MAX_TEXT_CHARS = 1024 * 1024
 #: Characters kept of any other text field (principal, tool, ...).
 MAX_NAME_CHARS = 1024
 _JSON_FIELDS = ("egress", "input", "output")
+#: Rows ``records`` reads per query.
+PAGE_ROWS = 500
 _COLUMNS = (*FIELDS, "prev_hash", "hash", "truncated")
 # Built once: ``json.dumps`` with options builds an encoder per call.
 _SORTED = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
@@ -165,7 +167,6 @@ class AuditLog:
         home.mkdir(parents=True, exist_ok=True)
         self.path = home / "audit.sqlite"
         self._database = Database(self.path, _SCHEMA)
-        self._db = self._database.connection
         self._add_truncated_column()
         self._committer = GroupCommit(self._database, _COLUMNS)
 
@@ -188,22 +189,32 @@ class AuditLog:
         return self._committer.append(_prepare(record))
 
     def records(self, *, after: int = 0) -> Iterator[dict[str, Any]]:
-        """Every record in chain order (with ``prev_hash`` and ``hash``)."""
-        cursor = self._db().execute("SELECT * FROM audit WHERE seq > ? ORDER BY seq", (after,))
-        names = [c[0] for c in cursor.description]
-        for values in cursor:
-            yield dict(zip(names, values, strict=True))
+        """Every record in chain order (with ``prev_hash`` and ``hash``).
+
+        Read a page at a time, each on a connection borrowed for that page
+        only, so a reader that stops half-way holds none.
+        """
+        while True:
+            with self._database.connection() as db:
+                cursor = db.execute("SELECT * FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", (after, PAGE_ROWS))
+                names = [c[0] for c in cursor.description]
+                page = cursor.fetchall()
+            for values in page:
+                yield dict(zip(names, values, strict=True))
+            if len(page) < PAGE_ROWS:
+                return
+            after = page[-1][names.index("seq")]
 
     def tail(self, n: int = 20) -> list[dict[str, Any]]:
         """The newest ``n`` records, oldest first."""
-        cursor = self._db().execute("SELECT max(seq) FROM audit")
-        newest = cursor.fetchone()[0] or 0
+        with self._database.connection() as db:
+            newest = db.execute("SELECT max(seq) FROM audit").fetchone()[0] or 0
         return list(self.records(after=max(0, newest - n)))
 
     def find(self, call_id: str) -> dict[str, Any] | None:
         """The record of one call."""
-        cursor = self._db().execute("SELECT seq FROM audit WHERE call_id = ?", (call_id,))
-        row = cursor.fetchone()
+        with self._database.connection() as db:
+            row = db.execute("SELECT seq FROM audit WHERE call_id = ?", (call_id,)).fetchone()
         return next(self.records(after=row[0] - 1), None) if row else None
 
     def verify(self) -> AuditVerification:

@@ -116,8 +116,9 @@ class GroupCommit:
         if head is not None and len(batch) == 1:
             seq, prev = head
             values = self._chain(head, batch)[0]
-            db = self._database.connection()
-            if db.execute(self._insert_at_head, [*values, seq + 1, seq, GENESIS, prev]).rowcount == 1:
+            with self._database.connection() as db:
+                inserted = db.execute(self._insert_at_head, [*values, seq + 1, seq, GENESIS, prev]).rowcount
+            if inserted == 1:
                 self._head = (seq + 1, batch[0].row["hash"])
                 return
         with self._database.write() as db:  # another writer appended since: read the head again

@@ -24,13 +24,13 @@ import functools
 import os
 import sqlite3
 import tempfile
-import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from ._errors import InvalidManifest, ToolNotFound
 from ._manifest import Manifest
@@ -98,14 +98,19 @@ class Registry:
         self.blob_dir.mkdir(parents=True, exist_ok=True)
         self.compiled_dir = home / "cache" / "compiled"
         self.staging = StagingLock(home / "cache" / "staging.lock")
-        self._local = threading.local()
         self._database = Database(home / "registry.sqlite", _SCHEMA)
-        self._db = self._database.connection
+        #: Resolved refs per pooled connection, with the ``data_version`` they were read at.
+        self._caches: dict[sqlite3.Connection, tuple[int, dict[str, ToolInfo]]] = {}
 
     def close(self) -> None:
         """Close every database connection this registry opened."""
         self._database.close()
-        self._local = threading.local()
+        self._caches.clear()
+
+    def _rows(self, query: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        """Every row ``query`` answers, read on a borrowed connection."""
+        with self._database.connection() as db:
+            return db.execute(query, params).fetchall()
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -113,7 +118,7 @@ class Registry:
             with self._database.write() as db:
                 yield db
         finally:
-            self._local.cache = None
+            self._caches.clear()
 
     # -- blobs ---------------------------------------------------------------
 
@@ -138,12 +143,8 @@ class Registry:
 
     def compiled_hash(self, digest: str, fingerprint: str) -> str | None:
         """The recorded SHA-256 of a compiled artifact, if one was recorded."""
-        row = (
-            self._db()
-            .execute("SELECT sha256 FROM compiled WHERE digest = ? AND fingerprint = ?", (digest, fingerprint))
-            .fetchone()
-        )
-        return str(row[0]) if row else None
+        rows = self._rows("SELECT sha256 FROM compiled WHERE digest = ? AND fingerprint = ?", (digest, fingerprint))
+        return str(rows[0][0]) if rows else None
 
     def adopt_compiled(self, digest: str, compiled: CompiledFile) -> bool:
         """Move a staged compiled component into the cache and record its hash, if a tool still uses ``digest``.
@@ -167,7 +168,8 @@ class Registry:
     def check_conflict(self, manifest: Manifest, digest: str) -> tuple[str, str] | None:
         """The existing (digest, manifest) row for name@version; refuses a different one."""
         query = "SELECT digest, manifest FROM tools WHERE name = ? AND version = ?"
-        row: tuple[str, str] | None = self._db().execute(query, (manifest.name, manifest.version)).fetchone()
+        rows = self._rows(query, (manifest.name, manifest.version))
+        row: tuple[str, str] | None = rows[0] if rows else None
         if row is not None and (row[0], row[1]) != (digest, manifest.to_json()):
             raise InvalidManifest(
                 f"{manifest.name}@{manifest.version} is already registered with a different "
@@ -270,7 +272,7 @@ class Registry:
 
     def references(self, digest: str) -> bool:
         """Whether any registered tool version uses the artifact ``digest`` (read fresh)."""
-        return self._db().execute("SELECT 1 FROM tools WHERE digest = ? LIMIT 1", (digest,)).fetchone() is not None
+        return bool(self._rows("SELECT 1 FROM tools WHERE digest = ? LIMIT 1", (digest,)))
 
     def entries(
         self, pattern: str | None = None, *, include_deprecated: bool = True, signed: bool | None = None
@@ -282,7 +284,7 @@ class Registry:
             include_deprecated: list deprecated versions too.
             signed: True for signed versions only, False for unsigned only.
         """
-        infos = [_info(row) for row in self._db().execute(f"SELECT {_COLUMNS} FROM tools")]
+        infos = [_info(row) for row in self._rows(f"SELECT {_COLUMNS} FROM tools")]
         infos = [
             info
             for info in infos
@@ -297,29 +299,24 @@ class Registry:
     def resolve(self, ref: str) -> ToolInfo:
         """Find ``name@version``, or the newest non-deprecated version of ``name``.
 
-        Answers are cached per thread until the index changes: SQLite's
-        ``data_version`` moves whenever another connection (another thread or
-        process) commits, and this connection's own writes clear the cache.
+        Answers are cached per pooled connection until the index changes:
+        SQLite's ``data_version`` moves on a connection whenever another
+        connection (of this pool, another registry or another process)
+        commits, and this registry's own writes clear every cache.
         """
-        cache = self._cache()
-        hit = cache.get(ref)
-        if hit is not None:
+        with self._database.connection() as db:
+            version = db.execute("PRAGMA data_version").fetchone()[0]
+            cached = self._caches.get(db)
+            if cached is None or cached[0] != version:
+                cached = self._caches[db] = (version, {})
+            hit = cached[1].get(ref)
+            if hit is None:
+                hit = cached[1][ref] = self._resolve(ref)  # read on this same connection
             return hit
-        info = self._resolve(ref)
-        cache[ref] = info
-        return info
-
-    def _cache(self) -> dict[str, ToolInfo]:
-        version = self._db().execute("PRAGMA data_version").fetchone()[0]
-        cache: dict[str, ToolInfo] | None = getattr(self._local, "cache", None)
-        if cache is None or getattr(self._local, "cache_version", None) != version:
-            cache = self._local.cache = {}
-            self._local.cache_version = version
-        return cache
 
     def _versions(self, ref: str) -> list[ToolInfo]:
         name, _, version = ref.partition("@")
-        rows = self._db().execute(f"SELECT {_COLUMNS} FROM tools WHERE name = ?", (name,))
+        rows = self._rows(f"SELECT {_COLUMNS} FROM tools WHERE name = ?", (name,))
         infos = [_info(row) for row in rows]
         if version:
             infos = [info for info in infos if info.version == version]
@@ -334,7 +331,7 @@ class Registry:
 
     def names(self) -> list[str]:
         """Registered tool names."""
-        return [row[0] for row in self._db().execute("SELECT DISTINCT name FROM tools ORDER BY name")]
+        return [row[0] for row in self._rows("SELECT DISTINCT name FROM tools ORDER BY name")]
 
     def remove(self, ref: str) -> list[ToolInfo]:
         """Remove ``name@version`` (or every version of ``name``); drop unreferenced blobs.

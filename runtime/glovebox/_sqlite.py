@@ -1,19 +1,26 @@
-"""SQLite databases shared by threads and processes: one connection per thread, WAL.
+"""SQLite databases shared by threads and processes: a small pool of connections, WAL.
 
 The registry, the audit log and the approval store each keep a file under
-``GLOVEBOX_HOME``. Each thread gets its own connection (SQLite connections are
-not for concurrent use), closed when that thread ends or when ``close()`` ends
-them all, whichever comes first; after ``close()`` a thread gets a
-``ValueError``, never a fresh connection. Opening a database is safe under any
-concurrency: switching a fresh file to WAL and creating its tables are retried
-with backoff while other processes hold its locks. Writers take the
-database's write lock up front (``BEGIN IMMEDIATE``), so concurrent writers in
-several processes serialise instead of failing half-way; writers in one
-process first queue on a lock of their own, so thousands of threads writing
-at once wait in line instead of polling SQLite's busy handler (which is not
-fair, and would let some of them time out).
-``synchronous=NORMAL`` in WAL mode keeps every committed transaction across a
-process crash (SIGKILL); only power loss can drop the newest ones.
+``GLOVEBOX_HOME``. A thread borrows a connection for one use
+(``with database.connection() as db:``) and gives it back; at most
+:data:`MAX_CONNECTIONS` are open per database (SQLite connections are not for
+concurrent use), so thousands of calls in flight cost a handful of file
+descriptors, not three per thread (the file, its ``-wal`` and its ``-shm``).
+A thread that borrows again while it holds one gets the same connection, so
+nested uses (a read inside a write) share one transaction and never wait for
+a second. Threads that find every connection borrowed wait in line.
+``close()`` closes the idle connections at once and each borrowed one when
+it comes back; afterwards a borrow raises ``ValueError``, never opens a fresh
+connection. Opening a database is safe under any concurrency: switching a
+fresh file to WAL and creating its tables are retried with backoff while other
+processes hold its locks. Writers take the database's write lock up front
+(``BEGIN IMMEDIATE``), so concurrent writers in several processes serialise
+instead of failing half-way; writers in one process first queue on a lock of
+their own, so thousands of threads writing at once wait in line instead of
+polling SQLite's busy handler (which is not fair, and would let some of them
+time out). ``synchronous=NORMAL`` in WAL mode keeps every committed
+transaction across a process crash (SIGKILL); only power loss can drop the
+newest ones.
 """
 
 from __future__ import annotations
@@ -22,72 +29,80 @@ import random
 import sqlite3
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["Database"]
+__all__ = ["MAX_CONNECTIONS", "Database"]
 
 T = TypeVar("T")
 
 #: How long a connection waits for another's lock (seconds), and how long opening retries.
 BUSY_TIMEOUT_S = 30.0
-
-
-class _Holder:
-    """One thread's connection; when the thread ends, its thread-local drops this and the connection closes."""
-
-    __slots__ = ("__weakref__", "db")
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
+#: Connections one database keeps open at most (each holds three file descriptors).
+MAX_CONNECTIONS = 4
 
 
 class Database:
-    """A SQLite file opened once per thread."""
+    """A SQLite file served by a bounded pool of connections."""
 
-    def __init__(self, path: Path, schema: str) -> None:
+    def __init__(self, path: Path, schema: str, max_connections: int = MAX_CONNECTIONS) -> None:
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, not {max_connections}")
         self.path = path
+        self.max_connections = max_connections
         self._local = threading.local()
-        self._connections: dict[int, sqlite3.Connection] = {}
-        self._lock = threading.Lock()
+        self._idle: list[sqlite3.Connection] = []
+        self._open = 0
+        self._free = threading.Condition(threading.Lock())
         self._write_lock = threading.RLock()
         self._closed = False
-        db = self.connection()
-        retry_locked(lambda: _create(db, schema))
+        with self.connection() as db:
+            retry_locked(lambda: _create(db, schema))
 
-    def connection(self) -> sqlite3.Connection:
-        """This thread's connection (opened on first use).
+    def connection(self) -> _Lease:
+        """Borrow a connection for a ``with`` block (this thread's own if it holds one already).
 
         Raises:
-            ValueError: the database was closed.
+            ValueError: on entering the block, when the database was closed.
         """
-        holder: _Holder | None = getattr(self._local, "holder", None)
-        if holder is not None:
-            return holder.db
-        db = _open(self.path)
-        holder = _Holder(db)
-        with self._lock:
-            if self._closed:
-                db.close()
-                raise ValueError("this Runtime is closed")
-            self._connections[id(db)] = db
-        weakref.finalize(holder, self._retire, db)
-        self._local.holder = holder
-        return db
+        return _Lease(self)
 
-    def _retire(self, db: sqlite3.Connection) -> None:
-        with self._lock:
-            self._connections.pop(id(db), None)
+    def _borrow(self) -> sqlite3.Connection:
+        with self._free:
+            while True:
+                if self._closed:
+                    raise ValueError("this Runtime is closed")
+                if self._idle:
+                    return self._idle.pop()
+                if self._open < self.max_connections:
+                    self._open += 1
+                    break
+                self._free.wait()
+        try:
+            return _open(self.path)
+        except BaseException:
+            with self._free:
+                self._open -= 1
+                self._free.notify()
+            raise
+
+    def _give_back(self, db: sqlite3.Connection) -> None:
+        if db.in_transaction:  # a use that broke off mid-transaction leaves nothing behind
+            db.execute("ROLLBACK")
+        with self._free:
+            if not self._closed:
+                self._idle.append(db)
+                self._free.notify()
+                return
+            self._open -= 1
         db.close()
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """A transaction holding the write lock from its first statement; rolled back on error."""
-        db = self.connection()
-        with self._write_lock:
+        with self.connection() as db, self._write_lock:
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db
@@ -98,19 +113,48 @@ class Database:
 
     @property
     def open_connections(self) -> int:
-        """How many threads hold a connection right now."""
-        with self._lock:
-            return len(self._connections)
+        """How many connections are open right now (idle or borrowed)."""
+        with self._free:
+            return self._open
 
     def close(self) -> None:
-        """Close every connection any thread opened; later use raises ``ValueError``. Idempotent."""
-        with self._lock:
+        """Close the idle connections now and the borrowed ones when given back; later use raises ``ValueError``.
+
+        Idempotent.
+        """
+        with self._free:
             self._closed = True
-            connections = list(self._connections.values())
-            self._connections.clear()
-        for db in connections:
+            idle, self._idle = self._idle, []
+            self._open -= len(idle)
+            self._free.notify_all()
+        for db in idle:
             db.close()
-        self._local = threading.local()
+
+
+class _Lease:
+    """``with database.connection() as db:`` — one borrowed connection, given back on exit."""
+
+    __slots__ = ("_database", "_db")
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+        self._db: sqlite3.Connection | None = None
+
+    def __enter__(self) -> sqlite3.Connection:
+        database = self._database
+        held: sqlite3.Connection | None = getattr(database._local, "held", None)
+        if held is not None:
+            return held  # nested: the outer lease gives it back
+        db = self._db = database._borrow()
+        database._local.held = db
+        return db
+
+    def __exit__(self, *exc: object) -> None:
+        db = self._db
+        if db is not None:
+            self._db = None
+            self._database._local.held = None
+            self._database._give_back(db)
 
 
 def _open(path: Path) -> sqlite3.Connection:

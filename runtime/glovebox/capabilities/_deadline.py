@@ -30,6 +30,7 @@ import httpx
 __all__ = ["Deadline", "deadline_transport"]
 
 _Timeout = type[httpcore.TimeoutException]
+_LIMITS = httpx.Limits()
 
 
 class Deadline:
@@ -120,8 +121,8 @@ class _Transport(httpx.HTTPTransport):
     """httpx's transport over a connection pool whose network backend keeps ``deadline``."""
 
     def __init__(self, deadline: Deadline, ssl_context: typing.Any) -> None:
-        super().__init__(verify=ssl_context, trust_env=False)
-        limits = httpx.Limits()
+        # httpx's __init__ only builds the pool this replaces (one per call: not built twice).
+        limits = _LIMITS
         self._pool = httpcore.ConnectionPool(
             ssl_context=ssl_context,
             max_connections=limits.max_connections,

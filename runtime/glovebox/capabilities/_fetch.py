@@ -26,6 +26,7 @@ upstream — a network or TLS error, a per-request timeout, a 5xx answer — in
 
 from __future__ import annotations
 
+import functools
 import logging
 import ssl
 import time
@@ -56,6 +57,8 @@ DROP_ON_NEW_ORIGIN = frozenset({"authorization", "cookie", "proxy-authorization"
 #: The only content codings the host asks for (and decodes, so the scrubber sees plain bytes).
 ACCEPT_ENCODING = "gzip, deflate"
 DECODED = frozenset({"gzip", "deflate", "identity", ""})
+#: URLs up to this length are parsed once per process (1,024 of them kept), longer ones every time.
+CACHED_URL_CHARS = 2048
 
 
 @dataclass
@@ -219,7 +222,7 @@ class HttpCapability:
         self.requests += 1
         request = self._client(target.host).build_request(
             target.method,
-            httpx.URL(out.url).copy_with(host=address, fragment=None),
+            _url(out.url).copy_with(host=address, fragment=None),
             headers=self._headers(target, out.headers, rule.propagate_trace),
             content=out.body,
             timeout=httpx.Timeout(timeout),
@@ -309,7 +312,7 @@ def _parse(method: str, url: str) -> Target:
     """:func:`parse_target`, and refuse what httpx cannot send (too long, a bad IP literal or name)."""
     target = parse_target(method, url)
     try:
-        httpx.URL(url)
+        _url(url)
     except httpx.InvalidURL as exc:
         raise Refusal("denied", f"malformed URL: {exc}") from exc
     return target
@@ -346,10 +349,31 @@ def _check_encoding(response: httpx.Response) -> None:
         )
 
 
+def _url(url: str) -> httpx.URL:
+    """``httpx.URL(url)``, parsed once per distinct short URL (an ``httpx.URL`` is immutable).
+
+    Raises:
+        httpx.InvalidURL: as ``httpx.URL`` does (never cached).
+    """
+    return _cached_url(url) if len(url) <= CACHED_URL_CHARS else httpx.URL(url)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_url(url: str) -> httpx.URL:
+    return httpx.URL(url)
+
+
+@functools.lru_cache(maxsize=1024)
+def _loggable_short(url: str) -> str:
+    parsed = _cached_url(url)
+    return str(parsed.copy_with(userinfo=b"", query=None, fragment=None))[:512]
+
+
 def _loggable(url: str) -> str:
     """The URL without userinfo, query or fragment, for meta."""
     try:
-        parsed = httpx.URL(url)
-        return str(parsed.copy_with(userinfo=b"", query=None, fragment=None))[:512]
+        if len(url) <= CACHED_URL_CHARS:
+            return _loggable_short(url)
+        return str(httpx.URL(url).copy_with(userinfo=b"", query=None, fragment=None))[:512]
     except (httpx.InvalidURL, TypeError, ValueError):
         return url[:200]

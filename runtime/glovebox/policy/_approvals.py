@@ -64,26 +64,23 @@ class ApprovalStore:
         #: Unix seconds now: what requests are stamped with and expire by.
         self.clock = clock
         self._database = Database(self.path, _SCHEMA)
-        self._db = self._database.connection
 
     def close(self) -> None:
         self._database.close()
 
     def get(self, approval_id: str) -> Approval | None:
-        row = self._db().execute(f"SELECT {_COLUMNS} FROM approvals WHERE id = ?", (approval_id,)).fetchone()
+        with self._database.connection() as db:
+            row = db.execute(f"SELECT {_COLUMNS} FROM approvals WHERE id = ?", (approval_id,)).fetchone()
         return Approval(*row) if row is not None else None
 
     def _live(self, principal: str, tool: str, input_digest: str, status: str, now: float) -> Any:
         """The oldest-approved unexpired request with ``status`` for exactly this call, if any."""
-        return (
-            self._db()
-            .execute(
+        with self._database.connection() as db:  # the caller's write transaction
+            return db.execute(
                 f"SELECT {_COLUMNS} FROM approvals WHERE principal = ? AND tool = ? AND input_digest = ?"
                 " AND status = ? AND expires_at > ? ORDER BY approved_at LIMIT 1",
                 (principal, tool, input_digest, status, now),
-            )
-            .fetchone()
-        )
+            ).fetchone()
 
     def consume(self, principal: str, tool: str, input_digest: str) -> Approval | None:
         """Mark one approved, unexpired request for exactly this call used; return it."""
@@ -134,11 +131,13 @@ class ApprovalStore:
         now = self.clock()
         if found.expires_at <= now:
             raise ValueError(f"approval request {approval_id} expired")
-        done = self._db().execute(
-            "UPDATE approvals SET status = 'approved', approved_by = ?, approved_at = ? WHERE id = ? AND status = ?",
-            (approver, now, approval_id, "pending"),
-        )
-        if done.rowcount != 1:
+        with self._database.connection() as db:
+            changed = db.execute(
+                "UPDATE approvals SET status = 'approved', approved_by = ?, approved_at = ?"
+                " WHERE id = ? AND status = ?",
+                (approver, now, approval_id, "pending"),
+            ).rowcount
+        if changed != 1:
             raise ValueError(f"approval request {approval_id} is no longer pending")
         result = self.get(approval_id)
         assert result is not None
@@ -146,8 +145,9 @@ class ApprovalStore:
 
     def pending(self) -> list[Approval]:
         """Unexpired pending requests, oldest first."""
-        rows = self._db().execute(
-            f"SELECT {_COLUMNS} FROM approvals WHERE status = 'pending' AND expires_at > ? ORDER BY created_at",
-            (self.clock(),),
-        )
+        with self._database.connection() as db:
+            rows = db.execute(
+                f"SELECT {_COLUMNS} FROM approvals WHERE status = 'pending' AND expires_at > ? ORDER BY created_at",
+                (self.clock(),),
+            ).fetchall()
         return [Approval(*row) for row in rows]
