@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -424,3 +425,17 @@ def test_pydantic_ai_agent(rt: glovebox.Runtime) -> None:
     # invalid_input asks the model to retry; the others are failed results with no retry.
     assert [part.outcome for part in read] == ["success", "failed", "retried", "failed"]
     assert read[3].content.startswith("glovebox error guest_error (retryable: no): boom")
+
+
+# --- the worked examples -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("framework", ["langchain", "llama_index", "openai_agents", "pydantic_ai"])
+def test_worked_example_runs_offline(framework: str, tmp_path: Path) -> None:
+    script = ROOT / "examples" / f"{framework}_agent.py"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "runtime"), "TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == 'success: {"value": 42}'
+    assert lines[-1] == "6 * 7 is 42."
