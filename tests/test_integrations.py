@@ -43,6 +43,9 @@ rules:
   - tool: broken
     principals: [agent]
     action: allow
+  - tool: scoped
+    principals: [agent]
+    action: allow
   - tool: sensitive
     principals: [agent]
     action: require_approval
@@ -54,7 +57,8 @@ SCRIPT: list[tuple[str, dict[str, Any]]] = [
     ("sensitive", {"a": 1}),
     ("calc", {"expr": "1"}),
 ]
-OFFERED = ["broken", "calc", "sensitive", "shout", "text-stats"]  # never primes: blocked for agent
+#: Never primes (blocked for agent) nor scoped (allowed, but agent lacks its scope).
+OFFERED = ["broken", "calc", "sensitive", "shout", "text-stats"]
 
 
 @pytest.fixture
@@ -72,6 +76,8 @@ def rt(
         )
         runtime.register(echo, {"name": "shout", "description": "Echo a string.", "input_schema": {"type": "string"}})
         runtime.register(build_guest("guest_error"), {"name": "broken", "description": "Always fails."})
+        scoped = {"name": "scoped", "description": "Needs a scope agent lacks.", "required_scopes": ["secret:read"]}
+        runtime.register(echo, scoped)
         yield runtime
 
 
