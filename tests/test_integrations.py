@@ -423,7 +423,8 @@ def test_pydantic_ai_agent(rt: glovebox.Runtime) -> None:
         name, args = script.pop(0)
         return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=f"c{len(script)}")])
 
-    result = Agent(FunctionModel(model), tools=pydantic_ai.tools(rt, principal="agent")).run_sync("go")
+    agent = Agent(FunctionModel(model), tools=pydantic_ai.tools(rt, principal="agent"))
+    result = asyncio.run(agent.run("go"))  # run_sync would leave its event loop open
     assert result.output == "done"
     assert [tool.name for tool in offered[0]] == OFFERED
     assert next(t for t in offered[0] if t.name == "calc").parameters_json_schema == rt.tool("calc").input_schema
