@@ -5,10 +5,11 @@ import types
 import pytest
 
 import glovebox
+import glovebox.integrations
 import glovebox.policy
 import glovebox.servers
 
-PACKAGES = [glovebox, glovebox.policy, glovebox.servers]
+PACKAGES = [glovebox, glovebox.integrations, glovebox.policy, glovebox.servers]
 #: Members a package serves from a module ``__getattr__``, so that importing it stays cheap.
 LAZY = {"glovebox.servers": {"create_app"}}
 

@@ -1,0 +1,15 @@
+"""Tool providers for agent frameworks, each in its own optional extra.
+
+Each module turns the tools a principal may see into one framework's native
+tool objects that call ``Runtime.call`` / ``Runtime.acall`` as that principal:
+
+- ``glovebox.integrations.langchain`` (``pip install 'glovebox[langchain]'``)
+- ``glovebox.integrations.llama_index`` (``pip install 'glovebox[llama-index]'``)
+- ``glovebox.integrations.openai_agents`` (``pip install 'glovebox[openai-agents]'``)
+- ``glovebox.integrations.pydantic_ai`` (``pip install 'glovebox[pydantic-ai]'``)
+
+Importing this package imports no framework; importing one of the modules
+without its extra raises an ``ImportError`` naming the extra to install.
+"""
+
+__all__: list[str] = []
