@@ -1,0 +1,16 @@
+"""glovebox on a Ray cluster: :class:`RayRuntime` (``pip install 'glovebox[ray]'``).
+
+This module is ``glovebox.ray``; inside the package every import is absolute,
+so ``import ray`` always names the Ray distribution, never this module.
+"""
+
+from __future__ import annotations
+
+try:
+    import ray  # noqa: F401  (the extra's presence, checked once here)
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise ImportError("glovebox.ray needs Ray: pip install 'glovebox[ray]'") from exc
+
+from glovebox._raycluster import RayRuntime
+
+__all__ = ["RayRuntime"]
