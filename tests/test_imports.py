@@ -21,7 +21,19 @@ THIRD_PARTY = {
 }
 
 #: Loaded when first needed, never by ``import glovebox``.
-LAZY = {"yaml", "jsonschema", "referencing", "regex", "cryptography", "httpx", "click", "mcp", "starlette", "uvicorn"}
+LAZY = {
+    "yaml",
+    "jsonschema",
+    "referencing",
+    "regex",
+    "cryptography",
+    "httpx",
+    "click",
+    "mcp",
+    "starlette",
+    "uvicorn",
+    "ray",
+}
 
 #: Standard-library packages that only the servers, the HTTP client or the CLI need.
 STDLIB_NOT_AT_IMPORT = {"asyncio", "ssl", "http", "xml", "unittest"}
@@ -128,3 +140,12 @@ def test_lazy_packages_arrive_when_first_needed() -> None:
     wanted = {"yaml", "jsonschema", "referencing", "regex"}
     assert wanted <= loaded
     assert not loaded & (LAZY - wanted)
+
+
+def test_glovebox_ray_without_the_extra_names_it() -> None:
+    code = (
+        "import sys; sys.modules['ray'] = None\n"  # as if ray were not installed
+        "try:\n    import glovebox.ray\nexcept ImportError as exc:\n    print(exc)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install 'glovebox[ray]'" in result.stdout

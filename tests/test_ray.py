@@ -294,20 +294,21 @@ def test_serve_backend_ray_answers_http(cluster: str, homes: dict[str, Path]) ->
     command = [sys.executable, "-m", "glovebox", "--home", str(homes["driver"])]
     command += ["serve", "--backend", "ray", "--address", cluster, "--replicas", "1", "--port", str(port)]
     command += ["--insecure-anonymous"]
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        answer = None
-        deadline = time.monotonic() + 120
-        while answer is None and time.monotonic() < deadline:
-            assert server.poll() is None, server.stderr.read().decode() if server.stderr else ""
-            try:
-                answer = httpx.post(f"http://127.0.0.1:{port}/v1/tools/echo/call", json={"input": {"n": 7}}, timeout=60)
-            except httpx.TransportError:
-                time.sleep(0.2)
-        assert answer is not None and answer.status_code == 200, answer
-        envelope = json.loads(answer.text)
-        assert envelope["ok"] is True and envelope["output"] == {"n": 7}
-        assert envelope["meta"]["replica"] == "replica-0"
-    finally:
-        server.terminate()
-        server.wait(60)
+    with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as server:
+        try:
+            answer = None
+            deadline = time.monotonic() + 120
+            while answer is None and time.monotonic() < deadline:
+                assert server.poll() is None, server.stderr.read().decode() if server.stderr else ""
+                try:
+                    url = f"http://127.0.0.1:{port}/v1/tools/echo/call"
+                    answer = httpx.post(url, json={"input": {"n": 7}}, timeout=60)
+                except httpx.TransportError:
+                    time.sleep(0.2)
+        finally:
+            server.terminate()
+            server.wait(60)
+    assert answer is not None and answer.status_code == 200, answer
+    envelope = json.loads(answer.text)
+    assert envelope["ok"] is True and envelope["output"] == {"n": 7}
+    assert envelope["meta"]["replica"] == "replica-0" and envelope["meta"]["worker_pid"] != server.pid

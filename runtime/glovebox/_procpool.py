@@ -27,7 +27,7 @@ import uuid
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import _settings
 from ._audit import AuditLog
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from multiprocessing.connection import Connection
     from multiprocessing.process import BaseProcess
 
-__all__ = ["ProcessPool", "lost_call"]
+__all__ = ["CallPool", "ProcessPool", "lost_call"]
 
 logger = logging.getLogger("glovebox")
 #: Seconds ``close`` waits for a worker to finish its calls before killing it.
@@ -58,6 +58,12 @@ class _NotPicklable:
 
     def __repr__(self) -> str:
         return f"<{self.kind} object>"
+
+
+class CallPool(Protocol):
+    """What the servers dispatch calls to besides a Runtime: a ProcessPool or a RayRuntime."""
+
+    async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult: ...
 
 
 @dataclass
