@@ -218,6 +218,21 @@ def test_one_policy_everywhere(deployment: RayRuntime) -> None:
     assert expected["action"] == "block"
 
 
+def test_a_policy_change_reaches_every_replica(deployment: RayRuntime, homes: dict[str, Path]) -> None:
+    before = homes["policy"].read_text()
+    homes["policy"].write_text(before.replace("tool: secret", "tool: trap"))
+    try:
+        changed = deployment.reload_policy()
+        answers = deployment.explain_everywhere("trap", principal="ann")
+        assert {answer["action"] for answer in answers.values()} == {"block"}
+        refused = deployment.call("trap", {}, principal="ann")
+        assert refused.code == "permission_denied" and "replica" in refused.meta
+    finally:
+        homes["policy"].write_text(before)
+    assert deployment.reload_policy() != changed
+    assert deployment.call("trap", {}, principal="ann").code == "guest_trap"
+
+
 def test_overloaded_at_the_bound(deployment: RayRuntime, upstream: _Held, homes: dict[str, Path]) -> None:
     url = f"http://127.0.0.1:{upstream.server_address[1]}/hold"
     upstream.gate.clear()
