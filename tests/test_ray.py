@@ -9,6 +9,7 @@ upstream is a real HTTP server on 127.0.0.1.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -169,6 +170,15 @@ def test_envelopes_are_those_of_runtime_call(deployment: RayRuntime, homes: dict
             assert _stable(there.to_dict()) == _stable(here.to_dict())
             if code != "tool_not_found":  # the driver answers a tool its registry lacks
                 assert there.meta["worker_pid"] in pids and there.meta["worker_pid"] != os.getpid()
+
+
+def test_acall_answers_the_same(deployment: RayRuntime) -> None:
+    async def both() -> tuple[glovebox.CallResult, glovebox.CallResult]:
+        return await deployment.acall("echo", {"n": 3}), await deployment.acall("no-such-tool", {})
+
+    ran, missing = asyncio.run(both())
+    assert ran.output == {"n": 3} and "replica" in ran.meta
+    assert missing.code == "tool_not_found"
 
 
 def test_one_tool_stays_on_one_replica_while_idle(deployment: RayRuntime) -> None:

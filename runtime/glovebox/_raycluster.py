@@ -17,12 +17,14 @@ id; each call it held answers ``internal_error``, retryable, with
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -293,8 +295,8 @@ class RayRuntime:
             ValueError: this RayRuntime is closed.
         """
         booked = self._submit(name, input, principal)
-        if isinstance(booked, CallResult):
-            return booked
+        if not isinstance(booked, _Booked):
+            return booked()
         try:
             envelope = ray.get(booked.ref)
         except RayError as exc:
@@ -306,15 +308,16 @@ class RayRuntime:
         import asyncio  # imported here to keep `import glovebox` light
 
         booked = self._submit(name, input, principal)
-        if isinstance(booked, CallResult):
-            return booked
+        if not isinstance(booked, _Booked):
+            return await asyncio.to_thread(booked)  # answered here: the registry, the audit
         try:
             envelope = await booked.ref
         except RayError as exc:
             return await asyncio.to_thread(self._failed, booked, exc)
         return self._settle(booked, envelope)
 
-    def _submit(self, name: str, value: Any, principal: str | None) -> _Booked | CallResult:
+    def _submit(self, name: str, value: Any, principal: str | None) -> _Booked | Callable[[], CallResult]:
+        """Book the call on a replica, or answer how the driver answers it (an unknown tool, overloaded)."""
         if not isinstance(name, str):
             raise TypeError(f"tool name must be a str, not {type(name).__name__}")
         if self._closed:
@@ -323,10 +326,10 @@ class RayRuntime:
         try:
             info = self._runtime.tool(name)
         except (ToolNotFound, ValueError):  # answered (and audited) here, as any Runtime would
-            return self._runtime._call_as(call_id, name, value, principal)
+            return functools.partial(self._runtime._call_as, call_id, name, value, principal)
         slot = self._choose(info.digest)
         if slot is None:
-            return self._runtime._refuse(name, value, principal, self._overloaded(), call_id)
+            return functools.partial(self._runtime._refuse, name, value, principal, self._overloaded(), call_id)
         artifact = self._artifact(info)
         try:
             ref = slot.actor.call.remote(call_id, name, value, principal, artifact)
