@@ -120,11 +120,17 @@ class Replica:
             if artifact.signature is not None:
                 signature = Path(scratch) / "tool.wasm.sig"
                 signature.write_bytes(artifact.signature)
-            try:
-                self.runtime.remove(artifact.ref)  # an older artifact under the same name@version
-            except ToolNotFound:
-                pass
+            self._drop_other(artifact)
             self.runtime.register(path, artifact.manifest, signature=signature)
+
+    def _drop_other(self, artifact: Artifact) -> None:
+        """Remove another artifact this home holds under the same ``name@version`` (never this one:
+        a replica sharing the home may have just installed it and be running it)."""
+        try:
+            if self.runtime.tool(artifact.ref).digest != artifact.digest:
+                self.runtime.remove(artifact.ref)
+        except ToolNotFound:
+            pass
 
     def _refused(
         self, call_id: str, artifact: Artifact, value: Any, principal: str | None, error: CallError
