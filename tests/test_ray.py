@@ -28,6 +28,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 import glovebox  # noqa: E402
+from glovebox._raycluster import keep_trap_handlers  # noqa: E402
 from glovebox._rayreplica import Artifact  # noqa: E402
 from glovebox.ray import RayRuntime  # noqa: E402
 
@@ -98,11 +99,13 @@ def references(homes: dict[str, Path]) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def cluster(references: list[dict[str, Any]]) -> Iterator[str]:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    with keep_trap_handlers():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         yield ray.get_runtime_context().gcs_address
     finally:
-        ray.shutdown()
+        with keep_trap_handlers():
+            ray.shutdown()
 
 
 @pytest.fixture(scope="module")

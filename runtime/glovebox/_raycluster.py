@@ -17,14 +17,17 @@ id; each call it held answers ``internal_error``, retryable, with
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import functools
 import hashlib
 import logging
 import os
+import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +44,7 @@ from ._result import CallResult, ToolInfo
 from ._runtime import Runtime
 from .policy import Approval, Decision, Policy
 
-__all__ = ["RayRuntime"]
+__all__ = ["RayRuntime", "keep_trap_handlers"]
 
 logger = logging.getLogger("glovebox")
 #: Seconds ``close`` waits for each replica to finish its calls before killing it.
@@ -123,10 +126,11 @@ class RayRuntime:
         self._actor_options = replica_options or {"num_cpus": 1, "scheduling_strategy": "SPREAD"}
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
-            if address is None:
-                ray.init(include_dashboard=False)
-            else:
-                ray.init(address=address)
+            with keep_trap_handlers():
+                if address is None:
+                    ray.init(include_dashboard=False)
+                else:
+                    ray.init(address=address)
         self._actor_class: Any = ray.remote(Replica)
         self._lock = threading.Lock()
         self._closed = False
@@ -169,7 +173,8 @@ class RayRuntime:
             ray.kill(slot.actor)
         self._runtime.close()
         if self._owns_ray:
-            ray.shutdown()
+            with keep_trap_handlers():
+                ray.shutdown()
 
     @property
     def runtime(self) -> Runtime:
@@ -426,6 +431,30 @@ class RayRuntime:
             return any(ray.get([slot.actor.audited.remote(call_id) for slot in slots], timeout=CLOSE_TIMEOUT_S))
         except RayError:
             return False
+
+
+@contextlib.contextmanager
+def keep_trap_handlers() -> Iterator[None]:
+    """Put back, after the block, the handlers of the signals wasmtime turns into guest traps.
+
+    Joining or leaving Ray (``ray.init``, ``ray.shutdown``) replaces the process's handlers
+    of SIGSEGV, SIGILL, SIGBUS and SIGFPE; a guest trap in this process would then end it.
+    The ``sigaction`` records are saved and restored as opaque bytes (Linux and macOS).
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        saved: dict[int, Any] = {}
+        for signum in (signal.SIGSEGV, signal.SIGILL, signal.SIGBUS, signal.SIGFPE):
+            record = ctypes.create_string_buffer(512)
+            if libc.sigaction(int(signum), None, record) == 0:
+                saved[int(signum)] = record
+    except (OSError, AttributeError):
+        saved = {}
+    try:
+        yield
+    finally:
+        for number, record in saved.items():
+            libc.sigaction(number, record, None)
 
 
 def _rank(digest: str, replica_id: str) -> bytes:
