@@ -28,6 +28,7 @@ __all__ = [
     "grants_file",
     "home_dir",
     "policy_file",
+    "quiet_ray_failure_handler",
     "require_signatures",
     "trusted_keys_dir",
 ]
@@ -81,3 +82,9 @@ def grants_file() -> Path | None:
 def require_signatures() -> bool:
     """Whether ``GLOVEBOX_REQUIRE_SIGNATURES`` is on (``1``, ``true``, ``yes`` or ``on``)."""
     return (_get("GLOVEBOX_REQUIRE_SIGNATURES") or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def quiet_ray_failure_handler() -> None:
+    """Set ``RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1`` unless set: Ray's failure signal handler,
+    installed by ``ray.init``, would take the signals wasmtime turns into guest traps."""
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
