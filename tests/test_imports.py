@@ -35,6 +35,7 @@ LAZY = {
     "starlette",
     "uvicorn",
     "opentelemetry",  # spans only when a tracer provider is configured (glovebox._tracing never imports it)
+    "ray",
 }
 
 #: Standard-library packages that only the servers, the HTTP client or the CLI need.
@@ -147,3 +148,12 @@ def test_lazy_packages_arrive_when_first_needed() -> None:
     wanted = {"yaml", "jsonschema", "referencing", "regex"}
     assert wanted <= loaded
     assert not loaded & (LAZY - wanted)
+
+
+def test_glovebox_ray_without_the_extra_names_it() -> None:
+    code = (
+        "import sys; sys.modules['ray'] = None\n"  # as if ray were not installed
+        "try:\n    import glovebox.ray\nexcept ImportError as exc:\n    print(exc)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install 'glovebox[ray]'" in result.stdout

@@ -16,7 +16,7 @@ from ._cli_base import log_config, open_runtime
 F = TypeVar("F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:
-    from ._procpool import ProcessPool
+    from ._procpool import CallPool
     from ._runtime import Runtime
 
 __all__ = ["export", "mcp", "serve"]
@@ -55,13 +55,60 @@ def _check_can_serve(rt: Runtime, insecure_anonymous: bool) -> None:
     check_can_serve(rt, insecure_anonymous)
 
 
+#: Calls a Ray replica runs at once for the servers (RayRuntime's ``threads``).
+RAY_THREADS = 16
 _PROCESSES_HELP = "Worker processes running calls (default: CPU count; 1: calls run in the server process)."
 
 
+def _backend_options(command: F) -> F:
+    """``--backend``, ``--address``, ``--replicas``: where calls run (local processes or a Ray cluster)."""
+    command = click.option(
+        "--replicas", default=2, show_default=True, type=click.IntRange(1), help="Ray replicas (--backend ray)."
+    )(command)
+    command = click.option("--address", help="The Ray cluster to join (--backend ray; default: start a local one).")(
+        command
+    )
+    return click.option(
+        "--backend",
+        type=click.Choice(["local", "ray"]),
+        default="local",
+        show_default=True,
+        help="local: this host (--processes); ray: replicas on a Ray cluster (pip install 'glovebox[ray]').",
+    )(command)
+
+
 @contextmanager
-def _pool(rt: Runtime, processes: int | None, **bounds: int) -> Iterator[ProcessPool | None]:
-    """The ProcessPool the server dispatches calls to, on ``rt``'s home and policy, each worker under the
-    admission ``bounds`` (``max_in_flight``, ``max_queued``); None for one process."""
+def _pool(
+    rt: Runtime,
+    processes: int | None,
+    backend: str = "local",
+    address: str | None = None,
+    replicas: int = 2,
+    **bounds: int,
+) -> Iterator[CallPool | None]:
+    """What the server dispatches calls to, on ``rt``'s home and policy: a ProcessPool whose workers
+    hold the admission ``bounds`` (``max_in_flight``, ``max_queued``), a RayRuntime, or None for one process."""
+    if backend == "ray":
+        if processes is not None:
+            raise click.UsageError("--processes is for --backend local; Ray runs --replicas")
+        try:
+            from .ray import RayRuntime
+        except ImportError as exc:
+            raise click.ClickException(str(exc)) from exc
+        cluster = RayRuntime(
+            replicas,
+            address,
+            home=rt.home,
+            policy=rt.policy_path,
+            threads=RAY_THREADS,
+            max_in_flight=bounds["max_in_flight"],
+            max_queued=bounds["max_queued"],
+        )
+        with cluster:
+            yield cluster
+        return
+    if address is not None:
+        raise click.UsageError("--address is for --backend ray")
     count = processes if processes is not None else os.cpu_count() or 1
     if count == 1:
         yield None
@@ -81,6 +128,7 @@ def _pool(rt: Runtime, processes: int | None, **bounds: int) -> Iterator[Process
 )
 @_admission_options
 @click.option("--processes", type=click.IntRange(1), help=_PROCESSES_HELP)
+@_backend_options
 @click.option("--insecure-anonymous", is_flag=True, help="Serve without a policy: anyone reaching the port may call.")
 @click.pass_context
 def serve(
@@ -92,6 +140,9 @@ def serve(
     max_in_flight: int,
     max_queued: int,
     processes: int | None,
+    backend: str,
+    address: str | None,
+    replicas: int,
     insecure_anonymous: bool,
 ) -> None:
     """Serve the HTTP API (list, describe and call tools; /healthz; /metrics)."""
@@ -100,7 +151,8 @@ def serve(
 
     with open_runtime(ctx, max_in_flight=max_in_flight, max_queued=max_queued) as rt:
         _check_can_serve(rt, insecure_anonymous)
-        with _pool(rt, processes, max_in_flight=max_in_flight, max_queued=max_queued) as pool:
+        pool_args = (rt, processes, backend, address, replicas)
+        with _pool(*pool_args, max_in_flight=max_in_flight, max_queued=max_queued) as pool:
             serve_http(
                 rt,
                 host=host,
@@ -144,6 +196,7 @@ def export(ctx: click.Context, fmt: str, principal: str | None) -> None:
     help="Serve without a policy (stdio: as --principal or anonymous; http: anyone reaching the port).",
 )
 @click.option("--processes", type=click.IntRange(1), help=f"{_PROCESSES_HELP[:-1]} (http).")
+@_backend_options
 @click.option("--poll-seconds", default=0.5, show_default=True, type=click.FloatRange(0.05), help="List-change check.")
 @_admission_options
 @click.pass_context
@@ -156,6 +209,9 @@ def mcp(
     mode: str,
     insecure_anonymous: bool,
     processes: int | None,
+    backend: str,
+    address: str | None,
+    replicas: int,
     poll_seconds: float,
     max_in_flight: int,
     max_queued: int,
@@ -172,8 +228,8 @@ def mcp(
 
     if transport == "http" and principal is not None:
         raise click.UsageError("--principal is for stdio; over http each request's API key names the principal")
-    if transport == "stdio" and processes is not None:
-        raise click.UsageError("--processes is for --transport http; stdio serves one client")
+    if transport == "stdio" and (processes is not None or backend != "local"):
+        raise click.UsageError("--processes and --backend are for --transport http; stdio serves one client")
     with open_runtime(ctx, max_in_flight=max_in_flight, max_queued=max_queued) as rt:
         service = McpService(
             rt,
@@ -187,7 +243,8 @@ def mcp(
             anyio.run(run_stdio, service)
             return
         _check_can_serve(rt, insecure_anonymous)
-        with _pool(rt, processes, max_in_flight=max_in_flight, max_queued=max_queued) as pool:
+        pool_args = (rt, processes, backend, address, replicas)
+        with _pool(*pool_args, max_in_flight=max_in_flight, max_queued=max_queued) as pool:
             service.pool = pool
             app = streamable_http_app(service, host=host)
             import uvicorn

@@ -27,7 +27,7 @@ import uuid
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import _settings, _tracing
 from ._audit import AuditLog
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from multiprocessing.connection import Connection
     from multiprocessing.process import BaseProcess
 
-__all__ = ["ProcessPool"]
+__all__ = ["CallPool", "ProcessPool", "lost_call"]
 
 logger = logging.getLogger("glovebox")
 #: Seconds ``close`` waits for a worker to finish its calls before killing it.
@@ -59,6 +59,12 @@ class _NotPicklable:
 
     def __repr__(self) -> str:
         return f"<{self.kind} object>"
+
+
+class CallPool(Protocol):
+    """What the servers dispatch calls to besides a Runtime: a ProcessPool or a RayRuntime."""
+
+    async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult: ...
 
 
 @dataclass
@@ -326,22 +332,53 @@ class ProcessPool:
 
     def _lost(self, worker: _Worker, call_id: str, pending: _Pending) -> CallResult:
         """The answer of a call whose worker died or failed before answering; audited once."""
-        meta = _new_meta(pending.name, pending.principal, call_id)
-        meta["duration_ms"] = round((time.perf_counter() - pending.started) * 1000, 3)
-        meta["worker_pid"] = worker.pid
-        error = InternalError(
-            f"the worker process running this call ended before answering (call_id {call_id})",
-            details={"call_id": call_id, "worker_pid": worker.pid},
-            retryable=True,
+        return lost_call(
+            self._audit,
+            call_id,
+            pending.name,
+            pending.value,
+            pending.principal,
+            started=pending.started,
+            what="the worker process running this call",
+            where={"worker_pid": worker.pid},
         )
-        result = CallResult(ok=False, error=error, meta=meta)
-        try:
-            if self._audit.find(call_id) is None:
-                trace = CallTrace(input_digest=input_digest(pending.value))
-                self._audit.append(trace.record(result, None))
-        except Exception:
-            logger.exception("cannot write the audit record of call %s", call_id)
-        return result
+
+
+def lost_call(
+    audit: AuditLog,
+    call_id: str,
+    name: str,
+    value: Any,
+    principal: str | None,
+    *,
+    started: float,
+    what: str,
+    where: dict[str, Any],
+    recorded: bool | None = None,
+) -> CallResult:
+    """The answer of a call whose runner ended before answering: ``internal_error``, retryable.
+
+    ``where`` (who ran it: ``worker_pid``, ``replica``...) goes into ``meta`` and
+    ``details``. The call's audit row is written to ``audit`` unless a row with its
+    id is already there, or ``recorded`` says one was written elsewhere, so the
+    call leaves exactly one row.
+    """
+    meta = _new_meta(name, principal, call_id)
+    meta["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
+    meta.update(where)
+    error = InternalError(
+        f"{what} ended before answering (call_id {call_id})",
+        details={"call_id": call_id, **where},
+        retryable=True,
+    )
+    result = CallResult(ok=False, error=error, meta=meta)
+    try:
+        if not recorded and audit.find(call_id) is None:
+            trace = CallTrace(input_digest=input_digest(value))
+            audit.append(trace.record(result, None))
+    except Exception:
+        logger.exception("cannot write the audit record of call %s", call_id)
+    return result
 
 
 def _payload(call_id: str, name: str, value: Any, principal: str | None) -> bytes:

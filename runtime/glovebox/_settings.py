@@ -30,6 +30,7 @@ __all__ = [
     "home_dir",
     "log_format",
     "policy_file",
+    "quiet_ray_failure_handler",
     "require_signatures",
     "trusted_keys_dir",
 ]
@@ -99,3 +100,9 @@ def log_format() -> str:
     if value not in LOG_FORMATS:
         raise ValueError(f"GLOVEBOX_LOG_FORMAT must be text or json, not {value!r}")
     return value
+
+
+def quiet_ray_failure_handler() -> None:
+    """Set ``RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1`` unless set: Ray's failure signal handler,
+    installed by ``ray.init``, would take the signals wasmtime turns into guest traps."""
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")

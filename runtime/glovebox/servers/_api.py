@@ -16,7 +16,7 @@ no such route; 405 a method the route does not serve; 413 body over the limit;
 or lacks ``input``; 503 ``overloaded`` (with ``Retry-After``); 500 a failure
 of the server itself (opaque). Every non-200 answer is an envelope
 (``servers._apierrors``) and every answer is counted in ``/metrics``
-(``servers._metrics``). Calls go through ``Runtime.acall`` (or a ``ProcessPool``'s ``acall``
+(``servers._metrics``). Calls go through ``Runtime.acall`` (or a ``ProcessPool``'s or ``RayRuntime``'s ``acall``
 when one is given), so the runtime's
 admission bounds (``max_in_flight``, ``max_queued``) govern them as they govern
 every other door; listing and describing run on a small pool of worker threads,
@@ -44,7 +44,7 @@ from starlette.routing import Route
 from .. import _tracing
 from .._jsonlimits import JsonRejected
 from .._jsonlimits import loads as loads_json
-from .._procpool import ProcessPool
+from .._procpool import CallPool
 from .._result import ToolInfo
 from .._runtime import Runtime
 from ._apierrors import answer_failures, exception_handlers, not_visible
@@ -75,7 +75,7 @@ class _TooLarge(Exception):
 
 class _Api:
     def __init__(
-        self, runtime: Runtime, max_body_bytes: int, workers: int, insecure_anonymous: bool, pool: ProcessPool | None
+        self, runtime: Runtime, max_body_bytes: int, workers: int, insecure_anonymous: bool, pool: CallPool | None
     ) -> None:
         self.runtime = runtime
         self.processes = pool
@@ -185,7 +185,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     workers: int | None = None,
     insecure_anonymous: bool = False,
-    pool: ProcessPool | None = None,
+    pool: CallPool | None = None,
 ) -> Starlette:
     """The HTTP API over ``runtime`` as an ASGI app.
 
@@ -195,7 +195,7 @@ def create_app(
         workers: threads that list and describe tools (default: the CPU count,
             at least 4); calls run through ``runtime.acall`` and its admission bounds.
         insecure_anonymous: serve without a policy; requests without a key run as ``anonymous``.
-        pool: a :class:`ProcessPool` on the same home and policy that runs the calls
+        pool: a :class:`ProcessPool` (or a ``glovebox.ray.RayRuntime``) on the same home and policy that runs the calls
             (``runtime`` still authenticates, lists and describes); default: ``runtime`` runs them.
 
     Raises:

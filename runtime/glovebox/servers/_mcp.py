@@ -14,7 +14,7 @@ A call answers ``structuredContent`` = the tool's output (wrapped the same
 way) and one text block holding the whole envelope (JSON); a failed call
 answers ``isError`` with the envelope in the text block only: clients check
 ``structuredContent`` against the ``outputSchema``, which an envelope does
-not match. Calls run through ``Runtime.acall`` (or a ``ProcessPool``'s ``acall`` when
+not match. Calls run through ``Runtime.acall`` (or a ``ProcessPool``'s or ``RayRuntime``'s ``acall`` when
 one is given), so the policy, approvals,
 validation, limits, the audit log and the admission bounds (``overloaded``
 beyond ``max_in_flight`` running and ``max_queued`` waiting) apply unchanged.
@@ -50,7 +50,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from .. import _tracing
 from .._jsonlimits import escape_surrogates
 from .._objectroot import input_parameters, output_structure, unwrap_input, wrap_output
-from .._procpool import ProcessPool
+from .._procpool import CallPool
 from .._result import CallResult, ToolInfo
 from .._runtime import Runtime
 from ._auth import (
@@ -160,7 +160,7 @@ class McpService:
         mode: ``full`` or ``search``.
         insecure_anonymous: HTTP without keys runs as ``anonymous``.
         poll_s: how often to look for a changed tool list.
-        pool: a :class:`ProcessPool` on the same home and policy that runs the calls
+        pool: a :class:`ProcessPool` (or a ``glovebox.ray.RayRuntime``) on the same home and policy that runs the calls
             (``runtime`` still authenticates and lists); default: ``runtime`` runs them.
     """
 
@@ -172,7 +172,7 @@ class McpService:
         mode: Mode = "full",
         insecure_anonymous: bool = False,
         poll_s: float = 0.5,
-        pool: ProcessPool | None = None,
+        pool: CallPool | None = None,
     ) -> None:
         if mode not in ("full", "search"):
             raise ValueError(f"unknown MCP mode {mode!r}; choose full or search")

@@ -1,0 +1,179 @@
+"""Runtime, ProcessPool(2) and RayRuntime(2 replicas) side by side, on a tiny tool and a 200 ms upstream.
+
+Run ``python bench/bench_ray.py [--seconds S]``. One home, two tools, three contenders:
+
+* runtime: ``Runtime.call`` in this process (the reference);
+* pool-2p: ``ProcessPool(processes=2)``;
+* ray-2r: ``RayRuntime(replicas=2)`` on a local Ray instance (2 CPUs, no dashboard),
+  the replicas sharing the home (one node).
+
+Tools: ``text-stats`` (the C example) and ``slow`` (the http_client test guest fetching
+from a loopback server that answers after 200 ms). For each: p50/p99 of sequential
+calls, and calls/s with enough caller threads to fill every slot (8 for text-stats,
+64 for slow). The Ray overhead per call is ray-2r's p50 minus runtime's. Figures go to
+stdout and ``bench/results/ray.json``. Nothing here is a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import glovebox
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+RESULTS = BENCH / "results" / "ray.json"
+TINY = {"text": "The quick brown fox jumps over the lazy dog.\nend"}
+UPSTREAM_S = 0.2
+
+
+class _Slow(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        time.sleep(UPSTREAM_S)
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a caller that gave up at its deadline
+
+
+Call = Callable[[str, Any], glovebox.CallResult]
+
+
+def _ok(result: glovebox.CallResult) -> glovebox.CallResult:
+    if not result.ok or (result.output or {}).get("status") == "denied":
+        raise SystemExit(f"failed call: {result.to_dict()}")
+    return result
+
+
+def latency(call: Call, tool: str, value: Any, samples: int) -> tuple[float, float]:
+    """p50 and p99 in ms of ``samples`` sequential calls (after 5 to warm)."""
+    for _ in range(5):
+        _ok(call(tool, value))
+    times = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        _ok(call(tool, value))
+        times.append((time.perf_counter() - start) * 1000)
+    times.sort()
+    return statistics.median(times), times[min(len(times) - 1, int(len(times) * 0.99))]
+
+
+def throughput(call: Call, tool: str, value: Any, threads: int, seconds: float) -> float:
+    """Calls per second with ``threads`` callers for ``seconds``."""
+    done = [0] * threads
+    end = time.perf_counter() + seconds
+
+    def client(i: int) -> None:
+        while time.perf_counter() < end:
+            _ok(call(tool, value))
+            done[i] += 1
+
+    workers = [threading.Thread(target=client, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return sum(done) / seconds
+
+
+def measure(call: Call, slow_input: Any, seconds: float) -> dict[str, float]:
+    tiny_p50, tiny_p99 = latency(call, "text-stats", TINY, 300)
+    slow_p50, slow_p99 = latency(call, "slow", slow_input, 10)
+    return {
+        "tiny_p50_ms": tiny_p50,
+        "tiny_p99_ms": tiny_p99,
+        "tiny_calls_per_s": throughput(call, "text-stats", TINY, 8, seconds),
+        "slow_p50_ms": slow_p50,
+        "slow_p99_ms": slow_p99,
+        "slow_calls_per_s": throughput(call, "slow", slow_input, 64, seconds),
+    }
+
+
+def _call_of(runner: Any) -> Call:
+    return lambda tool, value: runner.call(tool, value)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=4.0, help="how long each throughput run lasts")
+    args = parser.parse_args()
+    import ray
+
+    from glovebox.ray import RayRuntime
+
+    server = _Server(("127.0.0.1", 0), _Slow)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    rule = {"host": "127.0.0.1", "schemes": ["http"], "ports": [port], "methods": ["GET"], "allow_private": True}
+    grants = {"http": [rule]}
+    slow_input = {"url": f"http://127.0.0.1:{port}/slow"}
+    figures: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        home = str(Path(tmp) / "home")
+        with glovebox.Runtime(home=home) as rt:
+            rt.register(glovebox.build(ROOT / "guest/examples/text-stats/tool.c", Path(tmp) / "ts.wasm"))
+            client = glovebox.build(ROOT / "tests/guests/http_client.c", Path(tmp) / "hc.wasm")
+            rt.register(client, {"name": "slow", "capabilities": {"http": [rule]}})
+        with glovebox.Runtime(home=home, grants=grants) as rt:
+            figures["runtime"] = measure(_call_of(rt), slow_input, args.seconds)
+        with glovebox.ProcessPool(processes=2, home=home, grants=grants, threads=32) as pool:
+            figures["pool-2p"] = measure(_call_of(pool), slow_input, args.seconds)
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        try:
+            options = {"num_cpus": 1}
+            with RayRuntime(2, home=home, grants=grants, threads=32, replica_options=options) as cluster:
+                figures["ray-2r"] = measure(_call_of(cluster), slow_input, args.seconds)
+                chains = cluster.verify_audit()
+        finally:
+            ray.shutdown()
+    server.shutdown()
+    report(figures, chains)
+
+
+def report(figures: dict[str, dict[str, float]], chains: list[dict[str, Any]]) -> None:
+    print(f"cores: {os.cpu_count()}  load average: {os.getloadavg()[0]:.1f} (other work shares the cores)")
+    print(f"  {'':<10} {'tiny p50':>9} {'tiny p99':>9} {'tiny/s':>8} {'slow p50':>9} {'slow p99':>9} {'slow/s':>8}")
+    for name, row in figures.items():
+        print(
+            f"  {name:<10} {row['tiny_p50_ms']:8.3f}m {row['tiny_p99_ms']:8.3f}m {row['tiny_calls_per_s']:8.0f}"
+            f" {row['slow_p50_ms']:8.1f}m {row['slow_p99_ms']:8.1f}m {row['slow_calls_per_s']:8.0f}"
+        )
+    base, pool, ray_ = figures["runtime"], figures["pool-2p"], figures["ray-2r"]
+    ratios = {
+        "ray overhead per tiny call (ms, p50 ray - runtime)": ray_["tiny_p50_ms"] - base["tiny_p50_ms"],
+        "ray overhead per slow call (ms, p50 ray - runtime)": ray_["slow_p50_ms"] - base["slow_p50_ms"],
+        "tiny calls/s ray-2r / runtime": ray_["tiny_calls_per_s"] / base["tiny_calls_per_s"],
+        "tiny calls/s ray-2r / pool-2p": ray_["tiny_calls_per_s"] / pool["tiny_calls_per_s"],
+        "slow calls/s ray-2r / runtime": ray_["slow_calls_per_s"] / base["slow_calls_per_s"],
+        "slow calls/s ray-2r / pool-2p": ray_["slow_calls_per_s"] / pool["slow_calls_per_s"],
+    }
+    for name, value in ratios.items():
+        print(f"  {name:<52} {value:8.3f}")
+    print(f"  audit chains after the run: {[(c['home'][-20:], c['ok'], c['rows']) for c in chains]}")
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps({"figures": figures, "ratios": ratios, "load": os.getloadavg()[0]}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
