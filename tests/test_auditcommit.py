@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -50,6 +51,8 @@ def record(call_id: str, **extra: Any) -> dict[str, Any]:
         {"principal": 42, "fuel_used": True, "duration_ms": float("inf")},
         {"principal": 'q"\\\n\t\x00\u2028', "duration_ms": -0.0, "fuel_used": 2**70},
         {"duration_ms": 1e-7, "tool": "ünï@2"},
+        {"egress": {"denials": [{"host": "x"}], "http": []}},
+        {"egress": {"denials": ()}, "output": {"denials": []}},
     ],
 )
 def test_the_hash_cut_around_seq_is_the_row_hash(extra: dict[str, Any]) -> None:
@@ -103,6 +106,28 @@ def test_a_head_row_changed_underneath_is_not_chained_onto_from_memory(tmp_path:
     assert log.append(record("c")) == 2  # chained onto row 1, as the database says
     assert log.verify().ok
     log.close()
+
+
+def test_a_row_the_table_refuses_is_not_dropped_silently(tmp_path: Path) -> None:
+    log = glovebox.AuditLog(tmp_path)
+    log.append(record("a"))
+    with pytest.raises(sqlite3.IntegrityError, match="outcome"):
+        log.append(record("b", outcome=None))  # the one-statement append ignores it; the locked one raises
+    assert log.append(record("c")) == 2
+    assert log.verify().ok and [r["call_id"] for r in log.records()] == ["a", "c"]
+    log.close()
+
+
+def test_a_table_that_allows_a_null_hash_is_appended_to_under_the_write_lock(tmp_path: Path) -> None:
+    columns = ", ".join(f"{name} {'INTEGER PRIMARY KEY' if name == 'seq' else ''}" for name in _audit._COLUMNS)
+    with sqlite3.connect(tmp_path / "audit.sqlite") as db:
+        db.execute(f"CREATE TABLE audit ({columns})")
+    first, second = glovebox.AuditLog(tmp_path), glovebox.AuditLog(tmp_path)
+    assert first._committer._insert_at_head is None
+    assert [first.append(record("a")), second.append(record("b")), first.append(record("c"))] == [1, 2, 3]
+    assert first.verify().ok and all(r["hash"] for r in first.records())
+    first.close()
+    second.close()
 
 
 CHILD = textwrap.dedent(

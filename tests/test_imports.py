@@ -89,6 +89,7 @@ GLOVEBOX = {
     "glovebox._toolchain",
     "glovebox._tracing",
     "glovebox._validate",
+    "glovebox._walindex",
     "glovebox._wasmparts",
     "glovebox._world",
     "glovebox.capabilities",

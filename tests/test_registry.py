@@ -116,6 +116,42 @@ def test_hot_registration_seen_by_a_live_runtime(tmp_path: Path, build_guest: Bu
         assert serving.call("tool", {}).code == "tool_not_found"
 
 
+def _deprecate_behind_its_back(home: Path, note: str) -> None:
+    """Another writer (a plain SQLite connection, as another process would be) changes the index."""
+    with sqlite3.connect(home / "registry.sqlite") as db:
+        db.execute("UPDATE tools SET deprecated = ?", (note,))
+
+
+def test_an_unchanged_index_answers_without_a_database_read(
+    tmp_path: Path, build_guest: BuildGuest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with glovebox.Runtime(home=tmp_path) as rt:
+        rt.register(build_guest("echo"), manifest())
+        registry = rt._registry
+        assert registry.resolve("tool").deprecated is None
+
+        def no_read() -> Any:
+            raise AssertionError("read the database although nothing committed")
+
+        with monkeypatch.context() as patch:
+            patch.setattr(registry._database, "connection", no_read)
+            assert registry.resolve("tool").deprecated is None
+            assert rt.call("tool", {"n": 1}).output == {"n": 1}
+        _deprecate_behind_its_back(tmp_path, "gone")  # the wal-index header changes with the commit
+        assert registry.resolve("tool@1.0.0").deprecated == "gone"
+        assert registry.resolve("tool").deprecated == "gone"
+
+
+def test_without_a_readable_wal_index_every_lookup_reads_the_database(tmp_path: Path, build_guest: BuildGuest) -> None:
+    with glovebox.Runtime(home=tmp_path) as rt:
+        rt.register(build_guest("echo"), manifest())
+        rt._registry._wal_index.close()
+        assert rt._registry._wal_index.stamp() is None
+        assert rt.tool("tool").deprecated is None
+        _deprecate_behind_its_back(tmp_path, "gone")
+        assert rt.tool("tool").deprecated == "gone"
+
+
 def _register_versions(home: str, wasm: str, offset: int) -> None:
     with glovebox.Runtime(home=home) as rt:
         for index in range(6):

@@ -79,6 +79,10 @@ _SORTED = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 _encode_str = json.encoder.encode_basestring  # what that encoder writes a str with
 _BEFORE = tuple(sorted(k for k in FIELDS if k < "seq"))
+_STORED = tuple(k for k in FIELDS if k != "seq")
+#: The egress of a call that made no request and met no denial, and its JSON (stored as ``_SORTED`` writes it).
+_NO_EGRESS: dict[str, Any] = {"denials": []}
+_NO_EGRESS_JSON = _SORTED(_NO_EGRESS)
 _AFTER = tuple(sorted([*(k for k in FIELDS if k > "seq"), "truncated"]))
 
 
@@ -109,12 +113,12 @@ def _prepare(record: dict[str, Any]) -> Pending:
 
     ``head + seq + tail`` is exactly the body :func:`row_hash` hashes.
     """
-    row = {k: record.get(k) for k in FIELDS if k != "seq"}
+    row = {k: record.get(k) for k in _STORED}
     row["time"] = row["time"] or datetime.now(UTC).isoformat(timespec="microseconds")
     for key in _JSON_FIELDS:
-        if row[key] is not None and not isinstance(row[key], str):
-            row[key] = _SORTED(row[key])
-    _escape_strings(row)
+        value = row[key]
+        if value is not None and not isinstance(value, str):
+            row[key] = _NO_EGRESS_JSON if value == _NO_EGRESS else _SORTED(value)
     row["truncated"] = ",".join(filter(None, [record.get("truncated"), _bound(row)])) or None
     after = _AFTER if row["truncated"] else _AFTER[:-1]
     head = "{" + _members(row, _BEFORE) + ',"seq":'
@@ -140,13 +144,6 @@ def _members(row: dict[str, Any], keys: tuple[str, ...]) -> str:
             return _CANONICAL({k: row[k] for k in keys})[1:-1]
         parts.append(f'"{key}":{text}')
     return ",".join(parts)
-
-
-def _escape_strings(row: dict[str, Any]) -> None:
-    """Write lone surrogates as ``\\udXXX`` escapes, so every row can be hashed and stored as UTF-8."""
-    for key, value in row.items():
-        if isinstance(value, str):
-            row[key] = escape_surrogates(value)
 
 
 @dataclass(frozen=True)
@@ -229,11 +226,16 @@ class AuditLog:
 
 
 def _bound(row: dict[str, Any]) -> str:
-    """Cut the row's oversized text fields in place; the names of those cut, comma-separated."""
+    """Escape lone surrogates (``\\udXXX``, so every row can be hashed and stored as UTF-8) and cut
+    oversized text fields, in place; return the names of those cut, comma-separated."""
     cut = []
     for key, value in row.items():
+        if not isinstance(value, str):
+            continue
+        if not value.isascii():
+            value = row[key] = escape_surrogates(value)
         limit = MAX_TEXT_CHARS if key in _JSON_FIELDS else MAX_NAME_CHARS
-        if isinstance(value, str) and len(value) > limit:
+        if len(value) > limit:
             cut.append(key)
             if key in _JSON_FIELDS:
                 head = value[: limit // 8]  # JSON-escaped, at most 6 characters each

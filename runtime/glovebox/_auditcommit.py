@@ -71,10 +71,8 @@ class GroupCommit:
         self._head: tuple[int, str] | None = None
         names, marks = ", ".join(columns), ", ".join("?" * len(columns))
         self._insert = f"INSERT INTO audit ({names}) VALUES ({marks})"
-        self._insert_at_head = (
-            f"INSERT INTO audit ({names}) SELECT {marks} WHERE NOT EXISTS (SELECT 1 FROM audit WHERE seq >= ?)"
-            " AND coalesce((SELECT hash FROM audit WHERE seq = ?), ?) = ?"
-        )
+        # The one-statement append relies on ``hash NOT NULL``; a table without it takes the locked path.
+        self._insert_at_head = _insert_at_head(names, self._columns) if _hash_required(database) else None
 
     def append(self, pending: Pending) -> int:
         """Commit ``pending`` at the end of the chain; return its ``seq``."""
@@ -113,11 +111,11 @@ class GroupCommit:
 
     def _commit(self, batch: list[Pending]) -> None:
         head = self._head
-        if head is not None and len(batch) == 1:
+        if head is not None and len(batch) == 1 and self._insert_at_head is not None:
             seq, prev = head
             values = self._chain(head, batch)[0]
             with self._database.connection() as db:
-                inserted = db.execute(self._insert_at_head, [*values, seq + 1, seq, GENESIS, prev]).rowcount
+                inserted = db.execute(self._insert_at_head, [*values, seq, GENESIS, prev]).rowcount
             if inserted == 1:
                 self._head = (seq + 1, batch[0].row["hash"])
                 return
@@ -135,3 +133,30 @@ class GroupCommit:
             prev = pending.chain(seq, prev)
             rows.append([pending.row[name] for name in self._columns])
         return rows
+
+
+def _hash_required(database: Database) -> bool:
+    """Whether the audit table refuses a NULL ``hash`` (every table this module creates does)."""
+    with database.connection() as db:
+        return any(row[1] == "hash" and row[3] for row in db.execute("PRAGMA table_info(audit)"))
+
+
+def _insert_at_head(names: str, columns: tuple[str, ...]) -> str:
+    """The one-statement append of a lone row: inserted only while the chain head is still ``(seq, prev)``.
+
+    Parameters: the row's values in ``columns`` order (its ``seq`` being
+    ``seq + 1``), then ``seq``, ``GENESIS`` and ``prev``. The row's ``hash``
+    is NULL, which its NOT NULL constraint refuses and ``OR IGNORE`` turns
+    into "nothing inserted", unless no row from ``seq + 1`` on exists and row
+    ``seq`` (none: the genesis) still has the hash ``prev``. Unlike
+    ``INSERT ... SELECT`` from the same table, this needs no temporary copy.
+    """
+    count = len(columns)
+    at, genesis, prev = count + 1, count + 2, count + 3
+    seq = columns.index("seq") + 1
+    check = (
+        f"NOT EXISTS (SELECT 1 FROM audit WHERE seq >= ?{seq})"
+        f" AND coalesce((SELECT hash FROM audit WHERE seq = ?{at}), ?{genesis}) = ?{prev}"
+    )
+    values = [f"CASE WHEN {check} THEN ?{i} END" if name == "hash" else f"?{i}" for i, name in enumerate(columns, 1)]
+    return f"INSERT OR IGNORE INTO audit ({names}) VALUES ({', '.join(values)})"

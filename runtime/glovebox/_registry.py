@@ -37,6 +37,7 @@ from ._manifest import Manifest
 from ._result import ToolInfo
 from ._sqlite import Database
 from ._staging import StagingLock, sweep_staging
+from ._walindex import WalIndex
 from .policy._patterns import match_name
 
 __all__ = ["CompiledFile", "Registry", "version_key"]
@@ -101,11 +102,16 @@ class Registry:
         self._database = Database(home / "registry.sqlite", _SCHEMA)
         #: Resolved refs per pooled connection, with the ``data_version`` they were read at.
         self._caches: dict[sqlite3.Connection, tuple[int, dict[str, ToolInfo]]] = {}
+        #: The index's change signal, and the newest answers with the signal they are valid at.
+        self._wal_index = WalIndex(home / "registry.sqlite")
+        self._latest: tuple[bytes, dict[str, ToolInfo]] | None = None
 
     def close(self) -> None:
         """Close every database connection this registry opened."""
         self._database.close()
+        self._wal_index.close()
         self._caches.clear()
+        self._latest = None
 
     def _rows(self, query: str, params: tuple[Any, ...] = ()) -> list[Any]:
         """Every row ``query`` answers, read on a borrowed connection."""
@@ -119,6 +125,7 @@ class Registry:
                 yield db
         finally:
             self._caches.clear()
+            self._latest = None
 
     # -- blobs ---------------------------------------------------------------
 
@@ -299,11 +306,21 @@ class Registry:
     def resolve(self, ref: str) -> ToolInfo:
         """Find ``name@version``, or the newest non-deprecated version of ``name``.
 
-        Answers are cached per pooled connection until the index changes:
-        SQLite's ``data_version`` moves on a connection whenever another
-        connection (of this pool, another registry or another process)
-        commits, and this registry's own writes clear every cache.
+        Answers are cached until the index changes. While the index's
+        wal-index header (see ``_walindex``) reads as it did when an answer
+        was cached, nothing has committed since, and the answer is given
+        without touching the database. Otherwise the answer comes from a
+        pooled connection's cache: SQLite's ``data_version`` moves on a
+        connection whenever another connection (of this pool, another
+        registry or another process) commits, and this registry's own writes
+        clear every cache.
         """
+        stamp = self._wal_index.stamp()  # read first: answers read after it are at least as new
+        latest = self._latest
+        if stamp is not None and latest is not None and latest[0] == stamp:
+            hit = latest[1].get(ref)
+            if hit is not None:
+                return hit
         with self._database.connection() as db:
             version = db.execute("PRAGMA data_version").fetchone()[0]
             cached = self._caches.get(db)
@@ -312,6 +329,8 @@ class Registry:
             hit = cached[1].get(ref)
             if hit is None:
                 hit = cached[1][ref] = self._resolve(ref)  # read on this same connection
+            if stamp is not None:
+                self._latest = (stamp, cached[1])
             return hit
 
     def _versions(self, ref: str) -> list[ToolInfo]:
