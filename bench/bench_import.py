@@ -27,9 +27,7 @@ import statistics
 import sys
 import tempfile
 import threading
-import time
 import tomllib
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -38,6 +36,9 @@ import httpx
 import yaml
 
 import glovebox
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_http import _measure, _pct  # noqa: E402  (one timing loop for the HTTP benches)
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "tests" / "fixtures" / "petstore.yaml"
@@ -60,22 +61,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args: Any) -> None:
         pass
-
-
-def _measure(fn: Callable[[], object], samples: int, warmup: int) -> list[float]:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(samples):
-        started = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - started) * 1e6)
-    return times
-
-
-def _pct(times: list[float], q: float) -> float:
-    ordered = sorted(times)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _imported(tmp: Path, base: str, samples: int, warmup: int) -> list[float]:

@@ -11,15 +11,17 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import socketserver
 import threading
 import time
 import tomllib
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -101,20 +103,33 @@ class _Server(ThreadingHTTPServer):
         pass  # a client that gave up (timeout, too-large) is expected here
 
 
+_S = TypeVar("_S", bound=socketserver.BaseServer)
+
+
+@contextmanager
+def in_thread(httpd: _S, release: Callable[[], object] | None = None) -> Iterator[_S]:
+    """Serve ``httpd`` on a daemon thread until the block ends; then ``release`` (held requests), stop and close.
+
+    The poll interval is short: ``shutdown()`` waits for the loop to notice, up to one interval.
+    """
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+    thread.start()
+    try:
+        yield httpd
+    finally:
+        if release is not None:
+            release()
+        httpd.shutdown()
+        httpd.server_close()
+
+
 @pytest.fixture
 def server() -> Iterator[Server]:
     httpd = _Server(("127.0.0.1", 0), _Handler)
     httpd.seen = []
     httpd.release = threading.Event()
-    # A short poll interval: shutdown() waits for the loop to notice, up to one interval.
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-    thread.start()
-    try:
+    with in_thread(httpd, httpd.release.set):
         yield Server(httpd.server_address[1], httpd.seen)
-    finally:
-        httpd.release.set()
-        httpd.shutdown()
-        httpd.server_close()
 
 
 def local_rule(server: Server, **extra: Any) -> dict[str, Any]:

@@ -16,7 +16,6 @@ import gzip
 import json
 import logging
 import sqlite3
-import threading
 from collections.abc import Callable, Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -27,7 +26,7 @@ import pytest
 import glovebox
 from glovebox._callstate import CUT, RECORD_BYTES, RECORD_CHARS, RECORD_LIMIT
 
-from .test_http import QuietHandler
+from .test_http import QuietHandler, in_thread
 
 BuildGuest = Callable[[str], Path]
 #: Has a "/" (JSON may escape it) and bytes whose base64 differs between the two alphabets.
@@ -97,13 +96,8 @@ class _Server(ThreadingHTTPServer):
 def hostile() -> Iterator[_Server]:
     httpd = _Server(("127.0.0.1", 0), _Hostile)
     httpd.seen = []
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-    thread.start()
-    try:
+    with in_thread(httpd):
         yield httpd
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 def _url(server: _Server, path: str) -> str:

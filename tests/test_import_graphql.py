@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -17,7 +16,7 @@ from graphql import build_schema, graphql_sync, introspection_from_schema
 import glovebox
 from glovebox._cli import cli
 
-from .test_http import QuietHandler
+from .test_http import QuietHandler, in_thread
 
 SDL = Path(__file__).parent / "fixtures" / "petstore.graphql"
 PETS = {"1": {"id": "1", "name": "Rex", "kind": "DOG", "owner": {"name": "Ann", "best": None}, "parent": None}}
@@ -69,13 +68,8 @@ def gql() -> Iterator[GraphqlServer]:
     httpd = GraphqlServer(("127.0.0.1", 0), GraphqlHandler)
     httpd.seen, httpd.schema, httpd.root = [], build_schema(SDL.read_text()), Root()
     httpd.root.deleted = []
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-    thread.start()
-    try:
+    with in_thread(httpd):
         yield httpd
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 def endpoint(server: GraphqlServer) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -23,7 +22,7 @@ import glovebox
 from glovebox._cli import cli
 from glovebox._registry import Registry
 
-from .test_http import QuietHandler
+from .test_http import QuietHandler, in_thread
 
 SPEC = Path(__file__).parent / "fixtures" / "petstore.yaml"
 TOKEN = "pet-T0KEN-must-stay-hidden"
@@ -81,13 +80,8 @@ class PetServer(ThreadingHTTPServer):
 def pets() -> Iterator[PetServer]:
     httpd = PetServer(("127.0.0.1", 0), PetHandler)
     httpd.seen, httpd.deleted = [], []
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-    thread.start()
-    try:
+    with in_thread(httpd):
         yield httpd
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 def base(server: PetServer) -> str:

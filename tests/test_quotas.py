@@ -21,7 +21,7 @@ import glovebox
 from glovebox._cli import cli
 from glovebox.policy import QuotaUsage, dead_entries, parse_policy
 
-from .test_http import QuietHandler
+from .test_http import QuietHandler, in_thread
 
 BuildGuest = Callable[[str], Path]
 #: How long the held upstream waits at most (released at once when the test ends).
@@ -231,14 +231,8 @@ def upstream() -> Iterator[Upstream]:
     """A server on 127.0.0.1 whose /hold answers only when released (other paths at once)."""
     httpd = _HeldServer(("127.0.0.1", 0), _Held)
     httpd.arrived, httpd.release = threading.Semaphore(0), threading.Event()
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-    thread.start()
-    try:
+    with in_thread(httpd, httpd.release.set):
         yield Upstream(int(httpd.server_address[1]), httpd.arrived, httpd.release)
-    finally:
-        httpd.release.set()
-        httpd.shutdown()
-        httpd.server_close()
 
 
 def in_flight_runtime(home: Path, build_guest: BuildGuest, upstream: Upstream, clock: Clock) -> glovebox.Runtime:

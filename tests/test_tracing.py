@@ -32,7 +32,7 @@ import glovebox
 from glovebox.servers import create_app
 from glovebox.servers._mcp import McpService, streamable_http_app
 
-from .test_http import QuietHandler
+from .test_http import QuietHandler, in_thread
 
 BuildGuest = Callable[[str], Path]
 SECRET = "tr4ce-S3CRET-value-never-in-a-span"
@@ -93,12 +93,8 @@ class _Upstream(ThreadingHTTPServer):
 def upstream() -> Iterator[_Upstream]:
     httpd = _Upstream(("127.0.0.1", 0), _Recorder)
     httpd.seen, httpd.waiting, httpd.release = [], threading.Event(), threading.Event()
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.release.set()
-    httpd.shutdown()
-    httpd.server_close()
+    with in_thread(httpd, httpd.release.set):
+        yield httpd
 
 
 def rule(server: _Upstream, **extra: Any) -> dict[str, Any]:
