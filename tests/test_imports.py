@@ -50,6 +50,7 @@ GLOVEBOX = {
     "glovebox._build",
     "glovebox._calllog",
     "glovebox._callstate",
+    "glovebox._compute",
     "glovebox._codegen",
     "glovebox._compile",
     "glovebox._compiled",
