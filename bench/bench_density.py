@@ -1,6 +1,6 @@
 """Density on one host: many calls waiting on an upstream at once.
 
-Run ``python bench/bench_density.py [--quick] [--calls N] [--in-flight N] [--skip node]``.
+Run ``python bench/bench_density.py [--quick] [--calls N] [--in-flight N] [--max-running N] [--skip node]``.
 The upstream is a separate asyncio process on 127.0.0.1 (so its sockets and
 memory are not counted as ours): ``/d200/...`` answers after 200 ms,
 ``/hold/...`` answers when released, ``/count`` says how many requests wait.
@@ -19,6 +19,8 @@ memory are not counted as ours): ``/d200/...`` answers after 200 ms,
    at once: no errors, and this process's resident memory while they are all
    waiting upstream, minus before, per call (its thread, sandbox, connection
    and call state included).
+   They are released all at once (the upstream answers every one of them
+   together), and every call must end ``ok``.
 
 Nothing here is a test; the figures go to stdout and ``bench/results/density.json``.
 """
