@@ -19,7 +19,10 @@ a call inside the sandbox waits at most until its deadline, and a call whose
 deadline passes while it waits answers ``timeout`` (it then runs to its end
 without a slot: its wasm traps at the next epoch check, and the host only
 records the result). The first slot of a call is taken before its deadline
-starts, like an admission slot.
+starts, like an admission slot. The store's epoch deadline is that same
+wall-clock deadline and is not extended for the wait: the wait is bounded by
+it instead, so a call that gets its slot back returns to its wasm with the
+time it has left, and one that does not is a ``timeout`` either way.
 
 No deadlock: a thread never waits for a slot while holding anything another
 slot holder needs (a SQLite connection, the audit commit's lead); threads that
