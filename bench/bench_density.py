@@ -1,6 +1,6 @@
 """Density on one host: many calls waiting on an upstream at once.
 
-Run ``python bench/bench_density.py [--quick] [--calls N] [--in-flight N] [--skip node]``.
+Run ``python bench/bench_density.py [--quick] [--calls N] [--in-flight N] [--max-running N] [--skip node]``.
 The upstream is a separate asyncio process on 127.0.0.1 (so its sockets and
 memory are not counted as ours): ``/d200/...`` answers after 200 ms,
 ``/hold/...`` answers when released, ``/count`` says how many requests wait.
@@ -19,6 +19,8 @@ memory are not counted as ours): ``/d200/...`` answers after 200 ms,
    at once: no errors, and this process's resident memory while they are all
    waiting upstream, minus before, per call (its thread, sandbox, connection
    and call state included).
+   They are released all at once (the upstream answers every one of them
+   together), and every call must end ``ok``.
 
 Nothing here is a test; the figures go to stdout and ``bench/results/density.json``.
 """
@@ -207,7 +209,7 @@ def in_flight(rt: Any, upstream: Upstream, n: int) -> dict[str, Any]:
 # -- main -----------------------------------------------------------------------------------------
 
 
-def _runtime(home: Path, wasm: Path, port: int, max_in_flight: int) -> Any:
+def _runtime(home: Path, wasm: Path, port: int, max_in_flight: int, max_running: int | None) -> Any:
     import glovebox
 
     rule = {"host": "127.0.0.1", "schemes": ["http"], "ports": [port], "paths": ["/**"], "allow_private": True}
@@ -215,7 +217,8 @@ def _runtime(home: Path, wasm: Path, port: int, max_in_flight: int) -> Any:
     manifest["capabilities"] = {"http": [rule]}
     manifest["limits"]["timeout_ms"] = 60_000
     grants = {"http": [rule], "http_limits": {"request_timeout_ms": 60_000}}
-    rt = glovebox.Runtime(home=home, grants=grants, max_in_flight=max_in_flight)
+    options = {} if max_running is None else {"max_running": max_running}
+    rt = glovebox.Runtime(home=home, grants=grants, max_in_flight=max_in_flight, **options)
     rt.register(wasm, manifest=manifest)
     return rt
 
@@ -225,6 +228,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="a smaller in-flight run (2,000)")
     parser.add_argument("--calls", type=int, default=1000, help="calls in the 200 ms burst")
     parser.add_argument("--in-flight", type=int, default=None, help="calls held at once (default 10,000)")
+    parser.add_argument("--max-running", type=int, default=None, help="Runtime(max_running=...) (default: its own)")
     parser.add_argument("--skip", action="append", default=[], choices=["node", "threads", "inflight"])
     args = parser.parse_args()
     held = args.in_flight or (2000 if args.quick else 10_000)
@@ -238,7 +242,7 @@ def main() -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             wasm = glovebox.build(EXAMPLE / "tool.c", Path(tmp) / "weather.wasm")
-            with _runtime(Path(tmp) / "home", wasm, upstream.port, max(held, args.calls)) as rt:
+            with _runtime(Path(tmp) / "home", wasm, upstream.port, max(held, args.calls), args.max_running) as rt:
                 api = f"{upstream.base}/d200"
                 glovebox_burst(rt, api, 50)  # warm: engine, compiled component, threads
                 report["glovebox"] = glovebox_burst(rt, api, args.calls)

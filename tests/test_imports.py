@@ -51,6 +51,7 @@ GLOVEBOX = {
     "glovebox._build",
     "glovebox._calllog",
     "glovebox._callstate",
+    "glovebox._compute",
     "glovebox._codegen",
     "glovebox._compile",
     "glovebox._compiled",

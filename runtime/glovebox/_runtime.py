@@ -21,6 +21,7 @@ from ._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED, Admission
 from ._audit import AuditLog
 from ._calllog import log_call
 from ._compiled import CompiledCache
+from ._compute import DEFAULT_MAX_RUNNING, ComputeSlots, waiting
 from ._enginesettings import EngineSettings
 from ._errors import CallError, InternalError, InvalidInput, InvalidOutput, Overloaded, ToolNotFound
 from ._gate import CallTrace, PolicyGate, input_digest
@@ -74,6 +75,9 @@ class Runtime:
             upstream counts. Default 10,000.
         max_queued: calls that may wait for a slot beyond ``max_in_flight``
             (default 10,000); beyond both a call answers ``overloaded`` at once.
+        max_running: admitted calls that run Python or wasm at once (default
+            two per core); a call gives its compute slot up while it waits on
+            the network and takes it back in arrival order (see ``glovebox._compute``).
         tracer_provider: the OpenTelemetry ``TracerProvider`` whose tracer makes
             the call spans; default: the global provider, looked up per call, so
             one configured later takes effect (with none configured, or without
@@ -97,10 +101,12 @@ class Runtime:
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         max_queued: int = DEFAULT_MAX_QUEUED,
         tracer_provider: Any = None,
+        max_running: int = DEFAULT_MAX_RUNNING,
     ):
         if engine is not None and not isinstance(engine, EngineSettings):
             raise TypeError(f"engine must be an EngineSettings, not {type(engine).__name__}")
         self._admission = Admission(max_in_flight, max_queued)
+        self._compute = ComputeSlots(max_running)
         self._tracing = Tracing(tracer_provider)
         self.home = _settings.home_dir(home)
         self.home.mkdir(parents=True, exist_ok=True)
@@ -409,9 +415,11 @@ class Runtime:
     ) -> CallResult:
         """Run a call that holds an admission slot, and give the slot back."""
         started = time.perf_counter()
+        running = self._compute.enter()
         try:
             return self._run(name, input, principal, started, call_id, tracer)
         finally:
+            self._compute.leave(running)
             self._admission.leave(time.perf_counter() - started)
 
     def _refuse(
@@ -581,7 +589,8 @@ class Runtime:
         if not isinstance(value, dict):
             raise InvalidInput(f"a remote MCP tool takes a JSON object as input, not {type(value).__name__}")
         limits = decision.limits
-        return call_remote(descriptor, value, limits.timeout_ms, limits.output_bytes)
+        with waiting():  # the exchange is network I/O: the compute slot is free for others meanwhile
+            return call_remote(descriptor, value, limits.timeout_ms, limits.output_bytes)
 
     def _resolve_for(self, name: str, principal: str) -> ToolInfo:
         """The tool a call names; a miss lists only the tools ``principal`` may see."""

@@ -14,18 +14,26 @@ headers, body, every redirect hop) ends by it, whatever the server does.
 
 A deadline belongs to one call's HTTP capability (one thread); it is set once
 per guest request and read by every stream of that call's connection pools.
+
+Every operation that may block on the network gives up the call's compute slot
+while it waits (:func:`glovebox._compute.waiting`): the connect, the TLS
+handshake, every ``recv``, and a ``send`` that cannot complete at once (a plain
+socket tries a non-blocking ``send`` first, holding its slot).
 """
 
 from __future__ import annotations
 
 import math
 import socket
+import ssl
 import time
 import typing
 from collections.abc import Callable, Iterable
 
 import httpcore
 import httpx
+
+from .._compute import waiting
 
 __all__ = ["Deadline", "deadline_transport"]
 
@@ -64,7 +72,9 @@ class _Stream(httpcore.NetworkStream):
         self._deadline = deadline
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, self._deadline.timeout(timeout, httpcore.ReadTimeout))
+        left = self._deadline.timeout(timeout, httpcore.ReadTimeout)
+        with waiting():
+            return self._inner.read(max_bytes, left)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         sock = self._inner.get_extra_info("socket")
@@ -72,10 +82,16 @@ class _Stream(httpcore.NetworkStream):
             self._inner.write(buffer, self._deadline.timeout(timeout, httpcore.WriteTimeout))
             return
         view = memoryview(buffer)
+        plain = not isinstance(sock, ssl.SSLSocket)
         try:
             while view:  # one send per loop, each within the time left (httpcore reuses one timeout)
-                sock.settimeout(self._deadline.timeout(timeout, httpcore.WriteTimeout))
-                view = view[sock.send(view) :]
+                sent = _send_now(sock, view) if plain else 0
+                if not sent:
+                    left = self._deadline.timeout(timeout, httpcore.WriteTimeout)
+                    with waiting():
+                        sock.settimeout(left)
+                        sent = sock.send(view)
+                view = view[sent:]
         except TimeoutError as exc:
             raise httpcore.WriteTimeout(str(exc)) from exc
         except OSError as exc:
@@ -88,10 +104,21 @@ class _Stream(httpcore.NetworkStream):
         self, ssl_context: typing.Any, server_hostname: str | None = None, timeout: float | None = None
     ) -> httpcore.NetworkStream:
         left = self._deadline.timeout(timeout, httpcore.ConnectTimeout)
-        return _Stream(self._inner.start_tls(ssl_context, server_hostname, left), self._deadline)
+        with waiting():
+            stream = self._inner.start_tls(ssl_context, server_hostname, left)
+        return _Stream(stream, self._deadline)
 
     def get_extra_info(self, info: str) -> typing.Any:
         return self._inner.get_extra_info(info)
+
+
+def _send_now(sock: socket.socket, view: memoryview) -> int:
+    """Bytes a non-blocking ``send`` takes at once (0 when the socket's buffer is full)."""
+    sock.settimeout(0)
+    try:
+        return sock.send(view)
+    except BlockingIOError:
+        return 0
 
 
 class _Backend(httpcore.NetworkBackend):
@@ -110,7 +137,8 @@ class _Backend(httpcore.NetworkBackend):
         socket_options: Iterable[typing.Any] | None = None,
     ) -> httpcore.NetworkStream:
         left = self._deadline.timeout(timeout, httpcore.ConnectTimeout)
-        stream = self._inner.connect_tcp(host, port, left, local_address, socket_options)
+        with waiting():
+            stream = self._inner.connect_tcp(host, port, left, local_address, socket_options)
         return _Stream(stream, self._deadline)
 
     def sleep(self, seconds: float) -> None:  # pragma: no cover - only used for retries, which are off

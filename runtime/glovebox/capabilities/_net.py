@@ -16,6 +16,7 @@ import threading
 from typing import Any
 from urllib.parse import urlsplit
 
+from .._compute import waiting
 from ._addresses import blocked_reason
 from ._rules import DEFAULT_PORTS, Target, ip_literal, path_refusal
 
@@ -89,6 +90,11 @@ def _resolve(host: str, port: int, timeout_s: float) -> list[Any]:
     literal = _literal_answer(host, port)
     if literal is not None:
         return literal
+    with waiting():  # the call's compute slot is free for others while the resolver works
+        return _lookup(host, port, timeout_s)
+
+
+def _lookup(host: str, port: int, timeout_s: float) -> list[Any]:
     if not _lookup_slots.acquire(timeout=max(timeout_s, 0.0)):
         raise Refusal("timeout", f"resolving {host}: all {MAX_LOOKUPS} name lookups are busy (resolver not answering)")
     done = threading.Event()
