@@ -204,6 +204,12 @@ def _wasmtime_error(exc: BaseException, end: Ending) -> CallError:
             f"the tool did not finish within its {limits.timeout_ms} ms deadline",
             details={"timeout_ms": limits.timeout_ms},
         )
+    if _HOSTCALL_BUDGET in text:
+        return GuestTrap(
+            "the tool passed a host call more data than the host copies in one call "
+            "(e.g. an HTTP request body of many megabytes); send less per call",
+            details={"trap": "host call arguments over the copy budget"},
+        )
     memory = _memory_error(text, limits, end.instantiating, end.guest_reported_oom)
     if memory is not None:
         return memory
@@ -216,6 +222,10 @@ def _wasmtime_error(exc: BaseException, end: Ending) -> CallError:
         return GuestTrap(f"the tool crashed: {trap}", details={"trap": trap})
     logger.error("unclassified wasmtime error: %s", text)
     return InternalError()
+
+
+#: wasmtime's words when a host call's arguments exceed what it copies out of a guest in one call.
+_HOSTCALL_BUDGET = "fuel allocated for hostcalls has been exhausted"
 
 
 def _trap_reason(text: str) -> str | None:
