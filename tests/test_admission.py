@@ -347,3 +347,22 @@ def test_the_default_pool_holds_max_in_flight_instances() -> None:
     settings = glovebox.EngineSettings().sized_for(50_000)
     assert settings.total_memories >= 50_000 and settings.total_component_instances >= 50_000
     assert glovebox.EngineSettings().sized_for(10_000) == glovebox.EngineSettings()
+
+
+def test_max_in_flight_is_held_to_what_the_process_can_map(
+    _isolated_env: Path, build_guest: BuildGuest, hold: HoldServer
+) -> None:
+    """Past vm.max_map_count a process aborts (wasmtime cannot map a thread's signal stack): the bound stops short."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("glovebox._runtime.mapping_bound", lambda: 3)
+        rt = held_runtime(_isolated_env, build_guest, hold, max_in_flight=50, max_queued=0)
+    with rt:
+        assert rt._admission.max_in_flight == 3
+        pool, held = held_calls(rt, hold, 3)
+        hold.wait_for_waiting(3)
+        assert_overloaded(rt.call("hc", {"url": hold.url()}))
+        hold.release.set()
+        assert all(job.result(HOLD_SECONDS).ok for job in held)
+        pool.shutdown()
+    with glovebox.Runtime(home=_isolated_env, max_in_flight=2) as small:
+        assert small._admission.max_in_flight == 2  # a bound below the mapping bound is kept

@@ -9,13 +9,21 @@ slot that frees is handed to the oldest waiter); beyond that a call is refused
 at once with :class:`~glovebox.Overloaded`, whose ``details.retry_after_ms`` is
 an estimate from the recent call durations. A waiting ``acall`` holds no
 thread: it waits on a future of its event loop.
+
+``max_in_flight`` is also held to what the kernel lets the process map
+(:func:`mapping_bound`): every call in flight needs a few memory mappings (its
+thread's stack, wasmtime's signal stack, its instance's memory), and a process
+past Linux's ``vm.max_map_count`` does not fail one call, it aborts. Beyond the
+bound a call answers ``overloaded`` like any other refusal.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ._errors import Overloaded
@@ -23,12 +31,22 @@ from ._errors import Overloaded
 if TYPE_CHECKING:
     import asyncio
 
-__all__ = ["DEFAULT_MAX_IN_FLIGHT", "DEFAULT_MAX_QUEUED", "Admission"]
+__all__ = ["DEFAULT_MAX_IN_FLIGHT", "DEFAULT_MAX_QUEUED", "Admission", "mapping_bound"]
+
+logger = logging.getLogger("glovebox")
 
 #: Calls a Runtime runs at once by default (the default instance pool holds 12,000).
 DEFAULT_MAX_IN_FLIGHT = 10_000
 #: Calls that may wait for a slot by default.
 DEFAULT_MAX_QUEUED = 10_000
+#: Memory mappings one call in flight needs: its thread's stack and guard page,
+#: wasmtime's signal stack and guard page, its instance's memory reservation,
+#: committed pages and data image, the allocator's arenas (5 to 8 measured).
+MAPS_PER_CALL = 8
+#: Mappings kept for the rest of the process beyond those it has already.
+MAPS_RESERVED = 4_096
+_MAX_MAP_COUNT = Path("/proc/sys/vm/max_map_count")
+_SELF_MAPS = Path("/proc/self/maps")
 _FIRST_ESTIMATE_MS = 100.0
 _MAX_RETRY_AFTER_MS = 60_000
 _Wake = Callable[[], None]
@@ -42,9 +60,17 @@ class Admission:
         max_queued: calls that may wait for a slot (0: refuse at once when full).
     """
 
-    def __init__(self, max_in_flight: int, max_queued: int) -> None:
+    def __init__(self, max_in_flight: int, max_queued: int, *, maps: int | None = None) -> None:
         _check_bound("max_in_flight", max_in_flight, 1)
         _check_bound("max_queued", max_queued, 0)
+        if maps is not None and max_in_flight > maps:
+            if max_in_flight != DEFAULT_MAX_IN_FLIGHT:  # asked for explicitly: say why it is less
+                logger.warning(
+                    "max_in_flight=%d is more than this process can map (vm.max_map_count); using %d",
+                    max_in_flight,
+                    maps,
+                )
+            max_in_flight = maps
         self.max_in_flight = max_in_flight
         self.max_queued = max_queued
         self._lock = threading.Lock()
@@ -157,3 +183,24 @@ def _check_bound(name: str, value: object, least: int) -> None:
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if value < least:
         raise ValueError(f"{name} must be at least {least}, not {value}")
+
+
+def mapping_bound(limit_file: Path = _MAX_MAP_COUNT, maps_file: Path = _SELF_MAPS) -> int | None:
+    """Calls in flight the process can still map, or None where the kernel sets no such limit.
+
+    ``(vm.max_map_count - mappings in use - MAPS_RESERVED) // MAPS_PER_CALL``, at least 1.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     limit, maps = Path(d, "max_map_count"), Path(d, "maps")
+    ...     _ = limit.write_text("65530\\n"), maps.write_text("x\\n" * 1434)
+    ...     mapping_bound(limit, maps), mapping_bound(Path(d, "absent"), maps)
+    (7500, None)
+    """
+    try:
+        limit = int(limit_file.read_text())
+        with maps_file.open("rb") as lines:
+            used = sum(1 for _ in lines)
+    except (OSError, ValueError):
+        return None
+    return max(1, (limit - used - MAPS_RESERVED) // MAPS_PER_CALL)

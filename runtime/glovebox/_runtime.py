@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from wasmtime.component import Component
 
 from . import _settings, _tracing
-from ._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED, Admission
+from ._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED, Admission, mapping_bound
 from ._audit import AuditLog
 from ._calllog import log_call
 from ._compiled import CompiledCache
@@ -105,7 +105,7 @@ class Runtime:
     ):
         if engine is not None and not isinstance(engine, EngineSettings):
             raise TypeError(f"engine must be an EngineSettings, not {type(engine).__name__}")
-        self._admission = Admission(max_in_flight, max_queued)
+        self._admission = Admission(max_in_flight, max_queued, maps=mapping_bound())
         self._compute = ComputeSlots(max_running)
         self._tracing = Tracing(tracer_provider)
         self.home = _settings.home_dir(home)
@@ -119,7 +119,8 @@ class Runtime:
         self._grants = load_grants(grants if grants is not None else _settings.grants_file())
         self._transport = transport
         self._registry = Registry(self.home)
-        self.engine_settings = engine if engine is not None else EngineSettings().sized_for(max_in_flight)
+        bound = self._admission.max_in_flight
+        self.engine_settings = engine if engine is not None else EngineSettings().sized_for(bound)
         self._wasm_parts: WasmParts | None = None
         self._wasm_lock = threading.Lock()
         self.trusted_keys_dir = _settings.trusted_keys_dir(self.home)
