@@ -18,6 +18,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -66,10 +67,10 @@ BARRIER = textwrap.dedent(
 )
 
 
-@pytest.fixture
-def barrier() -> Iterator[int]:
-    """The port of a barrier upstream holding every request until :data:`HELD` wait at once."""
-    proc = subprocess.Popen([sys.executable, "-c", BARRIER, str(HELD)], stdout=subprocess.PIPE, text=True)
+@contextmanager
+def upstream_process(script: str, *args: str) -> Iterator[int]:
+    """Run an upstream ``script`` (``python -c``) in its own process; yield the port it prints; kill it after."""
+    proc = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         yield int(proc.stdout.readline())
@@ -78,6 +79,13 @@ def barrier() -> Iterator[int]:
         proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+@pytest.fixture
+def barrier() -> Iterator[int]:
+    """The port of a barrier upstream holding every request until :data:`HELD` wait at once."""
+    with upstream_process(BARRIER, str(HELD)) as port:
+        yield port
 
 
 CHILD = textwrap.dedent(

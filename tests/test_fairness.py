@@ -12,8 +12,6 @@ every woken call is in there together; with them, never more than
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -29,6 +27,7 @@ from glovebox._compute import ComputeSlots, waiting
 from glovebox.capabilities._fetch import HttpCapability
 
 from .test_admission import HoldServer, held_runtime, hold, until  # noqa: F401 - `hold` is a fixture
+from .test_density import upstream_process
 
 BuildGuest = Callable[[str], Path]
 #: Calls released at once.
@@ -73,15 +72,8 @@ RELEASER = textwrap.dedent(
 @pytest.fixture
 def releaser() -> Iterator[int]:
     """The port of an upstream that answers all :data:`HERD` requests at once."""
-    proc = subprocess.Popen([sys.executable, "-c", RELEASER, str(HERD)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        yield int(proc.stdout.readline())
-    finally:
-        proc.kill()
-        proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+    with upstream_process(RELEASER, str(HERD)) as port:
+        yield port
 
 
 class Inside:
@@ -137,7 +129,8 @@ def test_a_call_that_waits_on_the_network_holds_no_compute_slot(
         with ThreadPoolExecutor(max_workers=3) as pool:
             held = [pool.submit(rt.call, "hc", {"url": hold.url()}) for _ in range(3)]
             hold.wait_for_waiting(3)
-            assert rt._compute.running == 0
+            # The server sees a request before its caller reaches recv and gives its slot up.
+            until(lambda: rt._compute.running == 0)
             assert rt.call("echo", {"x": 1}).ok  # runs while three calls wait upstream
             hold.release.set()
             assert all(f.result(timeout=60).ok for f in held), [f.result().to_dict() for f in held]
@@ -157,6 +150,7 @@ def test_a_deadline_that_passes_while_waiting_for_a_slot_is_a_timeout(
         with ThreadPoolExecutor(max_workers=1) as pool:
             call = pool.submit(rt.call, "hc", {"url": hold.url()})
             hold.wait_for_waiting(1)
+            until(lambda: rt._compute.running == 0)  # it has reached recv and given its slot up
             assert rt._compute.acquire(timeout=0)  # the only slot: the call can never run again
             try:
                 hold.release.set()
