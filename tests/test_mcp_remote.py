@@ -444,14 +444,14 @@ def hostile_app(body: Callable[[], Any]) -> Callable[..., Any]:
     return app
 
 
-def hostile_tool(runtime: glovebox.Runtime, url: str, name: str) -> None:
-    """Register a ``mcp-remote`` tool for ``url`` (its server cannot be listed: it is hostile)."""
+def hostile_tool(runtime: glovebox.Runtime, url: str, name: str, schema: Any = None) -> None:
+    """Register a ``mcp-remote`` tool ``<name>-t`` for ``url`` (its server cannot be listed: it is hostile)."""
     from glovebox._remote import Descriptor
     from glovebox.importers._mcp import _candidate
     from glovebox.importers._refresh import Candidate, register_all
 
     class Listed:
-        name, description, input_schema, output_schema = "t", "", {"type": "object"}, None
+        name, description, input_schema, output_schema = "t", "", schema or {"type": "object"}, None
 
     candidate = _candidate(url, Listed(), name, [], glovebox.Limits(timeout_ms=1000, output_bytes=1024), {})
     assert Descriptor.from_bytes(candidate.artifact).url == url
@@ -524,3 +524,13 @@ def test_no_proxy_is_taken_from_the_environment(rt: glovebox.Runtime, monkeypatc
     for variable in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
         monkeypatch.setenv(variable, "http://127.0.0.1:1")
     assert rt.call("lab-add", {"a": 1, "b": 1}, principal="agent").output == {"sum": 2}
+
+
+def test_a_non_object_input_is_refused_before_an_approval_is_asked_for(runtime: glovebox.Runtime) -> None:
+    """A remote schema that does not say ``type: object`` still never lets a non-object input ask for approval."""
+    hostile_tool(runtime, "http://127.0.0.1:9/mcp", "held", schema={"properties": {"a": {}}})  # never contacted
+    policy = "version: 1\ndefaults: {action: block}\nrules:\n  - {tool: held-t, action: require_approval}\n"
+    with glovebox.Runtime(home=runtime.home, policy=parse_policy(policy)) as rt:
+        refused = rt.call("held-t", [1, 2])
+        assert refused.code == "invalid_input", refused.to_dict()
+        assert rt.pending_approvals() == []

@@ -559,6 +559,8 @@ class Runtime:
         if info.input_schema is not True:
             with step(tracer, "glovebox.validate", "input"):
                 self._validator(info, "input").validate(value)
+        if info.kind == "mcp-remote" and not isinstance(value, dict):  # MCP arguments are an object
+            raise InvalidInput(f"a remote MCP tool takes a JSON object as input, not {type(value).__name__}")
         self._gate.spend_approval(trace, info, meta["principal"], decision)
         if info.kind == "mcp-remote":
             return self._decode_output(info, self._call_remote(info, value, decision, meta), tracer)
@@ -581,14 +583,12 @@ class Runtime:
         assert outcome.output_text is not None
         return self._decode_output(info, outcome.output_text, tracer)
 
-    def _call_remote(self, info: ToolInfo, value: Any, decision: Decision, meta: dict[str, Any]) -> str:
+    def _call_remote(self, info: ToolInfo, value: dict[str, Any], decision: Decision, meta: dict[str, Any]) -> str:
         """Proxy a call of a ``mcp-remote`` tool to its server (see ``glovebox._remote``)."""
         from ._remote import call_remote, load_descriptor  # the mcp SDK only when a remote tool is called
 
         descriptor = load_descriptor(self._registry.blob_path(info.digest), info.digest)
         meta["remote"] = {"url": descriptor.origin, "tool": descriptor.tool}
-        if not isinstance(value, dict):
-            raise InvalidInput(f"a remote MCP tool takes a JSON object as input, not {type(value).__name__}")
         limits = decision.limits
         with waiting():  # the exchange is network I/O: the compute slot is free for others meanwhile
             return call_remote(descriptor, value, limits.timeout_ms, limits.output_bytes)
