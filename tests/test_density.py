@@ -30,14 +30,16 @@ HELD = 2000
 #: File descriptors the child may open besides one socket per call.
 MARGIN = 256
 #: The upstream, its own process (its sockets are not the child's): ``GET /hold`` answers
-#: ``{"peak": N}`` once ``sys.argv[1]`` requests wait together, N being how many did, one
-#: request at a time (2,000 threads woken at once would fight for the GIL past their deadline).
+#: ``{"peak": N}`` once ``sys.argv[1]`` requests wait together, N being how many did. With
+#: ``sys.argv[2]`` ``one-by-one`` it answers one request at a time, the next once its caller
+#: hung up; with ``all-at-once`` it answers every one together (a herd of threads woken at once).
 BARRIER = textwrap.dedent(
     """
-    import asyncio, json, sys
+    import asyncio, contextlib, json, sys
 
     async def main():
-        expect, state, everyone, turn = int(sys.argv[1]), {"waiting": 0, "peak": 0}, asyncio.Event(), asyncio.Lock()
+        expect, one_by_one = int(sys.argv[1]), sys.argv[2] == "one-by-one"
+        state, everyone, turn = {"waiting": 0, "peak": 0}, asyncio.Event(), asyncio.Lock()
 
         async def handle(reader, writer):
             try:
@@ -50,10 +52,11 @@ BARRIER = textwrap.dedent(
                 state["waiting"] -= 1
                 body = json.dumps({"peak": state["peak"]}).encode()
                 head = f"HTTP/1.1 200 OK\\r\\nContent-Length: {len(body)}\\r\\nConnection: close\\r\\n\\r\\n"
-                async with turn:  # one answer at a time, the next once its caller hung up:
-                    writer.write(head.encode() + body)  # no herd of threads woken at once
+                async with turn if one_by_one else contextlib.nullcontext():
+                    writer.write(head.encode() + body)
                     await writer.drain()
-                    await asyncio.wait_for(reader.read(), 30)
+                    if one_by_one:  # the next answer once this caller hung up
+                        await asyncio.wait_for(reader.read(), 30)
             except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, TimeoutError):
                 pass
             writer.close()
@@ -84,7 +87,7 @@ def upstream_process(script: str, *args: str) -> Iterator[int]:
 @pytest.fixture
 def barrier() -> Iterator[int]:
     """The port of a barrier upstream holding every request until :data:`HELD` wait at once."""
-    with upstream_process(BARRIER, str(HELD)) as port:
+    with upstream_process(BARRIER, str(HELD), "one-by-one") as port:
         yield port
 
 

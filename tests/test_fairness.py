@@ -12,7 +12,6 @@ every woken call is in there together; with them, never more than
 
 from __future__ import annotations
 
-import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,7 +26,7 @@ from glovebox._compute import ComputeSlots, waiting
 from glovebox.capabilities._fetch import HttpCapability
 
 from .test_admission import HoldServer, held_runtime, hold, until  # noqa: F401 - `hold` is a fixture
-from .test_density import upstream_process
+from .test_density import BARRIER, upstream_process
 
 BuildGuest = Callable[[str], Path]
 #: Calls released at once.
@@ -36,43 +35,12 @@ HERD = 500
 RUNNING = 4
 #: How long the wrapped step keeps a call inside (it stands for host work done under a slot).
 INSIDE_S = 0.02
-#: An asyncio upstream in its own process: every request waits until ``sys.argv[1]`` wait, then all are answered.
-RELEASER = textwrap.dedent(
-    """
-    import asyncio, json, sys
-
-    async def main():
-        expect, state, everyone = int(sys.argv[1]), {"waiting": 0, "peak": 0}, asyncio.Event()
-
-        async def handle(reader, writer):
-            try:
-                await reader.readuntil(b"\\r\\n\\r\\n")
-                state["waiting"] += 1
-                state["peak"] = max(state["peak"], state["waiting"])
-                if state["peak"] >= expect:
-                    everyone.set()
-                await everyone.wait()
-                body = json.dumps({"peak": state["peak"]}).encode()
-                head = f"HTTP/1.1 200 OK\\r\\nContent-Length: {len(body)}\\r\\nConnection: close\\r\\n\\r\\n"
-                writer.write(head.encode() + body)
-                await writer.drain()
-            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-                pass
-            writer.close()
-
-        server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=expect)
-        print(server.sockets[0].getsockname()[1], flush=True)
-        await server.serve_forever()
-
-    asyncio.run(main())
-    """
-)
 
 
 @pytest.fixture
 def releaser() -> Iterator[int]:
     """The port of an upstream that answers all :data:`HERD` requests at once."""
-    with upstream_process(RELEASER, str(HERD)) as port:
+    with upstream_process(BARRIER, str(HERD), "all-at-once") as port:
         yield port
 
 
