@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import ssl
-import statistics
 import sys
 import tempfile
 import threading
@@ -32,13 +30,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
 
 import glovebox
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_http import _measure, _pct  # noqa: E402  (one timing loop for the HTTP benches)
+from bench_http import _measure, httpx_baselines, print_rows  # noqa: E402  (one timing loop for the HTTP benches)
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "tests" / "fixtures" / "petstore.yaml"
@@ -103,15 +100,7 @@ def main() -> int:
         imported = _imported(Path(tmp), base, samples, warmup)
         c_tool = _c_tool(Path(tmp), base, port, samples, warmup)
 
-    tls = ssl.create_default_context()  # shared, as glovebox shares one (building one costs ms)
-
-    def fresh() -> None:
-        with httpx.Client(verify=tls) as client:
-            assert client.get(url).json()["name"] == "Rex"
-
-    plain = _measure(fresh, samples, warmup)
-    with httpx.Client() as client:
-        pooled = _measure(lambda: client.get(url).json(), samples, warmup)
+    plain, pooled = httpx_baselines(url, lambda body: body["name"] == "Rex", samples, warmup)
     server.shutdown()
     rows = [
         ("imported operation", imported),
@@ -119,13 +108,7 @@ def main() -> int:
         ("httpx fresh client", plain),
         ("httpx keep-alive", pooled),
     ]
-    print(f"{'contender':<22}{'p50 µs':>10}{'p99 µs':>10}{'mean µs':>10}")
-    for name, times in rows:
-        print(f"{name:<22}{_pct(times, 0.5):>10.0f}{_pct(times, 0.99):>10.0f}{statistics.fmean(times):>10.0f}")
-    for name, times in rows[1:]:
-        ratio50 = _pct(imported, 0.5) / _pct(times, 0.5)
-        ratio99 = _pct(imported, 0.99) / _pct(times, 0.99)
-        print(f"ratio imported / {name}: p50 {ratio50:.2f}x, p99 {ratio99:.2f}x")
+    print_rows(rows, "imported")
     return 0
 
 
