@@ -17,7 +17,7 @@ _POLICY_OUT = "Write the policy fragment to FILE instead of printing it."
 
 @click.group("import")
 def import_group() -> None:
-    """Register whole APIs (OpenAPI, GraphQL) as tools, one per operation."""
+    """Register whole APIs (OpenAPI, GraphQL, remote MCP servers) as tools, one per operation."""
 
 
 @import_group.command("openapi")
