@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import glovebox
+import glovebox._auditjournal
 from glovebox import _audit
 from glovebox._auditchain import GENESIS
 from glovebox._auditjournal import Journal
@@ -240,6 +241,19 @@ def test_a_failed_write_moves_the_writer_to_a_fresh_file(tmp_path: Path) -> None
     assert call_ids(log) == ["before", "after"] and log.verify().ok
     assert list((tmp_path / "audit.journal").iterdir()) == []
     log.close()
+
+
+def test_a_long_running_writer_moves_to_fresh_files_and_folded_ones_are_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(glovebox._auditjournal, "ROTATE_BYTES", 2000)
+    log = glovebox.AuditLog(tmp_path)
+    for n in range(40):
+        log.append(record(f"r{n}"))
+    assert call_ids(log) == [f"r{n}" for n in range(40)] and log.verify().ok
+    assert len(list((tmp_path / "audit.journal").iterdir())) <= 1  # only the file being written is kept
+    log.close()
+    assert list((tmp_path / "audit.journal").iterdir()) == []
 
 
 def test_journal_files_are_private_to_the_host_user(tmp_path: Path) -> None:

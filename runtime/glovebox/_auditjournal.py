@@ -5,7 +5,9 @@ A call's audit record is one line appended to a file of the writer's own under
 the process is killed), and the log folds the lines into the hash chain in
 ``audit.sqlite`` in batches (see ``_audit``). One file per writing
 ``AuditLog``, so writers never wait for each other, and each file is named
-once (``<pid>-<random>.jsonl``) and never reused.
+once (``<pid>-<random>.jsonl``) and never reused; a writer moves to a fresh
+file every :data:`ROTATE_BYTES`, so a long-running writer's folded lines do
+not pile up.
 
 A line is ``<time_ns> <JSON of the record>\\n``, ASCII only (``ensure_ascii``):
 a record's strings, newlines included, are escaped, so a line never holds a
@@ -29,9 +31,11 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SUFFIX", "Journal", "Unfolded", "read_unfolded", "remove_dead_staging"]
+__all__ = ["ROTATE_BYTES", "SUFFIX", "Journal", "Unfolded", "read_unfolded", "remove_dead_staging"]
 
 SUFFIX = ".jsonl"
+#: A writer moves to a fresh file once its file is this long, so folded files can be removed.
+ROTATE_BYTES = 16 * 1024 * 1024
 _CREATE = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 
 
@@ -42,6 +46,7 @@ class Journal:
         self.directory = directory
         self._lock = threading.Lock()
         self._fd: int | None = None
+        self._written = 0
 
     def write(self, line: bytes) -> None:
         """Append one complete line.
@@ -59,6 +64,10 @@ class Journal:
                 self._fd = None  # a cut line stays the last of a file no one writes again
                 os.close(fd)
                 raise
+            self._written += len(line)
+            if self._written >= ROTATE_BYTES:  # the full file becomes dead: folded, then removed
+                self._fd = None
+                os.close(fd)
 
     def close(self) -> None:
         """Stop writing this file (it becomes dead, and is removed once folded). Idempotent."""
@@ -79,7 +88,7 @@ class Journal:
             with contextlib.suppress(OSError):
                 staging.unlink()
             raise
-        self._fd = fd
+        self._fd, self._written = fd, 0
         return fd
 
 
