@@ -31,7 +31,6 @@ import hashlib
 import heapq
 import json
 import logging
-import math
 import re
 import sqlite3
 import threading
@@ -79,11 +78,12 @@ CREATE TABLE IF NOT EXISTS audit_journal (name TEXT PRIMARY KEY, folded INTEGER 
 logger = logging.getLogger("glovebox.audit")
 #: How long the folding thread lets rows gather after the first one arrives (seconds).
 FOLD_DELAY_S = 0.005
+#: Rows a fold prepares between two chances for other threads to take the GIL.
+YIELD_ROWS = 8
 #: Journal bytes one fold transaction reads at most per file (one longer line is still read whole).
 FOLD_BYTES = 4 * 1024 * 1024
 #: Fields a record must have (not None): the table refuses a row without them.
 REQUIRED = ("call_id", "principal", "tool", "outcome", "fuel_used", "duration_ms", "egress")
-_JOURNAL_LINE = json.JSONEncoder(ensure_ascii=True).encode
 _SECRET_KEY = re.compile(
     r"pass(word|wd|phrase)?|token|secret|api[-_]?key|authori[sz]ation|cookie|credential|private[-_]?key|session",
     re.IGNORECASE,
@@ -100,13 +100,11 @@ _COLUMNS = (*FIELDS, "prev_hash", "hash", "truncated")
 # Built once: ``json.dumps`` with options builds an encoder per call.
 _SORTED = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
-_encode_str = json.encoder.encode_basestring  # what that encoder writes a str with
-_BEFORE = tuple(sorted(k for k in FIELDS if k < "seq"))
 _STORED = tuple(k for k in FIELDS if k != "seq")
 #: The egress of a call that made no request and met no denial, and its JSON (stored as ``_SORTED`` writes it).
 _NO_EGRESS: dict[str, Any] = {"denials": []}
 _NO_EGRESS_JSON = _SORTED(_NO_EGRESS)
-_AFTER = tuple(sorted([*(k for k in FIELDS if k > "seq"), "truncated"]))
+_SEQ_PLACE = b',"seq":0,'
 
 
 def redact(value: Any) -> Any:
@@ -131,10 +129,10 @@ def row_hash(prev_hash: str, record: dict[str, Any]) -> str:
     return hashlib.sha256((prev_hash + body).encode("utf-8")).hexdigest()
 
 
-def _prepare(record: dict[str, Any]) -> Pending:
-    """The row of ``record``, bounded and escaped, with its hashed JSON cut around ``seq``.
+def _body(record: dict[str, Any]) -> bytes:
+    """The canonical JSON of ``record``'s row, bounded and escaped, with ``seq`` 0: one journal line's body.
 
-    ``head + seq + tail`` is exactly the body :func:`row_hash` hashes.
+    With its real ``seq`` in place, it is exactly the body :func:`row_hash` hashes.
     """
     row = {k: record.get(k) for k in _STORED}
     row["time"] = row["time"] or datetime.now(UTC).isoformat(timespec="microseconds")
@@ -142,31 +140,28 @@ def _prepare(record: dict[str, Any]) -> Pending:
         value = row[key]
         if value is not None and not isinstance(value, str):
             row[key] = _NO_EGRESS_JSON if value == _NO_EGRESS else _SORTED(value)
-    row["truncated"] = ",".join(filter(None, [record.get("truncated"), _bound(row)])) or None
-    after = _AFTER if row["truncated"] else _AFTER[:-1]
-    head = "{" + _members(row, _BEFORE) + ',"seq":'
-    tail = "," + _members(row, after) + "}"
-    return Pending(row, head.encode("utf-8"), tail.encode("utf-8"))
+    truncated = ",".join(filter(None, [record.get("truncated"), _bound(row)]))
+    row["seq"] = 0
+    if truncated:
+        row["truncated"] = truncated
+    return _CANONICAL(row).encode("utf-8")
 
 
-def _members(row: dict[str, Any], keys: tuple[str, ...]) -> str:
-    """``"key":value,...`` of ``keys`` (sorted), exactly as the canonical JSON of ``row_hash`` writes them."""
-    parts = []
-    for key in keys:
-        value = row[key]
-        kind = type(value)
-        if kind is str:
-            text = _encode_str(value)
-        elif value is None:
-            text = "null"
-        elif kind is int:
-            text = int.__repr__(value)
-        elif kind is float and math.isfinite(value):
-            text = float.__repr__(value)
-        else:  # anything else (a bool, an odd principal): the encoder itself
-            return _CANONICAL({k: row[k] for k in keys})[1:-1]
-        parts.append(f'"{key}":{text}')
-    return ",".join(parts)
+def _pending(body: bytes) -> Pending:
+    """The row of a journal line's body, with its hashed JSON cut around ``seq``.
+
+    ``"seq"`` is never the first or last key, and a string's quotes are
+    escaped, so the first ``,"seq":0,`` is the key itself.
+    """
+    cut = body.index(_SEQ_PLACE)
+    row = json.loads(body)
+    row.setdefault("truncated", None)
+    return Pending(row, body[:cut] + b',"seq":', body[cut + len(_SEQ_PLACE) - 1 :])
+
+
+def _prepare(record: dict[str, Any]) -> Pending:
+    """The row of ``record``, ready to be chained."""
+    return _pending(_body(record))
 
 
 @dataclass(frozen=True)
@@ -238,9 +233,7 @@ class AuditLog:
         missing = [name for name in REQUIRED if record.get(name) is None]
         if missing:
             raise ValueError(f"an audit record needs {', '.join(missing)}")
-        if not record.get("time"):
-            record = {**record, "time": datetime.now(UTC).isoformat(timespec="microseconds")}
-        line = b"%d %s\n" % (time.time_ns(), _JOURNAL_LINE(record).encode("ascii"))
+        line = b"%d %s\n" % (time.time_ns(), _body(record))
         folder = self._folder or self._start_folder()
         self._journal.write(line)
         folder.nudge()
@@ -430,13 +423,15 @@ def _in_order(files: list[Unfolded]) -> Iterator[Pending]:
 
 
 def _parsed(unfolded: Unfolded) -> Iterator[tuple[int, Pending]]:
-    for line in unfolded.lines:
+    for index, line in enumerate(unfolded.lines, 1):
+        if index % YIELD_ROWS == 0:
+            time.sleep(0)  # give the GIL to the calls running meanwhile: a batch must not stall them
         try:
             written, _, body = line.partition(b" ")
-            record = json.loads(body)
-            if any(record.get(name) is None for name in REQUIRED):
+            pending = _pending(body)
+            if any(pending.row.get(name) is None for name in REQUIRED):
                 raise ValueError("a required field is missing")
-            yield int(written), _prepare(record)
+            yield int(written), pending
         except (ValueError, TypeError, AttributeError):  # not written by ``append``: kept out of the chain
             logger.error("skipping an unreadable line of %s: %.200r", unfolded.path, line)
 

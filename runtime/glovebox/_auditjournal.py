@@ -9,8 +9,9 @@ once (``<pid>-<random>.jsonl``) and never reused; a writer moves to a fresh
 file every :data:`ROTATE_BYTES`, so a long-running writer's folded lines do
 not pile up.
 
-A line is ``<time_ns> <JSON of the record>\\n``, ASCII only (``ensure_ascii``):
-a record's strings, newlines included, are escaped, so a line never holds a
+A line is ``<time_ns> <body>\\n``, where the body is the row's canonical JSON
+(UTF-8) with ``"seq":0``: the bytes its hash covers once its place is known.
+JSON escapes every control character in a string, so a line never holds a
 raw newline. A writer holds an exclusive ``flock`` on its file for as long as
 it writes it; a file that nobody holds is dead, and once its complete lines
 are folded it is removed. A file is created under a dot-name, locked, then
