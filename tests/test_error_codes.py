@@ -9,7 +9,6 @@ added without showing how a call produces it.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import tomllib
 from collections.abc import Callable, Iterator
@@ -146,12 +145,17 @@ def upstream_error(ctx: Ctx) -> glovebox.CallResult:
 
 
 def internal_error(ctx: Ctx) -> glovebox.CallResult:
-    # Another process breaks the audit log; a call that cannot be audited fails closed.
+    # Another process breaks the audit journal; a call that cannot be audited fails closed.
     with glovebox.Runtime(home=ctx.home) as rt:
         rt.register(ctx.build_guest("echo"), {"name": "echo"})
-        with sqlite3.connect(ctx.home / "audit.sqlite") as db:
-            db.execute("CREATE TRIGGER full BEFORE INSERT ON audit BEGIN SELECT RAISE(ABORT, 'disk full'); END")
-        return rt.call("echo", {"a": 1})
+        journal = ctx.home / "audit.journal"
+        journal.rmdir()
+        journal.write_bytes(b"")  # no journal file can be created in it
+        try:
+            return rt.call("echo", {"a": 1})
+        finally:
+            journal.unlink()
+            journal.mkdir()
 
 
 def rate_limited(ctx: Ctx) -> glovebox.CallResult:

@@ -26,6 +26,7 @@ import pytest
 import glovebox
 from glovebox._callstate import CUT, RECORD_BYTES, RECORD_CHARS, RECORD_LIMIT
 
+from .test_auditjournal import stored_audit
 from .test_http import QuietHandler, in_thread
 
 BuildGuest = Callable[[str], Path]
@@ -126,11 +127,7 @@ def _secret_client(
 
 
 def _audit_text(home: Path) -> str:
-    db = sqlite3.connect(home / "audit.sqlite")
-    try:
-        return json.dumps(db.execute("SELECT * FROM audit").fetchall(), ensure_ascii=False)
-    finally:
-        db.close()
+    return "\n".join(stored_audit(home))
 
 
 def _assert_secret_nowhere(home: Path, result: glovebox.CallResult, logs: str, *forms: str) -> None:
@@ -187,18 +184,25 @@ def test_a_call_whose_record_is_oversized_still_leaves_its_row(_isolated_env: Pa
     assert len(row["tool"]) <= 1024 and row["tool"].endswith(CUT)
 
 
-def test_a_record_the_database_refuses_leaves_a_bare_row(_isolated_env: Path, build_guest: BuildGuest) -> None:
+def test_a_record_the_database_refuses_is_kept_bare_and_holds_nothing_back(
+    _isolated_env: Path, build_guest: BuildGuest
+) -> None:
     with glovebox.Runtime(home=_isolated_env) as rt:
         rt.register(build_guest("denied_flood"), manifest={"name": "flood"})
         # SQLite's own length limit, lowered: the record of the flood no longer fits in a row.
         with rt.audit._database.connection() as db:  # the one connection of its pool, idle
             db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 20_000)
         result = rt.call("flood", {"url": "https://example.com/", "pad": 4096, "count": 100})
-        [row] = list(rt.audit.records())
+        later = rt.call("flood", {"url": "https://example.com/", "pad": 1, "count": 1})
+        rows = list(rt.audit.records())
         assert rt.audit.verify().ok
-    assert result.code == "internal_error"
-    assert row["call_id"] == result.meta["call_id"]
-    assert (row["outcome"], row["truncated"], json.loads(row["egress"])) == ("internal_error", "all", {})
+    assert [row["call_id"] for row in rows] == [result.meta["call_id"], later.meta["call_id"]]
+    assert (rows[0]["outcome"], rows[0]["truncated"], json.loads(rows[0]["egress"])) == (
+        "ok" if result.ok else result.code,
+        "all",
+        {},
+    )
+    assert rows[1]["truncated"] is None and json.loads(rows[1]["egress"])["denials"]  # the row after it is whole
 
 
 # -- a hostile upstream echoing the secret -------------------------------------------------------

@@ -8,7 +8,6 @@ own client. It counts the calls each of its tools receives.
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -27,6 +26,8 @@ from glovebox._cli import cli
 from glovebox._errors import InvalidManifest
 from glovebox.importers import import_mcp
 from glovebox.policy import parse_policy
+
+from .test_auditjournal import stored_audit
 
 TOKEN = "s3cret-token-4711"
 
@@ -113,8 +114,7 @@ def invoke(home: Path, *args: str, policy: Path | None = None) -> Any:
 
 
 def audit_rows(home: Path) -> list[str]:
-    with sqlite3.connect(home / "audit.sqlite") as db:
-        return [json.dumps(row) for row in db.execute("SELECT * FROM audit")]
+    return stored_audit(home)
 
 
 def test_cli_import_lists_tools_as_mcp_remote_and_calls_them(runtime: glovebox.Runtime, lab: tuple[Lab, str]) -> None:

@@ -104,10 +104,10 @@ class Admission:
         Raises:
             Overloaded: every slot is taken and the line is full.
         """
-        event = threading.Event()
         with self._lock:
             if self._try_take():
                 return
+            event = threading.Event()  # only a call that waits needs one
             self._waiters.append(event.set)
         event.wait()  # a slot is handed over by `leave`
 

@@ -11,26 +11,39 @@ No call loses its row to its size: a text field over :data:`MAX_TEXT_CHARS`
 cut, a cut JSON field is replaced by ``{"truncated_chars": N, "head": "..."}``,
 and the row's ``truncated`` column names the fields that were cut (NULL when
 none; it is part of the hash when set, so rows written before the column
-existed verify unchanged). Each record is committed before ``call``
-returns: a process killed afterwards loses nothing it returned. Threads
-appending at once share one commit, and the chain head is kept in memory and
-checked by the insert itself (see ``_auditcommit``). (With
-``synchronous=NORMAL`` a power loss may still drop the newest records.)
+existed verify unchanged).
+
+Each record is written to the writer's journal (``_auditjournal``, one
+``write`` per call) before ``call`` returns: a process killed afterwards loses
+nothing it returned. A thread of the writing log folds the journal into the
+chain in batches, one transaction per batch, a few milliseconds behind the
+calls; every reader (``records``, ``tail``, ``find``, ``verify``) folds
+first, and ``close`` folds what is left, so what a reader sees includes every
+call that returned. The journal of a process that died is folded by the next
+log that folds. Writers never wait for each other: the chain's write lock is
+taken once per batch, not once per call. (With ``synchronous=NORMAL`` and no
+``fsync`` of the journal, a power loss may still drop the newest records.)
 """
 
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
-import math
+import logging
 import re
+import sqlite3
+import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ._auditcommit import GENESIS, GroupCommit, Pending
+from ._auditchain import GENESIS, Pending, append_rows
+from ._auditjournal import SUFFIX, Journal, Unfolded, read_unfolded, remove_dead_staging
 from ._jsonlimits import escape_surrogates
 from ._sqlite import Database
 
@@ -60,7 +73,17 @@ CREATE TABLE IF NOT EXISTS audit (
     input TEXT, output TEXT, prev_hash TEXT NOT NULL, hash TEXT NOT NULL, truncated TEXT
 );
 CREATE INDEX IF NOT EXISTS audit_call_id ON audit (call_id);
+CREATE TABLE IF NOT EXISTS audit_journal (name TEXT PRIMARY KEY, folded INTEGER NOT NULL);
 """
+logger = logging.getLogger("glovebox.audit")
+#: How long the folding thread lets rows gather after the first one arrives (seconds).
+FOLD_DELAY_S = 0.005
+#: Rows a fold prepares between two chances for other threads to take the GIL.
+YIELD_ROWS = 8
+#: Journal bytes one fold transaction reads at most per file (one longer line is still read whole).
+FOLD_BYTES = 4 * 1024 * 1024
+#: Fields a record must have (not None): the table refuses a row without them.
+REQUIRED = ("call_id", "principal", "tool", "outcome", "fuel_used", "duration_ms", "egress")
 _SECRET_KEY = re.compile(
     r"pass(word|wd|phrase)?|token|secret|api[-_]?key|authori[sz]ation|cookie|credential|private[-_]?key|session",
     re.IGNORECASE,
@@ -77,13 +100,11 @@ _COLUMNS = (*FIELDS, "prev_hash", "hash", "truncated")
 # Built once: ``json.dumps`` with options builds an encoder per call.
 _SORTED = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
-_encode_str = json.encoder.encode_basestring  # what that encoder writes a str with
-_BEFORE = tuple(sorted(k for k in FIELDS if k < "seq"))
 _STORED = tuple(k for k in FIELDS if k != "seq")
 #: The egress of a call that made no request and met no denial, and its JSON (stored as ``_SORTED`` writes it).
 _NO_EGRESS: dict[str, Any] = {"denials": []}
 _NO_EGRESS_JSON = _SORTED(_NO_EGRESS)
-_AFTER = tuple(sorted([*(k for k in FIELDS if k > "seq"), "truncated"]))
+_SEQ_PLACE = b',"seq":0,'
 
 
 def redact(value: Any) -> Any:
@@ -108,10 +129,10 @@ def row_hash(prev_hash: str, record: dict[str, Any]) -> str:
     return hashlib.sha256((prev_hash + body).encode("utf-8")).hexdigest()
 
 
-def _prepare(record: dict[str, Any]) -> Pending:
-    """The row of ``record``, bounded and escaped, with its hashed JSON cut around ``seq``.
+def _body(record: dict[str, Any]) -> bytes:
+    """The canonical JSON of ``record``'s row, bounded and escaped, with ``seq`` 0: one journal line's body.
 
-    ``head + seq + tail`` is exactly the body :func:`row_hash` hashes.
+    With its real ``seq`` in place, it is exactly the body :func:`row_hash` hashes.
     """
     row = {k: record.get(k) for k in _STORED}
     row["time"] = row["time"] or datetime.now(UTC).isoformat(timespec="microseconds")
@@ -119,31 +140,28 @@ def _prepare(record: dict[str, Any]) -> Pending:
         value = row[key]
         if value is not None and not isinstance(value, str):
             row[key] = _NO_EGRESS_JSON if value == _NO_EGRESS else _SORTED(value)
-    row["truncated"] = ",".join(filter(None, [record.get("truncated"), _bound(row)])) or None
-    after = _AFTER if row["truncated"] else _AFTER[:-1]
-    head = "{" + _members(row, _BEFORE) + ',"seq":'
-    tail = "," + _members(row, after) + "}"
-    return Pending(row, head.encode("utf-8"), tail.encode("utf-8"))
+    truncated = ",".join(filter(None, [record.get("truncated"), _bound(row)]))
+    row["seq"] = 0
+    if truncated:
+        row["truncated"] = truncated
+    return _CANONICAL(row).encode("utf-8")
 
 
-def _members(row: dict[str, Any], keys: tuple[str, ...]) -> str:
-    """``"key":value,...`` of ``keys`` (sorted), exactly as the canonical JSON of ``row_hash`` writes them."""
-    parts = []
-    for key in keys:
-        value = row[key]
-        kind = type(value)
-        if kind is str:
-            text = _encode_str(value)
-        elif value is None:
-            text = "null"
-        elif kind is int:
-            text = int.__repr__(value)
-        elif kind is float and math.isfinite(value):
-            text = float.__repr__(value)
-        else:  # anything else (a bool, an odd principal): the encoder itself
-            return _CANONICAL({k: row[k] for k in keys})[1:-1]
-        parts.append(f'"{key}":{text}')
-    return ",".join(parts)
+def _pending(body: bytes) -> Pending:
+    """The row of a journal line's body, with its hashed JSON cut around ``seq``.
+
+    ``"seq"`` is never the first or last key, and a string's quotes are
+    escaped, so the first ``,"seq":0,`` is the key itself.
+    """
+    cut = body.index(_SEQ_PLACE)
+    row = json.loads(body)
+    row.setdefault("truncated", None)
+    return Pending(row, body[:cut] + b',"seq":', body[cut + len(_SEQ_PLACE) - 1 :])
+
+
+def _prepare(record: dict[str, Any]) -> Pending:
+    """The row of ``record``, ready to be chained."""
+    return _pending(_body(record))
 
 
 @dataclass(frozen=True)
@@ -163,9 +181,14 @@ class AuditLog:
     def __init__(self, home: Path) -> None:
         home.mkdir(parents=True, exist_ok=True)
         self.path = home / "audit.sqlite"
+        self.journal_dir = home / "audit.journal"
+        self.journal_dir.mkdir(mode=0o700, exist_ok=True)
         self._database = Database(self.path, _SCHEMA)
         self._add_truncated_column()
-        self._committer = GroupCommit(self._database, _COLUMNS)
+        self._journal = Journal(self.journal_dir)
+        self._folder: _Folder | None = None
+        self._start = threading.Lock()
+        self._closed = False
 
     def _add_truncated_column(self) -> None:
         """Give a log made before rows could be truncated its ``truncated`` column."""
@@ -175,22 +198,108 @@ class AuditLog:
                 db.execute("ALTER TABLE audit ADD COLUMN truncated TEXT")
 
     def close(self) -> None:
+        """Fold what this log wrote, then close. Idempotent.
+
+        A fold that fails here (the database is locked past the busy timeout,
+        or refuses the rows) leaves the rows in the journal, where the next
+        log to fold finds them.
+        """
+        with self._start:
+            if self._closed:
+                return
+            self._closed = True
+            folder = self._folder
+        if folder is not None:
+            folder.stop()
+            self._journal.close()
+            try:
+                self.fold()
+            except Exception:
+                logger.warning("audit rows stay in %s until the next fold", self.journal_dir, exc_info=True)
         self._database.close()
 
-    def append(self, record: dict[str, Any]) -> int:
-        """Commit one record at the end of the chain (oversized fields cut and marked); return its ``seq``.
+    def append(self, record: dict[str, Any]) -> None:
+        """Write one record to the journal; it joins the chain at the next fold.
 
-        Threads appending at once share commits (see :class:`_GroupCommit`);
-        the record is committed when this returns.
+        The record is on its way to the chain when this returns: a process
+        killed afterwards loses it only with the machine (see the module).
+
+        Raises:
+            ValueError: the record lacks a field the table requires (``REQUIRED``), or the log is closed.
+            OSError: the journal could not be written (a full disk).
         """
-        return self._committer.append(_prepare(record))
+        if self._closed:
+            raise ValueError("this audit log is closed")
+        missing = [name for name in REQUIRED if record.get(name) is None]
+        if missing:
+            raise ValueError(f"an audit record needs {', '.join(missing)}")
+        line = b"%d %s\n" % (time.time_ns(), _body(record))
+        folder = self._folder or self._start_folder()
+        self._journal.write(line)
+        folder.nudge()
+
+    def _start_folder(self) -> _Folder:
+        with self._start:
+            if self._closed:
+                raise ValueError("this audit log is closed")
+            if self._folder is None:
+                self._folder = _Folder(self)
+                self._folder.start()
+            return self._folder
+
+    def fold(self) -> int:
+        """Chain every complete journal line (of every writer) into the log; return how many rows.
+
+        Raises:
+            sqlite3.Error: the database refused the rows; they stay in the journal.
+        """
+        total = 0
+        while True:
+            added, more = self._fold_once()
+            total += added
+            if not more:
+                return total
+
+    def _fold_once(self) -> tuple[int, bool]:
+        """One transaction: up to ``FOLD_BYTES`` of each journal file; whether more is left."""
+        remove_dead_staging(self.journal_dir)
+        with self._database.write() as db:
+            folded = dict(db.execute("SELECT name, folded FROM audit_journal").fetchall())
+            files = []
+            for path in sorted(self.journal_dir.glob(f"*{SUFFIX}")):
+                unfolded = read_unfolded(path, folded.get(path.name, 0), FOLD_BYTES)
+                if unfolded is not None:
+                    files.append(unfolded)
+            added = _chain(db, list(_in_order(files)))
+            db.executemany(
+                "INSERT INTO audit_journal (name, folded) VALUES (?, ?)"
+                " ON CONFLICT (name) DO UPDATE SET folded = excluded.folded",
+                [(f.path.name, f.end) for f in files if f.end != folded.get(f.path.name, 0)],
+            )
+            present = {f.path.name for f in files}
+            db.executemany("DELETE FROM audit_journal WHERE name = ?", [(n,) for n in folded if n not in present])
+        for unfolded in files:  # after the commit: a file is removed only once its rows are in the chain
+            if unfolded.finished:
+                unfolded.path.unlink(missing_ok=True)
+        return added, any(f.more for f in files)
+
+    def _fold_for_reading(self) -> None:
+        """Fold before a read; a log that cannot be folded (read-only, locked) is read as it is."""
+        try:
+            self.fold()
+        except (sqlite3.Error, OSError) as exc:
+            logger.warning("reading the audit log without folding its journal: %s", exc)
 
     def records(self, *, after: int = 0) -> Iterator[dict[str, Any]]:
-        """Every record in chain order (with ``prev_hash`` and ``hash``).
+        """Every record in chain order (with ``prev_hash`` and ``hash``), the journal folded first.
 
         Read a page at a time, each on a connection borrowed for that page
         only, so a reader that stops half-way holds none.
         """
+        self._fold_for_reading()
+        return self._pages(after)
+
+    def _pages(self, after: int) -> Iterator[dict[str, Any]]:
         while True:
             with self._database.connection() as db:
                 cursor = db.execute("SELECT * FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", (after, PAGE_ROWS))
@@ -204,15 +313,17 @@ class AuditLog:
 
     def tail(self, n: int = 20) -> list[dict[str, Any]]:
         """The newest ``n`` records, oldest first."""
+        self._fold_for_reading()
         with self._database.connection() as db:
             newest = db.execute("SELECT max(seq) FROM audit").fetchone()[0] or 0
-        return list(self.records(after=max(0, newest - n)))
+        return list(self._pages(max(0, newest - n)))
 
     def find(self, call_id: str) -> dict[str, Any] | None:
         """The record of one call."""
+        self._fold_for_reading()
         with self._database.connection() as db:
             row = db.execute("SELECT seq FROM audit WHERE call_id = ?", (call_id,)).fetchone()
-        return next(self.records(after=row[0] - 1), None) if row else None
+        return next(self._pages(row[0] - 1), None) if row else None
 
     def verify(self) -> AuditVerification:
         """Walk the chain; report the first changed, inserted or deleted row."""
@@ -223,6 +334,106 @@ class AuditLog:
                 return AuditVerification(False, count, prev, problem, record["seq"])
             prev, expected, count = record["hash"], record["seq"] + 1, count + 1
         return AuditVerification(True, count, prev)
+
+
+class _Folder(threading.Thread):
+    """The thread that folds a writing log's journal a few milliseconds behind its appends."""
+
+    def __init__(self, log: AuditLog) -> None:
+        super().__init__(name="glovebox-audit-fold", daemon=True)
+        self._log = log
+        self._wake = threading.Event()
+        self._stopping = False
+
+    def nudge(self) -> None:
+        if not self._wake.is_set():
+            self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        if self is not threading.current_thread():
+            self.join()
+
+    def run(self) -> None:
+        pause = FOLD_DELAY_S
+        while True:
+            self._wake.wait()
+            if not self._stopping:
+                time.sleep(pause)  # let a batch gather
+            self._wake.clear()
+            if self._stopping:  # checked after the clear, which could swallow stop()'s wake-up
+                return
+            try:
+                self._log.fold()
+                pause = FOLD_DELAY_S
+            except Exception:  # the rows stay in the journal; try again, less often
+                logger.warning("cannot fold the audit journal yet", exc_info=True)
+                pause = min(pause * 2, 1.0)
+                self._wake.set()
+
+
+def _chain(db: sqlite3.Connection, rows: list[Pending]) -> int:
+    """Chain ``rows`` in one go, or, when the database refuses one, row by row.
+
+    A row the database refuses on its own (longer than its length limit, say)
+    is chained as its bare facts instead (no egress, input or output;
+    ``truncated`` = ``all``), so one row never holds back the rows after it.
+
+    Raises:
+        sqlite3.DatabaseError: the database refuses even a bare row; nothing of this fold is kept.
+    """
+    try:
+        with _savepoint(db):
+            return append_rows(db, _COLUMNS, rows)
+    except sqlite3.DatabaseError:
+        pass
+    for pending in rows:
+        try:
+            with _savepoint(db):
+                append_rows(db, _COLUMNS, [pending])
+        except sqlite3.DatabaseError:
+            logger.error("the audit row of call %s is kept bare: the database refused it", pending.row["call_id"])
+            append_rows(db, _COLUMNS, [_prepare(_bare(pending.row))])
+    return len(rows)
+
+
+def _bare(row: dict[str, Any]) -> dict[str, Any]:
+    """The facts of a row without what can be large: no egress, input or output."""
+    return {**{k: row[k] for k in _STORED}, "egress": {}, "input": None, "output": None, "truncated": "all"}
+
+
+@contextmanager
+def _savepoint(db: sqlite3.Connection) -> Iterator[None]:
+    db.execute("SAVEPOINT fold")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK TO fold")
+        db.execute("RELEASE fold")
+        raise
+    db.execute("RELEASE fold")
+
+
+def _in_order(files: list[Unfolded]) -> Iterator[Pending]:
+    """The rows of every file, merged by the time they were written (each file keeps its own order)."""
+    streams = [_parsed(unfolded) for unfolded in files if unfolded.lines]
+    for _, pending in heapq.merge(*streams, key=lambda entry: entry[0]):
+        yield pending
+
+
+def _parsed(unfolded: Unfolded) -> Iterator[tuple[int, Pending]]:
+    for index, line in enumerate(unfolded.lines, 1):
+        if index % YIELD_ROWS == 0:
+            time.sleep(0)  # give the GIL to the calls running meanwhile: a batch must not stall them
+        try:
+            written, _, body = line.partition(b" ")
+            pending = _pending(body)
+            if any(pending.row.get(name) is None for name in REQUIRED):
+                raise ValueError("a required field is missing")
+            yield int(written), pending
+        except (ValueError, TypeError, AttributeError):  # not written by ``append``: kept out of the chain
+            logger.error("skipping an unreadable line of %s: %.200r", unfolded.path, line)
 
 
 def _bound(row: dict[str, Any]) -> str:

@@ -1,0 +1,365 @@
+"""Audit appends: journaled per writer, folded into one chain under threads, AuditLogs and processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import glovebox
+import glovebox._auditjournal
+from glovebox import _audit
+from glovebox._auditchain import GENESIS
+from glovebox._auditjournal import Journal
+
+
+def record(call_id: str, **extra: Any) -> dict[str, Any]:
+    base = {
+        "call_id": call_id,
+        "principal": "anonymous",
+        "tool": "echo@1.0.0",
+        "digest": "sha256:" + "a" * 64,
+        "input_digest": "sha256:" + "b" * 64,
+        "decision": "allow",
+        "outcome": "ok",
+        "fuel_used": 10,
+        "duration_ms": 0.5,
+        "egress": {"denials": []},
+        "input": None,
+        "output": None,
+    }
+    return {**base, **extra}
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"input": {"b": 1, "a": "naïve 日本"}, "output": [1, 2.5, None]},
+        {"principal": "p\ud800", "tool": "t\udfff@1", "input": {"k\ud800": "v"}},
+        {"output": "x" * (_audit.MAX_TEXT_CHARS + 5), "principal": "p" * 5000},
+        {"truncated": "all", "egress": {}, "input": None},
+        {"decision": None, "digest": None, "input_digest": None, "outcome": "tool_not_found"},
+        {"principal": 42, "fuel_used": True, "duration_ms": float("inf")},
+        {"principal": 'q"\\\n\t\x00\u2028', "duration_ms": -0.0, "fuel_used": 2**70},
+        {"duration_ms": 1e-7, "tool": "ünï@2"},
+        {"egress": {"denials": [{"host": "x"}], "http": []}},
+        {"egress": {"denials": ()}, "output": {"denials": []}},
+    ],
+)
+def test_the_hash_cut_around_seq_is_the_row_hash(extra: dict[str, Any]) -> None:
+    pending = _audit._prepare(record("c1", **extra))
+    got = pending.chain(7, "f" * 64)
+    assert pending.row["seq"] == 7 and pending.row["prev_hash"] == "f" * 64
+    assert got == _audit.row_hash("f" * 64, pending.row)
+
+
+def stored_audit(home: Path) -> list[str]:
+    """Everything the audit log keeps on disk, as text: each chained row and each unfolded journal line.
+
+    Folds first (as every reader does), then reads the table and the journal
+    files raw, so a test looking for a value that must never be stored sees
+    both places it could be.
+    """
+    log = glovebox.AuditLog(home)
+    log.fold()
+    log.close()
+    with sqlite3.connect(home / "audit.sqlite") as db:
+        rows = [json.dumps(row, ensure_ascii=False) for row in db.execute("SELECT * FROM audit")]
+    lines = [line for path in (home / "audit.journal").iterdir() for line in path.read_text().splitlines()]
+    return rows + lines
+
+
+def call_ids(log: glovebox.AuditLog) -> list[str]:
+    return [r["call_id"] for r in log.records()]
+
+
+def test_threads_and_two_logs_on_one_home_keep_one_chain(tmp_path: Path) -> None:
+    logs = [glovebox.AuditLog(tmp_path), glovebox.AuditLog(tmp_path)]
+
+    def append(worker: int) -> None:
+        log = logs[worker % 2]
+        for i in range(150):
+            log.append(record(f"w{worker}-{i}"))
+
+    threads = [threading.Thread(target=append, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    check = glovebox.AuditLog(tmp_path)
+    verification = check.verify()
+    assert verification.ok, verification.problem
+    assert verification.rows == 900
+    chained = call_ids(check)
+    assert sorted(chained) == sorted(f"w{w}-{i}" for w in range(6) for i in range(150))
+    for worker in range(6):  # each thread's rows keep the order it wrote them in
+        mine = [c for c in chained if c.startswith(f"w{worker}-")]
+        assert mine == [f"w{worker}-{i}" for i in range(150)]
+    for log in [*logs, check]:
+        log.close()
+    assert list((tmp_path / "audit.journal").iterdir()) == []  # every journal folded and removed
+
+
+def test_rows_of_two_writers_are_chained_in_the_order_they_were_written(tmp_path: Path) -> None:
+    first, second = glovebox.AuditLog(tmp_path), glovebox.AuditLog(tmp_path)
+    for call_id, log in zip("abcdef", [first, second, first, second, second, first], strict=True):
+        log.append(record(call_id))
+    assert call_ids(first) == list("abcdef")
+    assert first.verify().ok and first.verify().rows == 6
+    first.close()
+    second.close()
+
+
+def test_a_head_row_changed_underneath_is_not_chained_onto_from_memory(tmp_path: Path) -> None:
+    log = glovebox.AuditLog(tmp_path)
+    log.append(record("a"))
+    log.append(record("b"))
+    assert log.fold() in (0, 1, 2)
+    with log._database.connection() as db:
+        db.execute("DELETE FROM audit WHERE seq = 2")
+    log.append(record("c"))
+    assert [(r["seq"], r["call_id"]) for r in log.records()] == [(1, "a"), (2, "c")]  # onto row 1, as the database says
+    assert log.verify().ok
+    log.close()
+
+
+def test_a_row_the_table_refuses_is_not_dropped_silently(tmp_path: Path) -> None:
+    log = glovebox.AuditLog(tmp_path)
+    log.append(record("a"))
+    with pytest.raises(ValueError, match="needs outcome"):
+        log.append(record("b", outcome=None))
+    log.append(record("c"))
+    assert log.verify().ok and call_ids(log) == ["a", "c"]
+    log.close()
+
+
+def test_rows_the_database_refuses_stay_in_the_journal_until_it_takes_them(tmp_path: Path) -> None:
+    log = glovebox.AuditLog(tmp_path)
+    log.append(record("a"))
+    log.fold()
+    with sqlite3.connect(tmp_path / "audit.sqlite") as db:
+        db.execute("CREATE TRIGGER full BEFORE INSERT ON audit BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    log.append(record("b"))  # the call is not held up by the broken database
+    with pytest.raises(sqlite3.IntegrityError, match="disk full"):
+        log.fold()
+    assert [r["call_id"] for r in log._pages(0)] == ["a"]
+    with sqlite3.connect(tmp_path / "audit.sqlite") as db:
+        db.execute("DROP TRIGGER full")
+    log.append(record("c"))
+    assert call_ids(log) == ["a", "b", "c"] and log.verify().ok
+    log.close()
+
+
+def test_writers_never_wait_for_the_chain_lock(tmp_path: Path) -> None:
+    log = glovebox.AuditLog(tmp_path)
+    holder = sqlite3.connect(tmp_path / "audit.sqlite", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    threads = [
+        threading.Thread(target=lambda n=n: [log.append(record(f"t{n}-{i}")) for i in range(50)]) for n in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads)  # every append returned while the lock was held
+    assert [r["call_id"] for r in log._pages(0)] == []
+    holder.execute("ROLLBACK")
+    holder.close()
+    assert len(call_ids(log)) == 200 and log.verify().ok
+    log.close()
+
+
+def test_a_dead_writers_cut_last_line_is_dropped_and_its_file_removed(tmp_path: Path) -> None:
+    writer = glovebox.AuditLog(tmp_path)
+    writer.append(record("whole"))
+    writer._folder.stop()  # type: ignore[union-attr]
+    (journal,) = (tmp_path / "audit.journal").glob("*.jsonl")
+    with journal.open("ab") as f:
+        f.write(b'123 {"call_id": "cut", "princ')  # what a writer killed mid-write leaves
+    writer._journal.close()  # the writer is gone
+    reader = glovebox.AuditLog(tmp_path)
+    assert call_ids(reader) == ["whole"] and reader.verify().ok
+    assert not journal.exists()
+    reader.close()
+
+
+def test_a_live_writers_unfinished_line_waits_for_its_end(tmp_path: Path) -> None:
+    writer = glovebox.AuditLog(tmp_path)
+    writer.append(record("first"))
+    writer._folder.stop()  # type: ignore[union-attr]
+    line = b"%d %s\n" % (time.time_ns(), _audit._body(record("second")))
+    fd = writer._journal._fd
+    assert fd is not None
+    os.write(fd, line[:20])  # the writer is half-way through a write
+    reader = glovebox.AuditLog(tmp_path)
+    assert call_ids(reader) == ["first"]
+    os.write(fd, line[20:])
+    assert call_ids(reader) == ["first", "second"] and reader.verify().ok
+    writer.close()
+    reader.close()
+
+
+def test_a_failed_write_moves_the_writer_to_a_fresh_file(tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        """
+        import resource, signal, sys
+        from pathlib import Path
+        import glovebox
+        row = {"principal": "p", "tool": "t", "outcome": "ok", "fuel_used": 0, "duration_ms": 0.0, "egress": {}}
+        log = glovebox.AuditLog(Path(sys.argv[1]))
+        log.append({**row, "call_id": "before"})
+        log._folder.stop()
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        size = next(Path(sys.argv[1], "audit.journal").glob("*.jsonl")).stat().st_size
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size + 40, resource.RLIM_INFINITY))
+        try:
+            log.append({**row, "call_id": "refused", "input": "x" * 200})
+        except OSError as exc:
+            print("refused:", exc.errno, flush=True)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        log.append({**row, "call_id": "after"})
+        log._journal.close()
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("refused: ")  # EFBIG: the line did not fit
+    files = sorted((tmp_path / "audit.journal").glob("*.jsonl"))
+    assert len(files) == 2  # the file with the cut line, and the fresh one
+    log = glovebox.AuditLog(tmp_path)
+    assert call_ids(log) == ["before", "after"] and log.verify().ok
+    assert list((tmp_path / "audit.journal").iterdir()) == []
+    log.close()
+
+
+def test_a_long_running_writer_moves_to_fresh_files_and_folded_ones_are_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(glovebox._auditjournal, "ROTATE_BYTES", 2000)
+    log = glovebox.AuditLog(tmp_path)
+    for n in range(40):
+        log.append(record(f"r{n}"))
+    assert call_ids(log) == [f"r{n}" for n in range(40)] and log.verify().ok
+    assert len(list((tmp_path / "audit.journal").iterdir())) <= 1  # only the file being written is kept
+    log.close()
+    assert list((tmp_path / "audit.journal").iterdir()) == []
+
+
+def test_journal_files_are_private_to_the_host_user(tmp_path: Path) -> None:
+    log = glovebox.AuditLog(tmp_path)
+    log.append(record("a"))
+    directory = tmp_path / "audit.journal"
+    assert directory.stat().st_mode & 0o777 == 0o700
+    assert all(path.stat().st_mode & 0o777 == 0o600 for path in directory.iterdir())
+    log.close()
+
+
+def test_a_staging_file_of_a_writer_that_died_before_naming_it_is_removed(tmp_path: Path) -> None:
+    directory = tmp_path / "audit.journal"
+    directory.mkdir()
+    (directory / ".1-00.jsonl").write_bytes(b"")
+    log = glovebox.AuditLog(tmp_path)
+    log.append(record("a"))
+    assert call_ids(log) == ["a"]
+    assert not (directory / ".1-00.jsonl").exists()
+    log.close()
+
+
+def test_appending_to_a_closed_log_raises(tmp_path: Path) -> None:
+    log = glovebox.AuditLog(tmp_path)
+    log.append(record("a"))
+    log.close()
+    with pytest.raises(ValueError, match="closed"):
+        log.append(record("b"))
+    reader = glovebox.AuditLog(tmp_path)
+    assert call_ids(reader) == ["a"]
+    reader.close()
+
+
+def test_a_journal_opens_its_file_on_the_first_write(tmp_path: Path) -> None:
+    journal = Journal(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    journal.write(b"1 {}\n")
+    (path,) = tmp_path.iterdir()
+    assert path.read_bytes() == b"1 {}\n" and not path.name.startswith(".")
+    journal.close()
+    journal.close()
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys, threading
+    import glovebox
+    log = glovebox.AuditLog(__import__("pathlib").Path(sys.argv[1]))
+    out = threading.Lock()
+
+    def work(worker):
+        for i in range(400):
+            call_id = f"{sys.argv[2]}-{worker}-{i}"
+            log.append({"call_id": call_id, "principal": "p", "tool": "t", "outcome": "ok",
+                        "fuel_used": 0, "duration_ms": 0.0, "egress": {}})
+            with out:
+                print(call_id, flush=True)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads: t.start()
+    for t in threads: t.join()
+    """
+)
+
+
+def _spawn(home: Path, tag: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(home), tag], stdout=subprocess.PIPE, text=True, env=os.environ.copy()
+    )
+
+
+def test_processes_with_threads_keep_one_chain(tmp_path: Path) -> None:
+    children = [_spawn(tmp_path, tag) for tag in ("x", "y")]
+    returned = []
+    for child in children:
+        out, _ = child.communicate(timeout=120)
+        assert child.returncode == 0
+        returned += out.split()
+    log = glovebox.AuditLog(tmp_path)
+    verification = log.verify()
+    assert verification.ok, verification.problem
+    assert verification.rows == len(returned) == 3200
+    log.close()
+
+
+def test_sigkill_of_a_threaded_appender_loses_no_returned_row(tmp_path: Path) -> None:
+    child = _spawn(tmp_path, "k")
+    assert child.stdout is not None
+    returned = []
+    for line in child.stdout:
+        returned.append(line.strip())
+        if len(returned) == 500:
+            os.kill(child.pid, signal.SIGKILL)
+            break
+    returned += [line.strip() for line in child.stdout if line.strip()]
+    child.stdout.close()
+    assert child.wait(timeout=60) == -signal.SIGKILL, "the child was killed mid-burst"
+    assert 500 <= len(returned) < 1600
+    log = glovebox.AuditLog(tmp_path)
+    assert set(returned) <= {r["call_id"] for r in log.records()}
+    assert log.verify().ok
+    log.close()
+
+
+def test_an_empty_log_starts_at_genesis(tmp_path: Path) -> None:
+    log = glovebox.AuditLog(tmp_path)
+    log.append(record("a"))
+    assert next(log.records())["prev_hash"] == GENESIS
+    log.close()
