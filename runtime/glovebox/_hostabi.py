@@ -173,71 +173,78 @@ def lift_log(args: Any, count: int) -> tuple[str, str]:
 # -- lowering: the host's answer, built and moved into the result slot --------------------------
 
 
-def _vec(data: bytes) -> Any:
-    return ffi.bytes_to_capi(data)
+# The constructors hold the GIL (a PyDLL): they are short, and releasing the GIL
+# around each of them would hand it to another thread a dozen times per answer.
+_held = ctypes.PyDLL(ffi.dll._name)
 
 
-def _boxed(val: Any) -> Any:
-    """A heap copy owned by the value it is put in (``val`` is left empty)."""
-    return ffi.wasmtime_component_val_new(byref(val))
+def _bind(name: str, argtypes: list[Any], restype: Any = None) -> Any:
+    function = getattr(_held, name)
+    function.argtypes, function.restype = argtypes, restype
+    return function
+
+
+_byte_vec_new = _bind("wasm_byte_vec_new", [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p])
+_list_new = _bind("wasmtime_component_vallist_new_uninit", [ctypes.c_void_p, ctypes.c_size_t])
+_tuple_new = _bind("wasmtime_component_valtuple_new_uninit", [ctypes.c_void_p, ctypes.c_size_t])
+_record_new = _bind("wasmtime_component_valrecord_new_uninit", [ctypes.c_void_p, ctypes.c_size_t])
+_box = _bind("wasmtime_component_val_new", [ctypes.c_void_p], _VAL_P)  # moves the value, leaves it empty
 
 
 def _string_val(target: Any, data: bytes) -> None:
     target.kind = _STRING
-    target.of.string = _vec(data)
+    _byte_vec_new(byref(target.of.string), len(data), data)
 
 
-def _byte_list(body: bytes) -> Any:
-    raw = ffi.wasmtime_component_vallist_t()
+def _byte_list(target: Any, body: bytes) -> None:
+    target.kind = _LIST
+    raw = target.of.list
     count = len(body)
-    ffi.wasmtime_component_vallist_new_uninit(byref(raw), count)
+    _list_new(byref(raw), count)
     if count:
         view = _memory(ctypes.cast(raw.data, ctypes.c_void_p).value, count * VAL_SIZE, _PyBUF_WRITE)
         view[_KIND_AT::VAL_SIZE] = bytes((_U8,)) * count
         view[_PAYLOAD_AT::VAL_SIZE] = body
-    return raw
 
 
-def _header_list(pairs: list[tuple[bytes, bytes]]) -> Any:
-    raw = ffi.wasmtime_component_vallist_t()
-    ffi.wasmtime_component_vallist_new_uninit(byref(raw), len(pairs))
+def _header_list(target: Any, pairs: list[tuple[bytes, bytes]]) -> None:
+    target.kind = _LIST
+    raw = target.of.list
+    _list_new(byref(raw), len(pairs))
+    data = raw.data
     for i, (name, value) in enumerate(pairs):
-        pair = ffi.wasmtime_component_valtuple_t()
-        ffi.wasmtime_component_valtuple_new_uninit(byref(pair), 2)
+        element = data[i]
+        element.kind = _TUPLE
+        pair = element.of.tuple
+        _tuple_new(byref(pair), 2)
         _string_val(pair.data[0], name)
         _string_val(pair.data[1], value)
-        element = raw.data[i]
-        element.kind = _TUPLE
-        element.of.tuple = pair
-    return raw
 
 
 def _ok(status: int, pairs: list[tuple[bytes, bytes]], body: bytes) -> Any:
-    record = ffi.wasmtime_component_valrecord_t()
-    ffi.wasmtime_component_valrecord_new_uninit(byref(record), 3)
-    entries = record.data
-    entries[0].name = _vec(b"status")
-    entries[0].val.kind = _U16
-    entries[0].val.of.u16 = status
-    entries[1].name = _vec(b"headers")
-    entries[1].val.kind = _LIST
-    entries[1].val.of.list = _header_list(pairs)
-    entries[2].name = _vec(b"body")
-    entries[2].val.kind = _LIST
-    entries[2].val.of.list = _byte_list(body)
     payload = _VAL()
     payload.kind = _RECORD
-    payload.of.record = record
+    record = payload.of.record
+    _record_new(byref(record), 3)
+    entries = record.data
+    status_entry, headers_entry, body_entry = entries[0], entries[1], entries[2]
+    _byte_vec_new(byref(status_entry.name), 6, b"status")
+    status_entry.val.kind = _U16
+    status_entry.val.of.u16 = status
+    _byte_vec_new(byref(headers_entry.name), 7, b"headers")
+    _header_list(headers_entry.val, pairs)
+    _byte_vec_new(byref(body_entry.name), 4, b"body")
+    _byte_list(body_entry.val, body)
     return _result(True, payload)
 
 
-def _err(kind: str, reason: bytes) -> Any:
+def _err(kind: bytes, reason: bytes) -> Any:
     case = _VAL()
     _string_val(case, reason)
     payload = _VAL()
     payload.kind = _VARIANT
-    payload.of.variant.discriminant = _vec(kind.encode())
-    payload.of.variant.val = _boxed(case)
+    _byte_vec_new(byref(payload.of.variant.discriminant), len(kind), kind)
+    payload.of.variant.val = _box(byref(case))
     return _result(False, payload)
 
 
@@ -245,7 +252,7 @@ def _result(is_ok: bool, payload: Any) -> Any:
     out = _VAL()
     out.kind = _RESULT
     out.of.result.is_ok = is_ok
-    out.of.result.val = _boxed(payload)
+    out.of.result.val = _box(byref(payload))
     return out
 
 
@@ -263,7 +270,7 @@ def lower_response(answer: Any, slot: Any) -> None:
     if tag is not None:
         if tag not in _ERROR_KINDS:
             raise ValueError(f"unknown http-error kind {tag!r}")
-        value = _err(tag, str(answer.payload).encode("utf-8"))
+        value = _err(tag.encode(), str(answer.payload).encode("utf-8"))
     else:
         status = answer.status
         if not isinstance(status, int) or not 0 <= status <= 0xFFFF:
