@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from glovebox._enginesettings import EngineSettings
 from glovebox._manifest import Limits
 from glovebox._sandbox import Sandbox
 
+from .conftest import GUESTS
 from .test_http import QuietHandler, _Server, in_thread
 
 BuildGuest = Callable[[str], Path]
@@ -241,3 +243,25 @@ def test_a_huge_header_list_ends_as_it_did(mirror_runtime: glovebox.Runtime) -> 
     # http.server refuses more than 100 header lines: the guest gets that answer, the host goes on.
     assert result.output["status"] == "ok" and result.output["http_status"] == 431
     assert mirror_runtime.call("shapes", {"url": url, "headers": 2}).output["http_status"] == 200
+
+
+def test_a_host_function_imported_with_other_types_traps(
+    _isolated_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from glovebox import _build
+
+    sdk = tmp_path / "sdk"
+    shutil.copytree(_build.sdk_dir() / "c", sdk / "c")
+    world = (_build.sdk_dir() / "wit" / "world.wit").read_text()
+    typed = "http-fetch: func(request: http-request) -> result<http-response, http-error>;"
+    assert typed in world
+    (sdk / "wit").mkdir()
+    (sdk / "wit" / "world.wit").write_text(world.replace(typed, "http-fetch: func(n: u32) -> u32;"))
+    monkeypatch.setattr(_build, "sdk_dir", lambda: sdk)
+    wasm = glovebox.build(GUESTS / "wrong_import.c", tmp_path / "wrong_import.wasm")
+    with glovebox.Runtime(home=_isolated_env) as rt:
+        rt.register(wasm, manifest={"name": "wrong"})
+        result = rt.call("wrong", {})
+        assert result.code == "guest_trap", result.to_dict()
+        assert result.error is not None and "other types than the glovebox world" in result.error.message
+        assert rt.audit.find(result.meta["call_id"])["outcome"] == "guest_trap"  # type: ignore[index]
