@@ -68,6 +68,7 @@ GLOVEBOX = {
     "glovebox._grants",
     "glovebox._jsonlimits",
     "glovebox._host",
+    "glovebox._hostabi",
     "glovebox._keyring",
     "glovebox._manifest",
     "glovebox.importers",  # the public import_openapi/import_graphql; the parsers load lazily

@@ -31,6 +31,7 @@ __all__ = [
     "ActiveCall",
     "CallState",
     "Fetcher",
+    "HttpRequest",
     "clip",
     "current_call",
 ]
@@ -47,6 +48,16 @@ _SECRET_REACH = 64 * 1024
 CUT = "…(truncated)"
 
 _local = threading.local()
+
+
+@dataclass(slots=True)
+class HttpRequest:
+    """One ``http-request`` as the guest wrote it (the WIT record, lifted)."""
+
+    method: str
+    url: str
+    headers: list[tuple[str, str]]
+    body: bytes | None
 
 
 class Fetcher(Protocol):

@@ -61,6 +61,7 @@ from ._errors import (
     UpstreamError,
 )
 from ._manifest import Limits
+from ._world import WRONG_TYPES
 
 __all__ = ["MAX_ERROR_MESSAGE_CHARS", "POOL_RETRY_AFTER_MS", "Ending", "call_error"]
 
@@ -209,6 +210,12 @@ def _wasmtime_error(exc: BaseException, end: Ending) -> CallError:
             "the tool passed a host call more data than the host copies in one call "
             "(e.g. an HTTP request body of many megabytes); send less per call",
             details={"trap": "host call arguments over the copy budget"},
+        )
+    if WRONG_TYPES in text:
+        return GuestTrap(
+            "the tool imports a host function with other types than the glovebox world's; "
+            "build it against the world shipped with glovebox",
+            details={"trap": "host function imported with other types"},
         )
     memory = _memory_error(text, limits, end.instantiating, end.guest_reported_oom)
     if memory is not None:

@@ -17,6 +17,7 @@ __all__ = [
     "LOG_LEVELS",
     "OOM_MARKER",
     "WASI_INTERFACES",
+    "WRONG_TYPES",
     "is_wasi_import",
 ]
 
@@ -30,6 +31,8 @@ EXPORT_NAME = "call"
 LOG_LEVELS = ("debug", "info", "warn", "error")
 #: What a guest SDK logs (at level error) just before it traps for want of memory.
 OOM_MARKER = "glovebox: out of memory"
+#: What a host function's trap says when a component imported it with other types than the world's.
+WRONG_TYPES = "glovebox: host function imported with other types than the glovebox world's"
 
 #: The WASI 0.2.x interfaces a component may import. They are linked with an
 #: empty WasiConfig: no preopened directories, no environment or arguments, stdio
