@@ -629,6 +629,26 @@ def test_a_process_pool_worker_without_a_caller_span_starts_a_trace_and_bogus_sp
     assert _is_span_ids((1, 2)) and not any(_is_span_ids(v) for v in [(0, 1), (1,), [1, 2], (True, 2), ("1", 2), None])
 
 
+def test_the_context_sent_to_a_worker_is_traceparent_and_tracestate_without_baggage(traced: Traced) -> None:
+    from opentelemetry import baggage, context
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState, set_span_in_context
+
+    from glovebox._tracing import carrier
+
+    assert carrier() is None  # no span: nothing to send
+    remote = SpanContext(
+        int(TRACE_ID, 16), int(PARENT_ID, 16), True, TraceFlags(TraceFlags.SAMPLED), TraceState([("vendor", "x1")])
+    )
+    token = context.attach(baggage.set_baggage("user", SECRET, set_span_in_context(NonRecordingSpan(remote))))
+    try:
+        with traced.provider.get_tracer("agent").start_as_current_span("agent.step") as outer:
+            sent = carrier()
+    finally:
+        context.detach(token)
+    assert sent == {"traceparent": f"00-{TRACE_ID}-{_hex(outer)[1]}-01", "tracestate": "vendor=x1"}
+    assert SECRET not in json.dumps(sent)
+
+
 class _Broken(SpanProcessor):
     """A span processor that raises where the SDK calls it (at start or at end)."""
 
