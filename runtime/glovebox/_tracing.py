@@ -248,7 +248,8 @@ def inject() -> list[tuple[str, str]]:
 def carrier() -> dict[str, str] | None:
     """The current context's ``traceparent`` (and ``tracestate``) for another process, or None
     when opentelemetry was never imported or no valid span is current (one lookup when off)."""
-    if sys.modules.get("opentelemetry.trace") is None:
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None or not trace.get_current_span().get_span_context().is_valid:
         return None
     return dict(inject()) or None
 
