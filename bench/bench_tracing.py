@@ -18,7 +18,9 @@ process-wide:
 Setups take turns, ``--rounds`` times, so a load change on a shared machine hits
 them all alike; p50/p99 are over every round's samples. Printed side by side with
 the ratio to ``none``, and what deciding whether to trace costs per call
-(``decide ns``: the tracer lookup alone, best of the rounds); every figure goes to ``bench/results/tracing.json``.
+(``decide ns``: the tracer lookup alone, best of the rounds), and what a ``ProcessPool``
+call pays to carry the caller's trace context to its worker (``carry ns``: under a
+caller's span in the SDK setups); every figure goes to ``bench/results/tracing.json``.
 Nothing here is a test.
 """
 
@@ -91,10 +93,24 @@ def worker(mode: str, home: str, calls: int, warmup: int) -> None:
             assert result.ok, result.to_dict()
         lookup_ns = timeit.timeit(rt._tracing.tracer, number=100_000) / 100_000 * 1e9
     traced = mode.startswith("sdk")
+    carry_ns = _carry_ns(keep)
     assert ("opentelemetry" in sys.modules and sys.modules["opentelemetry"] is not None) == (mode != "none")
     if keep is not None:
         keep.shutdown()
-    print(json.dumps({"mode": mode, "traced": traced, "samples": samples, "lookup_ns": lookup_ns}))
+    print(
+        json.dumps({"mode": mode, "traced": traced, "samples": samples, "lookup_ns": lookup_ns, "carry_ns": carry_ns})
+    )
+
+
+def _carry_ns(provider: Any) -> float:
+    """What a ProcessPool call pays to carry the caller's trace context to its worker: with a
+    provider, under a caller's span (the context is injected); without one, nothing to carry."""
+    from glovebox import _tracing
+
+    if provider is None:
+        return timeit.timeit(_tracing.carrier, number=100_000) / 100_000 * 1e9
+    with provider.get_tracer("bench").start_as_current_span("caller"):
+        return timeit.timeit(_tracing.carrier, number=20_000) / 20_000 * 1e9
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -102,13 +118,14 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _run_worker(mode: str, home: Path, calls: int, warmup: int) -> tuple[list[float], float]:
-    """One turn of ``mode``: its per-call samples (µs) and what deciding whether to trace costs (ns)."""
+def _run_worker(mode: str, home: Path, calls: int, warmup: int) -> tuple[list[float], float, float]:
+    """One turn of ``mode``: its per-call samples (µs), what deciding whether to trace costs (ns)
+    and what carrying the context to a ProcessPool worker costs (ns)."""
     argv = [sys.executable, __file__, "--worker", mode, "--home", str(home)]
     argv += ["--calls", str(calls), "--warmup", str(warmup)]
     done = subprocess.run(argv, capture_output=True, text=True, check=True, env=os.environ.copy())
     answer = json.loads(done.stdout)
-    return answer["samples"], answer["lookup_ns"]
+    return answer["samples"], answer["lookup_ns"], answer["carry_ns"]
 
 
 def main() -> None:
@@ -134,27 +151,31 @@ def main() -> None:
             rt.register(wasm, manifest={"name": "echo"})
         samples: dict[str, list[float]] = {mode: [] for mode in MODES}
         lookups: dict[str, list[float]] = {mode: [] for mode in MODES}
+        carries: dict[str, list[float]] = {mode: [] for mode in MODES}
         for _ in range(rounds):
             for mode in MODES:
-                taken, lookup = _run_worker(mode, home, calls, warmup)
+                taken, lookup, carry = _run_worker(mode, home, calls, warmup)
                 samples[mode] += taken
                 lookups[mode].append(lookup)
+                carries[mode].append(carry)
     figures = {
         mode: {
             "p50_us": _percentile(s, 0.5),
             "p99_us": _percentile(s, 0.99),
             "calls": len(s),
             "decide_ns": min(lookups[mode]),
+            "carry_ns": min(carries[mode]),
         }
         for mode, s in samples.items()
     }
     base = figures["none"]
     print(f"Runtime.call of a tiny tool (echo), {rounds} rounds × {calls} calls per setup")
-    print(f"{'setup':<12} {'p50 µs':>9} {'p99 µs':>9} {'×none p50':>10} {'×none p99':>10} {'decide ns':>10}")
+    header = f"{'setup':<12} {'p50 µs':>9} {'p99 µs':>9} {'×none p50':>10} {'×none p99':>10}"
+    print(f"{header} {'decide ns':>10} {'carry ns':>9}")
     for mode, fig in figures.items():
         r50, r99 = fig["p50_us"] / base["p50_us"], fig["p99_us"] / base["p99_us"]
         row = f"{mode:<12} {fig['p50_us']:>9.1f} {fig['p99_us']:>9.1f} {r50:>9.2f}× {r99:>9.2f}×"
-        print(f"{row} {fig['decide_ns']:>10.0f}")
+        print(f"{row} {fig['decide_ns']:>10.0f} {fig['carry_ns']:>9.0f}")
     RESULTS.parent.mkdir(exist_ok=True)
     host = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()}
     plan = {"rounds": rounds, "calls": calls, "warmup": warmup}

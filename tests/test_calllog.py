@@ -151,3 +151,47 @@ def test_json_formatter_keeps_the_exception_and_plain_records() -> None:
     assert (line["level"], line["logger"], line["message"]) == ("error", "glovebox", "failed here")
     assert "RuntimeError: boom" in line["exception"]
     assert line["time"].endswith("Z") and len(line["time"]) == len("2026-01-02T03:04:05.678Z")
+
+
+class _Unparsed:
+    """An MCP client message handler keeping what the client could not read on the server's stdout."""
+
+    def __init__(self) -> None:
+        self.errors: list[Exception] = []
+
+    async def __call__(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            self.errors.append(message)
+
+
+def test_mcp_stdio_logs_json_lines_on_stderr_and_leaves_stdout_to_the_protocol(
+    mcp_home: tuple[Path, Path], tmp_path: Path
+) -> None:
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    from .test_mcp import envelope, server_env
+
+    home, policy = mcp_home
+    where = ["--home", str(home), "--policy", str(policy)]
+    args = ["-m", "glovebox", "--log-format", "json", *where, "mcp", "--principal", "agent"]
+    params = StdioServerParameters(command=sys.executable, args=args, env=server_env())
+    unparsed = _Unparsed()
+    asked = [{"expression": "6*7"}, {"expression": SECRET_INPUT}, {"expression": "1+1"}]
+
+    async def session(errlog: Any) -> list[dict[str, Any]]:
+        transport = stdio_client(params, errlog=errlog)
+        async with Client(transport, cache=None, message_handler=unparsed, read_timeout_seconds=60) as client:  # type: ignore[arg-type]
+            return [envelope(await client.call_tool("calc", value)) for value in asked]
+
+    with (tmp_path / "stderr.log").open("w+", encoding="utf-8") as errlog:
+        envelopes = anyio.run(session, errlog)
+        errlog.seek(0)
+        stderr = errlog.read()
+    assert unparsed.errors == []  # nothing but JSON-RPC reached the client on stdout
+    assert [e["ok"] for e in envelopes] == [True, False, True] and envelopes[0]["output"] == {"value": 42}
+    lines = calls(json_lines(stderr))  # every stderr line is JSON, and one per call is a call line
+    assert [line["call_id"] for line in lines] == [e["meta"]["call_id"] for e in envelopes] == audit_ids(home)
+    assert [line["outcome"] for line in lines] == ["ok", "guest_error", "ok"]
+    assert {line["principal"] for line in lines} == {"agent"} and SECRET_INPUT not in stderr

@@ -202,6 +202,29 @@ def test_every_cli_command_has_a_row_and_every_row_is_a_command() -> None:
     assert documented == _command_paths(cli)
 
 
+def _command(path: str) -> click.Command:
+    command: click.Command = cli
+    for word in path.split():
+        assert isinstance(command, click.Group)
+        command = command.commands[word]
+    return command
+
+
+def test_every_cli_option_is_in_its_commands_row_and_every_documented_option_exists() -> None:
+    documented: dict[str, set[str]] = {}
+    for row in table("Command line", "command"):
+        for usage in code_spans(row["command"]):
+            spelled = set(re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", usage.replace("/", " ")))
+            documented.setdefault(_documented_command(usage), set()).update(spelled)
+    for path, spelled in documented.items():
+        options = [p for p in _command(path).params if isinstance(p, click.Option)]
+        names = {name for option in options for name in (*option.opts, *option.secondary_opts)}
+        assert spelled <= names, f"`glovebox {path}` documents options it lacks: {sorted(spelled - names)}"
+        for option in options:
+            given = {*option.opts, *option.secondary_opts}
+            assert given & spelled, f"`glovebox {path}`'s row lacks {'/'.join(sorted(given))}"
+
+
 # -- environment variables ---------------------------------------------------------
 
 

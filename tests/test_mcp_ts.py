@@ -229,3 +229,59 @@ def test_a_client_without_a_key_is_told_to_send_one(
 def test_the_suite_runs_the_pinned_sdk() -> None:
     pinned = json.loads((MCP_TS / "package.json").read_text())["dependencies"]["@modelcontextprotocol/sdk"]
     assert sdk_version() == pinned
+
+
+# -- back-pressure: a refused call is a tool result the agent reads, never a thrown error ----------
+
+#: agent may start one calc call a minute.
+CALC_QUOTA = """
+quotas:
+  - tool: calc
+    principals: [agent]
+    calls_per_minute: 1
+"""
+
+
+def check_refused(result: dict[str, Any], code: str) -> None:
+    """A call the host refused: an error result (not a throw) carrying the envelope's code and retry hint."""
+    assert result["isError"] is True and "structuredContent" not in result, result
+    error = envelope(result)["error"]
+    assert error["code"] == code and error["retryable"] is True, error
+    assert isinstance(error["details"]["retry_after_ms"], int) and error["details"]["retry_after_ms"] > 0
+
+
+def test_stdio_a_rate_limited_call_is_an_error_result(mcp_home: tuple[Path, Path]) -> None:
+    home, policy = mcp_home
+    policy.write_text(policy.read_text() + CALC_QUOTA)
+    steps = [
+        {"op": "call", "name": "calc", "arguments": {"expression": "1 + 1"}},
+        {"op": "call", "name": "calc", "arguments": {"expression": "2 + 2"}},
+        {"op": "list"},
+    ]
+    connect, ok, limited, listed = run_client(
+        {"transport": stdio(home, policy, "--principal", "agent"), "steps": steps}
+    )
+    assert value(ok)["structuredContent"] == {"value": 2}
+    check_refused(value(limited), "rate_limited")
+    assert "calc" in {tool["name"] for tool in value(listed)}  # the session goes on
+
+
+def test_streamable_http_an_overloaded_call_is_an_error_result(
+    mcp_home: tuple[Path, Path], serve_app: Callable[[object], str]
+) -> None:
+    home, policy = mcp_home
+    steps = [{"op": "call", "name": "calc", "arguments": {"expression": "1 + 1"}}]
+    with glovebox.Runtime(home=home, policy=policy, max_in_flight=1, max_queued=0) as rt:
+        url = serve_app(streamable_http_app(McpService(rt, poll_s=0.1))) + "/mcp"
+        plan = {
+            "transport": {"type": "http", "url": url, "headers": {"Authorization": "Bearer agent-key"}},
+            "steps": steps,
+        }
+        rt._admission.enter()  # a call elsewhere holds the only slot, and none may wait
+        try:
+            connect, overloaded = run_client(plan)
+        finally:
+            rt._admission.leave(0.5)
+        check_refused(value(overloaded), "overloaded")
+        connect, again = run_client(plan)  # the slot is free again
+        assert value(again)["structuredContent"] == {"value": 2}

@@ -256,8 +256,27 @@ def test_misuse_raises(home: Path) -> None:
         glovebox.ProcessPool(processes=0, home=home)
     with pytest.raises(TypeError, match="picklable"):
         glovebox.ProcessPool(processes=1, home=home, grants=lambda: None)
+    with pytest.raises(TypeError, match="picklable"):
+        glovebox.ProcessPool(processes=1, home=home, initializer=lambda: None)
     with pytest.raises(glovebox.InvalidPolicy):
         glovebox.ProcessPool(processes=1, home=home, policy=home / "missing.yaml")
+
+
+def _refuse_to_start() -> None:
+    """A worker ``initializer`` that fails."""
+    raise RuntimeError("this worker cannot be configured")
+
+
+def test_a_worker_whose_initializer_raises_answers_internal_error_and_is_replaced(home: Path) -> None:
+    with glovebox.ProcessPool(processes=1, home=home, initializer=_refuse_to_start) as pool:
+        first = pool.call("echo", {"n": 1}, principal="ann")
+        assert first.code == "internal_error" and first.error is not None and first.error.retryable
+        assert first.error.details == {"call_id": first.meta["call_id"], "worker_pid": first.meta["worker_pid"]}
+        _until(lambda: pool.pids not in ([], [first.meta["worker_pid"]]), "a replacement worker")
+        second = pool.call("echo", {"n": 2})
+        assert second.code == "internal_error" and second.meta["worker_pid"] != first.meta["worker_pid"]
+    [row] = _audit_rows(home, first.meta["call_id"])
+    assert row["outcome"] == "internal_error" and row["principal"] == "ann"
 
 
 def test_misuse_of_a_running_pool_raises(pool: glovebox.ProcessPool) -> None:

@@ -24,7 +24,7 @@ import httpx
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
@@ -544,6 +544,109 @@ def test_a_process_pool_makes_the_call_span_in_the_calling_process(
     assert dict(second.attributes or {})["glovebox.outcome"] == "tool_not_found"
     assert second.status.description == "tool_not_found"
     assert traced.spans("glovebox.sandbox") == []  # the worker's steps are not traced
+
+
+class _FileExporter(SpanExporter):
+    """Appends each finished span to a file as one JSON line (a worker process's spans, read back by the test)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def export(self, spans: Any) -> SpanExportResult:
+        with open(self.path, "a", encoding="utf-8") as out:
+            for span in spans:
+                fact = {
+                    "name": span.name,
+                    "trace_id": f"{span.context.trace_id:032x}",
+                    "span_id": f"{span.context.span_id:016x}",
+                    "parent_id": f"{span.parent.span_id:016x}" if span.parent is not None else None,
+                    "attributes": dict(span.attributes or {}),
+                }
+                out.write(json.dumps(fact) + "\n")
+        return SpanExportResult.SUCCESS
+
+
+def export_spans_to(path: str) -> None:
+    """A ProcessPool ``initializer``: this worker's global tracer provider writes its spans to ``path``."""
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(_FileExporter(path)))
+    trace.set_tracer_provider(provider)
+
+
+def _hex(span: Any) -> tuple[str, str]:
+    context = span.get_span_context()
+    return f"{context.trace_id:032x}", f"{context.span_id:016x}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["call", "acall"])
+def test_a_process_pool_worker_with_a_provider_records_the_call_span_under_the_callers(
+    _isolated_env: Path, tmp_path: Path, build_guest: BuildGuest, traced: Traced, call_lines: _Lines, how: str
+) -> None:
+    from glovebox._calllog import JsonFormatter
+
+    with glovebox.Runtime(home=_isolated_env) as rt:
+        rt.register(build_guest("echo"), manifest={"name": "echo"})
+    recorded = tmp_path / "worker-spans.jsonl"
+    init = {"initializer": export_spans_to, "initargs": (str(recorded),)}
+    with glovebox.ProcessPool(1, home=_isolated_env, tracer_provider=traced.provider, **init) as pool:
+        with traced.provider.get_tracer("agent").start_as_current_span("agent.step") as outer:
+            if how == "call":
+                result = pool.call("echo", {"a": 1})
+            else:
+                result = anyio.run(pool.acall, "echo", {"a": 1})  # the caller's context goes with the task
+    assert result.ok and result.output == {"a": 1}
+    spans = [json.loads(line) for line in recorded.read_text().splitlines()]
+    [call] = [span for span in spans if span["name"] == "glovebox.call"]
+    assert (call["trace_id"], call["parent_id"]) == _hex(outer)  # the caller's span is its parent
+    assert call["attributes"]["glovebox.call_id"] == result.meta["call_id"]
+    assert call["attributes"]["glovebox.policy.decision"] == "allow"
+    [sandbox] = [span for span in spans if span["name"] == "glovebox.sandbox"]
+    assert (sandbox["trace_id"], sandbox["parent_id"]) == (call["trace_id"], call["span_id"])
+    assert traced.spans("glovebox.call") == []  # one glovebox.call span per call: the worker's
+    [record] = call_lines.records  # this process's log line names the worker's span
+    line = json.loads(JsonFormatter().format(record))
+    assert (line["call_id"], line["trace_id"], line["span_id"]) == (
+        result.meta["call_id"],
+        call["trace_id"],
+        call["span_id"],
+    )
+
+
+@pytest.mark.slow
+def test_a_process_pool_worker_without_a_caller_span_starts_a_trace_and_bogus_span_ids_are_refused(
+    _isolated_env: Path, tmp_path: Path, build_guest: BuildGuest
+) -> None:
+    from glovebox._procpool import _is_span_ids
+
+    with glovebox.Runtime(home=_isolated_env) as rt:
+        rt.register(build_guest("echo"), manifest={"name": "echo"})
+    recorded = tmp_path / "worker-spans.jsonl"
+    with glovebox.ProcessPool(1, home=_isolated_env, initializer=export_spans_to, initargs=(str(recorded),)) as pool:
+        assert pool.call("echo", {"a": 1}).ok
+    [call] = [json.loads(line) for line in recorded.read_text().splitlines() if "glovebox.call" in line]
+    assert call["name"] == "glovebox.call" and call["parent_id"] is None
+    assert _is_span_ids((1, 2)) and not any(_is_span_ids(v) for v in [(0, 1), (1,), [1, 2], (True, 2), ("1", 2), None])
+
+
+def test_the_context_sent_to_a_worker_is_traceparent_and_tracestate_without_baggage(traced: Traced) -> None:
+    from opentelemetry import baggage, context
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState, set_span_in_context
+
+    from glovebox._tracing import carrier
+
+    assert carrier() is None  # no span: nothing to send
+    remote = SpanContext(
+        int(TRACE_ID, 16), int(PARENT_ID, 16), True, TraceFlags(TraceFlags.SAMPLED), TraceState([("vendor", "x1")])
+    )
+    token = context.attach(baggage.set_baggage("user", SECRET, set_span_in_context(NonRecordingSpan(remote))))
+    try:
+        with traced.provider.get_tracer("agent").start_as_current_span("agent.step") as outer:
+            sent = carrier()
+    finally:
+        context.detach(token)
+    assert sent == {"traceparent": f"00-{TRACE_ID}-{_hex(outer)[1]}-01", "tracestate": "vendor=x1"}
+    assert SECRET not in json.dumps(sent)
 
 
 class _Broken(SpanProcessor):

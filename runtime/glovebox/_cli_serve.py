@@ -12,6 +12,7 @@ import click
 
 from ._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED
 from ._cli_base import log_config, open_runtime
+from ._compute import DEFAULT_MAX_RUNNING
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -31,7 +32,14 @@ def _require(*modules: str) -> None:
 
 
 def _admission_options(command: F) -> F:
-    """``--max-in-flight`` and ``--max-queued``: the Runtime's admission bounds."""
+    """``--max-in-flight``, ``--max-queued`` and ``--max-running``: the Runtime's admission and compute bounds."""
+    command = click.option(
+        "--max-running",
+        default=DEFAULT_MAX_RUNNING,
+        show_default=True,
+        type=click.IntRange(1),
+        help="Admitted calls that run Python or wasm at once (a call waiting on the network gives its slot up).",
+    )(command)
     command = click.option(
         "--max-queued",
         default=DEFAULT_MAX_QUEUED,
@@ -84,10 +92,11 @@ def _pool(
     backend: str = "local",
     address: str | None = None,
     replicas: int = 2,
-    **bounds: int,
+    **bounds: Any,
 ) -> Iterator[CallPool | None]:
-    """What the server dispatches calls to, on ``rt``'s home and policy: a ProcessPool whose workers
-    hold the admission ``bounds`` (``max_in_flight``, ``max_queued``), a RayRuntime, or None for one process."""
+    """What the server dispatches calls to, on ``rt``'s home and policy: a ProcessPool or a RayRuntime
+    whose workers hold the ``bounds`` (``max_in_flight``, ``max_queued``, ``max_running``), or None for
+    one process."""
     if backend == "ray":
         if processes is not None:
             raise click.UsageError("--processes is for --backend local; Ray runs --replicas")
@@ -101,8 +110,7 @@ def _pool(
             home=rt.home,
             policy=rt.policy_path,
             threads=RAY_THREADS,
-            max_in_flight=bounds["max_in_flight"],
-            max_queued=bounds["max_queued"],
+            **bounds,
         )
         with cluster:
             yield cluster
@@ -139,6 +147,7 @@ def serve(
     workers: int | None,
     max_in_flight: int,
     max_queued: int,
+    max_running: int,
     processes: int | None,
     backend: str,
     address: str | None,
@@ -149,10 +158,10 @@ def serve(
     _require("starlette", "uvicorn")
     from .servers._api import serve as serve_http
 
-    with open_runtime(ctx, max_in_flight=max_in_flight, max_queued=max_queued) as rt:
+    bounds: dict[str, Any] = {"max_in_flight": max_in_flight, "max_queued": max_queued, "max_running": max_running}
+    with open_runtime(ctx, **bounds) as rt:
         _check_can_serve(rt, insecure_anonymous)
-        pool_args = (rt, processes, backend, address, replicas)
-        with _pool(*pool_args, max_in_flight=max_in_flight, max_queued=max_queued) as pool:
+        with _pool(rt, processes, backend, address, replicas, **bounds) as pool:
             serve_http(
                 rt,
                 host=host,
@@ -215,6 +224,7 @@ def mcp(
     poll_seconds: float,
     max_in_flight: int,
     max_queued: int,
+    max_running: int,
 ) -> None:
     """Serve the tools as an MCP server (stdio, or streamable HTTP at /mcp); both need a policy.
 
@@ -230,7 +240,8 @@ def mcp(
         raise click.UsageError("--principal is for stdio; over http each request's API key names the principal")
     if transport == "stdio" and (processes is not None or backend != "local"):
         raise click.UsageError("--processes and --backend are for --transport http; stdio serves one client")
-    with open_runtime(ctx, max_in_flight=max_in_flight, max_queued=max_queued) as rt:
+    bounds: dict[str, Any] = {"max_in_flight": max_in_flight, "max_queued": max_queued, "max_running": max_running}
+    with open_runtime(ctx, **bounds) as rt:
         service = McpService(
             rt,
             principal=principal if transport == "stdio" else None,
@@ -243,8 +254,7 @@ def mcp(
             anyio.run(run_stdio, service)
             return
         _check_can_serve(rt, insecure_anonymous)
-        pool_args = (rt, processes, backend, address, replicas)
-        with _pool(*pool_args, max_in_flight=max_in_flight, max_queued=max_queued) as pool:
+        with _pool(rt, processes, backend, address, replicas, **bounds) as pool:
             service.pool = pool
             app = streamable_http_app(service, host=host)
             import uvicorn

@@ -24,6 +24,7 @@ import pickle
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +75,8 @@ class _Pending:
     value: Any
     principal: str | None
     started: float = field(default_factory=time.perf_counter)
+    #: ``(trace_id, span_id)`` of the ``glovebox.call`` span the worker recorded, if it did.
+    span: tuple[int, int] | None = None
 
 
 @dataclass
@@ -102,12 +105,23 @@ class ProcessPool:
             changes) or a ``Policy``; default ``GLOVEBOX_POLICY``.
         threads: calls each worker runs at once (on threads), so calls waiting
             on an upstream do not queue behind each other.
+        initializer: called as ``initializer(*initargs)`` in each worker process
+            before its Runtime opens (to configure a tracer provider or logging
+            there); pickled to the workers like the other arguments. One that
+            raises ends the worker, which is replaced (after a growing pause).
+        initargs: the arguments of ``initializer``.
         **options: the other keyword arguments of :class:`Runtime`
             (``require_signatures``, ``grants``, ``transport``, ``engine``);
-            they are pickled to the workers, except ``tracer_provider``: the
-            pool makes each call's ``glovebox.call`` span and ``glovebox.calls``
-            log line in this process, from the envelope (the workers' steps are
-            not traced).
+            they are pickled to the workers, except ``tracer_provider``, which
+            stays in this process (see below).
+
+    Tracing: each call carries the caller's trace context (W3C ``traceparent``)
+    to its worker. A worker whose process has a tracer provider records the
+    call's ``glovebox.call`` span and its steps there, as a child of the caller's
+    span; otherwise the pool records the ``glovebox.call`` span in this process
+    (with ``tracer_provider`` or the global provider), from the envelope. Either
+    way a call has one ``glovebox.call`` span, and this process logs its
+    ``glovebox.calls`` line with that span's ids.
 
     Raises:
         TypeError: an argument cannot be sent to a worker process (not picklable).
@@ -128,6 +142,8 @@ class ProcessPool:
         policy: str | os.PathLike[str] | Policy | None = None,
         *,
         threads: int = 4,
+        initializer: Callable[..., object] | None = None,
+        initargs: tuple[Any, ...] = (),
         **options: Any,
     ) -> None:
         count = processes if processes is not None else os.cpu_count() or 1
@@ -140,8 +156,9 @@ class ProcessPool:
             "policy": policy if policy is not None else _settings.policy_file(),
             **options,
         }
+        self._init = (initializer, tuple(initargs))
         try:
-            pickle.dumps(self._options)
+            pickle.dumps((self._options, self._init))
         except Exception as exc:
             raise TypeError(f"ProcessPool's arguments must be picklable to reach its workers: {exc}") from exc
         Runtime(**self._options).close()  # refuse bad arguments here, not in every worker
@@ -195,7 +212,7 @@ class ProcessPool:
 
         ours, theirs = self._context.Pipe()
         process = self._context.Process(
-            target=serve, args=(theirs, self._options, self._threads), name="glovebox-worker", daemon=True
+            target=serve, args=(theirs, self._options, self._threads, *self._init), name="glovebox-worker", daemon=True
         )
         process.start()
         theirs.close()
@@ -212,39 +229,31 @@ class ProcessPool:
         Raises:
             ValueError: the pool is closed.
         """
-        tracer = self._tracing.tracer()
-        if tracer is None:
-            result = self._submit(name, input, principal).result()
-            log_call(result.ok, result.code, result.meta)
-            return result
-        with _tracing.call_span(tracer) as span:
-            result = self._submit(name, input, principal).result()
-            _tracing.finish(span, result)
+        tracer, started = self._tracing.tracer(), time.time_ns()
+        pending = self._submit(name, input, principal)
+        result = pending.future.result()
+        _report(tracer, started, pending.span, result)
         return result
 
     async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
         """``call`` without blocking the event loop (the wait is on the worker's answer)."""
         import asyncio  # imported here to keep `import glovebox` light
 
-        tracer = self._tracing.tracer()
-        if tracer is None:
-            result = await asyncio.wrap_future(self._submit(name, input, principal))
-            log_call(result.ok, result.code, result.meta)
-            return result
-        with _tracing.call_span(tracer) as span:
-            result = await asyncio.wrap_future(self._submit(name, input, principal))
-            _tracing.finish(span, result)
+        tracer, started = self._tracing.tracer(), time.time_ns()
+        pending = self._submit(name, input, principal)
+        result = await asyncio.wrap_future(pending.future)
+        _report(tracer, started, pending.span, result)
         return result
 
-    def _submit(self, name: str, value: Any, principal: str | None) -> Future[CallResult]:
+    def _submit(self, name: str, value: Any, principal: str | None) -> _Pending:
         if not isinstance(name, str):
             raise TypeError(f"tool name must be a str, not {type(name).__name__}")
         call_id = uuid.uuid4().hex
-        payload = _payload(call_id, name, value, principal)
+        payload = _payload(call_id, name, value, principal, _tracing.carrier())
         pending = _Pending(Future(), name, value, principal)
         worker = self._dispatch(call_id, pending)
         self._send(worker, payload)
-        return pending.future
+        return pending
 
     def _dispatch(self, call_id: str, pending: _Pending) -> _Worker:
         """Choose the live worker with the fewest calls in flight and book the call on it."""
@@ -287,17 +296,20 @@ class ProcessPool:
             if message[0] == "ready":
                 worker.ready = True
                 self._restart_delay = 0.1
+            elif message[0] == "result":
+                self._settle(worker, *message[1:4])
             else:
-                self._settle(worker, message[1], message[2] if message[0] == "result" else None)
+                self._settle(worker, message[1])
         self._died(worker)
 
-    def _settle(self, worker: _Worker, call_id: str, envelope: dict[str, Any] | None) -> None:
+    def _settle(self, worker: _Worker, call_id: str, envelope: dict[str, Any] | None = None, span: Any = None) -> None:
         with self._cond:
             pending = worker.pending.pop(call_id, None)
         if pending is None:
             return
         try:
             result = CallResult.from_dict(envelope) if envelope is not None else self._lost(worker, call_id, pending)
+            pending.span = span if envelope is not None and _is_span_ids(span) else None
         except ValueError:
             logger.exception("unreadable answer to call %s from worker %d", call_id, worker.pid)
             result = self._lost(worker, call_id, pending)
@@ -381,9 +393,24 @@ def lost_call(
     return result
 
 
-def _payload(call_id: str, name: str, value: Any, principal: str | None) -> bytes:
+def _payload(call_id: str, name: str, value: Any, principal: str | None, trace: dict[str, str] | None) -> bytes:
     """The pickled request; an input that cannot be pickled crosses as a stand-in the worker refuses."""
     try:
-        return pickle.dumps((call_id, name, value, principal))
+        return pickle.dumps((call_id, name, value, principal, trace))
     except Exception:  # RecursionError, PicklingError, TypeError...: it is not JSON either
-        return pickle.dumps((call_id, name, _NotPicklable(type(value).__name__), principal))
+        return pickle.dumps((call_id, name, _NotPicklable(type(value).__name__), principal, trace))
+
+
+def _is_span_ids(value: Any) -> bool:
+    """A worker's ``(trace_id, span_id)``: two positive ints (anything else is not taken)."""
+    return isinstance(value, tuple) and len(value) == 2 and all(type(part) is int and part > 0 for part in value)
+
+
+def _report(tracer: Any, started_ns: int, span: tuple[int, int] | None, result: CallResult) -> None:
+    """The call's ``glovebox.calls`` line, and its ``glovebox.call`` span here unless the worker recorded it."""
+    if span is not None:
+        _tracing.remote_call(span, result)
+    elif tracer is not None:
+        _tracing.past_call(tracer, started_ns, result)
+    else:
+        log_call(result.ok, result.code, result.meta)

@@ -390,8 +390,11 @@ class Runtime:
         """
         return self._call_as(uuid.uuid4().hex, name, input, principal)
 
-    def _call_as(self, call_id: str, name: str, input: Any, principal: str | None) -> CallResult:
-        """``call`` under a call id chosen by the caller (a ProcessPool picks it before dispatch)."""
+    def _call_as(
+        self, call_id: str, name: str, input: Any, principal: str | None, spans: list[Any] | None = None
+    ) -> CallResult:
+        """``call`` under a call id chosen by the caller (a ProcessPool picks it before dispatch);
+        the call's ``glovebox.call`` span, when it has one, is appended to ``spans``."""
         self._check_open()
         _check_name(name)
         tracer = self._tracing.tracer()
@@ -402,6 +405,8 @@ class Runtime:
         with _tracing.call_span(tracer) as span:
             result = self._enter(call_id, name, input, principal, tracer)
             _tracing.finish(span, result)
+        if spans is not None:
+            spans.append(span)
         return result
 
     def _enter(self, call_id: str, name: str, input: Any, principal: str | None, tracer: Any) -> CallResult:

@@ -32,6 +32,7 @@ __all__ = [
     "Tracing",
     "attach_headers",
     "call_span",
+    "carrier",
     "detach",
     "end_call",
     "end_http",
@@ -40,6 +41,9 @@ __all__ = [
     "inject",
     "mark",
     "note_decision",
+    "past_call",
+    "remote_call",
+    "span_ids",
     "step",
 ]
 
@@ -239,6 +243,49 @@ def inject() -> list[tuple[str, str]]:
     carrier: dict[str, str] = {}
     _propagator().inject(carrier)
     return list(carrier.items())
+
+
+def carrier() -> dict[str, str] | None:
+    """The current context's ``traceparent`` (and ``tracestate``) for another process, or None
+    when opentelemetry was never imported or no valid span is current (one lookup when off)."""
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None or not trace.get_current_span().get_span_context().is_valid:
+        return None
+    return dict(inject()) or None
+
+
+def span_ids(span: Any) -> tuple[int, int] | None:
+    """``(trace_id, span_id)`` of a started span (a sampler may have dropped it), else None
+    (the tracer failed to start it)."""
+    context = span.get_span_context()
+    return (context.trace_id, context.span_id) if context.is_valid else None
+
+
+def past_call(tracer: Any, start_ns: int, result: Any) -> None:
+    """Record a ``glovebox.call`` span that began at ``start_ns`` and ends now (its parent: the
+    current span), for a call another process ran untraced; then its ``glovebox.calls`` line."""
+    from opentelemetry.trace import INVALID_SPAN
+
+    try:
+        span = tracer.start_span("glovebox.call", start_time=start_ns, record_exception=False)
+    except Exception:
+        logger.exception("the tracer failed to start a span; this call is not traced")
+        span = INVALID_SPAN
+    finish(span, result)
+    try:
+        span.end()
+    except Exception:
+        logger.exception("the tracer failed to end a span")
+
+
+def remote_call(ids: tuple[int, int], result: Any) -> None:
+    """The ``glovebox.calls`` line of a call whose ``glovebox.call`` span (``ids``) another process recorded."""
+    try:
+        from opentelemetry.trace import NonRecordingSpan, SpanContext
+    except ImportError:
+        log_call(result.ok, result.code, result.meta)
+        return
+    log_call(result.ok, result.code, result.meta, NonRecordingSpan(SpanContext(*ids, is_remote=True)))
 
 
 def http_span(tracer: Any) -> _Step:
