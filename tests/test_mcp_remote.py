@@ -121,7 +121,8 @@ def test_cli_import_lists_tools_as_mcp_remote_and_calls_them(runtime: glovebox.R
     remote, url = lab
     done = invoke(runtime.home, "import", "mcp", url)
     assert done.exit_code == 0, done.output
-    assert "added     lab-add@1.0.0" in done.output and "added     lab-whoami@1.0.0" in done.output
+    assert "imported lab (mcp-remote): 6 added, 0 changed, 0 removed, 0 unchanged" in done.output
+    assert "  + lab-add@1.0.0" in done.output and "  + lab-whoami@1.0.0" in done.output
     listed = invoke(runtime.home, "tools")
     assert [line.split()[:3] for line in listed.output.splitlines() if line.startswith("lab-add")] == [
         ["lab-add", "1.0.0", "mcp-remote"]
@@ -130,10 +131,12 @@ def test_cli_import_lists_tools_as_mcp_remote_and_calls_them(runtime: glovebox.R
     assert info.kind == "mcp-remote" and info.manifest.required_scopes == ["lab:call"]
     assert info.description == "Add two integers."
     assert info.output_schema["required"] == ["sum"]  # type: ignore[index]
-    # The digest is the SHA-256 of the stored descriptor, like any artifact's.
+    # The digest is the SHA-256 of the stored descriptor, like any artifact's; it is stored as JSON, not as wasm.
     import hashlib
 
-    blob = runtime._registry.blob_path(info.digest).read_bytes()
+    stored = runtime._registry.descriptor_path(info.digest)
+    assert stored.name.endswith(".mcp-remote.json") and not runtime._registry.blob_path(info.digest).exists()
+    blob = stored.read_bytes()
     assert "sha256:" + hashlib.sha256(blob).hexdigest() == info.digest
     assert json.loads(blob)["url"] == url and json.loads(blob)["tool"] == "add"
     policy = runtime.home / "policy.yaml"
@@ -231,7 +234,7 @@ def test_the_credential_reaches_the_server_and_nothing_else(rt: glovebox.Runtime
     assert result.ok and remote.calls["whoami"] == 1
     assert result.output == {"auth": "[REDACTED]", "raw": "[REDACTED]"}  # echoed back: scrubbed
     info = rt.tool("lab-whoami")
-    stored = rt._registry.blob_path(info.digest).read_text() + info.manifest.to_json()
+    stored = rt._registry.descriptor_path(info.digest).read_text() + info.manifest.to_json()
     assert "LAB_TOKEN" in stored and TOKEN not in stored
     assert TOKEN not in json.dumps(result.to_dict())
     assert all(TOKEN not in row for row in audit_rows(rt.home))
@@ -251,7 +254,8 @@ def test_refresh_bumps_changed_deprecates_removed_adds_new(runtime: glovebox.Run
     remote, url = lab
     import_mcp(runtime, url)
     again = import_mcp(runtime, url)
-    assert again.added == again.changed == again.removed == [] and "lab-add@1.0.0" in again.unchanged
+    assert again.added == again.changed == again.removed == [] and "lab-add" in again.unchanged
+    assert again.versions["lab-add"] == "1.0.0" and again.kind == "mcp-remote" and again.api == "lab"
     remote.server.remove_tool("add")
     remote.server.add_tool(remote.add, name="add", description="Add two integers, exactly.")
     remote.server.remove_tool("huge")
@@ -262,15 +266,17 @@ def test_refresh_bumps_changed_deprecates_removed_adds_new(runtime: glovebox.Run
     remote.server.add_tool(shout)
     done = invoke(runtime.home, "import", "mcp", url)
     assert done.exit_code == 0, done.output
-    assert "added     lab-shout@1.0.0" in done.output
-    assert "changed   lab-add@1.0.1" in done.output
-    assert "removed   lab-huge" in done.output
+    assert "imported lab (mcp-remote): 1 added, 1 changed, 1 removed, 4 unchanged" in done.output
+    assert "  + lab-shout@1.0.0" in done.output
+    assert "  ~ lab-add@1.0.1" in done.output
+    assert "  - lab-huge" in done.output
     assert runtime.tool("lab-add").version == "1.0.1"
     assert runtime.tool("lab-add@1.0.0").description == "Add two integers."
     [huge] = runtime.tools("lab-huge")
     assert huge.deprecated is not None and "removed from the MCP server" in huge.deprecated
     rescoped = import_mcp(runtime, url, scopes=["lab:admin"])
-    assert "lab-add@1.0.2" in rescoped.changed and rescoped.unchanged == [] and rescoped.removed == []
+    assert "lab-add" in rescoped.changed and rescoped.unchanged == [] and rescoped.removed == []
+    assert rescoped.versions["lab-add"] == "1.0.2" and rescoped.widened == []
     assert runtime.tool("lab-add").manifest.required_scopes == ["lab:admin"]
 
 
@@ -382,7 +388,7 @@ def test_a_name_held_by_another_tool_is_refused(
     runtime: glovebox.Runtime, lab: tuple[Lab, str], build_guest: Callable[[str], Path]
 ) -> None:
     runtime.register(build_guest("echo"), {"name": "lab-add"})
-    with pytest.raises(InvalidManifest, match="'lab-add' is taken by another tool"):
+    with pytest.raises(InvalidManifest, match=r"'lab-add' is already taken by lab-add@0.0.0 \(kind wasm\)"):
         import_mcp(runtime, lab[1])
     assert [info.name for info in runtime.tools()] == ["lab-add"]
 
@@ -420,7 +426,7 @@ def test_cli_import_errors_exit_1_with_the_reason(runtime: glovebox.Runtime) -> 
 
 def test_a_changed_descriptor_on_disk_never_reaches_the_network(rt: glovebox.Runtime, lab: tuple[Lab, str]) -> None:
     remote, _ = lab
-    blob = rt._registry.blob_path(rt.tool("lab-add").digest)
+    blob = rt._registry.descriptor_path(rt.tool("lab-add").digest)
     blob.chmod(0o644)
     blob.write_text(blob.read_text().replace('"tool":"add"', '"tool":"huge"'))
     result = rt.call("lab-add", {"a": 1, "b": 2}, principal="agent")
@@ -447,15 +453,15 @@ def hostile_app(body: Callable[[], Any]) -> Callable[..., Any]:
 def hostile_tool(runtime: glovebox.Runtime, url: str, name: str, schema: Any = None) -> None:
     """Register a ``mcp-remote`` tool ``<name>-t`` for ``url`` (its server cannot be listed: it is hostile)."""
     from glovebox._remote import Descriptor
-    from glovebox.importers._mcp import _candidate
-    from glovebox.importers._refresh import Candidate, register_all
+    from glovebox.importers._batch import Source, apply
+    from glovebox.importers._mcp import _planned
 
     class Listed:
         name, description, input_schema, output_schema = "t", "", schema or {"type": "object"}, None
 
-    candidate = _candidate(url, Listed(), name, [], glovebox.Limits(timeout_ms=1000, output_bytes=1024), {})
-    assert Descriptor.from_bytes(candidate.artifact).url == url
-    register_all(runtime, [Candidate(candidate.manifest, candidate.artifact, candidate.digest)], [], "")
+    plan = _planned(url, Listed(), name, [], glovebox.Limits(timeout_ms=1000, output_bytes=1024), {})
+    assert plan.descriptor is not None and Descriptor.from_bytes(plan.descriptor).url == url
+    apply(runtime, [plan], None, Source(name, "mcp-remote", lambda info: False, ""))
 
 
 def test_a_trickling_remote_cannot_hold_the_call_past_its_deadline(
