@@ -540,3 +540,119 @@ def test_a_non_object_input_is_refused_before_an_approval_is_asked_for(runtime: 
         refused = rt.call("held-t", [1, 2])
         assert refused.code == "invalid_input", refused.to_dict()
         assert rt.pending_approvals() == []
+
+
+def test_a_refresh_with_a_changed_a_removed_and_a_widened_tool(
+    runtime: glovebox.Runtime, lab: tuple[Lab, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresh that would send existing tools a new secret is refused whole; accepted, it registers the diff."""
+    remote, url = lab
+    monkeypatch.setenv("LAB_TOKEN", TOKEN)
+    import_mcp(runtime, url)
+    before = [(info.name, info.version, info.deprecated) for info in runtime.tools()]
+    remote.server.remove_tool("add")
+    remote.server.add_tool(remote.add, name="add", description="Add two integers, exactly.")
+    remote.server.remove_tool("huge")
+    secret = ["Authorization=LAB_TOKEN"]
+    with pytest.raises(glovebox.WideningRefused, match="secret LAB_TOKEN sent in Authorization") as refused:
+        import_mcp(runtime, url, header_secrets=secret)
+    assert refused.value.code == "widening_refused" and "lab-add: " in refused.value.message
+    assert [(info.name, info.version, info.deprecated) for info in runtime.tools()] == before
+    cli_refused = invoke(runtime.home, "import", "mcp", url, "--header-secret", secret[0])
+    assert cli_refused.exit_code == 1 and cli_refused.output.startswith("error [widening_refused]: ")
+    planned = import_mcp(runtime, url, header_secrets=secret, accept_widening=True, dry_run=True)
+    assert planned.dry_run and planned.removed == ["lab-huge"] and planned.versions["lab-add"] == "1.0.1"
+    assert [(info.name, info.version, info.deprecated) for info in runtime.tools()] == before
+    done = invoke(runtime.home, "import", "mcp", url, "--header-secret", secret[0], "--accept-widening")
+    assert done.exit_code == 0, done.output
+    assert "imported lab (mcp-remote): 0 added, 5 changed, 1 removed, 0 unchanged" in done.output
+    assert "  ~ lab-add@1.0.1" in done.output and "  - lab-huge" in done.output
+    assert "  widened: lab-whoami: secret LAB_TOKEN sent in Authorization to " + url in done.output
+    assert "secret: set LAB_TOKEN (Authorization: Bearer <LAB_TOKEN>)" in done.output
+    assert runtime.tool("lab-add").description == "Add two integers, exactly."
+    assert [info.deprecated is not None for info in runtime.tools("lab-huge")] == [True]
+    with glovebox.Runtime(home=runtime.home, policy=parse_policy(POLICY)) as rt:
+        assert rt.call("lab-whoami", {}, principal="agent").output == {"auth": "[REDACTED]", "raw": "[REDACTED]"}
+        huge = rt.call("lab-huge", {"size": 1}, principal="agent")  # the server no longer has it
+        assert huge.code == "guest_error" and "removed from the MCP server" in huge.meta["deprecated"]
+
+
+def test_a_removed_tool_has_every_current_version_deprecated(runtime: glovebox.Runtime, lab: tuple[Lab, str]) -> None:
+    """After 1.0.0 and 1.0.1 of a tool, its removal deprecates both: the bare name never falls back to 1.0.0."""
+    remote, url = lab
+    import_mcp(runtime, url)
+    remote.server.remove_tool("add")
+    remote.server.add_tool(remote.add, name="add", description="changed")
+    import_mcp(runtime, url)
+    remote.server.remove_tool("add")
+    assert import_mcp(runtime, url).removed == ["lab-add"]
+    assert [(info.version, info.deprecated is not None) for info in runtime.tools("lab-add")] == [
+        ("1.0.1", True),
+        ("1.0.0", True),
+    ]
+    called = runtime.call("lab-add", {"a": 1, "b": 1})
+    assert called.meta["version"] == "1.0.1" and "removed from the MCP server" in called.meta["deprecated"]
+
+
+def test_a_deprecated_tool_of_another_server_keeps_its_name(
+    runtime: glovebox.Runtime, lab: tuple[Lab, str], serve_app: Callable[[object], str]
+) -> None:
+    """A name only another server's import made, even deprecated, is not taken over by a new import."""
+    _, url = lab
+    import_mcp(runtime, url)
+    runtime.deprecate("lab-add")
+    other = Lab()
+    other_url = serve_app(other.server.streamable_http_app()) + "/mcp"
+    with pytest.raises(InvalidManifest, match=r"'lab-add' is already taken by lab-add@1.0.0 \(kind mcp-remote\)"):
+        import_mcp(runtime, other_url, name="lab")
+    assert [info.version for info in runtime.tools("lab-add")] == ["1.0.0"]
+
+
+def test_a_home_with_descriptors_in_the_old_layout_still_loads_and_calls(
+    runtime: glovebox.Runtime, lab: tuple[Lab, str]
+) -> None:
+    """Descriptors stored as ``<hex>.wasm`` (earlier releases) are read, refreshed, removed; never compiled."""
+    remote, url = lab
+    import_mcp(runtime, url)
+    registry = runtime._registry
+    for info in runtime.tools():
+        current = registry.descriptor_path(info.digest)
+        assert current.name.endswith(".mcp-remote.json")
+        current.rename(registry.blob_path(info.digest))  # the layout an earlier release wrote
+    add = runtime.tool("lab-add")
+    assert registry.descriptor_path(add.digest) == registry.blob_path(add.digest)
+    with glovebox.Runtime(home=runtime.home, policy=parse_policy(POLICY)) as old:
+        result = old.call("lab-add", {"a": 20, "b": 22}, principal="agent")
+        assert result.output == {"sum": 42} and remote.calls["add"] == 1, result.to_dict()
+        again = import_mcp(old, url)
+        assert again.added == again.changed == again.removed == [] and len(again.unchanged) == 6
+        with pytest.raises(glovebox.InternalError, match="not a wasm component"):
+            old._compiled.get(add.digest)  # a caller that asked anyway would be refused before compiling
+        assert list((old.home / "cache" / "compiled").glob("sha256:*")) == []
+        assert old.gc() == []
+        old.remove("lab-add")
+        assert not registry.blob_path(add.digest).exists() and not registry.descriptor_path(add.digest).exists()
+
+
+def test_a_failed_descriptor_transaction_leaves_no_tool_and_no_file(
+    runtime: glovebox.Runtime, lab: tuple[Lab, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure inside the registry transaction, after some rows went in, registers nothing and moves no file."""
+    from glovebox._registry import Registry
+
+    seen = 0
+    check = Registry.check_conflict
+
+    def fail_on_the_second(self: Registry, *args: Any, **kwargs: Any) -> Any:
+        nonlocal seen
+        seen += 1
+        if seen == 2:
+            raise sqlite3.OperationalError("disk I/O error")
+        return check(self, *args, **kwargs)
+
+    monkeypatch.setattr(Registry, "check_conflict", fail_on_the_second)
+    with pytest.raises(sqlite3.OperationalError):
+        import_mcp(runtime, lab[1])
+    monkeypatch.undo()
+    assert runtime.tools() == [] and list(runtime._registry.blob_dir.iterdir()) == []
+    assert len(import_mcp(runtime, lab[1]).added) == 6

@@ -271,10 +271,11 @@ class Registry:
     ) -> list[ToolInfo]:
         """Index artifact-less tools (manifest, digest, staged descriptor) and deprecate others, in one transaction.
 
-        Each staged descriptor is moved to ``<hex>.mcp-remote.json``;
-        ``deprecate`` maps ``name@version`` refs to a message. All of it
-        commits or none of it does; a descriptor moved into place by a
-        transaction that then fails is left for ``collect_garbage``.
+        Each staged descriptor is moved to ``<hex>.mcp-remote.json`` once every
+        row is in; ``deprecate`` maps ``name@version`` refs to a message. All
+        of it commits or none of it does: a refused row moves no file, and a
+        descriptor moved into place by a transaction that then fails is left
+        for ``collect_garbage``.
 
         Raises:
             InvalidManifest: a name@version is registered with another artifact or manifest.
@@ -287,8 +288,9 @@ class Registry:
                         f"INSERT INTO tools ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL)",
                         (manifest.name, manifest.version, digest, manifest.to_json(), blob.stat().st_size, now),
                     )
-                os.replace(blob, self._descriptor_target(digest))
             _deprecate(db, deprecate)
+            for _, digest, blob in entries:
+                os.replace(blob, self._descriptor_target(digest))
         return [self._resolve(f"{manifest.name}@{manifest.version}") for manifest, _, _ in entries]
 
     def references(self, digest: str) -> bool:
