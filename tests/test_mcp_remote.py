@@ -640,17 +640,10 @@ def test_a_failed_descriptor_transaction_leaves_no_tool_and_no_file(
     """A failure inside the registry transaction, after some rows went in, registers nothing and moves no file."""
     from glovebox._registry import Registry
 
-    seen = 0
-    check = Registry.check_conflict
+    from .conftest import fail_on_call
 
-    def fail_on_the_second(self: Registry, *args: Any, **kwargs: Any) -> Any:
-        nonlocal seen
-        seen += 1
-        if seen == 2:
-            raise sqlite3.OperationalError("disk I/O error")
-        return check(self, *args, **kwargs)
-
-    monkeypatch.setattr(Registry, "check_conflict", fail_on_the_second)
+    # the descriptors' rows are checked inside the transaction only: fail at the second
+    fail_on_call(monkeypatch, Registry, "check_conflict", 2, sqlite3.OperationalError("disk I/O error"))
     with pytest.raises(sqlite3.OperationalError):
         import_mcp(runtime, lab[1])
     monkeypatch.undo()

@@ -43,20 +43,9 @@ def import_group() -> None:
 @click.option("--policy-out", type=click.Path(dir_okay=False), help=_POLICY_OUT)
 @_diff_options
 @click.pass_context
-def openapi(
-    ctx: click.Context,
-    spec: str,
-    name: str | None,
-    server: str | None,
-    policy_out: str | None,
-    accept_widening: bool,
-    dry_run: bool,
-    as_json: bool,
-) -> None:
+def openapi(ctx: click.Context, /, spec: str, **options: Any) -> None:
     """Register each operation of the OpenAPI 3.x document SPEC (a file or a URL) as a tool."""
-    with open_runtime(ctx) as rt:
-        result = import_openapi(rt, spec, name=name, server=server, accept_widening=accept_widening, dry_run=dry_run)
-    _report(result, policy_out, as_json)
+    _import(ctx, import_openapi, spec, **options)
 
 
 @import_group.command("graphql")
@@ -67,22 +56,23 @@ def openapi(
 @click.option("--policy-out", type=click.Path(dir_okay=False), help=_POLICY_OUT)
 @_diff_options
 @click.pass_context
-def graphql(
-    ctx: click.Context,
-    schema: str,
-    endpoint: str,
-    name: str | None,
-    depth: int,
-    policy_out: str | None,
-    accept_widening: bool,
-    dry_run: bool,
-    as_json: bool,
-) -> None:
+def graphql(ctx: click.Context, /, schema: str, **options: Any) -> None:
     """Register each Query and Mutation field of the GraphQL schema SCHEMA (SDL or introspection JSON)."""
+    _import(ctx, import_graphql, schema, **options)
+
+
+def _import(
+    ctx: click.Context,
+    run: Callable[..., ImportResult],
+    source: str,
+    *,
+    as_json: bool,
+    policy_out: str | None = None,
+    **options: Any,
+) -> None:
+    """Run one import with the command's options and print its result."""
     with open_runtime(ctx) as rt:
-        result = import_graphql(
-            rt, schema, endpoint=endpoint, name=name, depth=depth, accept_widening=accept_widening, dry_run=dry_run
-        )
+        result = run(rt, source, **options)
     _report(result, policy_out, as_json)
 
 
@@ -132,30 +122,9 @@ def _report(result: ImportResult, policy_out: str | None, as_json: bool) -> None
 @_diff_options
 @click.pass_context
 def import_mcp_command(
-    ctx: click.Context,
-    url: str,
-    prefix: str | None,
-    scopes: tuple[str, ...],
-    header_secrets: tuple[str, ...],
-    timeout_ms: int | None,
-    output_bytes: int | None,
-    accept_widening: bool,
-    dry_run: bool,
-    as_json: bool,
+    ctx: click.Context, /, url: str, prefix: str | None, scopes: tuple[str, ...], **options: Any
 ) -> None:
     """Register (or refresh) every tool of the remote MCP server at URL (streamable HTTP)."""
     from .importers import import_mcp
 
-    with open_runtime(ctx) as rt:
-        result = import_mcp(
-            rt,
-            url,
-            name=prefix,
-            scopes=scopes or None,
-            header_secrets=header_secrets,
-            timeout_ms=timeout_ms,
-            output_bytes=output_bytes,
-            accept_widening=accept_widening,
-            dry_run=dry_run,
-        )
-    _report(result, None, as_json)
+    _import(ctx, import_mcp, url, name=prefix, scopes=scopes or None, **options)
