@@ -267,3 +267,21 @@ def serve_app() -> Iterator[Callable[[object], str]]:
     for server, thread in servers:
         server.should_exit = True
         thread.join(10)
+
+
+def fail_on_call(monkeypatch: pytest.MonkeyPatch, owner: object, name: str, nth: int, error: BaseException) -> None:
+    """Make the ``nth`` call of ``owner.name`` raise ``error``: a failure injected half-way through a step.
+
+    ``monkeypatch.undo()`` puts the original back.
+    """
+    original = getattr(owner, name)
+    calls = 0
+
+    def failing(*args: object, **kwargs: object) -> object:
+        nonlocal calls
+        calls += 1
+        if calls == nth:
+            raise error
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, failing)

@@ -22,6 +22,7 @@ import glovebox
 from glovebox._cli import cli
 from glovebox._registry import Registry
 
+from .conftest import fail_on_call
 from .test_http import QuietHandler, in_thread
 
 SPEC = Path(__file__).parent / "fixtures" / "petstore.yaml"
@@ -340,17 +341,8 @@ def test_an_import_registers_all_or_none(
     pets: PetServer, runtime: glovebox.Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A failure inside the registry transaction, after some rows went in, leaves no tool behind."""
-    conflicts = 0
-    check = Registry.check_conflict
-
-    def fail_on_the_third(self: Registry, *args: Any, **kwargs: Any) -> Any:
-        nonlocal conflicts
-        conflicts += 1
-        if conflicts == 4 + 3:  # four checks before the transaction, then the third inside it
-            raise sqlite3.OperationalError("disk I/O error")
-        return check(self, *args, **kwargs)
-
-    monkeypatch.setattr(Registry, "check_conflict", fail_on_the_third)
+    # four checks before the transaction, then the third inside it
+    fail_on_call(monkeypatch, Registry, "check_conflict", 4 + 3, sqlite3.OperationalError("disk I/O error"))
     with pytest.raises(sqlite3.OperationalError):
         glovebox.import_openapi(runtime, SPEC, server=base(pets))
     monkeypatch.undo()

@@ -72,8 +72,8 @@ GLOVEBOX = {
     "glovebox._keyring",
     "glovebox._manifest",
     "glovebox.importers",  # the public import_openapi/import_graphql; the parsers load lazily
-    "glovebox.importers._batch",
     "glovebox.importers._fragment",
+    "glovebox.importers._importresult",
     "glovebox._objectroot",
     "glovebox._outcome",
     "glovebox._procpool",

@@ -121,7 +121,8 @@ def test_cli_import_lists_tools_as_mcp_remote_and_calls_them(runtime: glovebox.R
     remote, url = lab
     done = invoke(runtime.home, "import", "mcp", url)
     assert done.exit_code == 0, done.output
-    assert "added     lab-add@1.0.0" in done.output and "added     lab-whoami@1.0.0" in done.output
+    assert "imported lab (mcp-remote): 6 added, 0 changed, 0 removed, 0 unchanged" in done.output
+    assert "  + lab-add@1.0.0" in done.output and "  + lab-whoami@1.0.0" in done.output
     listed = invoke(runtime.home, "tools")
     assert [line.split()[:3] for line in listed.output.splitlines() if line.startswith("lab-add")] == [
         ["lab-add", "1.0.0", "mcp-remote"]
@@ -130,10 +131,12 @@ def test_cli_import_lists_tools_as_mcp_remote_and_calls_them(runtime: glovebox.R
     assert info.kind == "mcp-remote" and info.manifest.required_scopes == ["lab:call"]
     assert info.description == "Add two integers."
     assert info.output_schema["required"] == ["sum"]  # type: ignore[index]
-    # The digest is the SHA-256 of the stored descriptor, like any artifact's.
+    # The digest is the SHA-256 of the stored descriptor, like any artifact's; it is stored as JSON, not as wasm.
     import hashlib
 
-    blob = runtime._registry.blob_path(info.digest).read_bytes()
+    stored = runtime._registry.descriptor_path(info.digest)
+    assert stored.name.endswith(".mcp-remote.json") and not runtime._registry.blob_path(info.digest).exists()
+    blob = stored.read_bytes()
     assert "sha256:" + hashlib.sha256(blob).hexdigest() == info.digest
     assert json.loads(blob)["url"] == url and json.loads(blob)["tool"] == "add"
     policy = runtime.home / "policy.yaml"
@@ -231,7 +234,7 @@ def test_the_credential_reaches_the_server_and_nothing_else(rt: glovebox.Runtime
     assert result.ok and remote.calls["whoami"] == 1
     assert result.output == {"auth": "[REDACTED]", "raw": "[REDACTED]"}  # echoed back: scrubbed
     info = rt.tool("lab-whoami")
-    stored = rt._registry.blob_path(info.digest).read_text() + info.manifest.to_json()
+    stored = rt._registry.descriptor_path(info.digest).read_text() + info.manifest.to_json()
     assert "LAB_TOKEN" in stored and TOKEN not in stored
     assert TOKEN not in json.dumps(result.to_dict())
     assert all(TOKEN not in row for row in audit_rows(rt.home))
@@ -251,7 +254,8 @@ def test_refresh_bumps_changed_deprecates_removed_adds_new(runtime: glovebox.Run
     remote, url = lab
     import_mcp(runtime, url)
     again = import_mcp(runtime, url)
-    assert again.added == again.changed == again.removed == [] and "lab-add@1.0.0" in again.unchanged
+    assert again.added == again.changed == again.removed == [] and "lab-add" in again.unchanged
+    assert again.versions["lab-add"] == "1.0.0" and again.kind == "mcp-remote" and again.api == "lab"
     remote.server.remove_tool("add")
     remote.server.add_tool(remote.add, name="add", description="Add two integers, exactly.")
     remote.server.remove_tool("huge")
@@ -262,15 +266,17 @@ def test_refresh_bumps_changed_deprecates_removed_adds_new(runtime: glovebox.Run
     remote.server.add_tool(shout)
     done = invoke(runtime.home, "import", "mcp", url)
     assert done.exit_code == 0, done.output
-    assert "added     lab-shout@1.0.0" in done.output
-    assert "changed   lab-add@1.0.1" in done.output
-    assert "removed   lab-huge" in done.output
+    assert "imported lab (mcp-remote): 1 added, 1 changed, 1 removed, 4 unchanged" in done.output
+    assert "  + lab-shout@1.0.0" in done.output
+    assert "  ~ lab-add@1.0.1" in done.output
+    assert "  - lab-huge" in done.output
     assert runtime.tool("lab-add").version == "1.0.1"
     assert runtime.tool("lab-add@1.0.0").description == "Add two integers."
     [huge] = runtime.tools("lab-huge")
     assert huge.deprecated is not None and "removed from the MCP server" in huge.deprecated
     rescoped = import_mcp(runtime, url, scopes=["lab:admin"])
-    assert "lab-add@1.0.2" in rescoped.changed and rescoped.unchanged == [] and rescoped.removed == []
+    assert "lab-add" in rescoped.changed and rescoped.unchanged == [] and rescoped.removed == []
+    assert rescoped.versions["lab-add"] == "1.0.2" and rescoped.widened == []
     assert runtime.tool("lab-add").manifest.required_scopes == ["lab:admin"]
 
 
@@ -382,7 +388,7 @@ def test_a_name_held_by_another_tool_is_refused(
     runtime: glovebox.Runtime, lab: tuple[Lab, str], build_guest: Callable[[str], Path]
 ) -> None:
     runtime.register(build_guest("echo"), {"name": "lab-add"})
-    with pytest.raises(InvalidManifest, match="'lab-add' is taken by another tool"):
+    with pytest.raises(InvalidManifest, match=r"'lab-add' is already taken by lab-add@0.0.0 \(kind wasm\)"):
         import_mcp(runtime, lab[1])
     assert [info.name for info in runtime.tools()] == ["lab-add"]
 
@@ -420,7 +426,7 @@ def test_cli_import_errors_exit_1_with_the_reason(runtime: glovebox.Runtime) -> 
 
 def test_a_changed_descriptor_on_disk_never_reaches_the_network(rt: glovebox.Runtime, lab: tuple[Lab, str]) -> None:
     remote, _ = lab
-    blob = rt._registry.blob_path(rt.tool("lab-add").digest)
+    blob = rt._registry.descriptor_path(rt.tool("lab-add").digest)
     blob.chmod(0o644)
     blob.write_text(blob.read_text().replace('"tool":"add"', '"tool":"huge"'))
     result = rt.call("lab-add", {"a": 1, "b": 2}, principal="agent")
@@ -447,15 +453,15 @@ def hostile_app(body: Callable[[], Any]) -> Callable[..., Any]:
 def hostile_tool(runtime: glovebox.Runtime, url: str, name: str, schema: Any = None) -> None:
     """Register a ``mcp-remote`` tool ``<name>-t`` for ``url`` (its server cannot be listed: it is hostile)."""
     from glovebox._remote import Descriptor
-    from glovebox.importers._mcp import _candidate
-    from glovebox.importers._refresh import Candidate, register_all
+    from glovebox.importers._batch import Source, apply
+    from glovebox.importers._mcp import _planned
 
     class Listed:
         name, description, input_schema, output_schema = "t", "", schema or {"type": "object"}, None
 
-    candidate = _candidate(url, Listed(), name, [], glovebox.Limits(timeout_ms=1000, output_bytes=1024), {})
-    assert Descriptor.from_bytes(candidate.artifact).url == url
-    register_all(runtime, [Candidate(candidate.manifest, candidate.artifact, candidate.digest)], [], "")
+    plan = _planned(url, Listed(), name, [], glovebox.Limits(timeout_ms=1000, output_bytes=1024), {})
+    assert plan.descriptor is not None and Descriptor.from_bytes(plan.descriptor).url == url
+    apply(runtime, [plan], None, Source(name, "mcp-remote", lambda info: False, ""))
 
 
 def test_a_trickling_remote_cannot_hold_the_call_past_its_deadline(
@@ -534,3 +540,112 @@ def test_a_non_object_input_is_refused_before_an_approval_is_asked_for(runtime: 
         refused = rt.call("held-t", [1, 2])
         assert refused.code == "invalid_input", refused.to_dict()
         assert rt.pending_approvals() == []
+
+
+def test_a_refresh_with_a_changed_a_removed_and_a_widened_tool(
+    runtime: glovebox.Runtime, lab: tuple[Lab, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresh that would send existing tools a new secret is refused whole; accepted, it registers the diff."""
+    remote, url = lab
+    monkeypatch.setenv("LAB_TOKEN", TOKEN)
+    import_mcp(runtime, url)
+    before = [(info.name, info.version, info.deprecated) for info in runtime.tools()]
+    remote.server.remove_tool("add")
+    remote.server.add_tool(remote.add, name="add", description="Add two integers, exactly.")
+    remote.server.remove_tool("huge")
+    secret = ["Authorization=LAB_TOKEN"]
+    with pytest.raises(glovebox.WideningRefused, match="secret LAB_TOKEN sent in Authorization") as refused:
+        import_mcp(runtime, url, header_secrets=secret)
+    assert refused.value.code == "widening_refused" and "lab-add: " in refused.value.message
+    assert [(info.name, info.version, info.deprecated) for info in runtime.tools()] == before
+    cli_refused = invoke(runtime.home, "import", "mcp", url, "--header-secret", secret[0])
+    assert cli_refused.exit_code == 1 and cli_refused.output.startswith("error [widening_refused]: ")
+    planned = import_mcp(runtime, url, header_secrets=secret, accept_widening=True, dry_run=True)
+    assert planned.dry_run and planned.removed == ["lab-huge"] and planned.versions["lab-add"] == "1.0.1"
+    assert [(info.name, info.version, info.deprecated) for info in runtime.tools()] == before
+    done = invoke(runtime.home, "import", "mcp", url, "--header-secret", secret[0], "--accept-widening")
+    assert done.exit_code == 0, done.output
+    assert "imported lab (mcp-remote): 0 added, 5 changed, 1 removed, 0 unchanged" in done.output
+    assert "  ~ lab-add@1.0.1" in done.output and "  - lab-huge" in done.output
+    assert "  widened: lab-whoami: secret LAB_TOKEN sent in Authorization to " + url in done.output
+    assert "secret: set LAB_TOKEN (Authorization: Bearer <LAB_TOKEN>)" in done.output
+    assert runtime.tool("lab-add").description == "Add two integers, exactly."
+    assert [info.deprecated is not None for info in runtime.tools("lab-huge")] == [True]
+    with glovebox.Runtime(home=runtime.home, policy=parse_policy(POLICY)) as rt:
+        assert rt.call("lab-whoami", {}, principal="agent").output == {"auth": "[REDACTED]", "raw": "[REDACTED]"}
+        huge = rt.call("lab-huge", {"size": 1}, principal="agent")  # the server no longer has it
+        assert huge.code == "guest_error" and "removed from the MCP server" in huge.meta["deprecated"]
+
+
+def test_a_removed_tool_has_every_current_version_deprecated(runtime: glovebox.Runtime, lab: tuple[Lab, str]) -> None:
+    """After 1.0.0 and 1.0.1 of a tool, its removal deprecates both: the bare name never falls back to 1.0.0."""
+    remote, url = lab
+    import_mcp(runtime, url)
+    remote.server.remove_tool("add")
+    remote.server.add_tool(remote.add, name="add", description="changed")
+    import_mcp(runtime, url)
+    remote.server.remove_tool("add")
+    assert import_mcp(runtime, url).removed == ["lab-add"]
+    assert [(info.version, info.deprecated is not None) for info in runtime.tools("lab-add")] == [
+        ("1.0.1", True),
+        ("1.0.0", True),
+    ]
+    called = runtime.call("lab-add", {"a": 1, "b": 1})
+    assert called.meta["version"] == "1.0.1" and "removed from the MCP server" in called.meta["deprecated"]
+
+
+def test_a_deprecated_tool_of_another_server_keeps_its_name(
+    runtime: glovebox.Runtime, lab: tuple[Lab, str], serve_app: Callable[[object], str]
+) -> None:
+    """A name only another server's import made, even deprecated, is not taken over by a new import."""
+    _, url = lab
+    import_mcp(runtime, url)
+    runtime.deprecate("lab-add")
+    other = Lab()
+    other_url = serve_app(other.server.streamable_http_app()) + "/mcp"
+    with pytest.raises(InvalidManifest, match=r"'lab-add' is already taken by lab-add@1.0.0 \(kind mcp-remote\)"):
+        import_mcp(runtime, other_url, name="lab")
+    assert [info.version for info in runtime.tools("lab-add")] == ["1.0.0"]
+
+
+def test_a_home_with_descriptors_in_the_old_layout_still_loads_and_calls(
+    runtime: glovebox.Runtime, lab: tuple[Lab, str]
+) -> None:
+    """Descriptors stored as ``<hex>.wasm`` (earlier releases) are read, refreshed, removed; never compiled."""
+    remote, url = lab
+    import_mcp(runtime, url)
+    registry = runtime._registry
+    for info in runtime.tools():
+        current = registry.descriptor_path(info.digest)
+        assert current.name.endswith(".mcp-remote.json")
+        current.rename(registry.blob_path(info.digest))  # the layout an earlier release wrote
+    add = runtime.tool("lab-add")
+    assert registry.descriptor_path(add.digest) == registry.blob_path(add.digest)
+    with glovebox.Runtime(home=runtime.home, policy=parse_policy(POLICY)) as old:
+        result = old.call("lab-add", {"a": 20, "b": 22}, principal="agent")
+        assert result.output == {"sum": 42} and remote.calls["add"] == 1, result.to_dict()
+        again = import_mcp(old, url)
+        assert again.added == again.changed == again.removed == [] and len(again.unchanged) == 6
+        with pytest.raises(glovebox.InternalError, match="not a wasm component"):
+            old._compiled.get(add.digest)  # a caller that asked anyway would be refused before compiling
+        assert list((old.home / "cache" / "compiled").glob("sha256:*")) == []
+        assert old.gc() == []
+        old.remove("lab-add")
+        assert not registry.blob_path(add.digest).exists() and not registry.descriptor_path(add.digest).exists()
+
+
+def test_a_failed_descriptor_transaction_leaves_no_tool_and_no_file(
+    runtime: glovebox.Runtime, lab: tuple[Lab, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure inside the registry transaction, after some rows went in, registers nothing and moves no file."""
+    from glovebox._registry import Registry
+
+    from .conftest import fail_on_call
+
+    # the descriptors' rows are checked inside the transaction only: fail at the second
+    fail_on_call(monkeypatch, Registry, "check_conflict", 2, sqlite3.OperationalError("disk I/O error"))
+    with pytest.raises(sqlite3.OperationalError):
+        import_mcp(runtime, lab[1])
+    monkeypatch.undo()
+    assert runtime.tools() == [] and list(runtime._registry.blob_dir.iterdir()) == []
+    assert len(import_mcp(runtime, lab[1]).added) == 6

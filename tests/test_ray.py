@@ -347,3 +347,26 @@ def test_serve_backend_ray_answers_http(cluster: str, homes: dict[str, Path]) ->
     envelope = json.loads(answer.text)
     assert envelope["ok"] is True and envelope["output"] == {"n": 7}
     assert envelope["meta"]["replica"] == "replica-0" and envelope["meta"]["worker_pid"] != server.pid
+
+
+def test_a_remote_mcp_tool_is_proxied_by_the_driver(
+    deployment: RayRuntime, homes: dict[str, Path], serve_app: Callable[[object], str]
+) -> None:
+    """A ``mcp-remote`` tool has no wasm to ship to a replica: the driver calls it and audits it."""
+    from mcp.server.mcpserver import MCPServer
+
+    from glovebox.importers import import_mcp
+
+    server = MCPServer("Far")
+
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    server.add_tool(add)
+    url = serve_app(server.streamable_http_app()) + "/mcp"
+    with glovebox.Runtime(home=homes["driver"], policy=homes["policy"]) as rt:
+        import_mcp(rt, url, scopes=[])
+    result = deployment.call("far-add", {"a": 2, "b": 3})
+    assert result.ok and result.output == {"result": 5}, result.to_dict()
+    assert "replica" not in result.meta and result.meta["remote"]["tool"] == "add"
+    assert [row["tool"] for row in _rows(homes, result.meta["call_id"])] == ["far-add@1.0.0"]

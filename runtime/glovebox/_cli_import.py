@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
@@ -11,8 +13,22 @@ from .importers import ImportResult, import_graphql, import_openapi
 
 __all__ = ["import_group"]
 
-_WIDENING = "Accept a re-import that gives an existing operation a new host, method or path."
+F = TypeVar("F", bound=Callable[..., Any])
+
+_WIDENING = "Accept a re-import that lets an existing tool reach more (a new host, method, path or secret)."
 _POLICY_OUT = "Write the policy fragment to FILE instead of printing it."
+
+
+def _diff_options(command: F) -> F:
+    """The options every import shares: --accept-widening, --dry-run, --json."""
+    options = [
+        click.option("--accept-widening", is_flag=True, help=_WIDENING),
+        click.option("--dry-run", is_flag=True, help="Show what would change; register nothing."),
+        click.option("--json", "as_json", is_flag=True, help="Print the result as JSON."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
 
 
 @click.group("import")
@@ -25,24 +41,11 @@ def import_group() -> None:
 @click.option("--name", help="API name: the tools' and scopes' prefix (default: from info.title).")
 @click.option("--server", help="Base URL to call instead of the spec's first server.")
 @click.option("--policy-out", type=click.Path(dir_okay=False), help=_POLICY_OUT)
-@click.option("--accept-widening", is_flag=True, help=_WIDENING)
-@click.option("--dry-run", is_flag=True, help="Show what would change; register nothing.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@_diff_options
 @click.pass_context
-def openapi(
-    ctx: click.Context,
-    spec: str,
-    name: str | None,
-    server: str | None,
-    policy_out: str | None,
-    accept_widening: bool,
-    dry_run: bool,
-    as_json: bool,
-) -> None:
+def openapi(ctx: click.Context, /, spec: str, **options: Any) -> None:
     """Register each operation of the OpenAPI 3.x document SPEC (a file or a URL) as a tool."""
-    with open_runtime(ctx) as rt:
-        result = import_openapi(rt, spec, name=name, server=server, accept_widening=accept_widening, dry_run=dry_run)
-    _report(result, policy_out, as_json)
+    _import(ctx, import_openapi, spec, **options)
 
 
 @import_group.command("graphql")
@@ -51,30 +54,30 @@ def openapi(
 @click.option("--name", help="API name: the tools' and scopes' prefix (default: the file's stem).")
 @click.option("--depth", type=click.IntRange(min=1, max=8), default=2, show_default=True, help="Selection depth.")
 @click.option("--policy-out", type=click.Path(dir_okay=False), help=_POLICY_OUT)
-@click.option("--accept-widening", is_flag=True, help=_WIDENING)
-@click.option("--dry-run", is_flag=True, help="Show what would change; register nothing.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@_diff_options
 @click.pass_context
-def graphql(
-    ctx: click.Context,
-    schema: str,
-    endpoint: str,
-    name: str | None,
-    depth: int,
-    policy_out: str | None,
-    accept_widening: bool,
-    dry_run: bool,
-    as_json: bool,
-) -> None:
+def graphql(ctx: click.Context, /, schema: str, **options: Any) -> None:
     """Register each Query and Mutation field of the GraphQL schema SCHEMA (SDL or introspection JSON)."""
+    _import(ctx, import_graphql, schema, **options)
+
+
+def _import(
+    ctx: click.Context,
+    run: Callable[..., ImportResult],
+    source: str,
+    *,
+    as_json: bool,
+    policy_out: str | None = None,
+    **options: Any,
+) -> None:
+    """Run one import with the command's options and print its result."""
     with open_runtime(ctx) as rt:
-        result = import_graphql(
-            rt, schema, endpoint=endpoint, name=name, depth=depth, accept_widening=accept_widening, dry_run=dry_run
-        )
+        result = run(rt, source, **options)
     _report(result, policy_out, as_json)
 
 
 def _report(result: ImportResult, policy_out: str | None, as_json: bool) -> None:
+    """Print what an import did, the same way for every kind: the diff, secrets, notes, the policy fragment."""
     if policy_out is not None:
         Path(policy_out).write_text(result.policy_yaml(), encoding="utf-8")
     if as_json:
@@ -85,9 +88,11 @@ def _report(result: ImportResult, policy_out: str | None, as_json: bool) -> None
         f"{verb} {result.api} ({result.kind}): {len(result.added)} added, {len(result.changed)} changed, "
         f"{len(result.removed)} removed, {len(result.unchanged)} unchanged"
     )
-    for label, names in (("+", result.added), ("~", result.changed), ("-", result.removed)):
+    for label, names in (("+", result.added), ("~", result.changed)):
         for tool in names:
-            click.echo(f"  {label} {tool}")
+            click.echo(f"  {label} {result.ref(tool)}")
+    for tool in result.removed:
+        click.echo(f"  - {tool}")
     for line in result.widened:
         click.echo(f"  widened: {line}")
     for hint in result.secrets:
@@ -96,7 +101,7 @@ def _report(result: ImportResult, policy_out: str | None, as_json: bool) -> None
         click.echo(f"note: {note}", err=True)
     if policy_out is not None:
         click.echo(f"policy fragment written to {policy_out}")
-    else:
+    elif result.policy:
         click.echo("--- policy fragment (merge into your policy) ---")
         click.echo(result.policy_yaml(), nl=False)
 
@@ -114,29 +119,12 @@ def _report(result: ImportResult, policy_out: str | None, as_json: bool) -> None
 )
 @click.option("--timeout-ms", type=click.IntRange(min=1), help="Deadline of each call (limits.timeout_ms).")
 @click.option("--output-bytes", type=click.IntRange(min=1), help="Largest output of a call (limits.output_bytes).")
-@click.option("--json", "as_json", is_flag=True, help="Print the diff as JSON.")
+@_diff_options
 @click.pass_context
 def import_mcp_command(
-    ctx: click.Context,
-    url: str,
-    prefix: str | None,
-    scopes: tuple[str, ...],
-    header_secrets: tuple[str, ...],
-    timeout_ms: int | None,
-    output_bytes: int | None,
-    as_json: bool,
+    ctx: click.Context, /, url: str, prefix: str | None, scopes: tuple[str, ...], **options: Any
 ) -> None:
     """Register (or refresh) every tool of the remote MCP server at URL (streamable HTTP)."""
     from .importers import import_mcp
 
-    with open_runtime(ctx) as rt:
-        result = import_mcp(
-            rt,
-            url,
-            name=prefix,
-            scopes=scopes or None,
-            header_secrets=header_secrets,
-            timeout_ms=timeout_ms,
-            output_bytes=output_bytes,
-        )
-    click.echo(dump(result.to_dict()) if as_json else "\n".join(result.lines()))
+    _import(ctx, import_mcp, url, name=prefix, scopes=scopes or None, **options)

@@ -6,7 +6,9 @@ upgrade or an engine-settings change misses the cache) and its SHA-256 is
 recorded in the index when it is made; it is memory-mapped only when its hash
 matches. A missing or mismatching file, or one the engine refuses to load, is
 rebuilt from the artifact, whose own digest is checked first, in a
-resource-limited child (``_compile``).
+resource-limited child (``_compile``). A stored file that is not wasm (the
+descriptor of a remote MCP tool, which a home written by an earlier release
+keeps as ``<hex>.wasm``) is never compiled.
 
 A call that resolved a tool just before another process removed it runs the
 component if this process already holds it, and otherwise answers
@@ -126,6 +128,7 @@ class CompiledCache:
         except OSError:
             intact = False
         if intact:
+            _check_wasm(blob, digest)
             return
         if not self.registry.references(digest):
             raise _removed(digest)
@@ -172,6 +175,15 @@ class CompiledCache:
                 staged.unlink(missing_ok=True)
         if not adopted:
             raise _removed(digest)
+
+
+def _check_wasm(blob: Path, digest: str) -> None:
+    """Refuse to compile a stored file that is not wasm (a remote MCP tool's descriptor in an old home is ``.wasm``)."""
+    with blob.open("rb") as handle:
+        magic = handle.read(4)
+    if magic != b"\0asm":
+        logger.error("artifact %s is not wasm (a remote tool descriptor?); refusing to compile it", digest)
+        raise InternalError("the tool's artifact is not a wasm component; it will not be compiled")
 
 
 def _removed(digest: str) -> ToolNotFound:

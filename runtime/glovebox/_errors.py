@@ -222,7 +222,8 @@ class InvalidSpec(RegistrationError):
 
 
 class WideningRefused(RegistrationError):
-    """A re-import would give an existing operation a new host, method or path (``accept_widening`` allows it)."""
+    """A re-import would let an existing tool reach more: a new host, method or path, or for a remote MCP
+    tool a new secret (``accept_widening`` allows it)."""
 
     code = "widening_refused"
 

@@ -2,7 +2,8 @@
 
 The driver keeps a Runtime of its own on ``home``: the registry every call is
 resolved in, the approvals, ``explain``, and the audit rows of calls it answers
-itself (an unknown tool, ``overloaded``, a replica that died). Every other call
+itself (an unknown tool, ``overloaded``, a replica that died, and the calls of
+remote MCP tools, which it proxies: they have no wasm to ship). Every other call
 goes to a replica: the router ranks the live replicas by rendezvous hashing on
 the tool's digest, so a tool's calls stay on the replica that already holds its
 compiled component, and takes the first one with an idle thread; when all those
@@ -331,6 +332,8 @@ class RayRuntime:
         try:
             info = self._runtime.tool(name)
         except (ToolNotFound, ValueError):  # answered (and audited) here, as any Runtime would
+            return functools.partial(self._runtime._call_as, call_id, name, value, principal)
+        if info.kind == "mcp-remote":  # no artifact to ship (its descriptor is not wasm): the driver proxies it
             return functools.partial(self._runtime._call_as, call_id, name, value, principal)
         slot = self._choose(info.digest)
         if slot is None:

@@ -2,7 +2,11 @@
 
 Layout under ``GLOVEBOX_HOME``::
 
-    blobs/sha256/<hex>.wasm      artifacts, named by their digest, read-only
+    blobs/sha256/<hex>.wasm      wasm artifacts, named by their digest, read-only
+    blobs/sha256/<hex>.mcp-remote.json
+                                 descriptors of remote MCP tools (never compiled;
+                                 homes written by earlier releases hold them as
+                                 ``<hex>.wasm``, which is still read)
     cache/compiled/              compiled components (see glovebox._compiled)
     cache/staging.lock           held while temporary files exist (see glovebox._staging)
     registry.sqlite              the index (WAL): tools and compiled-artifact hashes
@@ -40,7 +44,7 @@ from ._staging import StagingLock, sweep_staging
 from ._walindex import WalIndex
 from .policy._patterns import match_name
 
-__all__ = ["CompiledFile", "Registry", "version_key"]
+__all__ = ["DESCRIPTOR_SUFFIX", "CompiledFile", "Registry", "version_key"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tools (
@@ -66,6 +70,8 @@ _COLUMNS = "name, version, digest, manifest, size_bytes, registered_at, signer, 
 Row = tuple[str, str, str, str, int, str, str | None, str | None]
 #: Prefix of a file moved aside by a removal until its transaction commits.
 _REMOVED = ".removed-"
+#: The file name ending of a stored remote MCP tool descriptor (see ``glovebox._remote``).
+DESCRIPTOR_SUFFIX = ".mcp-remote.json"
 
 
 @dataclass(frozen=True)
@@ -130,8 +136,21 @@ class Registry:
     # -- blobs ---------------------------------------------------------------
 
     def blob_path(self, digest: str) -> Path:
-        """Where the artifact with ``digest`` (``sha256:<hex>``) is stored."""
+        """Where the wasm artifact with ``digest`` (``sha256:<hex>``) is stored."""
         return self.blob_dir / f"{digest.removeprefix('sha256:')}.wasm"
+
+    def descriptor_path(self, digest: str) -> Path:
+        """Where the remote MCP tool descriptor with ``digest`` is stored.
+
+        ``<hex>.mcp-remote.json``; a home written by an earlier release holds it
+        as ``<hex>.wasm``, which is answered when only that file exists.
+        """
+        current = self._descriptor_target(digest)
+        legacy = self.blob_path(digest)
+        return legacy if not current.exists() and legacy.exists() else current
+
+    def _descriptor_target(self, digest: str) -> Path:
+        return self.blob_dir / f"{digest.removeprefix('sha256:')}{DESCRIPTOR_SUFFIX}"
 
     def stage_blob(self, data: bytes) -> Path:
         """Write an artifact to a temporary file beside the blobs (``add`` moves it into place).
@@ -235,9 +254,7 @@ class Registry:
                         f"INSERT INTO tools ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
                         (manifest.name, manifest.version, digest, manifest.to_json(), size_bytes, now, signer),
                     )
-            for ref, message in (deprecate or {}).items():
-                name, _, version = ref.partition("@")
-                db.execute("UPDATE tools SET deprecated = ? WHERE name = ? AND version = ?", (message, name, version))
+            _deprecate(db, deprecate or {})
             if blob is not None:
                 os.replace(blob, self.blob_path(digest))
             elif not self.blob_path(digest).is_file():
@@ -249,20 +266,21 @@ class Registry:
                 )
         return [self.resolve(f"{manifest.name}@{manifest.version}") for manifest in manifests]
 
-    def add_all(
-        self, entries: Sequence[tuple[Manifest, str, Path]], deprecations: Sequence[str], message: str
+    def add_descriptors(
+        self, entries: Sequence[tuple[Manifest, str, Path]], deprecate: dict[str, str]
     ) -> list[ToolInfo]:
-        """Index tool versions (manifest, digest, staged blob) and deprecate others in one transaction.
+        """Index artifact-less tools (manifest, digest, staged descriptor) and deprecate others, in one transaction.
 
-        All of it commits or none of it does; a blob moved into place by a
-        transaction that then fails is left for ``collect_garbage``.
+        Each staged descriptor is moved to ``<hex>.mcp-remote.json`` once every
+        row is in; ``deprecate`` maps ``name@version`` refs to a message. All
+        of it commits or none of it does: a refused row moves no file, and a
+        descriptor moved into place by a transaction that then fails is left
+        for ``collect_garbage``.
 
         Raises:
             InvalidManifest: a name@version is registered with another artifact or manifest.
-            ToolNotFound: a name to deprecate is not registered.
         """
         now = datetime.now(UTC).isoformat(timespec="milliseconds")
-        note = message.strip() or "deprecated"
         with self._write() as db:
             for manifest, digest, blob in entries:
                 if self.check_conflict(manifest, digest) is None:
@@ -270,11 +288,9 @@ class Registry:
                         f"INSERT INTO tools ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL)",
                         (manifest.name, manifest.version, digest, manifest.to_json(), blob.stat().st_size, now),
                     )
-                os.replace(blob, self.blob_path(digest))
-            for ref in deprecations:
-                for info in self._versions(ref):
-                    update = "UPDATE tools SET deprecated = ? WHERE name = ? AND version = ?"
-                    db.execute(update, (note, info.name, info.version))
+            _deprecate(db, deprecate)
+            for _, digest, blob in entries:
+                os.replace(blob, self._descriptor_target(digest))
         return [self._resolve(f"{manifest.name}@{manifest.version}") for manifest, _, _ in entries]
 
     def references(self, digest: str) -> bool:
@@ -368,7 +384,8 @@ class Registry:
                 for digest in {info.digest for info in removed}:
                     if not self.references(digest):
                         db.execute("DELETE FROM compiled WHERE digest = ?", (digest,))
-                        _set_aside([self.blob_path(digest), *self._compiled_files(digest)], moved)
+                        stored = [self.blob_path(digest), self._descriptor_target(digest)]
+                        _set_aside([*stored, *self._compiled_files(digest)], moved)
         except BaseException:
             for original, aside in moved:
                 os.replace(aside, original)
@@ -400,8 +417,9 @@ class Registry:
             used = {row[0] for row in db.execute("SELECT DISTINCT digest FROM tools")}
             db.execute(f"DELETE FROM compiled WHERE digest NOT IN ({','.join('?' * len(used))})", tuple(used))
             found = [*self.blob_dir.glob(_REMOVED + "*"), *self.compiled_dir.glob(_REMOVED + "*")]
-            blobs = [path for path in self.blob_dir.glob("*.wasm") if not path.name.startswith(".")]
-            found += [path for path in blobs if "sha256:" + path.stem not in used]
+            stored = [*self.blob_dir.glob("*.wasm"), *self.blob_dir.glob("*" + DESCRIPTOR_SUFFIX)]
+            blobs = [path for path in stored if not path.name.startswith(".")]
+            found += [path for path in blobs if "sha256:" + path.name.partition(".")[0] not in used]
             found += [path for path in self.compiled_dir.glob("sha256:*.cwasm") if _cwasm_digest(path) not in used]
             for path in found:
                 path.unlink(missing_ok=True)
@@ -421,9 +439,14 @@ class Registry:
     def deprecate_many(self, refs: dict[str, str]) -> None:
         """Mark each ``name@version`` in ``refs`` deprecated with its message, in one transaction."""
         with self._write() as db:
-            for ref, message in refs.items():
-                name, _, version = ref.partition("@")
-                db.execute("UPDATE tools SET deprecated = ? WHERE name = ? AND version = ?", (message, name, version))
+            _deprecate(db, refs)
+
+
+def _deprecate(db: sqlite3.Connection, refs: dict[str, str]) -> None:
+    """Mark each ``name@version`` in ``refs`` deprecated with its message (inside the caller's transaction)."""
+    for ref, message in refs.items():
+        name, _, version = ref.partition("@")
+        db.execute("UPDATE tools SET deprecated = ? WHERE name = ? AND version = ?", (message, name, version))
 
 
 def _set_aside(paths: list[Path], moved: list[tuple[Path, Path]]) -> None:

@@ -592,7 +592,7 @@ class Runtime:
         """Proxy a call of a ``mcp-remote`` tool to its server (see ``glovebox._remote``)."""
         from ._remote import call_remote, load_descriptor  # the mcp SDK only when a remote tool is called
 
-        descriptor = load_descriptor(self._registry.blob_path(info.digest), info.digest)
+        descriptor = load_descriptor(self._registry.descriptor_path(info.digest), info.digest)
         meta["remote"] = {"url": descriptor.origin, "tool": descriptor.tool}
         limits = decision.limits
         with waiting():  # the exchange is network I/O: the compute slot is free for others meanwhile

@@ -1,12 +1,13 @@
 """Importers: whole APIs (OpenAPI documents, GraphQL schemas, remote MCP servers) as scope-checked tools.
 
 Every operation becomes a tool run by one generic HTTP-operation guest (see
-``guest/operation/operation.c``); an import registers all of its operations or
-none (see ``_batch``). The parsers (``openapi-spec-validator``,
+``guest/operation/operation.c``). The parsers (``openapi-spec-validator``,
 ``graphql-core``, the ``import`` extra) load only when an import runs.
 :func:`import_mcp` registers the tools of a remote MCP server, whose calls the
-host proxies (no sandbox applies to them: their code runs elsewhere); a repeated
-import refreshes them (see ``_refresh``).
+host proxies (no sandbox applies to them: their code runs elsewhere). All three
+plan their tools and hand them to one step (``_batch.apply``): the diff against
+the previous import, the widening check, and one registry transaction that
+registers all of an import or none of it, with one result type, :class:`ImportResult`.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._batch import ImportResult, SecretHint
+from ._fragment import SecretHint
+from ._importresult import ImportResult
 
 if TYPE_CHECKING:
+    from .._result import ToolInfo
     from .._runtime import Runtime
 
 __all__ = ["ImportResult", "SecretHint", "import_graphql", "import_mcp", "import_openapi"]
@@ -28,10 +31,6 @@ def __getattr__(name: str) -> Any:
         from ._mcp import import_mcp
 
         return import_mcp
-    if name == "RefreshResult":
-        from ._refresh import RefreshResult
-
-        return RefreshResult
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -116,17 +115,21 @@ def _apply(
     accept_widening: bool,
     dry_run: bool,
 ) -> ImportResult:
-    from ._batch import apply
-    from ._guest import operation_guest
+    from ._batch import Source, apply
+    from ._guest import cached_operation_guest, operation_guest
 
     runtime._check_open()
-    artifact = Path() if dry_run else operation_guest(runtime.home)
+    artifact = cached_operation_guest(runtime.home) if dry_run else operation_guest(runtime.home)
+
+    def owns(info: ToolInfo) -> bool:
+        return info.manifest.operation is not None and info.manifest.operation.api == api
+
+    source = Source(api, kind, owns, f"removed from {api} by a re-import")
     return apply(
         runtime,
         planned,
         artifact,
-        api=api,
-        kind=kind,
+        source,
         secrets=secrets,
         notes=notes,
         accept_widening=accept_widening,

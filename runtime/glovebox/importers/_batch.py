@@ -1,201 +1,201 @@
 """One import, registered all or none: the plan, the diff against the previous import, the widening check.
 
-An importer (OpenAPI, GraphQL) turns a spec into :class:`Planned` tools — a
-manifest each (version ``1.0.0``) and the policy action its kind of operation
-gets by default. :func:`apply` compares them with what the previous import of
-the same API registered — the non-deprecated tools whose manifest
-``operation.api`` names it — and then, in one registry transaction:
+Every importer (OpenAPI, GraphQL, a remote MCP server) turns its source into
+:class:`Planned` tools — a manifest each, the policy action its kind of
+operation gets by default and, for a tool without a wasm artifact (kind
+``mcp-remote``), its descriptor. :func:`apply` compares them with what the
+previous import of the same :class:`Source` registered — the non-deprecated
+tools ``Source.owns`` — and then, in one registry transaction:
 
-- registers added operations at ``1.0.0`` (or one patch above a version the
-  name already had), and changed ones (schema, description, method, URL or
-  path) one patch version above their current one;
-- deprecates the operations the spec no longer has;
-- leaves unchanged operations alone.
+- registers added tools at ``1.0.0`` (or one patch above a version the name
+  already had), and changed ones (manifest or artifact) one patch version
+  above the newest version of their name;
+- deprecates every current version of the tools the source no longer has;
+- leaves unchanged tools (the same manifest and the same artifact) alone.
 
-A changed operation whose HTTP rules ask for a host, scheme, port, method or
-path its previous version did not have is a *widening*; :func:`apply` refuses
-the whole import (``widening_refused``) unless ``accept_widening`` is set.
+A planned name that any registered version, deprecated or not, holds without
+being owned by the source refuses the whole import. A changed tool that may
+reach more than its previous version — an HTTP rule's host, scheme, port,
+method or path, or for a remote MCP tool its server or a secret it is sent —
+is a *widening*; :func:`apply` refuses the whole import
+(``widening_refused``) unless ``accept_widening`` is set.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .._errors import InvalidSpec, WideningRefused
+from .._errors import InvalidSpec, RegistrationError, WideningRefused
 from .._manifest import Manifest
 from .._result import ToolInfo
 from ._fragment import SecretHint, policy_fragment
+from ._importresult import ImportResult
 
 if TYPE_CHECKING:
     from .._runtime import Runtime
 
-__all__ = ["ImportResult", "Planned", "SecretHint", "apply"]
+__all__ = ["ImportResult", "Planned", "SecretHint", "Source", "apply"]
+
+FIRST_VERSION = "1.0.0"
+Reach = tuple[object, ...]
 
 
 @dataclass(frozen=True)
 class Planned:
-    """One operation an importer made: its manifest and its default policy action."""
+    """One tool an importer made: its manifest, default policy action, place in the source, and descriptor.
+
+    ``descriptor`` is the artifact of a tool that has no wasm (kind
+    ``mcp-remote``); the others run the import's one wasm artifact.
+    """
 
     manifest: Manifest
-    action: str
+    action: str = ""
     where: str = ""
+    descriptor: bytes | None = None
+
+    @property
+    def digest(self) -> str | None:
+        """The descriptor's digest (``sha256:<hex>``); None for a tool of the import's wasm artifact."""
+        return None if self.descriptor is None else "sha256:" + hashlib.sha256(self.descriptor).hexdigest()
 
 
-@dataclass
-class ImportResult:
-    """What an import did (or, with ``dry_run``, would do).
+@dataclass(frozen=True)
+class Source:
+    """What one import is: its API name and kind, the registered tools it made, how it refuses.
 
     Attributes:
-        api: the API name (the tools' name prefix and scope prefix).
-        kind: ``openapi`` or ``graphql``.
-        added, changed, removed, unchanged: tool names, by what happened to them.
-        widened: ``name: what`` lines for changed operations that ask for more.
-        tools: the current version of every operation of the import.
-        policy: the policy fragment (a ``version: 1`` policy document).
-        secrets: the secrets the operator provides.
-        notes: warnings about the spec (e.g. a security scheme the host cannot inject).
-        dry_run: nothing was registered.
+        api: the API name (the result's ``api``).
+        kind: ``openapi``, ``graphql`` or ``mcp-remote``.
+        owns: whether a registered tool version was made by an import of this source.
+        removed_note: the deprecation message of a tool the source no longer has.
+        refusal: the error a planned name held by another tool raises.
     """
 
     api: str
     kind: str
-    added: list[str] = field(default_factory=list)
-    changed: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    widened: list[str] = field(default_factory=list)
-    tools: list[ToolInfo] = field(default_factory=list)
-    policy: dict[str, Any] = field(default_factory=dict)
-    secrets: list[SecretHint] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    dry_run: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """The result as JSON-ready data (tools as ``name@version``)."""
-        return {
-            "api": self.api,
-            "kind": self.kind,
-            "added": self.added,
-            "changed": self.changed,
-            "removed": self.removed,
-            "unchanged": self.unchanged,
-            "widened": self.widened,
-            "tools": [f"{info.name}@{info.version}" for info in self.tools],
-            "policy": self.policy,
-            "secrets": [hint.to_dict() for hint in self.secrets],
-            "notes": self.notes,
-            "dry_run": self.dry_run,
-        }
-
-    def policy_yaml(self) -> str:
-        """The policy fragment as YAML, with a header saying which scopes to give whom."""
-        import yaml  # only when a fragment is printed
-
-        scopes = f"{self.api}:read, {self.api}:write"
-        header = (
-            f"# glovebox policy fragment for the imported API {self.api!r} ({self.kind}).\n"
-            f"# Give principals the scopes they need ({scopes}); approvers need the approver scope.\n"
-            "# Reads are allowed, writes wait for approval; tighten or loosen per tool below.\n"
-        )
-        return header + yaml.safe_dump(self.policy, sort_keys=False, allow_unicode=True)
+    owns: Callable[[ToolInfo], bool]
+    removed_note: str
+    refusal: type[RegistrationError] = InvalidSpec
 
 
 def apply(
     runtime: Runtime,
     planned: list[Planned],
-    artifact: Path,
+    artifact: Path | None,
+    source: Source,
     *,
-    api: str,
-    kind: str,
-    secrets: list[SecretHint],
-    notes: list[str],
+    secrets: Sequence[SecretHint] = (),
+    notes: Sequence[str] = (),
     accept_widening: bool = False,
     dry_run: bool = False,
 ) -> ImportResult:
-    """Diff ``planned`` against the previous import of ``api`` and register the difference, all or none.
+    """Diff ``planned`` against the previous import of ``source`` and register the difference, all or none.
+
+    Args:
+        runtime: the Runtime whose registry receives the tools.
+        planned: the tools, each with a descriptor or none (then they run ``artifact``).
+        artifact: the wasm file the descriptor-less tools run (None: there are none,
+            or a dry run before it was ever built, which then compares manifests only).
+        source: which import this is.
+        secrets: the secrets the operator provides (shown in the result).
+        notes: warnings about the source (shown in the result).
+        accept_widening: let a changed tool reach more than its previous version.
+        dry_run: compute the diff and the policy fragment; register nothing.
 
     Raises:
-        InvalidSpec: a planned name belongs to a tool that another import (or no import) registered.
-        WideningRefused: a changed operation asks for more and ``accept_widening`` is not set.
+        InvalidSpec (or ``source.refusal``): a planned name is held by a tool the source did not make.
+        WideningRefused: a changed tool may reach more and ``accept_widening`` is not set.
         RegistrationError: the artifact or a manifest is refused (nothing is registered).
     """
-    result = ImportResult(api=api, kind=kind, secrets=secrets, notes=notes, dry_run=dry_run)
-    previous = _previous(runtime, api)
-    register: list[Manifest] = []
-    current: dict[str, ToolInfo] = {}
+    wasm = [plan for plan in planned if plan.descriptor is None]
+    if wasm and artifact is None and not dry_run:
+        raise ValueError(f"{wasm[0].manifest.name}: a tool without a descriptor needs the import's wasm artifact")
+    digest = "sha256:" + hashlib.sha256(artifact.read_bytes()).hexdigest() if wasm and artifact else None
+    result = ImportResult(api=source.api, kind=source.kind, secrets=list(secrets), notes=list(notes), dry_run=dry_run)
+    _check_owned(runtime, planned, source)
+    previous = _previous(runtime, source)
+    register: list[Planned] = []
     for plan in planned:
-        manifest = _versioned(runtime, plan, previous, result)
-        if manifest is None:
-            current[plan.manifest.name] = previous[plan.manifest.name]
-        else:
-            register.append(manifest)
-    planned_names = {plan.manifest.name for plan in planned}
-    result.removed = sorted(set(previous) - planned_names)
+        versioned = _versioned(runtime, plan, previous.get(plan.manifest.name), digest or plan.digest, result)
+        if versioned is not None:
+            register.append(versioned)
+    result.removed = sorted(set(previous) - {plan.manifest.name for plan in planned})
     if result.widened and not accept_widening:
         raise WideningRefused(
-            f"re-importing {api!r} would widen what existing operations may reach: "
+            f"re-importing {source.api!r} would widen what existing tools may reach: "
             + "; ".join(result.widened)
             + " (accept with --accept-widening)",
-            details={"api": api, "widened": result.widened},
+            details={"api": source.api, "widened": result.widened},
         )
-    result.policy = policy_fragment(api, [plan.manifest for plan in planned], [p.action for p in planned], secrets)
-    if dry_run:
-        return result
-    deprecate = {f"{name}@{previous[name].version}": f"removed from {api} by a re-import" for name in result.removed}
-    if register:
-        registered = runtime._registrar.register_many(artifact, register, None, deprecate)
-        current.update({info.name: info for info in registered})
-    elif deprecate:
-        runtime._registry.deprecate_many(deprecate)
-    result.tools = [current[plan.manifest.name] for plan in planned]
+    if wasm:  # a remote MCP server's tools need no grants: the host proxies them
+        manifests, actions = [p.manifest for p in planned], [p.action for p in planned]
+        result.policy = policy_fragment(source.api, manifests, actions, [*secrets])
+    if not dry_run:
+        deprecate = _deprecations(runtime, source, result.removed)
+        _store(runtime, register, artifact, deprecate)
+        result.tools = [runtime._registry.resolve(result.ref(plan.manifest.name)) for plan in planned]
     return result
 
 
-def _previous(runtime: Runtime, api: str) -> dict[str, ToolInfo]:
-    """The current (newest non-deprecated) version of each tool the last import of ``api`` registered."""
+def _check_owned(runtime: Runtime, planned: list[Planned], source: Source) -> None:
+    """Refuse a planned name that any version (deprecated too) holds without ``source`` having made it."""
+    for plan in planned:
+        name = plan.manifest.name
+        foreign = [info for info in runtime.tools(name) if info.name == name and not source.owns(info)]
+        if foreign:
+            other = foreign[0]
+            raise source.refusal(
+                f"{plan.where or name}: tool name {name!r} is already taken by {other.name}@{other.version} "
+                f"(kind {other.kind}), which is not part of the import {source.api!r}; choose another --name",
+                details={"tool": name, "place": plan.where},
+            )
+
+
+def _previous(runtime: Runtime, source: Source) -> dict[str, ToolInfo]:
+    """The current (newest non-deprecated) version of each tool the last import of ``source`` registered."""
     found: dict[str, ToolInfo] = {}
     for info in runtime.tools(include_deprecated=False):
-        operation = info.manifest.operation
-        if operation is not None and operation.api == api:
-            found.setdefault(info.name, info)  # newest first
+        if info.name not in found and source.owns(info):
+            found[info.name] = info  # newest first
     return found
 
 
-def _versioned(runtime: Runtime, plan: Planned, previous: dict[str, ToolInfo], result: ImportResult) -> Manifest | None:
-    """The manifest to register for one planned operation (None: unchanged), noting the diff."""
+def _versioned(
+    runtime: Runtime, plan: Planned, old: ToolInfo | None, digest: str | None, result: ImportResult
+) -> Planned | None:
+    """The plan with its version (None: unchanged), noting the diff in ``result``."""
     name = plan.manifest.name
-    old = previous.get(name)
-    if old is None:
-        others = runtime.tools(name)
-        foreign = [
-            info for info in others if info.manifest.operation is None or info.manifest.operation.api != result.api
-        ]
-        if foreign:
-            raise InvalidSpec(
-                f"{plan.where or name}: tool name {name!r} is already taken by {foreign[0].name}@{foreign[0].version}, "
-                f"which is not part of the import {result.api!r}; choose another --name",
-                details={"tool": name, "place": plan.where},
-            )
-        result.added.append(name)
-        version = _bump(max((info.version for info in others), key=_key)) if others else "1.0.0"
-        return plan.manifest.model_copy(update={"version": version})
-    if plan.manifest.model_copy(update={"version": old.version}).to_json() == old.manifest.to_json():
+    versions = [info.version for info in runtime.tools(name) if info.name == name]
+    if old is not None and _same(plan.manifest, digest, old):
         result.unchanged.append(name)
+        result.versions[name] = old.version
         return None
-    result.changed.append(name)
-    widened = _rules(plan.manifest) - _rules(old.manifest)
-    if widened:
-        shown = ", ".join(f"{m} {s}://{h}:{p or 'default'}{path}" for h, s, p, m, path in sorted(widened, key=str))
-        result.widened.append(f"{name}: {shown}")
-    newest = max((info.version for info in runtime.tools(name)), key=_key)
-    return plan.manifest.model_copy(update={"version": _bump(newest)})
+    if old is None:
+        result.added.append(name)
+    else:
+        result.changed.append(name)
+        widened = _reach(runtime, plan.manifest, plan.descriptor) - _reach(runtime, old.manifest, _stored(runtime, old))
+        if widened:
+            result.widened.append(f"{name}: " + ", ".join(_show(item) for item in sorted(widened, key=str)))
+    version = _bump(max(versions, key=_key)) if versions else FIRST_VERSION
+    result.versions[name] = version
+    return Planned(plan.manifest.model_copy(update={"version": version}), plan.action, plan.where, plan.descriptor)
 
 
-def _rules(manifest: Manifest) -> set[tuple[str, str, int | None, str, str]]:
-    """Every (host, scheme, port, method, path pattern) a manifest's HTTP rules ask for."""
-    found: set[tuple[str, str, int | None, str, str]] = set()
+def _same(manifest: Manifest, digest: str | None, old: ToolInfo) -> bool:
+    """The same manifest (but for the version) and the same artifact (when its digest is known)."""
+    same = manifest.model_copy(update={"version": old.version}).to_json() == old.manifest.to_json()
+    return same and (digest is None or digest == old.digest)
+
+
+def _reach(runtime: Runtime, manifest: Manifest, descriptor: bytes | None) -> set[Reach]:
+    """Everything a tool may reach: each (host, scheme, port, method, path) of its HTTP rules; for a
+    remote MCP tool, its server and each (header, secret name) it is sent."""
+    found: set[Reach] = set()
     for rule in manifest.capabilities.http:
         ports: list[int | None] = list(rule.ports) if rule.ports else [None]
         for scheme in rule.schemes:
@@ -203,7 +203,71 @@ def _rules(manifest: Manifest) -> set[tuple[str, str, int | None, str, str]]:
                 for method in rule.methods:
                     for path in rule.paths:
                         found.add((rule.host, scheme, port, method, path))
+    if descriptor is not None:
+        from .._remote import Descriptor
+
+        remote = Descriptor.from_bytes(descriptor)
+        found.add(("mcp-remote", remote.url))
+        found |= {("mcp-remote", remote.url, header, secret) for header, secret in remote.headers.items()}
     return found
+
+
+def _stored(runtime: Runtime, info: ToolInfo) -> bytes | None:
+    """The stored descriptor of a registered ``mcp-remote`` tool (empty when it cannot be read)."""
+    if info.kind != "mcp-remote":
+        return None
+    from .._remote import load_descriptor
+
+    try:
+        return load_descriptor(runtime._registry.descriptor_path(info.digest), info.digest).to_bytes()
+    except Exception:  # missing or changed on disk: everything it asks for now is new
+        return None
+
+
+def _show(item: Reach) -> str:
+    if item[0] == "mcp-remote":
+        return f"the MCP server {item[1]}" if len(item) == 2 else f"secret {item[3]} sent in {item[2]} to {item[1]}"
+    host, scheme, port, method, path = item
+    return f"{method} {scheme}://{host}:{port or 'default'}{path}"
+
+
+def _deprecations(runtime: Runtime, source: Source, removed: list[str]) -> dict[str, str]:
+    """Every current version the source made of each removed name, with the source's note."""
+    refs = {}
+    for name in removed:
+        for info in runtime.tools(name, include_deprecated=False):
+            if info.name == name and source.owns(info):
+                refs[f"{name}@{info.version}"] = source.removed_note
+    return refs
+
+
+def _store(runtime: Runtime, register: list[Planned], artifact: Path | None, deprecate: dict[str, str]) -> None:
+    """Register the versioned plans and deprecate ``deprecate`` in one registry transaction."""
+    wasm = [plan.manifest for plan in register if plan.descriptor is None]
+    remote = [plan for plan in register if plan.descriptor is not None]
+    if wasm and remote:
+        raise ValueError("one import registers tools of its wasm artifact or descriptors, not both")
+    if wasm:
+        assert artifact is not None
+        runtime._registrar.register_many(artifact, wasm, None, deprecate)
+    elif remote:
+        _store_descriptors(runtime, remote, deprecate)
+    elif deprecate:
+        runtime._registry.deprecate_many(deprecate)
+
+
+def _store_descriptors(runtime: Runtime, register: list[Planned], deprecate: dict[str, str]) -> None:
+    registry = runtime._registry
+    with registry.staging.shared():
+        staged = []
+        try:
+            for plan in register:
+                assert plan.descriptor is not None and plan.digest is not None
+                staged.append((plan.manifest, plan.digest, registry.stage_blob(plan.descriptor)))
+            registry.add_descriptors(staged, deprecate)
+        finally:
+            for _, _, blob in staged:
+                blob.unlink(missing_ok=True)
 
 
 def _key(version: str) -> tuple[int, int, int, int, str]:

@@ -18,7 +18,7 @@ from .._build import build, sdk_dir
 from .._errors import BuildError
 from .._settings import build_cache_dir
 
-__all__ = ["operation_guest"]
+__all__ = ["cached_operation_guest", "operation_guest"]
 
 
 def _sources() -> list[Path]:
@@ -29,6 +29,20 @@ def _sources() -> list[Path]:
     return [source, sdk / "c" / "glovebox.h", *sorted((sdk / "wit").glob("*.wit"))]
 
 
+def cached_operation_guest(home: Path | None = None) -> Path | None:
+    """The generic guest if it was built already (never builds it)."""
+    target = _target(home, _sources())
+    return target if target.is_file() else None
+
+
+def _target(home: Path | None, sources: list[Path]) -> Path:
+    """Where the guest built from ``sources`` is cached: named by the digest of the sources."""
+    digest = hashlib.sha256()
+    for path in sources:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return build_cache_dir(home) / f"operation-{digest.hexdigest()[:24]}.wasm"
+
+
 def operation_guest(home: Path | None = None) -> Path:
     """The built generic guest: from the cache, or built now (a few seconds the first time).
 
@@ -36,13 +50,10 @@ def operation_guest(home: Path | None = None) -> Path:
         BuildError: the source is missing or the C toolchain (the ``build`` extra) is not installed.
     """
     sources = _sources()
-    digest = hashlib.sha256()
-    for path in sources:
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    cache = build_cache_dir(home)
-    target = cache / f"operation-{digest.hexdigest()[:24]}.wasm"
+    target = _target(home, sources)
     if target.is_file():
         return target
+    cache = target.parent
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache, prefix=".operation-") as tmp:
         built = build(sources[0], Path(tmp) / "operation.wasm")

@@ -7,23 +7,27 @@ input schema (held to the host's schema rules; a schema the host cannot
 accept refuses the whole import, naming the tool), the remote ``outputSchema``
 or ``true``, the required scopes given (default ``<prefix>:call``) and the
 limits given. Its artifact is a descriptor (see ``glovebox._remote``). Calls
-are proxied by the host to the server under the policy like any tool's.
+are proxied by the host to the server under the policy like any tool's. The
+tools go through the one import step of every importer (``_batch.apply``):
+the tools an import of the same URL and prefix made are its previous set.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from .._errors import InvalidManifest
 from .._manifest import HOST_MAXIMA, NAME_PATTERN, Limits, parse_manifest
 from .._remoteheaders import check_url, parse_header_secrets
-from ._refresh import Candidate, RefreshResult, register_all
+from ._batch import Planned, Source, apply
+from ._fragment import SecretHint
+from ._importresult import ImportResult
 
 if TYPE_CHECKING:
-    from .._remote import Descriptor
+    from .._result import ToolInfo
     from .._runtime import Runtime
 
 __all__ = ["import_mcp"]
@@ -53,7 +57,9 @@ def import_mcp(
     header_secrets: Iterable[str] | Mapping[str, str] = (),
     timeout_ms: int | None = None,
     output_bytes: int | None = None,
-) -> RefreshResult:
+    accept_widening: bool = False,
+    dry_run: bool = False,
+) -> ImportResult:
     """Register (or refresh) every tool of the MCP server at ``url``; all of them or none.
 
     Args:
@@ -66,6 +72,8 @@ def import_mcp(
             the environment variable ``SECRET_NAME`` in ``HEADER``; only the name is stored.
         timeout_ms: each call's deadline (``limits.timeout_ms``; default the manifest default).
         output_bytes: each call's output cap (``limits.output_bytes``).
+        accept_widening: let a refresh send an existing tool a secret it was not sent before.
+        dry_run: list the server and compute the diff; register nothing.
 
     Returns:
         What was added, changed (a new patch version), removed (deprecated) and left unchanged.
@@ -73,6 +81,7 @@ def import_mcp(
     Raises:
         ValueError: a malformed URL, name, scope or header secret.
         InvalidManifest: a remote tool the host cannot accept (named), or a name taken by another tool.
+        WideningRefused: a changed tool would be sent a new secret and ``accept_widening`` is not set.
         UpstreamError, CallTimeout, OutputTooLarge: the server could not be listed.
     """
     from .._remote import list_remote, origin_of
@@ -87,13 +96,17 @@ def import_mcp(
     listing = list_remote(url, headers, LIST_TIMEOUT_S, LIST_BYTES)
     prefix = name or sanitize(listing.server_name or urlsplit(url).hostname or "remote")
     required = _scopes(scopes, prefix)
-    candidates = [_candidate(url, tool, prefix, required, limits, headers) for tool in listing.tools]
-    _check_unique(candidates, origin_of(url))
-    owned = _owned(runtime, url, prefix)
-    taken = {c.manifest.name for c in candidates} - set(owned)
-    _check_free(runtime, taken)
-    removed = sorted(set(owned) - {c.manifest.name for c in candidates})
-    return register_all(runtime, candidates, removed, f"removed from the MCP server {origin_of(url)}")
+    planned = [_planned(url, tool, prefix, required, limits, headers) for tool in listing.tools]
+    _check_unique(planned, origin_of(url))
+    source = Source(
+        prefix,
+        "mcp-remote",
+        _owner(runtime, url, prefix),
+        f"removed from the MCP server {origin_of(url)}",
+        refusal=InvalidManifest,
+    )
+    hints = [_hint(url, header, secret) for header, secret in headers.items()]
+    return apply(runtime, planned, None, source, secrets=hints, accept_widening=accept_widening, dry_run=dry_run)
 
 
 def _require_sdk() -> None:
@@ -124,9 +137,7 @@ def _scopes(scopes: Iterable[str] | None, prefix: str) -> list[str]:
     return found
 
 
-def _candidate(
-    url: str, tool: Any, prefix: str, scopes: list[str], limits: Limits, headers: dict[str, str]
-) -> Candidate:
+def _planned(url: str, tool: Any, prefix: str, scopes: list[str], limits: Limits, headers: dict[str, str]) -> Planned:
     from .._remote import Descriptor, origin_of
 
     description = (tool.description or "")[:DESCRIPTION_CHARS]
@@ -142,54 +153,50 @@ def _candidate(
     }
     manifest = parse_manifest(document, f"of the remote tool {tool.name!r} of {origin_of(url)}")
     descriptor = Descriptor(url, tool.name, description, tool.input_schema, output_schema, headers)
-    return Candidate(manifest, descriptor.to_bytes(), descriptor.digest)
+    return Planned(manifest, where=f"the remote tool {tool.name!r}", descriptor=descriptor.to_bytes())
 
 
-def _check_unique(candidates: list[Candidate], origin: str) -> None:
+def _hint(url: str, header: str, secret: str) -> SecretHint:
+    """What the operator sets: the environment variable ``secret``, sent in ``header``."""
+    value = "Bearer {value}" if header.lower() == "authorization" else "{value}"
+    return SecretHint(name=secret, env=secret, header=header, format=value, scheme=urlsplit(url).scheme)
+
+
+def _check_unique(planned: list[Planned], origin: str) -> None:
     seen: dict[str, str] = {}
-    for candidate in candidates:
-        remote = _remote_name(candidate)
-        other = seen.setdefault(candidate.manifest.name, remote)
+    for plan in planned:
+        remote = _remote_name(plan)
+        other = seen.setdefault(plan.manifest.name, remote)
         if other != remote:
             raise InvalidManifest(
-                f"the remote tools {other!r} and {remote!r} of {origin} both become {candidate.manifest.name!r}; "
+                f"the remote tools {other!r} and {remote!r} of {origin} both become {plan.manifest.name!r}; "
                 "rename one on the server or import with another --name",
-                details={"name": candidate.manifest.name},
+                details={"name": plan.manifest.name},
             )
 
 
-def _remote_name(candidate: Candidate) -> str:
+def _remote_name(plan: Planned) -> str:
     from .._remote import Descriptor
 
-    return Descriptor.from_bytes(candidate.artifact).tool
+    assert plan.descriptor is not None
+    return Descriptor.from_bytes(plan.descriptor).tool
 
 
-def _descriptor(runtime: Runtime, digest: str) -> Descriptor | None:
+def _owner(runtime: Runtime, url: str, prefix: str) -> Callable[[ToolInfo], bool]:
+    """Whether a registered tool version was imported from ``url`` under ``prefix``."""
     from .._remote import load_descriptor
 
-    try:
-        return load_descriptor(runtime._registry.blob_path(digest), digest)
-    except Exception:
-        return None
+    known: dict[str, bool] = {}  # by digest: each descriptor is read once per import
 
+    def owns(info: ToolInfo) -> bool:
+        if info.kind != "mcp-remote" or not info.name.startswith(f"{prefix}-"):
+            return False
+        if info.digest not in known:
+            try:
+                descriptor = load_descriptor(runtime._registry.descriptor_path(info.digest), info.digest)
+                known[info.digest] = descriptor.url == url
+            except Exception:  # missing or changed on disk: not provably this server's
+                known[info.digest] = False
+        return known[info.digest]
 
-def _owned(runtime: Runtime, url: str, prefix: str) -> list[str]:
-    """Names of current ``mcp-remote`` tools imported from ``url`` under ``prefix``."""
-    names = []
-    for info in runtime.tools(f"{prefix}-*", include_deprecated=False):
-        if info.kind == "mcp-remote" and info.name not in names:
-            descriptor = _descriptor(runtime, info.digest)
-            if descriptor is not None and descriptor.url == url:
-                names.append(info.name)
-    return names
-
-
-def _check_free(runtime: Runtime, names: set[str]) -> None:
-    """Refuse names that a tool not imported from this server holds (a deprecated remote tool may come back)."""
-    for name in sorted(names):
-        for info in runtime.tools(name):
-            if info.name == name and (info.kind != "mcp-remote" or info.deprecated is None):
-                raise InvalidManifest(
-                    f"the name {name!r} is taken by another tool ({info.name}@{info.version}, kind {info.kind})",
-                    details={"name": name},
-                )
+    return owns
