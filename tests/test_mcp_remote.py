@@ -8,6 +8,7 @@ own client. It counts the calls each of its tools receives.
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
