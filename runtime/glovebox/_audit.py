@@ -16,7 +16,7 @@ existed verify unchanged).
 Each record is written to the writer's journal (``_auditjournal``, one
 ``write`` per call) before ``call`` returns: a process killed afterwards loses
 nothing it returned. A thread of the writing log folds the journal into the
-chain in batches, one transaction per batch, a few milliseconds behind the
+chain in batches, one transaction per batch, about 20 ms behind the
 calls; every reader (``records``, ``tail``, ``find``, ``verify``) folds
 first, and ``close`` folds what is left, so what a reader sees includes every
 call that returned. The journal of a process that died is folded by the next
@@ -77,7 +77,7 @@ CREATE TABLE IF NOT EXISTS audit_journal (name TEXT PRIMARY KEY, folded INTEGER 
 """
 logger = logging.getLogger("glovebox.audit")
 #: How long the folding thread lets rows gather after the first one arrives (seconds).
-FOLD_DELAY_S = 0.005
+FOLD_DELAY_S = 0.02
 #: Rows a fold prepares between two chances for other threads to take the GIL.
 YIELD_ROWS = 8
 #: Journal bytes one fold transaction reads at most per file (one longer line is still read whole).
@@ -189,6 +189,7 @@ class AuditLog:
         self._folder: _Folder | None = None
         self._start = threading.Lock()
         self._closed = False
+        self._swept = False
 
     def _add_truncated_column(self) -> None:
         """Give a log made before rows could be truncated its ``truncated`` column."""
@@ -262,7 +263,9 @@ class AuditLog:
 
     def _fold_once(self) -> tuple[int, bool]:
         """One transaction: up to ``FOLD_BYTES`` of each journal file; whether more is left."""
-        remove_dead_staging(self.journal_dir)
+        if not self._swept:  # once per log: a writer dies between creating and naming its file only rarely
+            remove_dead_staging(self.journal_dir)
+            self._swept = True
         with self._database.write() as db:
             folded = dict(db.execute("SELECT name, folded FROM audit_journal").fetchall())
             files = []
@@ -337,7 +340,7 @@ class AuditLog:
 
 
 class _Folder(threading.Thread):
-    """The thread that folds a writing log's journal a few milliseconds behind its appends."""
+    """The thread that folds a writing log's journal ``FOLD_DELAY_S`` behind its appends."""
 
     def __init__(self, log: AuditLog) -> None:
         super().__init__(name="glovebox-audit-fold", daemon=True)
