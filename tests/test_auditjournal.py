@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import glovebox
+import glovebox._audit
 import glovebox._auditjournal
 from glovebox import _audit
 from glovebox._auditchain import GENESIS
@@ -254,6 +255,19 @@ def test_a_long_running_writer_moves_to_fresh_files_and_folded_ones_are_removed(
     assert len(list((tmp_path / "audit.journal").iterdir())) <= 1  # only the file being written is kept
     log.close()
     assert list((tmp_path / "audit.journal").iterdir()) == []
+
+
+def test_close_cuts_the_folders_pause_short(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(glovebox._audit, "FOLD_DELAY_S", 3600.0)
+    log = glovebox.AuditLog(tmp_path)
+    log.append(record("a"))  # the folder now pauses an hour before it folds
+    closing = threading.Thread(target=log.close)
+    closing.start()
+    closing.join(timeout=60)
+    assert not closing.is_alive()
+    reader = glovebox.AuditLog(tmp_path)
+    assert call_ids(reader) == ["a"]  # close folded it
+    reader.close()
 
 
 def test_journal_files_are_private_to_the_host_user(tmp_path: Path) -> None:

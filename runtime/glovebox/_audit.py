@@ -346,6 +346,7 @@ class _Folder(threading.Thread):
         super().__init__(name="glovebox-audit-fold", daemon=True)
         self._log = log
         self._wake = threading.Event()
+        self._stopped = threading.Event()  # cuts a pause short
         self._stopping = False
 
     def nudge(self) -> None:
@@ -354,6 +355,7 @@ class _Folder(threading.Thread):
 
     def stop(self) -> None:
         self._stopping = True
+        self._stopped.set()
         self._wake.set()
         if self is not threading.current_thread():
             self.join()
@@ -362,8 +364,7 @@ class _Folder(threading.Thread):
         pause = FOLD_DELAY_S
         while True:
             self._wake.wait()
-            if not self._stopping:
-                time.sleep(pause)  # let a batch gather
+            self._stopped.wait(pause)  # let a batch gather
             self._wake.clear()
             if self._stopping:  # checked after the clear, which could swallow stop()'s wake-up
                 return
