@@ -209,18 +209,33 @@ def in_flight(rt: Any, upstream: Upstream, n: int) -> dict[str, Any]:
 # -- main -----------------------------------------------------------------------------------------
 
 
-def _runtime(home: Path, wasm: Path, port: int, max_in_flight: int, max_running: int | None) -> Any:
-    import glovebox
-
+def _setup(port: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The weather manifest and the grants, both allowing the loopback upstream."""
     rule = {"host": "127.0.0.1", "schemes": ["http"], "ports": [port], "paths": ["/**"], "allow_private": True}
     manifest = tomllib.loads((EXAMPLE / "glovebox.toml").read_text())
     manifest["capabilities"] = {"http": [rule]}
     manifest["limits"]["timeout_ms"] = 60_000
-    grants = {"http": [rule], "http_limits": {"request_timeout_ms": 60_000}}
+    return manifest, {"http": [rule], "http_limits": {"request_timeout_ms": 60_000}}
+
+
+def _runtime(home: Path, wasm: Path, port: int, max_in_flight: int, max_running: int | None) -> Any:
+    import glovebox
+
+    manifest, grants = _setup(port)
     options = {} if max_running is None else {"max_running": max_running}
     rt = glovebox.Runtime(home=home, grants=grants, max_in_flight=max_in_flight, **options)
     rt.register(wasm, manifest=manifest)
     return rt
+
+
+def pool_burst(home: Path, port: int, api: str, calls: int, processes: int) -> tuple[float, int]:
+    """The burst through ``ProcessPool(processes)`` on the home the Runtime registered the tool in."""
+    import glovebox
+
+    _, grants = _setup(port)
+    with glovebox.ProcessPool(processes, home=home, grants=grants, threads=calls, max_in_flight=calls) as pool:
+        glovebox_burst(pool, api, 50 * processes)  # warm: every worker, its engine and threads
+        return glovebox_burst(pool, api, calls)
 
 
 def main() -> int:
@@ -229,7 +244,8 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=1000, help="calls in the 200 ms burst")
     parser.add_argument("--in-flight", type=int, default=None, help="calls held at once (default 10,000)")
     parser.add_argument("--max-running", type=int, default=None, help="Runtime(max_running=...) (default: its own)")
-    parser.add_argument("--skip", action="append", default=[], choices=["node", "threads", "inflight"])
+    parser.add_argument("--processes", type=int, default=os.cpu_count() or 1, help="ProcessPool size (burst)")
+    parser.add_argument("--skip", action="append", default=[], choices=["node", "threads", "inflight", "pool"])
     args = parser.parse_args()
     held = args.in_flight or (2000 if args.quick else 10_000)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -248,6 +264,10 @@ def main() -> int:
                 report["glovebox"] = glovebox_burst(rt, api, args.calls)
                 if "inflight" not in args.skip:
                     report["in_flight"] = in_flight(rt, upstream, held)
+            if "pool" not in args.skip:
+                report[f"glovebox_pool_{args.processes}"] = pool_burst(
+                    Path(tmp) / "home", upstream.port, api, args.calls, args.processes
+                )
         url = f"{upstream.base}/d200/v1/forecast?latitude=52.52&longitude=13.405&current_weather=true"
         if "threads" not in args.skip:
             report["python_threads"] = thread_burst(url, args.calls)
@@ -264,12 +284,13 @@ def main() -> int:
 def _print(report: dict[str, Any]) -> None:
     calls = report["calls"]
     print(f"{calls} calls, each waiting 200 ms upstream, all at once (ideal 0.200 s; target ≤ 1 s):")
-    print(f"  {'contender':<16}{'wall s':>9}{'× ideal':>9}{'errors':>8}")
-    for name in ("glovebox", "python_threads", "node_worker"):
+    print(f"  {'contender':<18}{'wall s':>9}{'× ideal':>9}{'errors':>8}")
+    pools = [name for name in report if name.startswith("glovebox_pool_")]
+    for name in ("glovebox", *pools, "python_threads", "node_worker"):
         figures = report.get(name)
         if figures:
             wall, errors = figures
-            print(f"  {name:<16}{wall:>9.3f}{wall / 0.2:>9.2f}{errors:>8}")
+            print(f"  {name:<18}{wall:>9.3f}{wall / 0.2:>9.2f}{errors:>8}")
     flight = report.get("in_flight")
     if flight:
         print(f"{report['held']} calls in flight at once (held upstream), target ≤ 256 KB each:")
