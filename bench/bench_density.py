@@ -55,7 +55,7 @@ VALUE = {"latitude": 52.52, "longitude": 13.405}
 
 
 async def _upstream() -> None:
-    release = asyncio.Event()
+    releases = [asyncio.Event()]  # the last one holds new requests; /release sets it and starts another
     state = {"waiting": 0, "seen": 0}
 
     async def answer(writer: asyncio.StreamWriter, body: bytes) -> None:
@@ -75,13 +75,14 @@ async def _upstream() -> None:
             await answer(writer, json.dumps(state).encode())
             return
         if path == "/release":
-            release.set()
+            releases[-1].set()
+            releases.append(asyncio.Event())
             await answer(writer, b"{}")
             return
         state["seen"] += 1
         state["waiting"] += 1
         if path.startswith("/hold/"):
-            await release.wait()
+            await releases[-1].wait()
         else:
             await asyncio.sleep(int(path.split("/")[1][1:]) / 1000)
         state["waiting"] -= 1
@@ -159,27 +160,46 @@ def node_burst(url: str, calls: int) -> tuple[float, int] | None:
     return figures["wall_s"], figures["errors"]
 
 
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+def rss_bytes(pids: tuple[str, ...] = ("self",)) -> int:
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/statm") as statm:
+            total += int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return total
 
 
-def memory_maps() -> int:
-    """This process's memory mappings (Linux refuses more than ``vm.max_map_count``)."""
-    with open("/proc/self/maps") as maps:
-        return sum(1 for _ in maps)
+def memory_maps(pids: tuple[str, ...] = ("self",)) -> int:
+    """Memory mappings, summed over ``pids`` (Linux refuses a process more than ``vm.max_map_count``)."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/maps") as maps:
+            total += sum(1 for _ in maps)
+    return total
 
 
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def open_fds(pids: tuple[str, ...] = ("self",)) -> int:
+    return sum(len(os.listdir(f"/proc/{pid}/fd")) for pid in pids)
+
+
+def thread_count(pids: tuple[str, ...]) -> int:
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/status") as status:
+            total += next(int(line.split()[1]) for line in status if line.startswith("Threads:"))
+    return total
 
 
 def in_flight(rt: Any, upstream: Upstream, n: int) -> dict[str, Any]:
-    """Hold ``n`` acalls in /hold; RSS per call once all wait; then release and count errors."""
+    """Hold ``n`` acalls in /hold; RSS per call once all wait; then release and count errors.
+
+    ``rt`` is a Runtime or a ProcessPool: memory, maps, descriptors and
+    threads are summed over this process and the pool's workers.
+    """
     api = f"{upstream.base}/hold"
-    before, maps_before, fds_before = rss_bytes(), memory_maps(), open_fds()
-    threads_before = threading.active_count()
-    figures: dict[str, Any] = {}
+    pids = ("self", *(str(pid) for pid in getattr(rt, "pids", [])))
+    before, maps_before, fds_before = rss_bytes(pids), memory_maps(pids), open_fds(pids)
+    threads_before = thread_count(pids)
+    figures: dict[str, Any] = {"processes": len(pids)}
 
     async def run() -> list[Any]:
         calls = [asyncio.ensure_future(rt.acall("weather", {**VALUE, "api": api})) for _ in range(n)]
@@ -189,11 +209,11 @@ def in_flight(rt: Any, upstream: Upstream, n: int) -> dict[str, Any]:
                 break  # a call ended early: reported below as an error
             await asyncio.sleep(0.05)
         figures["all_waiting_s"] = time.perf_counter() - started
-        figures["rss_delta_bytes"] = rss_bytes() - before
-        figures["threads"] = threading.active_count() - threads_before
-        figures["maps_per_call"] = (memory_maps() - maps_before) / n
-        figures["fds_per_call"] = (open_fds() - fds_before) / n
-        figures["in_flight"] = rt.in_flight
+        figures["rss_delta_bytes"] = rss_bytes(pids) - before
+        figures["threads"] = thread_count(pids) - threads_before
+        figures["maps_per_call"] = (memory_maps(pids) - maps_before) / n
+        figures["fds_per_call"] = (open_fds(pids) - fds_before) / n
+        figures["in_flight"] = getattr(rt, "in_flight", None)
         await asyncio.to_thread(upstream.control, "/release")
         return list(await asyncio.gather(*calls))
 
@@ -228,14 +248,19 @@ def _runtime(home: Path, wasm: Path, port: int, max_in_flight: int, max_running:
     return rt
 
 
-def pool_burst(home: Path, port: int, api: str, calls: int, processes: int) -> tuple[float, int]:
-    """The burst through ``ProcessPool(processes)`` on the home the Runtime registered the tool in."""
+def pool_burst(
+    home: Path, upstream: Upstream, api: str, calls: int, processes: int, held: int | None
+) -> tuple[tuple[float, int], dict[str, Any] | None]:
+    """The burst through ``ProcessPool(processes)`` on the home the Runtime registered the tool in,
+    then, when ``held`` is given, that many calls held in flight across its workers."""
     import glovebox
 
-    _, grants = _setup(port)
-    with glovebox.ProcessPool(processes, home=home, grants=grants, threads=calls, max_in_flight=calls) as pool:
+    _, grants = _setup(upstream.port)
+    most = max(calls, held or 0)
+    with glovebox.ProcessPool(processes, home=home, grants=grants, threads=most, max_in_flight=most) as pool:
         glovebox_burst(pool, api, 50 * processes)  # warm: every worker, its engine and threads
-        return glovebox_burst(pool, api, calls)
+        burst = glovebox_burst(pool, api, calls)
+        return burst, (in_flight(pool, upstream, held) if held else None)
 
 
 def main() -> int:
@@ -245,7 +270,9 @@ def main() -> int:
     parser.add_argument("--in-flight", type=int, default=None, help="calls held at once (default 10,000)")
     parser.add_argument("--max-running", type=int, default=None, help="Runtime(max_running=...) (default: its own)")
     parser.add_argument("--processes", type=int, default=os.cpu_count() or 1, help="ProcessPool size (burst)")
-    parser.add_argument("--skip", action="append", default=[], choices=["node", "threads", "inflight", "pool"])
+    parser.add_argument(
+        "--skip", action="append", default=[], choices=["node", "threads", "inflight", "pool", "pool-inflight"]
+    )
     args = parser.parse_args()
     held = args.in_flight or (2000 if args.quick else 10_000)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -265,9 +292,11 @@ def main() -> int:
                 if "inflight" not in args.skip:
                     report["in_flight"] = in_flight(rt, upstream, held)
             if "pool" not in args.skip:
-                report[f"glovebox_pool_{args.processes}"] = pool_burst(
-                    Path(tmp) / "home", upstream.port, api, args.calls, args.processes
-                )
+                pool_held = held if "pool-inflight" not in args.skip else None
+                burst, flight = pool_burst(Path(tmp) / "home", upstream, api, args.calls, args.processes, pool_held)
+                report[f"glovebox_pool_{args.processes}"] = burst
+                if flight is not None:
+                    report["in_flight_pool"] = flight
         url = f"{upstream.base}/d200/v1/forecast?latitude=52.52&longitude=13.405&current_weather=true"
         if "threads" not in args.skip:
             report["python_threads"] = thread_burst(url, args.calls)
@@ -291,9 +320,15 @@ def _print(report: dict[str, Any]) -> None:
         if figures:
             wall, errors = figures
             print(f"  {name:<18}{wall:>9.3f}{wall / 0.2:>9.2f}{errors:>8}")
-    flight = report.get("in_flight")
+    for key in ("in_flight", "in_flight_pool"):
+        if report.get(key):
+            _print_flight(report, report[key])
+
+
+def _print_flight(report: dict[str, Any], flight: dict[str, Any]) -> None:
     if flight:
-        print(f"{report['held']} calls in flight at once (held upstream), target ≤ 256 KB each:")
+        where = f"{flight['processes']} processes" if flight["processes"] > 1 else "one process"
+        print(f"{report['held']} calls in flight at once (held upstream, {where}), target ≤ 256 KB each:")
         waited, threads = flight["all_waiting_s"], flight["threads"]
         print(f"  errors {flight['errors']}  all waiting after {waited:.2f} s  threads {threads}")
         rss_mib, per_kb = flight["rss_delta_bytes"] / 2**20, flight["rss_per_call_bytes"] / 1024
