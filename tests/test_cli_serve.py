@@ -11,14 +11,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import socket
 import subprocess
 import sys
-import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
@@ -28,8 +24,8 @@ import pytest
 import glovebox
 from glovebox._cli_serve import _pool
 
-from .conftest import _free_port
 from .test_mcp import envelope, stdio_client
+from .test_process_pool import _server, _until
 
 BuildGuest = Callable[[str], Path]
 AGENT = {"Authorization": "Bearer agent-key"}
@@ -54,37 +50,6 @@ def spin_home(tmp_path: Path, build_guest: BuildGuest) -> tuple[Path, Path]:
         rt.register(build_guest("loop_forever"), {"name": "spin", "limits": spin})
         rt.register(build_guest("echo"), {"name": "quick"})
     return home, policy
-
-
-def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 120
-    while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.02)
-
-
-@contextmanager
-def _server(home: Path, policy: Path, *command: str) -> Iterator[str]:
-    """``python -m glovebox --home H --policy P COMMAND --port N`` running; yields its base URL."""
-    port = _free_port()
-    argv = [sys.executable, "-m", "glovebox", "--home", str(home), "--policy", str(policy), *command]
-    log = tempfile.TemporaryFile()
-    proc = subprocess.Popen([*argv, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=log)
-
-    def listening() -> bool:
-        if proc.poll() is not None:
-            log.seek(0)
-            raise AssertionError(log.read().decode(errors="replace"))
-        with socket.socket() as sock:
-            return sock.connect_ex(("127.0.0.1", port)) == 0
-
-    try:
-        _until(listening, "the server to listen")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.kill()
-        proc.wait(60)
-        log.close()
 
 
 def _live_instances(http: httpx.Client) -> int:
