@@ -162,6 +162,16 @@ def test_rows_the_database_refuses_stay_in_the_journal_until_it_takes_them(tmp_p
     log.close()
 
 
+def test_a_number_too_large_for_sqlite_is_kept_bare_and_holds_nothing_back(tmp_path: Path) -> None:
+    log = glovebox.AuditLog(tmp_path)
+    log.append(record("huge", fuel_used=2**70))
+    log.append(record("after"))
+    rows = list(log.records())
+    assert [(r["call_id"], r["fuel_used"], r["truncated"]) for r in rows] == [("huge", 0, "all"), ("after", 10, None)]
+    assert log.verify().ok
+    log.close()
+
+
 def test_writers_never_wait_for_the_chain_lock(tmp_path: Path) -> None:
     log = glovebox.AuditLog(tmp_path)
     holder = sqlite3.connect(tmp_path / "audit.sqlite", isolation_level=None)

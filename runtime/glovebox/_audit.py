@@ -83,6 +83,8 @@ YIELD_ROWS = 8
 #: Journal bytes one fold transaction reads at most per file (one longer line is still read whole).
 FOLD_BYTES = 4 * 1024 * 1024
 #: Fields a record must have (not None): the table refuses a row without them.
+#: What a database refusing a row raises: its own errors, or a number too large for an INTEGER.
+_REFUSED = (sqlite3.DatabaseError, OverflowError)
 REQUIRED = ("call_id", "principal", "tool", "outcome", "fuel_used", "duration_ms", "egress")
 _SECRET_KEY = re.compile(
     r"pass(word|wd|phrase)?|token|secret|api[-_]?key|authori[sz]ation|cookie|credential|private[-_]?key|session",
@@ -390,21 +392,24 @@ def _chain(db: sqlite3.Connection, rows: list[Pending]) -> int:
     try:
         with _savepoint(db):
             return append_rows(db, _COLUMNS, rows)
-    except sqlite3.DatabaseError:
+    except _REFUSED:
         pass
     for pending in rows:
         try:
             with _savepoint(db):
                 append_rows(db, _COLUMNS, [pending])
-        except sqlite3.DatabaseError:
+        except _REFUSED:
             logger.error("the audit row of call %s is kept bare: the database refused it", pending.row["call_id"])
             append_rows(db, _COLUMNS, [_prepare(_bare(pending.row))])
     return len(rows)
 
 
 def _bare(row: dict[str, Any]) -> dict[str, Any]:
-    """The facts of a row without what can be large: no egress, input or output."""
-    return {**{k: row[k] for k in _STORED}, "egress": {}, "input": None, "output": None, "truncated": "all"}
+    """The facts of a row without what can be large (no egress, input or output), numbers SQLite can store."""
+    bare = {**{k: row[k] for k in _STORED}, "egress": {}, "input": None, "output": None, "truncated": "all"}
+    if not (isinstance(bare["fuel_used"], int) and -(2**63) <= bare["fuel_used"] < 2**63):
+        bare["fuel_used"] = 0
+    return bare
 
 
 @contextmanager
