@@ -191,6 +191,28 @@ def test_writers_never_wait_for_the_chain_lock(tmp_path: Path) -> None:
     log.close()
 
 
+def test_the_cli_in_another_process_sees_a_live_writers_unfolded_rows(tmp_path: Path) -> None:
+    writer = glovebox.AuditLog(tmp_path)
+    writer.append(record("before"))
+    writer.fold()
+    writer._folder.stop()  # type: ignore[union-attr]
+    writer.append(record("returned"))  # journaled, not folded: its writer is alive and idle
+    assert [r["call_id"] for r in writer._pages(0)] == ["before"]
+    for command in (["tail", "--json"], ["export", "--jsonl"], ["verify"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "glovebox", "--home", str(tmp_path), "audit", *command],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        if command[0] != "verify":
+            assert '"returned"' in done.stdout
+        else:
+            assert done.stdout.startswith("audit log ok: 2 records"), done.stdout
+    writer.close()
+
+
 def test_a_dead_writers_cut_last_line_is_dropped_and_its_file_removed(tmp_path: Path) -> None:
     writer = glovebox.AuditLog(tmp_path)
     writer.append(record("whole"))
