@@ -20,10 +20,23 @@ from .._compute import waiting
 from ._addresses import blocked_reason
 from ._rules import DEFAULT_PORTS, Target, ip_literal, path_refusal
 
-__all__ = ["Refusal", "blocked_reason", "check_headers", "parse_target", "pin_address", "ssl_context"]
+__all__ = [
+    "MAX_REQUEST_HEADERS",
+    "MAX_REQUEST_HEADER_CHARS",
+    "Refusal",
+    "blocked_reason",
+    "check_headers",
+    "parse_target",
+    "pin_address",
+    "ssl_context",
+]
 
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,256}$")
 _RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "upgrade", "te"})
+#: Headers one request may carry, and their names and values together, in characters. The HTTP
+#: client's cost grows faster than the count, on the host and outside the call's deadline.
+MAX_REQUEST_HEADERS = 100
+MAX_REQUEST_HEADER_CHARS = 64 * 1024
 
 
 class Refusal(Exception):
@@ -36,7 +49,14 @@ class Refusal(Exception):
 
 
 def check_headers(headers: list[tuple[str, str]]) -> None:
-    """Refuse CR/LF/NUL anywhere, malformed names and headers the host owns."""
+    """Refuse too many headers, CR/LF/NUL anywhere, malformed names and headers the host owns."""
+    if len(headers) > MAX_REQUEST_HEADERS:
+        raise Refusal("too-large", f"{len(headers)} request headers, over the limit of {MAX_REQUEST_HEADERS}")
+    size = sum(len(name) + len(value) for name, value in headers)
+    if size > MAX_REQUEST_HEADER_CHARS:
+        raise Refusal(
+            "too-large", f"request headers of {size} characters, over the {MAX_REQUEST_HEADER_CHARS}-character limit"
+        )
     for name, value in headers:
         if any(c in name or c in value for c in "\r\n\0"):
             raise Refusal("denied", f"header {name.strip()[:64]!r} contains CR, LF or NUL")
