@@ -127,8 +127,7 @@ def row_hash(prev_hash: str, record: dict[str, Any]) -> str:
     fields = {k: record.get(k) for k in FIELDS}
     if record.get("truncated"):
         fields["truncated"] = record["truncated"]
-    body = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256((prev_hash + body).encode("utf-8")).hexdigest()
+    return hashlib.sha256((prev_hash + _CANONICAL(fields)).encode("utf-8")).hexdigest()
 
 
 def _body(record: dict[str, Any]) -> bytes:

@@ -25,13 +25,12 @@ class Pending:
     no serialisation.
     """
 
-    __slots__ = ("head", "row", "seq", "tail")
+    __slots__ = ("head", "row", "tail")
 
     def __init__(self, row: dict[str, Any], head: bytes, tail: bytes) -> None:
         self.row = row
         self.head = head
         self.tail = tail
-        self.seq = 0
 
     def chain(self, seq: int, prev: str) -> str:
         """Take place ``seq`` after the row hashed ``prev``; return this row's hash."""
@@ -39,7 +38,6 @@ class Pending:
         digest.update(self.head)
         digest.update(str(seq).encode("ascii"))
         digest.update(self.tail)
-        self.seq = seq
         self.row["seq"], self.row["prev_hash"], self.row["hash"] = seq, prev, digest.hexdigest()
         return self.row["hash"]  # type: ignore[no-any-return]
 

@@ -100,8 +100,7 @@ class Unfolded:
     path: Path
     lines: list[bytes]
     end: int  # the offset just past the last complete line read
-    dead: bool  # no writer holds the file
-    finished: bool  # dead, and everything up to its end has been read
+    finished: bool  # no writer holds the file, and everything up to its end has been read
     more: bool = False  # complete lines past ``end`` are left for the next read
 
 
@@ -120,7 +119,7 @@ def read_unfolded(path: Path, start: int, budget: int) -> Unfolded | None:
         dead = _unheld(fd)
         size = os.fstat(fd).st_size
         if size <= start:
-            return Unfolded(path, [], start, dead, dead)
+            return Unfolded(path, [], start, dead)
         data = os.pread(fd, min(size - start, budget), start)
         if b"\n" not in data and start + len(data) < size:  # one line longer than the budget
             data = os.pread(fd, size - start, start)
@@ -131,8 +130,8 @@ def read_unfolded(path: Path, start: int, budget: int) -> Unfolded | None:
     end = start + cut
     whole = start + len(data) == size
     if dead and whole:  # the cut tail of a dead file will never be completed
-        return Unfolded(path, lines, size, True, True)
-    return Unfolded(path, lines, end, dead, False, more=not whole)
+        return Unfolded(path, lines, size, True)
+    return Unfolded(path, lines, end, False, more=not whole)
 
 
 def _unheld(fd: int) -> bool:
@@ -149,7 +148,12 @@ def _unheld(fd: int) -> bool:
 def remove_dead_staging(directory: Path) -> None:
     """Remove dot-named files left by a writer that died between creating and naming its file."""
     for path in directory.glob(f".*{SUFFIX}"):
-        result = read_unfolded(path, 0, 0)
-        if result is not None and result.dead:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        try:
+            if _unheld(fd):
+                path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
