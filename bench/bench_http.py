@@ -55,6 +55,13 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
+def serve(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, str]:
+    """A server on 127.0.0.1 answering with ``handler`` on a daemon thread, and its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
 def _measure(fn: Callable[[], object], samples: int, warmup: int) -> list[float]:
     for _ in range(warmup):
         fn()
@@ -77,10 +84,8 @@ def main() -> int:
     args = parser.parse_args()
     samples, warmup = (200, 20) if args.quick else (2000, 100)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server, base = serve(_Handler)
     port = server.server_address[1]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{port}"
     url = f"{base}/v1/forecast?latitude=52.5200&longitude=13.4050&current_weather=true"
     rule = {"host": "127.0.0.1", "schemes": ["http"], "ports": [port], "paths": ["/v1/forecast"], "allow_private": True}
     manifest = tomllib.loads((EXAMPLE / "glovebox.toml").read_text())

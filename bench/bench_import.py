@@ -24,9 +24,8 @@ import json
 import os
 import sys
 import tempfile
-import threading
 import tomllib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ import yaml
 import glovebox
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_http import _measure, httpx_baselines, print_rows  # noqa: E402  (one timing loop for the HTTP benches)
+from bench_http import _measure, httpx_baselines, print_rows, serve  # noqa: E402  (one timing loop for the HTTP benches)
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "tests" / "fixtures" / "petstore.yaml"
@@ -91,10 +90,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer samples")
     args = parser.parse_args()
     samples, warmup = (200, 20) if args.quick else (2000, 100)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server, base = serve(_Handler)
     port = server.server_address[1]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{port}"
     url = f"{base}/v1/pets/1"
     with tempfile.TemporaryDirectory() as tmp:
         imported = _imported(Path(tmp), base, samples, warmup)
