@@ -340,7 +340,7 @@ def live_instance_rss(rt: Any, count: int) -> tuple[float, str]:
     limits = info.manifest.limits
 
     def hold() -> tuple[Any, Any]:
-        from glovebox._callstate import ActiveCall, CallState
+        from glovebox.sandbox._callstate import ActiveCall, CallState
 
         store = sandbox._store(component, limits)
         state = CallState(deadline=time.monotonic() + limits.timeout_ms / 1000, log_limit_bytes=limits.log_bytes)

@@ -81,7 +81,7 @@ def guest_clock_runs(shared: Any, runs: int) -> list[float]:
     import wasmtime
     import wasmtime._ffi as ffi
 
-    from glovebox._fastcall import _set_deadline  # binds wasmtime through a PyDLL: keeps the GIL
+    from glovebox.sandbox._fastcall import _set_deadline  # binds wasmtime through a PyDLL: keeps the GIL
 
     module = wasmtime.Module(shared.engine, CLOCK_WAT)
     linker = wasmtime.Linker(shared.engine)
@@ -119,8 +119,8 @@ def late_figures(prefix: str, late: list[float]) -> dict[str, float]:
 def run_mode(mode: str, calls: int, busy_threads: int) -> dict[str, Any]:
     """One process's measurement; ``mode`` 'thread' forces the fallback ticker."""
     import glovebox
-    from glovebox import _ticker
-    from glovebox._manifest import HOST_MAXIMA
+    from glovebox.engine import _ticker
+    from glovebox.model._manifest import HOST_MAXIMA
 
     if mode == "thread":
         _ticker.native_timers = lambda: None  # type: ignore[assignment]

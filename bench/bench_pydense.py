@@ -110,9 +110,9 @@ def copying_bare(rt: Any, wasm: Path, limits: Any, workdir: Path) -> Bare:
     import wasmtime
     from wasmtime.component import Component
 
-    from glovebox._allocation import engine_config, plan_allocation
-    from glovebox._engine import SharedEngine
-    from glovebox._sandbox import Sandbox
+    from glovebox.engine._allocation import engine_config, plan_allocation
+    from glovebox.engine._engine import SharedEngine
+    from glovebox.sandbox._sandbox import Sandbox
 
     shared = SharedEngine(rt._sandbox.shared.settings)
     cfg = engine_config(shared.settings, plan_allocation(shared.settings, None))

@@ -105,7 +105,7 @@ def worker(mode: str, home: str, calls: int, warmup: int) -> None:
 def _carry_ns(provider: Any) -> float:
     """What a ProcessPool call pays to carry the caller's trace context to its worker: with a
     provider, under a caller's span (the context is injected); without one, nothing to carry."""
-    from glovebox import _tracing
+    from glovebox.telemetry import _tracing
 
     if provider is None:
         return timeit.timeit(_tracing.carrier, number=100_000) / 100_000 * 1e9

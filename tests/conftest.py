@@ -38,8 +38,8 @@ _PREBUILD = pytest.StashKey["subprocess.Popen[bytes]"]()
 
 def build_python_guest(src: Path, out_dir: Path, cache_root: Path) -> tuple[Path, str, Path]:
     """Build ``src`` (build cache under ``cache_root``) and precompile it; return (wasm, digest, compiled)."""
-    from glovebox._compile import precompile
-    from glovebox._engine import get_engine
+    from glovebox.engine._compile import precompile
+    from glovebox.engine._engine import get_engine
 
     name = src.parent.name if src.name == "tool.py" else src.stem
     with pytest.MonkeyPatch.context() as mp:
@@ -95,7 +95,7 @@ def build_py(
     request: pytest.FixtureRequest, cache_root: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Callable[[Path], Path]:
     """Build a Python tool once per session and warm the engine's compiled-component cache."""
-    from glovebox._engine import get_engine
+    from glovebox.engine._engine import get_engine
 
     proc = request.config.stash.get(_PREBUILD, None)
     if proc is not None:

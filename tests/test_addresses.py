@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 import glovebox
-from glovebox._callstate import CallState
 from glovebox.capabilities._addresses import blocked_reason, embedded_ipv4
 from glovebox.capabilities._fetch import HttpCapability
+from glovebox.sandbox._callstate import CallState
 
 PUBLIC = "93.184.216.34"
 

@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 import glovebox
-from glovebox._admission import Admission
+from glovebox.runtime._admission import Admission
 from glovebox.servers import create_app
 
 from .test_http import QuietHandler
@@ -354,7 +354,7 @@ def test_max_in_flight_is_held_to_what_the_process_can_map(
 ) -> None:
     """Past vm.max_map_count a process aborts (wasmtime cannot map a thread's signal stack): the bound stops short."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("glovebox._runtime.mapping_bound", lambda: 3)
+        patch.setattr("glovebox.runtime._runtime.mapping_bound", lambda: 3)
         rt = held_runtime(_isolated_env, build_guest, hold, max_in_flight=50, max_queued=0)
     with rt:
         assert rt._admission.max_in_flight == 3

@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 import glovebox
-from glovebox._cli import cli
-from glovebox._gate import input_digest
-from glovebox._schemas import MAX_INPUT_BYTES
+from glovebox.cli._main import cli
 from glovebox.policy import ApprovalStore, parse_policy
+from glovebox.runtime._gate import input_digest
+from glovebox.schema._schemas import MAX_INPUT_BYTES
 
 POLICY = """
 version: 1

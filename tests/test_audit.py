@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 import glovebox
-from glovebox._cli import cli
+from glovebox.cli._main import cli
 from glovebox.policy import parse_policy
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 import glovebox
-import glovebox._audit
-import glovebox._auditjournal
-from glovebox import _audit
-from glovebox._auditchain import GENESIS
-from glovebox._auditjournal import Journal
+import glovebox.audit._journal
+import glovebox.audit._log
+from glovebox.audit import _log as _audit
+from glovebox.audit._chain import GENESIS
+from glovebox.audit._journal import Journal
 
 
 def record(call_id: str, **extra: Any) -> dict[str, Any]:
@@ -279,7 +279,7 @@ def test_a_failed_write_moves_the_writer_to_a_fresh_file(tmp_path: Path) -> None
 def test_a_long_running_writer_moves_to_fresh_files_and_folded_ones_are_removed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(glovebox._auditjournal, "ROTATE_BYTES", 2000)
+    monkeypatch.setattr(glovebox.audit._journal, "ROTATE_BYTES", 2000)
     log = glovebox.AuditLog(tmp_path)
     for n in range(40):
         log.append(record(f"r{n}"))
@@ -290,7 +290,7 @@ def test_a_long_running_writer_moves_to_fresh_files_and_folded_ones_are_removed(
 
 
 def test_close_cuts_the_folders_pause_short(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(glovebox._audit, "FOLD_DELAY_S", 3600.0)
+    monkeypatch.setattr(glovebox.audit._log, "FOLD_DELAY_S", 3600.0)
     log = glovebox.AuditLog(tmp_path)
     log.append(record("a"))  # the folder now pauses an hour before it folds
     closing = threading.Thread(target=log.close)

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 import glovebox
-from glovebox._calllog import JsonFormatter
+from glovebox.telemetry._calllog import JsonFormatter
 
 from .conftest import _free_port
 from .test_process_pool import _until

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from glovebox import _pybuild
-from glovebox._cli import cli
+from glovebox.build import _pybuild
+from glovebox.cli._main import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 TEAM = str(ROOT / "policies" / "examples" / "team.yaml")
@@ -362,7 +362,7 @@ def test_an_unexpected_exception_is_one_error_line(monkeypatch: pytest.MonkeyPat
     def broken(self: object) -> list[str]:
         raise RuntimeError("keyring exploded")
 
-    monkeypatch.setattr("glovebox._cli.Keyring.keys", broken)
+    monkeypatch.setattr("glovebox.cli._main.Keyring.keys", broken)
     quiet = invoke("keys", "list")
     assert (quiet.exit_code, quiet.stdout) == (1, "")
     assert quiet.stderr == "error [internal_error]: unexpected RuntimeError; run with -v for details\n"

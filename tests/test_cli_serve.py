@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 import glovebox
-from glovebox._cli_serve import _pool
+from glovebox.cli._serve import _pool
 
 from .test_mcp import envelope, stdio_client
 from .test_process_pool import _server, _until

@@ -2,7 +2,7 @@
 
 from click.testing import CliRunner
 
-from glovebox._cli import cli
+from glovebox.cli._main import cli
 
 
 def test_demo_runs_every_scenario() -> None:

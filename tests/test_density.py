@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from glovebox._sqlite import MAX_CONNECTIONS, Database
+from glovebox.storage._sqlite import MAX_CONNECTIONS, Database
 
 #: Calls held in flight at once.
 HELD = 2000

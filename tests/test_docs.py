@@ -14,8 +14,8 @@ import click
 import pytest
 
 import glovebox
-from glovebox._cli import cli
-from glovebox._errors import CallError, GloveboxError
+from glovebox.cli._main import cli
+from glovebox.core._errors import CallError, GloveboxError
 from glovebox.policy import _models
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -234,7 +234,7 @@ def _variables_read() -> set[str]:
     names = {
         name for path in PACKAGE.rglob("*.py") for name in re.findall(r"\bGLOVEBOX_[A-Z][A-Z_]*", path.read_text())
     }
-    settings = (PACKAGE / "_settings.py").read_text()
+    settings = (PACKAGE / "core" / "_settings.py").read_text()
     return names | set(re.findall(r"_get\(\"([A-Z][A-Z_]*)\"\)", settings))
 
 

@@ -19,13 +19,13 @@ from wasmtime.component import Component
 
 import glovebox
 from glovebox import EngineSettings
-from glovebox._allocation import GIB, ON_DEMAND, plan_allocation, pool_reservation_bytes
-from glovebox._cli import cli
-from glovebox._codegen import compile_config
-from glovebox._compile import precompile
-from glovebox._compiled import file_sha256
-from glovebox._engine import SharedEngine, get_engine
-from glovebox._manifest import HOST_MAXIMA
+from glovebox.cli._main import cli
+from glovebox.engine._allocation import GIB, ON_DEMAND, plan_allocation, pool_reservation_bytes
+from glovebox.engine._codegen import compile_config
+from glovebox.engine._compile import precompile
+from glovebox.engine._engine import SharedEngine, get_engine
+from glovebox.model._manifest import HOST_MAXIMA
+from glovebox.registry._compiled import file_sha256
 
 BuildGuest = Callable[[str], Path]
 
@@ -142,7 +142,7 @@ def no_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(settings: EngineSettings) -> SharedEngine:
         raise AssertionError(f"an engine was requested: {settings}")
 
-    monkeypatch.setattr("glovebox._wasmparts.acquire_engine", refuse)
+    monkeypatch.setattr("glovebox.runtime._wasmparts.acquire_engine", refuse)
 
 
 @pytest.fixture
@@ -324,7 +324,7 @@ def test_a_component_compiled_for_the_pool_runs_on_demand(stats_home: Path, monk
     def no_compile(*args: object) -> None:
         raise AssertionError("the compiled component from registration should have loaded")
 
-    monkeypatch.setattr("glovebox._compiled.precompile", no_compile)
+    monkeypatch.setattr("glovebox.registry._compiled.precompile", no_compile)
     with glovebox.Runtime(home=stats_home, engine=EngineSettings(pooling=False)) as rt:
         result = rt.call("text-stats", TEXT)
         assert shared_of(rt).allocation == ON_DEMAND
@@ -353,7 +353,7 @@ def test_a_cache_made_under_another_key_is_compiled_again(
         compiles.append(args)
         real(*args)
 
-    monkeypatch.setattr("glovebox._compiled.precompile", counting)
+    monkeypatch.setattr("glovebox.registry._compiled.precompile", counting)
     with glovebox.Runtime(home=home, engine=small(total_memories=22)) as rt:
         assert rt.call("text-stats", TEXT).output == TEXT_STATS
         fingerprint = shared_of(rt).fingerprint

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 import glovebox
-from glovebox._cli import cli
+from glovebox.cli._main import cli
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 

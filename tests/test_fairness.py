@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 import glovebox
-from glovebox._compute import ComputeSlots, waiting
 from glovebox.capabilities._fetch import HttpCapability
+from glovebox.sandbox._compute import ComputeSlots, waiting
 
 from .test_admission import HoldServer, held_runtime, hold, until  # noqa: F401 - `hold` is a fixture
 from .test_density import BARRIER, upstream_process

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from glovebox._fastschema import accepter
-from glovebox._schemas import SchemaCheck
+from glovebox.schema._fastschema import accepter
+from glovebox.schema._schemas import SchemaCheck
 
 DIALECTS = [
     None,

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 import glovebox
 from glovebox import InvalidArtifact, InvalidGrants, InvalidManifest, InvalidPolicy
-from glovebox._grants import load_grants
-from glovebox._manifest import load_manifest, parse_manifest
+from glovebox.model._grants import load_grants
+from glovebox.model._manifest import load_manifest, parse_manifest
 from glovebox.policy._loader import MAX_NODES, parse_policy
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import glovebox
-from glovebox import _gate
-from glovebox._gate import CallTrace, Decisions, PolicyGate
 from glovebox.policy import decide, parse_policy
+from glovebox.runtime import _gate
+from glovebox.runtime._gate import CallTrace, Decisions, PolicyGate
 
 POLICY = """
 version: 1

@@ -21,11 +21,11 @@ import pytest
 from wasmtime.component import Component, Record, Variant
 
 import glovebox
-from glovebox._callstate import CallState, HttpRequest
-from glovebox._engine import SharedEngine, acquire_engine
-from glovebox._enginesettings import EngineSettings
-from glovebox._manifest import Limits
-from glovebox._sandbox import Sandbox
+from glovebox.engine._engine import SharedEngine, acquire_engine
+from glovebox.engine._settings import EngineSettings
+from glovebox.model._manifest import Limits
+from glovebox.sandbox._callstate import CallState, HttpRequest
+from glovebox.sandbox._sandbox import Sandbox
 
 from .conftest import GUESTS
 from .test_http import QuietHandler, _Server, in_thread
@@ -266,7 +266,7 @@ def test_a_hundred_headers_reach_the_upstream(mirror_runtime: glovebox.Runtime) 
 def test_a_host_function_imported_with_other_types_traps(
     _isolated_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from glovebox import _build
+    from glovebox.build import _build
 
     sdk = tmp_path / "sdk"
     shutil.copytree(_build.sdk_dir() / "c", sdk / "c")

@@ -28,8 +28,8 @@ import pytest
 from wasmtime.component import Variant
 
 import glovebox
-from glovebox._callstate import CallState
 from glovebox.capabilities._fetch import HttpCapability
+from glovebox.sandbox._callstate import CallState
 
 BuildGuest = Callable[[str], Path]
 SECRET = "s3cret-T0KEN-never-shown"

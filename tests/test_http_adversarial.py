@@ -29,9 +29,9 @@ import httpx
 import pytest
 
 import glovebox
-from glovebox._callstate import CallState
 from glovebox.capabilities import _net
 from glovebox.capabilities._fetch import HttpCapability
+from glovebox.sandbox._callstate import CallState
 
 BuildGuest = Callable[[str], Path]
 Handler = Callable[["Hostile", socket.socket, bytes], None]

@@ -269,7 +269,7 @@ def test_insecure_anonymous(
 def test_cli_serve_refuses_without_a_policy() -> None:
     from click.testing import CliRunner
 
-    from glovebox._cli import cli
+    from glovebox.cli._main import cli
 
     result = CliRunner().invoke(cli, ["serve", "--port", "1"])
     assert result.exit_code == 1
@@ -281,7 +281,7 @@ def test_cli_names_the_missing_extra(command: str, monkeypatch: pytest.MonkeyPat
     from click.testing import CliRunner
 
     import glovebox.servers
-    from glovebox._cli import cli
+    from glovebox.cli._main import cli
 
     monkeypatch.setattr(glovebox.servers, "missing_serve_dependency", lambda *modules: modules[-1])
     result = CliRunner().invoke(cli, [command])

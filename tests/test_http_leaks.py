@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 import glovebox
-from glovebox._callstate import CUT, RECORD_BYTES, RECORD_CHARS, RECORD_LIMIT
+from glovebox.sandbox._callstate import CUT, RECORD_BYTES, RECORD_CHARS, RECORD_LIMIT
 
 from .test_auditjournal import stored_audit
 from .test_http import QuietHandler, in_thread

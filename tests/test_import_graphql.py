@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from graphql import build_schema, graphql_sync, introspection_from_schema
 
 import glovebox
-from glovebox._cli import cli
+from glovebox.cli._main import cli
 
 from .test_http import QuietHandler, in_thread
 

@@ -19,8 +19,8 @@ import yaml
 from click.testing import CliRunner
 
 import glovebox
-from glovebox._cli import cli
-from glovebox._registry import Registry
+from glovebox.cli._main import cli
+from glovebox.registry._registry import Registry
 
 from .conftest import fail_on_call
 from .test_http import QuietHandler, in_thread
@@ -372,7 +372,7 @@ def test_the_operation_field_belongs_to_imported_kinds_only() -> None:
 
 
 def _parse(data: dict[str, Any]) -> Any:
-    from glovebox._manifest import parse_manifest
+    from glovebox.model._manifest import parse_manifest
 
     return parse_manifest(data)
 

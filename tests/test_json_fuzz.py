@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import glovebox
-from glovebox._jsonlimits import JsonRejected, loads
-from glovebox._schemas import MAX_INPUT_BYTES
+from glovebox.core._jsonlimits import JsonRejected, loads
+from glovebox.schema._schemas import MAX_INPUT_BYTES
 
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 INPUT_CODES = {None, "invalid_input", "output_too_large"}  # echo answers 1 MiB at most

@@ -16,9 +16,9 @@ import pytest
 from click.testing import CliRunner
 
 import glovebox
-from glovebox._audit import AuditLog
-from glovebox._cli import cli
-from glovebox._jsonlimits import MAX_DEPTH, MAX_NUMBER_CHARS, JsonRejected, check_value, loads
+from glovebox.audit._log import AuditLog
+from glovebox.cli._main import cli
+from glovebox.core._jsonlimits import MAX_DEPTH, MAX_NUMBER_CHARS, JsonRejected, check_value, loads
 from glovebox.policy import parse_policy
 
 STORE_ALL = parse_policy("version: 1\nrules: [{action: allow}]\naudit: {store_inputs: true, store_outputs: true}\n")

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from glovebox import InvalidManifest, Limits, Manifest
-from glovebox._manifest import HOST_MAXIMA, find_manifest, load_manifest, parse_manifest
+from glovebox.model._manifest import HOST_MAXIMA, find_manifest, load_manifest, parse_manifest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "guest" / "examples"
 

@@ -249,7 +249,7 @@ async def test_stdio_refuses_to_start_without_a_policy(runtime: glovebox.Runtime
 def test_cli_stdio_refuses_to_start_without_a_policy() -> None:
     from click.testing import CliRunner
 
-    from glovebox._cli import cli
+    from glovebox.cli._main import cli
 
     result = CliRunner().invoke(cli, ["mcp", "--principal", "agent"], input="")
     assert result.exit_code == 1

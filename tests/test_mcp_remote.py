@@ -23,8 +23,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
 
 import glovebox
-from glovebox._cli import cli
-from glovebox._errors import InvalidManifest
+from glovebox.cli._main import cli
+from glovebox.core._errors import InvalidManifest
 from glovebox.importers import import_mcp
 from glovebox.policy import parse_policy
 
@@ -453,9 +453,9 @@ def hostile_app(body: Callable[[], Any]) -> Callable[..., Any]:
 
 def hostile_tool(runtime: glovebox.Runtime, url: str, name: str, schema: Any = None) -> None:
     """Register a ``mcp-remote`` tool ``<name>-t`` for ``url`` (its server cannot be listed: it is hostile)."""
-    from glovebox._remote import Descriptor
     from glovebox.importers._batch import Source, apply
     from glovebox.importers._mcp import _planned
+    from glovebox.remote._proxy import Descriptor
 
     class Listed:
         name, description, input_schema, output_schema = "t", "", schema or {"type": "object"}, None
@@ -639,7 +639,7 @@ def test_a_failed_descriptor_transaction_leaves_no_tool_and_no_file(
     runtime: glovebox.Runtime, lab: tuple[Lab, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A failure inside the registry transaction, after some rows went in, registers nothing and moves no file."""
-    from glovebox._registry import Registry
+    from glovebox.registry._registry import Registry
 
     from .conftest import fail_on_call
 

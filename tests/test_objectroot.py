@@ -7,7 +7,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from glovebox._objectroot import input_parameters, output_structure, unwrap_input, wrap_output
+from glovebox.schema._objectroot import input_parameters, output_structure, unwrap_input, wrap_output
 
 SCHEMAS: list[Any] = [
     {"type": "string"},

@@ -1,4 +1,4 @@
-"""Unit tests of glovebox._outcome.call_error: one test per branch.
+"""Unit tests of glovebox.sandbox._outcome.call_error: one test per branch.
 
 The wasmtime texts are copied from what wasmtime 50 produces for a component
 call (see TOOLCHAINS.md); a few real traps from inline WAT make sure the
@@ -15,7 +15,7 @@ import pytest
 import wasmtime
 
 from glovebox import CallError, Limits
-from glovebox._outcome import MAX_ERROR_MESSAGE_CHARS, Ending, call_error
+from glovebox.sandbox._outcome import MAX_ERROR_MESSAGE_CHARS, Ending, call_error
 
 MIB = 1024 * 1024
 LIMITS = Limits(fuel=5_000, memory_bytes=4 * MIB, timeout_ms=250)

@@ -29,7 +29,7 @@ import mcp_types
 import pytest
 
 import glovebox
-from glovebox._procpool import _Pending
+from glovebox.scale._procpool import _Pending
 
 from .conftest import _free_port
 

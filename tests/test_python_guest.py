@@ -20,9 +20,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import glovebox
-from glovebox import _pybuild
-from glovebox._manifest import parse_manifest
-from glovebox._pyanalyze import analyse
+from glovebox.build import _pybuild
+from glovebox.build._pyanalyze import analyse
+from glovebox.model._manifest import parse_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 GUESTS = ROOT / "tests" / "guests"

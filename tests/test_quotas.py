@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 import glovebox
-from glovebox._cli import cli
+from glovebox.cli._main import cli
 from glovebox.policy import QuotaUsage, dead_entries, parse_policy
 
 from .test_http import QuietHandler, in_thread

@@ -28,9 +28,9 @@ import pytest
 ray = pytest.importorskip("ray")
 
 import glovebox  # noqa: E402
-from glovebox._raycluster import keep_trap_handlers  # noqa: E402
-from glovebox._rayreplica import Artifact  # noqa: E402
 from glovebox.ray import RayRuntime  # noqa: E402
+from glovebox.scale._raycluster import keep_trap_handlers  # noqa: E402
+from glovebox.scale._rayreplica import Artifact  # noqa: E402
 
 from .conftest import _free_port  # noqa: E402
 from .test_http import QuietHandler  # noqa: E402

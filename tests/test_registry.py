@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 import glovebox
-from glovebox import _compile
-from glovebox._engine import get_engine
-from glovebox._registry import Registry
-from glovebox._result import ToolInfo
+from glovebox.engine import _compile
+from glovebox.engine._engine import get_engine
+from glovebox.model._result import ToolInfo
+from glovebox.registry._registry import Registry
 
 BuildGuest = Callable[[str], Path]
 
@@ -276,7 +276,7 @@ def test_compiled_cache_survives_restart_without_recompiling(
     def no_compile(*args: object) -> None:
         raise AssertionError("the cached compiled component should have been used")
 
-    monkeypatch.setattr("glovebox._compiled.precompile", no_compile)
+    monkeypatch.setattr("glovebox.registry._compiled.precompile", no_compile)
     with glovebox.Runtime(home=home) as rt:
         assert rt.call("tool", {"a": 2}).output == {"a": 2}
 
@@ -428,7 +428,7 @@ def test_a_call_racing_a_removal_during_a_rebuild_answers_tool_not_found(
             precompile(*args)
             owner.remove("t")
 
-        monkeypatch.setattr(glovebox._compiled, "precompile", precompile_then_removed)
+        monkeypatch.setattr(glovebox.registry._compiled, "precompile", precompile_then_removed)
         with glovebox.Runtime(home=home) as caller:
             assert caller.call("t", {}).code == "tool_not_found"
         assert not list((home / "cache" / "compiled").iterdir())

@@ -6,8 +6,8 @@ import pydantic
 import pytest
 
 import glovebox
-from glovebox._manifest import parse_manifest
-from glovebox.capabilities._rules import Target, check_rules, host_matches, path_extras, path_matches, path_refusal
+from glovebox.model._manifest import parse_manifest
+from glovebox.model._rules import Target, check_rules, host_matches, path_extras, path_matches, path_refusal
 
 
 @pytest.mark.parametrize(

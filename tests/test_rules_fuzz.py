@@ -26,9 +26,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import glovebox
-from glovebox._callstate import CallState
 from glovebox.capabilities._fetch import HttpCapability
-from glovebox.capabilities._rules import host_matches
+from glovebox.model._rules import host_matches
+from glovebox.sandbox._callstate import CallState
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 HOST = "api.example.com"

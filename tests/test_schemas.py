@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 import glovebox
-from glovebox import _schemas
-from glovebox._ecmaregex import PatternError, PatternTimeout, compile_pattern, search, time_budget
-from glovebox._manifest import parse_manifest
-from glovebox._schemas import SchemaCheck
+from glovebox.model._manifest import parse_manifest
+from glovebox.schema import _schemas
+from glovebox.schema._ecmaregex import PatternError, PatternTimeout, compile_pattern, search, time_budget
+from glovebox.schema._schemas import SchemaCheck
 
 CATASTROPHIC = "^(a|a)+$"  # exponential backtracking, even for the regex module
 

@@ -9,9 +9,9 @@ import time
 import pytest
 
 import glovebox
-from glovebox._callstate import CUT, RECORD_CHARS, RECORD_LIMIT, CallState
 from glovebox.capabilities._fetch import HttpCapability
 from glovebox.capabilities._secrets import REDACTED, Scrubber, Secret
+from glovebox.sandbox._callstate import CUT, RECORD_CHARS, RECORD_LIMIT, CallState
 
 SECRET = "s3cret/T0KEN>never~shown"
 RULE = glovebox.SecretRule(name="t", source="X", host="api.example.com")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import glovebox
-from glovebox._sqlite import Database, retry_locked
+from glovebox.storage._sqlite import Database, retry_locked
 
 OPENERS = 40
 
@@ -125,7 +125,7 @@ def test_writers_in_one_process_wait_in_line_instead_of_timing_out(
 ) -> None:
     # Thousands of calls in flight commit audit rows at once: SQLite's busy handler
     # polls and is not fair, so writers of one process queue on a lock of their own.
-    monkeypatch.setattr(glovebox._sqlite, "BUSY_TIMEOUT_S", 0.05)
+    monkeypatch.setattr(glovebox.storage._sqlite, "BUSY_TIMEOUT_S", 0.05)
     database = Database(tmp_path / "line.sqlite", "CREATE TABLE IF NOT EXISTS t (n INTEGER);")
     holding, errors = threading.Event(), []
 

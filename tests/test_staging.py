@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 import glovebox
-from glovebox._cli import cli
+from glovebox.cli._main import cli
 
 BuildGuest = Callable[[str], Path]
 
@@ -21,7 +21,7 @@ BuildGuest = Callable[[str], Path]
 STALLED_REGISTRATION = """
 import sys
 import glovebox
-from glovebox import _registration
+from glovebox.registry import _registration
 
 compile = _registration.precompile
 

@@ -12,9 +12,9 @@ import pytest
 
 import glovebox
 from glovebox import EngineSettings
-from glovebox._engine import SharedEngine
-from glovebox._manifest import HOST_MAXIMA
-from glovebox._ticker import TimerApi, native_timers
+from glovebox.engine._engine import SharedEngine
+from glovebox.engine._ticker import TimerApi, native_timers
+from glovebox.model._manifest import HOST_MAXIMA
 
 BuildGuest = Callable[[str], Path]
 
@@ -75,7 +75,7 @@ def test_native_timer_is_deleted_after_the_last_release(tmp_path: Path, build_gu
 def test_forced_fallback_ticks_from_a_thread(
     tmp_path: Path, build_guest: BuildGuest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("glovebox._ticker.native_timers", lambda: None)
+    monkeypatch.setattr("glovebox.engine._ticker.native_timers", lambda: None)
     before = posix_timers()
     with glovebox.Runtime(home=tmp_path, engine=small(total_memories=21)) as rt:
         assert loop_times_out(rt, build_guest) == "timeout"
@@ -91,7 +91,7 @@ def test_a_refused_timer_falls_back_to_a_thread_and_says_so(
 ) -> None:
     # An invalid clock makes the real timer_create fail (EINVAL).
     refusing = TimerApi(ctypes.CDLL(None, use_errno=True), clock_id=-1)
-    monkeypatch.setattr("glovebox._ticker.native_timers", lambda: refusing)
+    monkeypatch.setattr("glovebox.engine._ticker.native_timers", lambda: refusing)
     with (
         caplog.at_level(logging.WARNING, logger="glovebox"),
         glovebox.Runtime(home=tmp_path, engine=small(total_memories=20)) as rt,

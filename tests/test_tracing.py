@@ -413,7 +413,7 @@ def test_traceparent_reaches_the_upstream_only_when_the_grant_allows_it(
 
 def test_propagate_trace_is_a_grant_field_off_by_default() -> None:
     assert glovebox.HttpRule(host="api.example.com").propagate_trace is False
-    from glovebox._grants import load_grants
+    from glovebox.model._grants import load_grants
 
     with pytest.raises(glovebox.InvalidGrants, match=r"http\.0\.propagate_trace: Input should be a valid boolean"):
         load_grants({"http": [{"host": "api.example.com", "propagate_trace": "sometimes"}]})
@@ -493,7 +493,7 @@ class _Lines(logging.Handler):
 
 @pytest.fixture
 def call_lines() -> Iterator[_Lines]:
-    from glovebox._calllog import CALLS
+    from glovebox.telemetry._calllog import CALLS
 
     handler, level = _Lines(), CALLS.level
     CALLS.addHandler(handler)
@@ -506,7 +506,7 @@ def call_lines() -> Iterator[_Lines]:
 def test_a_traced_calls_log_line_carries_its_span_ids(
     _isolated_env: Path, build_guest: BuildGuest, traced: Traced, call_lines: _Lines
 ) -> None:
-    from glovebox._calllog import JsonFormatter
+    from glovebox.telemetry._calllog import JsonFormatter
 
     with glovebox.Runtime(home=_isolated_env, tracer_provider=traced.provider) as rt:
         rt.register(build_guest("echo"), manifest={"name": "echo"})
@@ -583,7 +583,7 @@ def _hex(span: Any) -> tuple[str, str]:
 def test_a_process_pool_worker_with_a_provider_records_the_call_span_under_the_callers(
     _isolated_env: Path, tmp_path: Path, build_guest: BuildGuest, traced: Traced, call_lines: _Lines, how: str
 ) -> None:
-    from glovebox._calllog import JsonFormatter
+    from glovebox.telemetry._calllog import JsonFormatter
 
     with glovebox.Runtime(home=_isolated_env) as rt:
         rt.register(build_guest("echo"), manifest={"name": "echo"})
@@ -617,7 +617,7 @@ def test_a_process_pool_worker_with_a_provider_records_the_call_span_under_the_c
 def test_a_process_pool_worker_without_a_caller_span_starts_a_trace_and_bogus_span_ids_are_refused(
     _isolated_env: Path, tmp_path: Path, build_guest: BuildGuest
 ) -> None:
-    from glovebox._procpool import _is_span_ids
+    from glovebox.scale._procpool import _is_span_ids
 
     with glovebox.Runtime(home=_isolated_env) as rt:
         rt.register(build_guest("echo"), manifest={"name": "echo"})
@@ -633,7 +633,7 @@ def test_the_context_sent_to_a_worker_is_traceparent_and_tracestate_without_bagg
     from opentelemetry import baggage, context
     from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState, set_span_in_context
 
-    from glovebox._tracing import carrier
+    from glovebox.telemetry._tracing import carrier
 
     assert carrier() is None  # no span: nothing to send
     remote = SpanContext(

@@ -19,7 +19,7 @@ import pytest
 import wasmtime
 
 import glovebox
-from glovebox._manifest import HOST_MAXIMA
+from glovebox.model._manifest import HOST_MAXIMA
 
 BuildGuest = Callable[[str], Path]
 

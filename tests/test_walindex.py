@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from glovebox._walindex import HEADER_BYTES, WalIndex
+from glovebox.storage._walindex import HEADER_BYTES, WalIndex
 
 
 def _wal_db(path: Path) -> sqlite3.Connection:

@@ -3,10 +3,9 @@
 The whole public API is listed in ``__all__``; everything else is private.
 """
 
-from ._audit import AuditLog, AuditVerification
-from ._build import build
-from ._enginesettings import EngineSettings
-from ._errors import (
+from .audit._log import AuditLog, AuditVerification
+from .build._build import build
+from .core._errors import (
     ERROR_CODES,
     ApprovalRequired,
     BuildError,
@@ -36,17 +35,17 @@ from ._errors import (
     UpstreamError,
     WideningRefused,
 )
-from ._export import export_tools, tool_input, tool_name_map
-from ._grants import Grants, HttpLimits, HttpRule, SecretRule
-from ._keyring import Keyring, generate_keypair, sign
-from ._manifest import Capabilities, Limits, Manifest
-from ._procpool import ProcessPool
-from ._result import CallResult, ToolInfo
-from ._runtime import Runtime
+from .core._version import __version__
+from .engine._settings import EngineSettings
 from .importers import ImportResult, import_graphql, import_openapi
+from .integrations._export import export_tools, tool_input, tool_name_map
+from .model._grants import Grants, HttpLimits, HttpRule, SecretRule
+from .model._manifest import Capabilities, Limits, Manifest
+from .model._result import CallResult, ToolInfo
 from .policy import Approval, Decision, Policy, load_policy
-
-__version__ = "0.1.0"
+from .registry._keyring import Keyring, generate_keypair, sign
+from .runtime._runtime import Runtime
+from .scale._procpool import ProcessPool
 
 __all__ = [
     "Approval",

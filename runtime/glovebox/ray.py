@@ -6,7 +6,7 @@ so ``import ray`` always names the Ray distribution, never this module.
 
 from __future__ import annotations
 
-from glovebox._settings import quiet_ray_failure_handler
+from .core._settings import quiet_ray_failure_handler
 
 quiet_ray_failure_handler()  # before ray.init: this module is imported first
 
@@ -15,6 +15,6 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError("glovebox.ray needs Ray: pip install 'glovebox[ray]'") from exc
 
-from glovebox._raycluster import RayRuntime  # noqa: E402  (after the environment default)
+from .scale._raycluster import RayRuntime  # noqa: E402  (after the environment default)
 
 __all__ = ["RayRuntime"]

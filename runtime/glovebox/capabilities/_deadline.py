@@ -16,7 +16,7 @@ A deadline belongs to one call's HTTP capability (one thread); it is set once
 per guest request and read by every stream of that call's connection pools.
 
 Every operation that may block on the network gives up the call's compute slot
-while it waits (:func:`glovebox._compute.waiting`): the connect, the TLS
+while it waits (:func:`glovebox.sandbox._compute.waiting`): the connect, the TLS
 handshake, every ``recv``, and a ``send`` that cannot complete at once (a plain
 socket tries a non-blocking ``send`` first, holding its slot).
 """
@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 import httpcore
 import httpx
 
-from .._compute import waiting
+from ..sandbox._compute import waiting
 
 __all__ = ["Deadline", "deadline_transport"]
 

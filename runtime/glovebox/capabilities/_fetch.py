@@ -21,7 +21,7 @@ Failures become :class:`Refusal` (kind = ``denied``, ``timeout``,
 call state records each refusal in ``denials``, and each failure of a granted
 upstream — a network or TLS error, a per-request timeout, a 5xx answer — in
 ``upstream_failures``; the outcome of the call weighs them (see
-:mod:`glovebox._outcome`).
+:mod:`glovebox.sandbox._outcome`).
 """
 
 from __future__ import annotations
@@ -37,16 +37,16 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from wasmtime.component import Record, Variant
 
-from .. import _tracing
-from .._callstate import clip
-from .._grants import Grants, HttpRule
+from ..model._grants import Grants, HttpRule
+from ..model._rules import Target, check_rules, path_matches
+from ..sandbox._callstate import clip
+from ..telemetry import _tracing
 from ._deadline import Deadline, deadline_transport
 from ._net import Refusal, check_headers, parse_target, pin_address, ssl_context
-from ._rules import Target, check_rules, path_matches
 from ._secrets import Scrubber, Secret, guard_logs
 
 if TYPE_CHECKING:
-    from .._callstate import CallState
+    from ..sandbox._callstate import CallState
 
 __all__ = ["HttpCapability"]
 

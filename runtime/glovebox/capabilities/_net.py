@@ -16,9 +16,9 @@ import threading
 from typing import Any
 from urllib.parse import urlsplit
 
-from .._compute import waiting
+from ..model._rules import DEFAULT_PORTS, Target, ip_literal, path_refusal
+from ..sandbox._compute import waiting
 from ._addresses import blocked_reason
-from ._rules import DEFAULT_PORTS, Target, ip_literal, path_refusal
 
 __all__ = [
     "MAX_REQUEST_HEADERS",

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from .._grants import SecretRule
-from ._rules import host_matches
+from ..model._grants import SecretRule
+from ..model._rules import host_matches
 
 __all__ = ["REDACTED", "Scrubber", "Secret", "guard_logs", "load_secrets"]
 

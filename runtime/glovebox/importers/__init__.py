@@ -16,12 +16,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..runtime._internal import internals
 from ._fragment import SecretHint
 from ._importresult import ImportResult
 
 if TYPE_CHECKING:
-    from .._result import ToolInfo
-    from .._runtime import Runtime
+    from ..model._result import ToolInfo
+    from ..runtime._runtime import Runtime
 
 __all__ = ["ImportResult", "SecretHint", "import_graphql", "import_mcp", "import_openapi"]
 
@@ -118,7 +119,7 @@ def _apply(
     from ._batch import Source, apply
     from ._guest import cached_operation_guest, operation_guest
 
-    runtime._check_open()
+    internals(runtime).check_open()
     artifact = cached_operation_guest(runtime.home) if dry_run else operation_guest(runtime.home)
 
     def owns(info: ToolInfo) -> bool:

@@ -23,20 +23,21 @@ is a *widening*; :func:`apply` refuses the whole import
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._errors import InvalidSpec, RegistrationError, WideningRefused
-from .._manifest import Manifest
-from .._result import ToolInfo
+from ..core._canonical import file_digest, sha256_digest
+from ..core._errors import InvalidSpec, RegistrationError, WideningRefused
+from ..model._manifest import Manifest
+from ..model._result import ToolInfo
+from ..runtime._internal import internals
 from ._fragment import SecretHint, policy_fragment
 from ._importresult import ImportResult
 
 if TYPE_CHECKING:
-    from .._runtime import Runtime
+    from ..runtime._runtime import Runtime
 
 __all__ = ["ImportResult", "Planned", "SecretHint", "Source", "apply"]
 
@@ -60,7 +61,7 @@ class Planned:
     @property
     def digest(self) -> str | None:
         """The descriptor's digest (``sha256:<hex>``); None for a tool of the import's wasm artifact."""
-        return None if self.descriptor is None else "sha256:" + hashlib.sha256(self.descriptor).hexdigest()
+        return None if self.descriptor is None else sha256_digest(self.descriptor)
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ def apply(
     wasm = [plan for plan in planned if plan.descriptor is None]
     if wasm and artifact is None and not dry_run:
         raise ValueError(f"{wasm[0].manifest.name}: a tool without a descriptor needs the import's wasm artifact")
-    digest = "sha256:" + hashlib.sha256(artifact.read_bytes()).hexdigest() if wasm and artifact else None
+    digest = file_digest(artifact) if wasm and artifact else None
     result = ImportResult(api=source.api, kind=source.kind, secrets=list(secrets), notes=list(notes), dry_run=dry_run)
     _check_owned(runtime, planned, source)
     previous = _previous(runtime, source)
@@ -137,7 +138,7 @@ def apply(
     if not dry_run:
         deprecate = _deprecations(runtime, source, result.removed)
         _store(runtime, register, artifact, deprecate)
-        result.tools = [runtime._registry.resolve(result.ref(plan.manifest.name)) for plan in planned]
+        result.tools = [internals(runtime).registry.resolve(result.ref(plan.manifest.name)) for plan in planned]
     return result
 
 
@@ -204,7 +205,7 @@ def _reach(runtime: Runtime, manifest: Manifest, descriptor: bytes | None) -> se
                     for path in rule.paths:
                         found.add((rule.host, scheme, port, method, path))
     if descriptor is not None:
-        from .._remote import Descriptor
+        from ..remote._proxy import Descriptor
 
         remote = Descriptor.from_bytes(descriptor)
         found.add(("mcp-remote", remote.url))
@@ -216,10 +217,10 @@ def _stored(runtime: Runtime, info: ToolInfo) -> bytes | None:
     """The stored descriptor of a registered ``mcp-remote`` tool (empty when it cannot be read)."""
     if info.kind != "mcp-remote":
         return None
-    from .._remote import load_descriptor
+    from ..remote._proxy import load_descriptor
 
     try:
-        return load_descriptor(runtime._registry.descriptor_path(info.digest), info.digest).to_bytes()
+        return load_descriptor(internals(runtime).registry.descriptor_path(info.digest), info.digest).to_bytes()
     except Exception:  # missing or changed on disk: everything it asks for now is new
         return None
 
@@ -249,15 +250,15 @@ def _store(runtime: Runtime, register: list[Planned], artifact: Path | None, dep
         raise ValueError("one import registers tools of its wasm artifact or descriptors, not both")
     if wasm:
         assert artifact is not None
-        runtime._registrar.register_many(artifact, wasm, None, deprecate)
+        internals(runtime).registrar.register_many(artifact, wasm, None, deprecate)
     elif remote:
         _store_descriptors(runtime, remote, deprecate)
     elif deprecate:
-        runtime._registry.deprecate_many(deprecate)
+        internals(runtime).registry.deprecate_many(deprecate)
 
 
 def _store_descriptors(runtime: Runtime, register: list[Planned], deprecate: dict[str, str]) -> None:
-    registry = runtime._registry
+    registry = internals(runtime).registry
     with registry.staging.shared():
         staged = []
         try:
@@ -271,7 +272,7 @@ def _store_descriptors(runtime: Runtime, register: list[Planned], deprecate: dic
 
 
 def _key(version: str) -> tuple[int, int, int, int, str]:
-    from .._registry import version_key
+    from ..registry._registry import version_key
 
     return version_key(version)
 

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .._errors import InvalidSpec
-from .._grants import HttpRule
-from .._manifest import Limits
-from ..capabilities._rules import ip_literal, parse_path_pattern
+from ..core._errors import InvalidSpec
+from ..model._grants import HttpRule
+from ..model._manifest import Limits
+from ..model._rules import ip_literal, parse_path_pattern
 
 __all__ = [
     "MAX_SPEC_BYTES",

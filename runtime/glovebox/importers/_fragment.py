@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .._manifest import Manifest
+from ..model._manifest import Manifest
 
 __all__ = ["SecretHint", "policy_fragment"]
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .._errors import InvalidSpec
-from .._manifest import GraphqlField, Manifest, Operation
+from ..core._errors import InvalidSpec
+from ..model._manifest import GraphqlField, Manifest, Operation
 from ._batch import Planned, SecretHint
 from ._common import OPERATION_LIMITS, Server, api_name, http_rule, read_spec, tool_name
 

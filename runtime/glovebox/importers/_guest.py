@@ -14,9 +14,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from .._build import build, sdk_dir
-from .._errors import BuildError
-from .._settings import build_cache_dir
+from ..build._build import build, sdk_dir
+from ..core._errors import BuildError
+from ..core._settings import build_cache_dir
 
 __all__ = ["cached_operation_guest", "operation_guest"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._result import ToolInfo
+from ..model._result import ToolInfo
 from ._fragment import SecretHint
 
 __all__ = ["ImportResult"]

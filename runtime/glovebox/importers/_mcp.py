@@ -6,7 +6,7 @@ registers each as ``<prefix>-<remote name>`` (lower-cased, characters outside
 input schema (held to the host's schema rules; a schema the host cannot
 accept refuses the whole import, naming the tool), the remote ``outputSchema``
 or ``true``, the required scopes given (default ``<prefix>:call``) and the
-limits given. Its artifact is a descriptor (see ``glovebox._remote``). Calls
+limits given. Its artifact is a descriptor (see ``glovebox.remote._proxy``). Calls
 are proxied by the host to the server under the policy like any tool's. The
 tools go through the one import step of every importer (``_batch.apply``):
 the tools an import of the same URL and prefix made are its previous set.
@@ -19,16 +19,17 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .._errors import InvalidManifest
-from .._manifest import HOST_MAXIMA, NAME_PATTERN, Limits, parse_manifest
-from .._remoteheaders import check_url, parse_header_secrets
+from ..core._errors import InvalidManifest
+from ..model._manifest import HOST_MAXIMA, NAME_PATTERN, Limits, parse_manifest
+from ..remote._headers import check_url, parse_header_secrets
+from ..runtime._internal import internals
 from ._batch import Planned, Source, apply
 from ._fragment import SecretHint
 from ._importresult import ImportResult
 
 if TYPE_CHECKING:
-    from .._result import ToolInfo
-    from .._runtime import Runtime
+    from ..model._result import ToolInfo
+    from ..runtime._runtime import Runtime
 
 __all__ = ["import_mcp"]
 
@@ -84,9 +85,9 @@ def import_mcp(
         WideningRefused: a changed tool would be sent a new secret and ``accept_widening`` is not set.
         UpstreamError, CallTimeout, OutputTooLarge: the server could not be listed.
     """
-    from .._remote import list_remote, origin_of
+    from ..remote._proxy import list_remote, origin_of
 
-    runtime._check_open()
+    internals(runtime).check_open()
     _require_sdk()
     check_url(url)
     headers = parse_header_secrets(url, header_secrets)
@@ -138,7 +139,7 @@ def _scopes(scopes: Iterable[str] | None, prefix: str) -> list[str]:
 
 
 def _planned(url: str, tool: Any, prefix: str, scopes: list[str], limits: Limits, headers: dict[str, str]) -> Planned:
-    from .._remote import Descriptor, origin_of
+    from ..remote._proxy import Descriptor, origin_of
 
     description = (tool.description or "")[:DESCRIPTION_CHARS]
     output_schema = tool.output_schema if tool.output_schema is not None else True
@@ -176,7 +177,7 @@ def _check_unique(planned: list[Planned], origin: str) -> None:
 
 
 def _remote_name(plan: Planned) -> str:
-    from .._remote import Descriptor
+    from ..remote._proxy import Descriptor
 
     assert plan.descriptor is not None
     return Descriptor.from_bytes(plan.descriptor).tool
@@ -184,7 +185,7 @@ def _remote_name(plan: Planned) -> str:
 
 def _owner(runtime: Runtime, url: str, prefix: str) -> Callable[[ToolInfo], bool]:
     """Whether a registered tool version was imported from ``url`` under ``prefix``."""
-    from .._remote import load_descriptor
+    from ..remote._proxy import load_descriptor
 
     known: dict[str, bool] = {}  # by digest: each descriptor is read once per import
 
@@ -193,7 +194,7 @@ def _owner(runtime: Runtime, url: str, prefix: str) -> Callable[[ToolInfo], bool
             return False
         if info.digest not in known:
             try:
-                descriptor = load_descriptor(runtime._registry.descriptor_path(info.digest), info.digest)
+                descriptor = load_descriptor(internals(runtime).registry.descriptor_path(info.digest), info.digest)
                 known[info.digest] = descriptor.url == url
             except Exception:  # missing or changed on disk: not provably this server's
                 known[info.digest] = False

@@ -18,7 +18,7 @@ import re
 from typing import Any
 from urllib.parse import unquote
 
-from .._errors import InvalidSpec
+from ..core._errors import InvalidSpec
 
 __all__ = ["SchemaConverter", "check_refs", "deref", "pointer", "resolve"]
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
-from .._errors import InvalidSpec
-from .._manifest import Manifest, Operation
+from ..core._errors import InvalidSpec
+from ..model._manifest import Manifest, Operation
 from ._batch import Planned, SecretHint
 from ._common import OPERATION_LIMITS, Server, api_name, http_rule, read_spec, tool_name
 from ._oaschema import SchemaConverter, check_refs, deref, pointer

@@ -21,11 +21,11 @@ import fnmatch
 import json
 from typing import TYPE_CHECKING, Any
 
-from .._objectroot import input_parameters, unwrap_input
-from .._result import CallResult, ToolInfo
+from ..model._result import CallResult, ToolInfo
+from ..schema._objectroot import input_parameters, unwrap_input
 
 if TYPE_CHECKING:
-    from .._runtime import Runtime
+    from ..runtime._runtime import Runtime
 
 __all__ = [
     "ERROR_PREFIX",
@@ -170,8 +170,8 @@ def parse_arguments(text: str) -> tuple[Any, CallResult | None]:
 
     Empty text means no arguments (``{}``), as models send for a tool without parameters.
     """
-    from .._errors import InvalidInput
-    from .._jsonlimits import JsonRejected, loads
+    from ..core._errors import InvalidInput
+    from ..core._jsonlimits import JsonRejected, loads
 
     if not text.strip():
         return {}, None

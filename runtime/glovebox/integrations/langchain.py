@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._result import CallResult, ToolInfo
-from .._runtime import Runtime
+from ..model._result import CallResult, ToolInfo
+from ..runtime._runtime import Runtime
 from ._common import call_input, error_text, is_missing, missing_extra, output_text, parameters, visible
 
 try:

@@ -18,8 +18,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._result import CallResult, ToolInfo
-from .._runtime import Runtime
+from ..model._result import CallResult, ToolInfo
+from ..runtime._runtime import Runtime
 from ._common import call_input, is_missing, missing_extra, parameters, result_text, visible
 
 try:

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .._result import ToolInfo
-from .._runtime import Runtime
+from ..model._result import ToolInfo
+from ..runtime._runtime import Runtime
 from ._common import (
     call_input,
     is_missing,

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._errors import PermissionDenied
-from .._sqlite import Database
+from ..core._errors import PermissionDenied
+from ..storage._sqlite import Database
 
 __all__ = ["Approval", "ApprovalStore"]
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .._grants import Grants, HttpLimits
-from .._manifest import Limits
-from .._result import ToolInfo
+from ..model._grants import Grants, HttpLimits
+from ..model._manifest import Limits
+from ..model._result import ToolInfo
 from ._models import SEVERITY, Action, Policy, Quota, _Targeted
 from ._patterns import match_name, match_tool
 

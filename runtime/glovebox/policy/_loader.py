@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from .._errors import InvalidPolicy
+from ..core._errors import InvalidPolicy
 from ._models import Policy
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
-from .._frozen import Frozen
-from .._grants import HttpLimits, HttpRule, SecretRule
+from ..core._frozen import Frozen
+from ..model._grants import HttpLimits, HttpRule, SecretRule
 
 __all__ = [
     "Action",

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .._errors import RateLimited
+from ..core._errors import RateLimited
 from ._models import Policy, Quota
 
 __all__ = ["QuotaTicket", "QuotaUsage"]

@@ -12,7 +12,7 @@ Status codes: 200 for a call that ran or failed inside the tool (the
 envelope says which); 401 no or unknown key; 403 the policy refuses; 404 no
 such tool (or one the caller may not see; the answer names no other tool) or
 no such route; 405 a method the route does not serve; 413 body over the limit;
-400 a body that is not JSON (or breaks the rules of ``glovebox._jsonlimits``)
+400 a body that is not JSON (or breaks the rules of ``glovebox.core._jsonlimits``)
 or lacks ``input``; 503 ``overloaded`` (with ``Retry-After``); 500 a failure
 of the server itself (opaque). Every non-200 answer is an envelope
 (``servers._apierrors``) and every answer is counted in ``/metrics``
@@ -22,7 +22,7 @@ admission bounds (``max_in_flight``, ``max_queued``) govern them as they govern
 every other door; listing and describing run on a small pool of worker threads,
 so the event loop never waits on a sandbox or the registry. A call request's W3C
 ``traceparent`` (and ``tracestate``) header makes its ``glovebox.call`` span a child
-of the caller's span (see ``glovebox._tracing``).
+of the caller's span (see ``glovebox.telemetry._tracing``).
 """
 
 from __future__ import annotations
@@ -41,12 +41,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from .. import _tracing
-from .._jsonlimits import JsonRejected
-from .._jsonlimits import loads as loads_json
-from .._procpool import CallPool
-from .._result import ToolInfo
-from .._runtime import Runtime
+from ..core._jsonlimits import JsonRejected
+from ..core._jsonlimits import loads as loads_json
+from ..model._result import ToolInfo
+from ..runtime._runtime import Runtime
+from ..scale._procpool import CallPool
+from ..telemetry import _tracing
 from ._apierrors import answer_failures, exception_handlers, not_visible
 from ._auth import CHALLENGE, AuthFailure, authenticate, check_can_serve, envelope_error, unauthorized_body
 from ._metrics import Metrics, count_requests

@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from .._errors import ToolNotFound
+from ..core._errors import ToolNotFound
 from ._auth import envelope_error
 
 __all__ = ["ROUTES_HINT", "answer_failures", "exception_handlers", "not_visible"]

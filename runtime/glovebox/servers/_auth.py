@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._runtime import Runtime
+from ..runtime._runtime import Runtime
 
 __all__ = [
     "CHALLENGE",

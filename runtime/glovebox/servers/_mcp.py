@@ -4,7 +4,7 @@ Two modes:
 
 - ``full``: every tool the principal may see is an MCP tool (name,
   description, ``inputSchema``, ``outputSchema``), its schemas shown as
-  ``glovebox._objectroot`` says (MCP takes only objects at the root: a
+  ``glovebox.schema._objectroot`` says (MCP takes only objects at the root: a
   non-object input is ``{"input": ...}``, a non-object output ``{"output": ...}``).
   A tool that cannot be described is left out of the list (and logged).
 - ``search``: two tools for large catalogs, ``search_tools`` (query → the
@@ -47,12 +47,12 @@ from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from .. import _tracing
-from .._jsonlimits import escape_surrogates
-from .._objectroot import input_parameters, output_structure, unwrap_input, wrap_output
-from .._procpool import CallPool
-from .._result import CallResult, ToolInfo
-from .._runtime import Runtime
+from ..core._jsonlimits import escape_surrogates
+from ..model._result import CallResult, ToolInfo
+from ..runtime._runtime import Runtime
+from ..scale._procpool import CallPool
+from ..schema._objectroot import input_parameters, output_structure, unwrap_input, wrap_output
+from ..telemetry import _tracing
 from ._auth import (
     CHALLENGE,
     KEY_HEADERS,
@@ -324,7 +324,7 @@ class _Server(Server[Any]):
 
 
 def _version() -> str:
-    from .. import __version__
+    from ..core._version import __version__
 
     return __version__
 

@@ -1,0 +1,9 @@
+"""The tamper-evident audit log: what a call's row holds, the journal, the hash chain.
+
+- :mod:`._log` — ``AuditLog``: append, read, verify, export.
+- :mod:`._journal` — append-only files of rows written before they are chained.
+- :mod:`._chain` — hashing prepared rows onto the chain's head.
+- :mod:`._row` — the content of one call's row, decided here and nowhere else.
+
+Imports: :mod:`glovebox.core`, :mod:`glovebox.storage`, :mod:`glovebox.model`.
+"""

@@ -1,0 +1,475 @@
+"""The tamper-evident audit log: one hash-chained SQLite row per call.
+
+``GLOVEBOX_HOME/audit.sqlite`` (WAL). Each row stores ``prev_hash`` (the
+previous row's ``hash``; 64 zeros for the first) and
+``hash = sha256(prev_hash + canonical JSON of the row's other fields)``, so
+changing, inserting or deleting a row breaks the chain at that row, which
+:meth:`AuditLog.verify` reports.
+
+No call loses its row to its size: a text field over :data:`MAX_TEXT_CHARS`
+(``egress``, ``input``, ``output``) or :data:`MAX_NAME_CHARS` (the others) is
+cut, a cut JSON field is replaced by ``{"truncated_chars": N, "head": "..."}``,
+and the row's ``truncated`` column names the fields that were cut (NULL when
+none; it is part of the hash when set, so rows written before the column
+existed verify unchanged).
+
+Each record is written to the writer's journal (``_auditjournal``, one
+``write`` per call) before ``call`` returns: a process killed afterwards loses
+nothing it returned. A thread of the writing log folds the journal into the
+chain in batches, one transaction per batch, about 20 ms behind the
+calls; every reader (``records``, ``tail``, ``find``, ``verify``) folds
+first, and ``close`` folds what is left, so what a reader sees includes every
+call that returned. The journal of a process that died is folded by the next
+log that folds. Writers never wait for each other: the chain's write lock is
+taken once per batch, not once per call. (With ``synchronous=NORMAL`` and no
+``fsync`` of the journal, a power loss may still drop the newest records.)
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..core._canonical import canonical_json, sha256_hex
+from ..core._jsonlimits import escape_surrogates
+from ..storage._sqlite import Database
+from ._chain import GENESIS, Pending, append_rows
+from ._journal import SUFFIX, Journal, Unfolded, read_unfolded, remove_dead_staging
+
+__all__ = ["AuditLog", "AuditVerification", "redact"]
+
+FIELDS = (
+    "seq",
+    "call_id",
+    "time",
+    "principal",
+    "tool",
+    "digest",
+    "input_digest",
+    "decision",
+    "outcome",
+    "fuel_used",
+    "duration_ms",
+    "egress",
+    "input",
+    "output",
+)
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS audit (
+    seq INTEGER PRIMARY KEY, call_id TEXT NOT NULL, time TEXT NOT NULL, principal TEXT NOT NULL,
+    tool TEXT NOT NULL, digest TEXT, input_digest TEXT, decision TEXT, outcome TEXT NOT NULL,
+    fuel_used INTEGER NOT NULL, duration_ms REAL NOT NULL, egress TEXT NOT NULL,
+    input TEXT, output TEXT, prev_hash TEXT NOT NULL, hash TEXT NOT NULL, truncated TEXT
+);
+CREATE INDEX IF NOT EXISTS audit_call_id ON audit (call_id);
+CREATE TABLE IF NOT EXISTS audit_journal (name TEXT PRIMARY KEY, folded INTEGER NOT NULL);
+"""
+logger = logging.getLogger("glovebox.audit")
+#: How long the folding thread lets rows gather after the first one arrives (seconds).
+FOLD_DELAY_S = 0.02
+#: Rows a fold prepares between two chances for other threads to take the GIL.
+YIELD_ROWS = 8
+#: Journal bytes one fold transaction reads at most per file (one longer line is still read whole).
+FOLD_BYTES = 4 * 1024 * 1024
+#: Fields a record must have (not None): the table refuses a row without them.
+#: What a database refusing a row raises: its own errors, or a number too large for an INTEGER.
+_REFUSED = (sqlite3.DatabaseError, OverflowError)
+REQUIRED = ("call_id", "principal", "tool", "outcome", "fuel_used", "duration_ms", "egress")
+_SECRET_KEY = re.compile(
+    r"pass(word|wd|phrase)?|token|secret|api[-_]?key|authori[sz]ation|cookie|credential|private[-_]?key|session",
+    re.IGNORECASE,
+)
+REDACTED = "[redacted]"
+#: Characters kept of a JSON field (egress, input, output) in one row.
+MAX_TEXT_CHARS = 1024 * 1024
+#: Characters kept of any other text field (principal, tool, ...).
+MAX_NAME_CHARS = 1024
+_JSON_FIELDS = ("egress", "input", "output")
+#: Rows ``records`` reads per query.
+PAGE_ROWS = 500
+_COLUMNS = (*FIELDS, "prev_hash", "hash", "truncated")
+# How egress is stored (not a wire format: the chain hashes the canonical form). Built once.
+_SORTED = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+_CANONICAL = canonical_json
+_STORED = tuple(k for k in FIELDS if k != "seq")
+#: The egress of a call that made no request and met no denial, and its JSON (stored as ``_SORTED`` writes it).
+_NO_EGRESS: dict[str, Any] = {"denials": []}
+_NO_EGRESS_JSON = _SORTED(_NO_EGRESS)
+_SEQ_PLACE = b',"seq":0,'
+
+
+def redact(value: Any) -> Any:
+    """A copy of a JSON value with the values of secret-looking keys replaced.
+
+    >>> redact({"user": "ann", "Password": "x", "nested": [{"api_key": 1}]})
+    {'user': 'ann', 'Password': '[redacted]', 'nested': [{'api_key': '[redacted]'}]}
+    """
+    if isinstance(value, dict):
+        return {k: REDACTED if _SECRET_KEY.search(str(k)) else redact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(item) for item in value]
+    return value
+
+
+def row_hash(prev_hash: str, record: dict[str, Any]) -> str:
+    """The chain hash of one record (every field of FIELDS, in canonical JSON)."""
+    fields = {k: record.get(k) for k in FIELDS}
+    if record.get("truncated"):
+        fields["truncated"] = record["truncated"]
+    return sha256_hex(prev_hash + _CANONICAL(fields))
+
+
+def _body(record: dict[str, Any]) -> bytes:
+    """The canonical JSON of ``record``'s row, bounded and escaped, with ``seq`` 0: one journal line's body.
+
+    With its real ``seq`` in place, it is exactly the body :func:`row_hash` hashes.
+    """
+    row = {k: record.get(k) for k in _STORED}
+    row["time"] = row["time"] or datetime.now(UTC).isoformat(timespec="microseconds")
+    for key in _JSON_FIELDS:
+        value = row[key]
+        if value is not None and not isinstance(value, str):
+            row[key] = _NO_EGRESS_JSON if value == _NO_EGRESS else _SORTED(value)
+    truncated = ",".join(filter(None, [record.get("truncated"), _bound(row)]))
+    row["seq"] = 0
+    if truncated:
+        row["truncated"] = truncated
+    return _CANONICAL(row).encode("utf-8")
+
+
+def _pending(body: bytes) -> Pending:
+    """The row of a journal line's body, with its hashed JSON cut around ``seq``.
+
+    ``"seq"`` is never the first or last key, and a string's quotes are
+    escaped, so the first ``,"seq":0,`` is the key itself.
+    """
+    cut = body.index(_SEQ_PLACE)
+    row = json.loads(body)
+    row.setdefault("truncated", None)
+    return Pending(row, body[:cut] + b',"seq":', body[cut + len(_SEQ_PLACE) - 1 :])
+
+
+def _prepare(record: dict[str, Any]) -> Pending:
+    """The row of ``record``, ready to be chained."""
+    return _pending(_body(record))
+
+
+@dataclass(frozen=True)
+class AuditVerification:
+    """The result of walking the chain: ``ok``, rows checked, and the first problem."""
+
+    ok: bool
+    rows: int
+    head_hash: str
+    problem: str | None = None
+    seq: int | None = None
+
+
+class AuditLog:
+    """Appends, reads and verifies audit records (safe across threads and processes)."""
+
+    def __init__(self, home: Path) -> None:
+        home.mkdir(parents=True, exist_ok=True)
+        self.path = home / "audit.sqlite"
+        self.journal_dir = home / "audit.journal"
+        self.journal_dir.mkdir(mode=0o700, exist_ok=True)
+        self._database = Database(self.path, _SCHEMA)
+        self._add_truncated_column()
+        self._journal = Journal(self.journal_dir)
+        self._folder: _Folder | None = None
+        self._start = threading.Lock()
+        self._closed = False
+        self._swept = False
+
+    def _add_truncated_column(self) -> None:
+        """Give a log made before rows could be truncated its ``truncated`` column."""
+        with self._database.write() as db:
+            columns = {row[1] for row in db.execute("PRAGMA table_info(audit)")}
+            if "truncated" not in columns:
+                db.execute("ALTER TABLE audit ADD COLUMN truncated TEXT")
+
+    def close(self) -> None:
+        """Fold what this log wrote, then close. Idempotent.
+
+        A fold that fails here (the database is locked past the busy timeout,
+        or refuses the rows) leaves the rows in the journal, where the next
+        log to fold finds them.
+        """
+        with self._start:
+            if self._closed:
+                return
+            self._closed = True
+            folder = self._folder
+        if folder is not None:
+            folder.stop()
+            self._journal.close()
+            try:
+                self.fold()
+            except Exception:
+                logger.warning("audit rows stay in %s until the next fold", self.journal_dir, exc_info=True)
+        self._database.close()
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Write one record to the journal; it joins the chain at the next fold.
+
+        The record is on its way to the chain when this returns: a process
+        killed afterwards loses it only with the machine (see the module).
+
+        Raises:
+            ValueError: the record lacks a field the table requires (``REQUIRED``), or the log is closed.
+            OSError: the journal could not be written (a full disk).
+        """
+        if self._closed:
+            raise ValueError("this audit log is closed")
+        missing = [name for name in REQUIRED if record.get(name) is None]
+        if missing:
+            raise ValueError(f"an audit record needs {', '.join(missing)}")
+        line = b"%d %s\n" % (time.time_ns(), _body(record))
+        folder = self._folder or self._start_folder()
+        self._journal.write(line)
+        folder.nudge()
+
+    def _start_folder(self) -> _Folder:
+        with self._start:
+            if self._closed:
+                raise ValueError("this audit log is closed")
+            if self._folder is None:
+                self._folder = _Folder(self)
+                self._folder.start()
+            return self._folder
+
+    def fold(self) -> int:
+        """Chain every complete journal line (of every writer) into the log; return how many rows.
+
+        Raises:
+            sqlite3.Error: the database refused the rows; they stay in the journal.
+        """
+        total = 0
+        while True:
+            added, more = self._fold_once()
+            total += added
+            if not more:
+                return total
+
+    def _fold_once(self) -> tuple[int, bool]:
+        """One transaction: up to ``FOLD_BYTES`` of each journal file; whether more is left."""
+        if not self._swept:  # once per log: a writer dies between creating and naming its file only rarely
+            remove_dead_staging(self.journal_dir)
+            self._swept = True
+        with self._database.write() as db:
+            folded = dict(db.execute("SELECT name, folded FROM audit_journal").fetchall())
+            files = []
+            for path in sorted(self.journal_dir.glob(f"*{SUFFIX}")):
+                unfolded = read_unfolded(path, folded.get(path.name, 0), FOLD_BYTES)
+                if unfolded is not None:
+                    files.append(unfolded)
+            added = _chain(db, list(_in_order(files)))
+            db.executemany(
+                "INSERT INTO audit_journal (name, folded) VALUES (?, ?)"
+                " ON CONFLICT (name) DO UPDATE SET folded = excluded.folded",
+                [(f.path.name, f.end) for f in files if f.end != folded.get(f.path.name, 0)],
+            )
+            present = {f.path.name for f in files}
+            db.executemany("DELETE FROM audit_journal WHERE name = ?", [(n,) for n in folded if n not in present])
+        for unfolded in files:  # after the commit: a file is removed only once its rows are in the chain
+            if unfolded.finished:
+                unfolded.path.unlink(missing_ok=True)
+        return added, any(f.more for f in files)
+
+    def _fold_for_reading(self) -> None:
+        """Fold before a read; a log that cannot be folded (read-only, locked) is read as it is."""
+        try:
+            self.fold()
+        except (sqlite3.Error, OSError) as exc:
+            logger.warning("reading the audit log without folding its journal: %s", exc)
+
+    def records(self, *, after: int = 0) -> Iterator[dict[str, Any]]:
+        """Every record in chain order (with ``prev_hash`` and ``hash``), the journal folded first.
+
+        Read a page at a time, each on a connection borrowed for that page
+        only, so a reader that stops half-way holds none.
+        """
+        self._fold_for_reading()
+        return self._pages(after)
+
+    def _pages(self, after: int) -> Iterator[dict[str, Any]]:
+        while True:
+            with self._database.connection() as db:
+                cursor = db.execute("SELECT * FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", (after, PAGE_ROWS))
+                names = [c[0] for c in cursor.description]
+                page = cursor.fetchall()
+            for values in page:
+                yield dict(zip(names, values, strict=True))
+            if len(page) < PAGE_ROWS:
+                return
+            after = page[-1][names.index("seq")]
+
+    def tail(self, n: int = 20) -> list[dict[str, Any]]:
+        """The newest ``n`` records, oldest first."""
+        self._fold_for_reading()
+        with self._database.connection() as db:
+            newest = db.execute("SELECT max(seq) FROM audit").fetchone()[0] or 0
+        return list(self._pages(max(0, newest - n)))
+
+    def find(self, call_id: str) -> dict[str, Any] | None:
+        """The record of one call."""
+        self._fold_for_reading()
+        with self._database.connection() as db:
+            row = db.execute("SELECT seq FROM audit WHERE call_id = ?", (call_id,)).fetchone()
+        return next(self._pages(row[0] - 1), None) if row else None
+
+    def verify(self) -> AuditVerification:
+        """Walk the chain; report the first changed, inserted or deleted row."""
+        prev, expected, count = GENESIS, 1, 0
+        for record in self.records():
+            problem = _check(record, prev, expected)
+            if problem is not None:
+                return AuditVerification(False, count, prev, problem, record["seq"])
+            prev, expected, count = record["hash"], record["seq"] + 1, count + 1
+        return AuditVerification(True, count, prev)
+
+
+class _Folder(threading.Thread):
+    """The thread that folds a writing log's journal ``FOLD_DELAY_S`` behind its appends."""
+
+    def __init__(self, log: AuditLog) -> None:
+        super().__init__(name="glovebox-audit-fold", daemon=True)
+        self._log = log
+        self._wake = threading.Event()
+        self._stopped = threading.Event()  # cuts a pause short
+        self._stopping = False
+
+    def nudge(self) -> None:
+        if not self._wake.is_set():
+            self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._stopped.set()
+        self._wake.set()
+        if self is not threading.current_thread():
+            self.join()
+
+    def run(self) -> None:
+        pause = FOLD_DELAY_S
+        while True:
+            self._wake.wait()
+            self._stopped.wait(pause)  # let a batch gather
+            self._wake.clear()
+            if self._stopping:  # checked after the clear, which could swallow stop()'s wake-up
+                return
+            try:
+                self._log.fold()
+                pause = FOLD_DELAY_S
+            except Exception:  # the rows stay in the journal; try again, less often
+                logger.warning("cannot fold the audit journal yet", exc_info=True)
+                pause = min(pause * 2, 1.0)
+                self._wake.set()
+
+
+def _chain(db: sqlite3.Connection, rows: list[Pending]) -> int:
+    """Chain ``rows`` in one go, or, when the database refuses one, row by row.
+
+    A row the database refuses on its own (longer than its length limit, say)
+    is chained as its bare facts instead (no egress, input or output;
+    ``truncated`` = ``all``), so one row never holds back the rows after it.
+
+    Raises:
+        sqlite3.DatabaseError: the database refuses even a bare row; nothing of this fold is kept.
+    """
+    try:
+        with _savepoint(db):
+            return append_rows(db, _COLUMNS, rows)
+    except _REFUSED:
+        pass
+    for pending in rows:
+        try:
+            with _savepoint(db):
+                append_rows(db, _COLUMNS, [pending])
+        except _REFUSED:
+            logger.error("the audit row of call %s is kept bare: the database refused it", pending.row["call_id"])
+            append_rows(db, _COLUMNS, [_prepare(_bare(pending.row))])
+    return len(rows)
+
+
+def _bare(row: dict[str, Any]) -> dict[str, Any]:
+    """The facts of a row without what can be large (no egress, input or output), numbers SQLite can store."""
+    bare = {**{k: row[k] for k in _STORED}, "egress": {}, "input": None, "output": None, "truncated": "all"}
+    if not (isinstance(bare["fuel_used"], int) and -(2**63) <= bare["fuel_used"] < 2**63):
+        bare["fuel_used"] = 0
+    return bare
+
+
+@contextmanager
+def _savepoint(db: sqlite3.Connection) -> Iterator[None]:
+    db.execute("SAVEPOINT fold")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK TO fold")
+        db.execute("RELEASE fold")
+        raise
+    db.execute("RELEASE fold")
+
+
+def _in_order(files: list[Unfolded]) -> Iterator[Pending]:
+    """The rows of every file, merged by the time they were written (each file keeps its own order)."""
+    streams = [_parsed(unfolded) for unfolded in files if unfolded.lines]
+    for _, pending in heapq.merge(*streams, key=lambda entry: entry[0]):
+        yield pending
+
+
+def _parsed(unfolded: Unfolded) -> Iterator[tuple[int, Pending]]:
+    for index, line in enumerate(unfolded.lines, 1):
+        if index % YIELD_ROWS == 0:
+            time.sleep(0)  # give the GIL to the calls running meanwhile: a batch must not stall them
+        try:
+            written, _, body = line.partition(b" ")
+            pending = _pending(body)
+            if any(pending.row.get(name) is None for name in REQUIRED):
+                raise ValueError("a required field is missing")
+            yield int(written), pending
+        except (ValueError, TypeError, AttributeError):  # not written by ``append``: kept out of the chain
+            logger.error("skipping an unreadable line of %s: %.200r", unfolded.path, line)
+
+
+def _bound(row: dict[str, Any]) -> str:
+    """Escape lone surrogates (``\\udXXX``, so every row can be hashed and stored as UTF-8) and cut
+    oversized text fields, in place; return the names of those cut, comma-separated."""
+    cut = []
+    for key, value in row.items():
+        if not isinstance(value, str):
+            continue
+        if not value.isascii():
+            value = row[key] = escape_surrogates(value)
+        limit = MAX_TEXT_CHARS if key in _JSON_FIELDS else MAX_NAME_CHARS
+        if len(value) > limit:
+            cut.append(key)
+            if key in _JSON_FIELDS:
+                head = value[: limit // 8]  # JSON-escaped, at most 6 characters each
+                row[key] = json.dumps({"truncated_chars": len(value), "head": head}, ensure_ascii=False)
+            else:
+                row[key] = value[: limit - 16] + "…(truncated)"
+    return ",".join(cut)
+
+
+def _check(record: dict[str, Any], prev: str, expected: int) -> str | None:
+    seq = record["seq"]
+    if seq != expected:
+        return f"row {seq}: expected row {expected} next; row(s) {expected}..{seq - 1} were deleted or renumbered"
+    if record["prev_hash"] != prev:
+        return f"row {seq}: prev_hash does not match row {seq - 1}; a row was inserted, deleted or changed before it"
+    if row_hash(prev, record) != record["hash"]:
+        return f"row {seq}: contents changed (hash mismatch)"
+    return None

@@ -1,0 +1,67 @@
+"""What one call's audit row holds, decided here and nowhere else.
+
+A row is built from the call's envelope (``CallResult``: its ``meta`` carries
+the names, the digest, fuel, duration and what the host functions recorded)
+and the few facts the envelope does not carry: the input's digest, the policy
+decision, and whether the policy stores inputs and outputs. The values stored
+are redacted (:func:`glovebox.audit._log.redact`); bounding, escaping and
+chaining happen when the log appends the row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..model._result import CallResult
+from ._log import redact
+
+__all__ = ["bare_row", "call_row"]
+
+#: The counters of what the host functions dropped, kept in a row's ``egress``.
+_DROPPED = ("denials_dropped", "egress_dropped", "upstream_failures_dropped")
+
+
+def call_row(
+    result: CallResult,
+    value: Any,
+    *,
+    input_digest: str | None = None,
+    decision: str | None = None,
+    store_inputs: bool = False,
+    store_outputs: bool = False,
+) -> dict[str, Any]:
+    """The row of a call that ended with ``result`` on input ``value``.
+
+    ``value`` is stored (redacted) only when ``store_inputs`` and the input had a
+    digest (it was JSON); the output only when ``store_outputs`` and the call succeeded.
+    """
+    meta = result.meta
+    tool = meta["tool"] if meta.get("version") is None else f"{meta['tool']}@{meta['version']}"
+    egress: dict[str, Any] = {"denials": meta.get("denials", [])}
+    if "egress" in meta:
+        egress["http"] = meta["egress"]
+    if "remote" in meta:
+        egress["remote"] = meta["remote"]
+    for name in _DROPPED:
+        if meta.get(name):
+            egress[name] = meta[name]
+    return {
+        "call_id": meta["call_id"],
+        "principal": meta["principal"],
+        "tool": tool,
+        "digest": meta.get("digest"),
+        "input_digest": input_digest,
+        "decision": decision,
+        "outcome": "ok" if result.ok else result.code,
+        "fuel_used": meta.get("fuel_used", 0),
+        "duration_ms": meta.get("duration_ms", 0.0),
+        "egress": egress,
+        "input": redact(value) if store_inputs and input_digest else None,
+        "output": redact(result.output) if store_outputs and result.ok else None,
+    }
+
+
+def bare_row(result: CallResult, *, input_digest: str | None = None, decision: str | None = None) -> dict[str, Any]:
+    """The row of a call whose full row could not be written: the bare facts, marked as cut."""
+    row = call_row(result, None, input_digest=input_digest, decision=decision)
+    return {**row, "egress": {}, "input": None, "truncated": "all"}

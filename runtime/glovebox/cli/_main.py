@@ -1,0 +1,256 @@
+"""The ``glovebox`` command line. Thin: parse, call the library, format.
+
+Library errors become exit codes in one place, the root group
+(:class:`glovebox.cli._base.GloveboxGroup`): 0 success; 1 a failed call, a
+refused registration/build/signature/approval, a policy with problems or a
+tampered audit log, anything unexpected (``error [internal_error]``); 2 a usage
+error (bad flags, --input that is not JSON or breaks the JSON rules).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..build._build import build as build_tool
+from ..core._jsonlimits import JsonRejected
+from ..core._jsonlimits import loads as loads_json
+from ..model._result import ToolInfo
+from ..registry._compiled import file_sha256
+from ..registry._keyring import Keyring, generate_keypair
+from ..registry._keyring import sign as sign_artifact
+from ._base import GloveboxGroup, dump, home_of, open_runtime
+from ._import import import_group
+from ._policy import approve, audit, policy
+from ._serve import export, mcp, serve
+
+__all__ = ["main"]
+
+
+@click.group(cls=GloveboxGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--home", type=click.Path(file_okay=False), help="Store, caches and index (default: GLOVEBOX_HOME, else per user)."
+)
+@click.option("--policy", type=click.Path(dir_okay=False), help="Policy file (default: GLOVEBOX_POLICY, else none).")
+@click.option("-v", "--verbose", is_flag=True, help="Log the host's warnings and errors, with tracebacks, to stderr.")
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"], case_sensitive=False),
+    help="json: the host's log, one line per call, as JSON lines on stderr (default: GLOVEBOX_LOG_FORMAT, else text).",
+)
+@click.version_option(package_name="glovebox")
+def cli(home: str | None, policy: str | None, verbose: bool, log_format: str | None) -> None:
+    """Run AI-agent tools as WebAssembly components, one fresh sandbox per call."""
+
+
+@cli.command()
+@click.argument("src", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="Where to write the .wasm component.")
+@click.pass_context
+def build(ctx: click.Context, src: str, out: str | None) -> None:
+    """Build a tool from C or Python source into a component (SRC.wasm by default)."""
+    click.echo(str(build_tool(src, out, home=ctx.find_root().params.get("home"))))
+
+
+@cli.command()
+@click.argument("wasm", type=click.Path(exists=True, dir_okay=False))
+@click.option("--manifest", type=click.Path(exists=True, dir_okay=False), help="Manifest file (.toml or .json).")
+@click.option("--json", "as_json", is_flag=True, help="Print the registered tool as JSON.")
+@click.pass_context
+def register(ctx: click.Context, wasm: str, manifest: str | None, as_json: bool) -> None:
+    """Validate and register a .wasm component."""
+    with open_runtime(ctx) as rt:
+        info = rt.register(wasm, manifest)
+    if as_json:
+        click.echo(dump(info.to_dict()))
+    else:
+        click.echo(f"registered {info.name}@{info.version} {info.digest}")
+
+
+@cli.command()
+@click.argument("pattern", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--no-deprecated", is_flag=True, help="Hide deprecated versions.")
+@click.option("--signed/--unsigned", default=None, help="Only signed (or only unsigned) versions.")
+@click.pass_context
+def tools(ctx: click.Context, pattern: str | None, as_json: bool, no_deprecated: bool, signed: bool | None) -> None:
+    """List the registered tools (PATTERN filters names, e.g. 'text-*')."""
+    with open_runtime(ctx) as rt:
+        infos = rt.tools(pattern, include_deprecated=not no_deprecated, signed=signed)
+    if as_json:
+        click.echo(dump([info.to_dict() for info in infos]))
+        return
+    if not infos:
+        click.echo("no tools registered (add one with `glovebox register TOOL.wasm`)")
+        return
+    click.echo(_table(infos))
+
+
+def _table(infos: list[ToolInfo]) -> str:
+    rows = [("NAME", "VERSION", "KIND", "DIGEST", "DESCRIPTION")]
+    rows += [(i.name, i.version, i.kind, i.digest[7:19], _describe(i)) for i in infos]
+    widths = [max(len(row[col]) for row in rows) for col in range(4)]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)) + "  " + row[4]
+        for row in rows
+    )
+
+
+def _describe(info: ToolInfo) -> str:
+    flags = [f"signed by {info.signer}"] if info.signer else []
+    flags += [f"DEPRECATED: {info.deprecated}"] if info.deprecated else []
+    return info.description[:60] + (f"  [{'; '.join(flags)}]" if flags else "")
+
+
+@cli.command()
+@click.argument("ref")
+@click.pass_context
+def show(ctx: click.Context, ref: str) -> None:
+    """Show one tool (NAME or NAME@VERSION) as JSON: manifest, digest, signer."""
+    with open_runtime(ctx) as rt:
+        info = rt.tool(ref)
+    click.echo(dump(info.to_dict()))
+
+
+@cli.command()
+@click.argument("ref")
+@click.option("--all", "all_versions", is_flag=True, help="With a bare NAME: remove every version.")
+@click.pass_context
+def remove(ctx: click.Context, ref: str, all_versions: bool) -> None:
+    """Remove NAME@VERSION (or, with --all, every version of NAME)."""
+    if "@" not in ref and not all_versions:
+        raise click.UsageError(f"{ref!r} names every version; give NAME@VERSION or add --all")
+    with open_runtime(ctx) as rt:
+        removed = rt.remove(ref)
+    for info in removed:
+        click.echo(f"removed {info.name}@{info.version}")
+
+
+@cli.command()
+@click.pass_context
+def gc(ctx: click.Context) -> None:
+    """Delete leftovers of interrupted registrations and removals."""
+    with open_runtime(ctx) as rt:
+        removed = rt.gc()
+    for path in removed:
+        click.echo(f"removed {path}")
+    click.echo(f"{len(removed)} leftover file(s) removed")
+
+
+@cli.command()
+@click.argument("ref")
+@click.option("-m", "--message", default="", help="Why, and what to use instead.")
+@click.pass_context
+def deprecate(ctx: click.Context, ref: str, message: str) -> None:
+    """Deprecate NAME@VERSION (or every version of NAME)."""
+    with open_runtime(ctx) as rt:
+        marked = rt.deprecate(ref, message)
+    for info in marked:
+        click.echo(f"deprecated {info.name}@{info.version}: {info.deprecated}")
+
+
+@cli.group()
+def keys() -> None:
+    """Manage signing keys and the keys this registry trusts."""
+
+
+@keys.command("generate")
+@click.argument("name")
+@click.option("-d", "--dir", "directory", default=".", type=click.Path(file_okay=False), show_default=True)
+def keys_generate(name: str, directory: str) -> None:
+    """Create an Ed25519 key pair NAME.key (private) and NAME.pub in DIR."""
+    private, public = generate_keypair(name, directory)
+    click.echo(f"private key: {private} (keep it secret)\npublic key:  {public}")
+
+
+@keys.command("trust")
+@click.argument("public_key", type=click.Path(exists=True, dir_okay=False))
+@click.pass_context
+def keys_trust(ctx: click.Context, public_key: str) -> None:
+    """Trust signatures made with PUBLIC_KEY (copied into GLOVEBOX_HOME/trusted_keys)."""
+    click.echo(f"trusted {Keyring(home_of(ctx)).trust(public_key)}")
+
+
+@keys.command("list")
+@click.pass_context
+def keys_list(ctx: click.Context) -> None:
+    """List the trusted public keys."""
+    signers = Keyring(home_of(ctx)).keys()
+    for signer in signers:
+        click.echo(signer)
+    if not signers:
+        click.echo("no trusted keys (add one with `glovebox keys trust KEY.pub`)")
+
+
+@cli.command()
+@click.argument("wasm", type=click.Path(exists=True, dir_okay=False))
+@click.option("--key", "key_path", required=True, type=click.Path(exists=True, dir_okay=False), help="Private key.")
+@click.option("--manifest", type=click.Path(exists=True, dir_okay=False), help="Manifest file (default: beside WASM).")
+def sign(wasm: str, key_path: str, manifest: str | None) -> None:
+    """Sign WASM together with its manifest; writes WASM.sig."""
+    click.echo(str(sign_artifact(wasm, key_path, manifest=manifest)))
+
+
+@cli.command()
+@click.argument("wasm", type=click.Path(exists=True, dir_okay=False))
+@click.option("--manifest", type=click.Path(exists=True, dir_okay=False), help="Manifest file (default: beside WASM).")
+@click.option("--signature", type=click.Path(dir_okay=False), help="Signature file (default: WASM.sig).")
+@click.pass_context
+def verify(ctx: click.Context, wasm: str, manifest: str | None, signature: str | None) -> None:
+    """Check WASM's signature against its manifest and the trusted keys."""
+    signer = Keyring(home_of(ctx)).verify(wasm, manifest=manifest, signature=signature)
+    click.echo(f"ok: {Path(wasm).name} sha256:{file_sha256(Path(wasm))} signed by {signer}")
+
+
+def _parse_input(raw: str) -> Any:
+    data = sys.stdin.buffer.read() if raw == "-" else raw
+    try:
+        return loads_json(data)
+    except JsonRejected as exc:
+        problem = str(exc)
+        message = problem.removeprefix("is ") if problem.startswith("is not JSON") else f"the input {problem}"
+        raise click.BadParameter(message) from exc
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--input", "raw_input", required=True, help="The input as JSON text ('-' reads stdin).")
+@click.option("--principal", help="Who is calling (default: anonymous).")
+@click.pass_context
+def call(ctx: click.Context, name: str, raw_input: str, principal: str | None) -> None:
+    """Call tool NAME (or NAME@VERSION); print the result envelope."""
+    try:
+        value = _parse_input(raw_input)
+    except click.BadParameter as exc:
+        exc.param_hint = "'--input'"
+        raise
+    with open_runtime(ctx) as rt:
+        result = rt.call(name, value, principal=principal)
+    click.echo(dump(result.to_dict()))
+    sys.exit(0 if result.ok else 1)
+
+
+@cli.command()
+@click.option("--keep", type=click.Path(file_okay=False), help="Use (and keep) this home instead of a temporary one.")
+def demo(keep: str | None) -> None:
+    """Build the examples, register them in a throw-away home and show the sandbox at work."""
+    from ._demo import run_demo
+
+    sys.exit(run_demo(Path(keep) if keep else None))
+
+
+cli.add_command(policy)
+cli.add_command(approve)
+cli.add_command(audit)
+cli.add_command(serve)
+cli.add_command(mcp)
+cli.add_command(export)
+cli.add_command(import_group)
+
+
+def main() -> None:
+    """Entry point of the ``glovebox`` console script."""
+    cli(prog_name="glovebox")

@@ -1,0 +1,264 @@
+"""``glovebox serve``, ``glovebox mcp`` and ``glovebox export``: thin commands over glovebox.servers."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from ..runtime._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED
+from ..sandbox._compute import DEFAULT_MAX_RUNNING
+from ._base import log_config, open_runtime
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+if TYPE_CHECKING:
+    from ..runtime._runtime import Runtime
+    from ..scale._procpool import CallPool
+
+__all__ = ["export", "mcp", "serve"]
+
+
+def _require(*modules: str) -> None:
+    from ..servers import SERVE_HINT, missing_serve_dependency
+
+    missing = missing_serve_dependency(*modules)
+    if missing is not None:
+        raise click.ClickException(f"{missing} is not installed; {SERVE_HINT}")
+
+
+def _admission_options(command: F) -> F:
+    """``--max-in-flight``, ``--max-queued`` and ``--max-running``: the Runtime's admission and compute bounds."""
+    command = click.option(
+        "--max-running",
+        default=DEFAULT_MAX_RUNNING,
+        show_default=True,
+        type=click.IntRange(1),
+        help="Admitted calls that run Python or wasm at once (a call waiting on the network gives its slot up).",
+    )(command)
+    command = click.option(
+        "--max-queued",
+        default=DEFAULT_MAX_QUEUED,
+        show_default=True,
+        type=click.IntRange(0),
+        help="Calls that may wait for a slot; beyond them a call answers overloaded.",
+    )(command)
+    return click.option(
+        "--max-in-flight",
+        default=DEFAULT_MAX_IN_FLIGHT,
+        show_default=True,
+        type=click.IntRange(1),
+        help="Calls run at once (a call waiting on an upstream counts).",
+    )(command)
+
+
+def _check_can_serve(rt: Runtime, insecure_anonymous: bool) -> None:
+    """Refuse before any worker starts, as the server itself would."""
+    from ..servers._auth import check_can_serve
+
+    check_can_serve(rt, insecure_anonymous)
+
+
+#: Calls a Ray replica runs at once for the servers (RayRuntime's ``threads``).
+RAY_THREADS = 16
+_PROCESSES_HELP = "Worker processes running calls (default: CPU count; 1: calls run in the server process)."
+
+
+def _backend_options(command: F) -> F:
+    """``--backend``, ``--address``, ``--replicas``: where calls run (local processes or a Ray cluster)."""
+    command = click.option(
+        "--replicas", default=2, show_default=True, type=click.IntRange(1), help="Ray replicas (--backend ray)."
+    )(command)
+    command = click.option("--address", help="The Ray cluster to join (--backend ray; default: start a local one).")(
+        command
+    )
+    return click.option(
+        "--backend",
+        type=click.Choice(["local", "ray"]),
+        default="local",
+        show_default=True,
+        help="local: this host (--processes); ray: replicas on a Ray cluster (pip install 'glovebox[ray]').",
+    )(command)
+
+
+@contextmanager
+def _pool(
+    rt: Runtime,
+    processes: int | None,
+    backend: str = "local",
+    address: str | None = None,
+    replicas: int = 2,
+    **bounds: Any,
+) -> Iterator[CallPool | None]:
+    """What the server dispatches calls to, on ``rt``'s home and policy: a ProcessPool or a RayRuntime
+    whose workers hold the ``bounds`` (``max_in_flight``, ``max_queued``, ``max_running``), or None for
+    one process."""
+    if backend == "ray":
+        if processes is not None:
+            raise click.UsageError("--processes is for --backend local; Ray runs --replicas")
+        try:
+            from ..ray import RayRuntime
+        except ImportError as exc:
+            raise click.ClickException(str(exc)) from exc
+        cluster = RayRuntime(
+            replicas,
+            address,
+            home=rt.home,
+            policy=rt.policy_path,
+            threads=RAY_THREADS,
+            **bounds,
+        )
+        with cluster:
+            yield cluster
+        return
+    if address is not None:
+        raise click.UsageError("--address is for --backend ray")
+    count = processes if processes is not None else os.cpu_count() or 1
+    if count == 1:
+        yield None
+        return
+    from ..scale._procpool import ProcessPool
+
+    with ProcessPool(count, home=rt.home, policy=rt.policy_path, **bounds) as pool:
+        yield pool
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="TCP port.")
+@click.option("--max-body-bytes", default=1024 * 1024, show_default=True, type=click.IntRange(1), help="Body limit.")
+@click.option(
+    "--workers", type=click.IntRange(1), help="Threads listing and describing tools (default: CPU count, at least 4)."
+)
+@_admission_options
+@click.option("--processes", type=click.IntRange(1), help=_PROCESSES_HELP)
+@_backend_options
+@click.option("--insecure-anonymous", is_flag=True, help="Serve without a policy: anyone reaching the port may call.")
+@click.pass_context
+def serve(
+    ctx: click.Context,
+    host: str,
+    port: int,
+    max_body_bytes: int,
+    workers: int | None,
+    max_in_flight: int,
+    max_queued: int,
+    max_running: int,
+    processes: int | None,
+    backend: str,
+    address: str | None,
+    replicas: int,
+    insecure_anonymous: bool,
+) -> None:
+    """Serve the HTTP API (list, describe and call tools; /healthz; /metrics)."""
+    _require("starlette", "uvicorn")
+    from ..servers._api import serve as serve_http
+
+    bounds: dict[str, Any] = {"max_in_flight": max_in_flight, "max_queued": max_queued, "max_running": max_running}
+    with open_runtime(ctx, **bounds) as rt:
+        _check_can_serve(rt, insecure_anonymous)
+        with _pool(rt, processes, backend, address, replicas, **bounds) as pool:
+            serve_http(
+                rt,
+                host=host,
+                port=port,
+                max_body_bytes=max_body_bytes,
+                workers=workers,
+                insecure_anonymous=insecure_anonymous,
+                pool=pool,
+                log_config=log_config(ctx),
+            )
+
+
+@click.command()
+@click.option("--format", "fmt", type=click.Choice(["openai", "anthropic"]), required=True, help="Target API.")
+@click.option("--principal", help="Export only the tools this principal may see (default: anonymous).")
+@click.pass_context
+def export(ctx: click.Context, fmt: str, principal: str | None) -> None:
+    """Print the tool definitions an LLM API takes (OpenAI or Anthropic), as JSON."""
+    from ..integrations._export import export_tools
+
+    with open_runtime(ctx) as rt:
+        definitions = export_tools(rt.visible_tools(principal), fmt)
+    click.echo(json.dumps(definitions, indent=2, ensure_ascii=False))
+
+
+@click.command()
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (http).")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="TCP port (http).")
+@click.option("--principal", help="Who the stdio client is (default: anonymous); http uses API keys.")
+@click.option(
+    "--mode",
+    type=click.Choice(["full", "search"]),
+    default="full",
+    show_default=True,
+    help="full: one MCP tool per tool; search: search_tools + call_tool for large catalogs.",
+)
+@click.option(
+    "--insecure-anonymous",
+    is_flag=True,
+    help="Serve without a policy (stdio: as --principal or anonymous; http: anyone reaching the port).",
+)
+@click.option("--processes", type=click.IntRange(1), help=f"{_PROCESSES_HELP[:-1]} (http).")
+@_backend_options
+@click.option("--poll-seconds", default=0.5, show_default=True, type=click.FloatRange(0.05), help="List-change check.")
+@_admission_options
+@click.pass_context
+def mcp(
+    ctx: click.Context,
+    transport: str,
+    host: str,
+    port: int,
+    principal: str | None,
+    mode: str,
+    insecure_anonymous: bool,
+    processes: int | None,
+    backend: str,
+    address: str | None,
+    replicas: int,
+    poll_seconds: float,
+    max_in_flight: int,
+    max_queued: int,
+    max_running: int,
+) -> None:
+    """Serve the tools as an MCP server (stdio, or streamable HTTP at /mcp); both need a policy.
+
+    Give --home and --policy before the command (glovebox --home DIR --policy FILE mcp):
+    an MCP client passes a server it spawns only a few variables, not GLOVEBOX_*.
+    """
+    _require("mcp", "starlette", "uvicorn")
+    import anyio
+
+    from ..servers._mcp import McpService, check_stdio, run_stdio, streamable_http_app
+
+    if transport == "http" and principal is not None:
+        raise click.UsageError("--principal is for stdio; over http each request's API key names the principal")
+    if transport == "stdio" and (processes is not None or backend != "local"):
+        raise click.UsageError("--processes and --backend are for --transport http; stdio serves one client")
+    bounds: dict[str, Any] = {"max_in_flight": max_in_flight, "max_queued": max_queued, "max_running": max_running}
+    with open_runtime(ctx, **bounds) as rt:
+        service = McpService(
+            rt,
+            principal=principal if transport == "stdio" else None,
+            mode="search" if mode == "search" else "full",
+            insecure_anonymous=insecure_anonymous,
+            poll_s=poll_seconds,
+        )
+        if transport == "stdio":
+            check_stdio(service)  # before stdin is read: the client sees the refusal on stderr
+            anyio.run(run_stdio, service)
+            return
+        _check_can_serve(rt, insecure_anonymous)
+        with _pool(rt, processes, backend, address, replicas, **bounds) as pool:
+            service.pool = pool
+            app = streamable_http_app(service, host=host)
+            import uvicorn
+            from uvicorn.config import LOGGING_CONFIG
+
+            logs = log_config(ctx) or LOGGING_CONFIG
+            uvicorn.run(app, host=host, port=port, log_level="info", log_config=logs)

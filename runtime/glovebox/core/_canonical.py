@@ -1,0 +1,78 @@
+"""The one canonical JSON encoder and the one digest helper.
+
+Their bytes are wire formats: what a signature covers (a manifest's text), a
+remote tool's descriptor (whose SHA-256 is its digest), an approval's input
+digest and every link of the audit hash chain. Version 1 of each is frozen:
+a home written by an earlier glovebox must still verify, so every caller
+names the variant it has always used:
+
+==========================  ===========  ==========
+wire format                 ``ascii``    ``allow_nan``
+==========================  ===========  ==========
+manifest text (signatures)  True         True
+input digest (approvals)    False        False
+audit rows, descriptors     False        True
+==========================  ===========  ==========
+
+Canonical means sorted keys and no spaces (``","`` and ``":"``).
+
+>>> canonical_json({"b": 1, "a": "é"})
+'{"a":"é","b":1}'
+>>> canonical_json({"a": "é"}, ascii=True)
+'{"a":"\\\\u00e9"}'
+>>> sha256_digest(b"")
+'sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["canonical_bytes", "canonical_json", "file_digest", "sha256_digest", "sha256_hex"]
+
+# Built once: ``json.dumps`` with options builds an encoder on every call.
+_ENCODERS = {
+    (ascii, allow_nan): json.JSONEncoder(
+        sort_keys=True, separators=(",", ":"), ensure_ascii=ascii, allow_nan=allow_nan
+    ).encode
+    for ascii in (False, True)
+    for allow_nan in (False, True)
+}
+_CHUNK = 1 << 20
+
+
+def canonical_json(value: Any, *, ascii: bool = False, allow_nan: bool = True) -> str:
+    """Sorted keys, no spaces; ``ascii`` escapes non-ASCII characters.
+
+    Raises:
+        TypeError: ``value`` holds something that is not JSON.
+        ValueError: ``allow_nan`` is False and ``value`` holds NaN or an infinity.
+    """
+    return _ENCODERS[ascii, allow_nan](value)
+
+
+def canonical_bytes(value: Any, *, ascii: bool = False, allow_nan: bool = True) -> bytes:
+    """:func:`canonical_json` as UTF-8."""
+    return _ENCODERS[ascii, allow_nan](value).encode("utf-8")
+
+
+def sha256_hex(data: bytes | str) -> str:
+    """The SHA-256 of ``data`` (text as UTF-8), as 64 hex digits."""
+    return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
+
+
+def sha256_digest(data: bytes | str) -> str:
+    """``sha256:<hex>``: how glovebox names artifacts, descriptors, inputs and policies."""
+    return "sha256:" + sha256_hex(data)
+
+
+def file_digest(path: Path) -> str:
+    """``sha256:<hex>`` of a file's bytes, read in chunks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return "sha256:" + digest.hexdigest()

@@ -1,0 +1,190 @@
+"""The capability grant model, shared by manifests (what a tool asks for),
+policies (what an operator grants) and the host functions (what is enforced).
+
+A request is allowed when it matches at least one rule the tool's manifest
+declares AND at least one rule the call was granted: the effective grant is
+the intersection of the two, computed per request by one matcher. Nothing is
+granted by default.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, ValidationError, field_validator
+
+from ..core._errors import InvalidGrants
+from ..core._frozen import Frozen
+from ._rules import parse_host_pattern, parse_method, parse_path_pattern
+
+__all__ = ["Grants", "GrantsSource", "HttpLimits", "HttpRule", "SecretRule", "load_grants"]
+
+
+#: A host name or ``*.example.com`` wildcard, checked (and normalised) by the one matcher.
+HostPattern = Annotated[str, AfterValidator(parse_host_pattern)]
+
+
+class HttpRule(Frozen):
+    """One family of HTTP requests: scheme, host, port, method and path patterns."""
+
+    host: HostPattern = Field(description="Exact host name or a '*.example.com' wildcard (one or more labels).")
+    schemes: list[Literal["http", "https"]] = Field(default=["https"], description="Allowed URL schemes.")
+    ports: list[int] | None = Field(default=None, description="Allowed ports; None means the scheme's default.")
+    methods: list[str] = Field(default=["GET"], description="Allowed methods, upper case; '*' for any.")
+    paths: list[str] = Field(default=["/*"], description="Path patterns; '*' matches within one segment, '**' across.")
+    allow_private: bool = Field(
+        default=False, description="Allow this host to resolve to loopback/private/link-local addresses."
+    )
+    follow_redirects: bool = Field(default=False, description="Follow redirects (each hop is re-checked).")
+    allow_path_params: bool = Field(
+        default=False, description="Allow ';' path parameters (servers such as Tomcat read '..;' as '..')."
+    )
+    allow_encoded_separators: bool = Field(
+        default=False, description="Allow percent-encoded '.', '/' and '\\' in paths (also multiply encoded)."
+    )
+    propagate_trace: bool = Field(
+        default=False,
+        description="Send the W3C traceparent/tracestate of the request's span (the granted rule decides).",
+    )
+
+    @field_validator("methods")
+    @classmethod
+    def _methods(cls, value: list[str]) -> list[str]:
+        return [parse_method(method) for method in value]
+
+    @field_validator("paths")
+    @classmethod
+    def _paths(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            parse_path_pattern(pattern)
+        return value
+
+    @field_validator("ports")
+    @classmethod
+    def _ports(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and not all(0 < port < 65536 for port in value):
+            raise ValueError("ports must be between 1 and 65535")
+        return value
+
+
+class HttpLimits(Frozen):
+    """Per-call limits on HTTP use."""
+
+    max_requests: int = Field(default=16, ge=0)
+    max_request_bytes: int = Field(default=1024 * 1024, ge=0)
+    max_response_bytes: int = Field(default=4 * 1024 * 1024, ge=0)
+    request_timeout_ms: int = Field(default=10_000, gt=0)
+    max_redirects: int = Field(default=5, ge=0)
+
+
+class SecretRule(Frozen):
+    """A named secret the host adds to matching requests; the guest never sees it."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    provider: Literal["env", "file"] = "env"
+    source: str = Field(description="Environment variable name (env) or file path (file).")
+    host: HostPattern = Field(description="Host (or '*.example.com') whose requests receive the secret.")
+    header: str = "Authorization"
+    format: str = Field(default="Bearer {value}", description="Header value template; {value} is the secret.")
+    schemes: list[Literal["http", "https"]] = Field(
+        default=["https"], description="Schemes whose requests receive the secret (never plain http by default)."
+    )
+    response_body: Literal["allow", "withhold"] = Field(
+        default="allow",
+        description="withhold: the guest gets only the status and response_headers of a request carrying the secret.",
+    )
+    response_headers: list[str] = Field(
+        default=["content-type"],
+        description="Response headers the guest still gets when response_body is withhold (case-insensitive).",
+    )
+
+    @field_validator("header")
+    @classmethod
+    def _header(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}", value):
+            raise ValueError(f"header {value!r}: not an HTTP header name")
+        return value
+
+    @field_validator("format")
+    @classmethod
+    def _format(cls, value: str) -> str:
+        if "{value}" not in value or "\r" in value or "\n" in value:
+            raise ValueError("format must contain '{value}' and no CR/LF")
+        return value
+
+
+class Grants(Frozen):
+    """What one call may use beyond its own memory: the default is nothing."""
+
+    http: list[HttpRule] = []
+    http_limits: HttpLimits = HttpLimits()
+    secrets: list[SecretRule] = []
+
+
+GrantsSource = Grants | dict[str, Any] | str | os.PathLike[str] | None
+
+
+def load_grants(source: GrantsSource) -> Grants:
+    """A :class:`Grants` from a model, a dict, or a JSON/TOML file (``None``: nothing granted).
+
+    Raises:
+        InvalidGrants: the file cannot be read or parsed, or the file or dict does
+            not describe valid grants; the message names the file and the field,
+            and ``details`` has ``file``, ``field`` and ``problems``.
+        TypeError: ``source`` is none of the above.
+    """
+    if source is None:
+        return Grants()
+    if isinstance(source, Grants):
+        return source
+    if isinstance(source, dict):
+        return _validate(source, "(dict)")
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"grants must be a Grants, a dict or a path, not {type(source).__name__}")
+    path = Path(source)
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _invalid(str(path), "(file)", f"cannot read: {exc}") from exc
+    except ValueError as exc:  # a syntax error, or an integer too long to convert
+        raise _invalid(
+            str(path), "(syntax)", f"not valid {'JSON' if path.suffix == '.json' else 'TOML'}: {exc}"
+        ) from exc
+    except RecursionError as exc:  # both parsers recurse once per nesting level
+        raise _invalid(str(path), "(syntax)", "nested too deeply") from exc
+    if not isinstance(data, dict):
+        raise _invalid(str(path), "(root)", f"expected a table/object, got {type(data).__name__}")
+    return _validate(data, str(path))
+
+
+def _validate(data: dict[str, Any], source: str) -> Grants:
+    try:
+        return Grants.model_validate(data)
+    except ValidationError as exc:
+        problems = [
+            {"field": _field(err["loc"]), "message": err["msg"].removeprefix("Value error, ")} for err in exc.errors()
+        ]
+        text = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
+        first = problems[0]
+        error = InvalidGrants(
+            f"invalid grants {source}: {text}",
+            details={"file": source, "field": first["field"], "problems": problems},
+        )
+        raise error from exc
+
+
+def _field(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(p) for p in loc if not (isinstance(p, str) and p.startswith("function-"))) or "(root)"
+
+
+def _invalid(source: str, field: str, message: str) -> InvalidGrants:
+    return InvalidGrants(
+        f"invalid grants {source}: {field}: {message}",
+        details={"file": source, "field": field, "problems": [{"field": field, "message": message}]},
+    )

@@ -1,0 +1,186 @@
+"""Compiled components on disk: made at registration, checked before they are loaded.
+
+A compiled component is native code, so a file changed on disk must never be
+loaded. Each one is named ``<digest>-<engine fingerprint>.cwasm`` (a wasmtime
+upgrade or an engine-settings change misses the cache) and its SHA-256 is
+recorded in the index when it is made; it is memory-mapped only when its hash
+matches. A missing or mismatching file, or one the engine refuses to load, is
+rebuilt from the artifact, whose own digest is checked first, in a
+resource-limited child (``_compile``). A stored file that is not wasm (the
+descriptor of a remote MCP tool, which a home written by an earlier release
+keeps as ``<hex>.wasm``) is never compiled.
+
+A call that resolved a tool just before another process removed it runs the
+component if this process already holds it, and otherwise answers
+``tool_not_found``: a missing artifact is ``internal_error`` only while a
+registered tool still refers to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+import wasmtime
+from wasmtime.component import Component
+
+from ..core._canonical import file_digest
+from ..core._errors import InternalError, ToolNotFound
+from ..engine._compile import precompile
+from ..engine._engine import SharedEngine
+from ._registry import CompiledFile, Registry
+
+__all__ = ["CompiledCache", "file_sha256"]
+
+logger = logging.getLogger("glovebox")
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 hex digest of a file, read in chunks (the index stores it bare)."""
+    return file_digest(path).removeprefix("sha256:")
+
+
+class CompiledCache:
+    """Compiled components for one registry, shared through the process engine."""
+
+    def __init__(self, shared: SharedEngine, registry: Registry, directory: Path) -> None:
+        self.shared = shared
+        self.registry = registry
+        self.directory = directory
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._verified_blobs: set[str] = set()
+
+    def path(self, digest: str) -> Path:
+        return self.directory / f"{digest}-{self.shared.fingerprint}.cwasm"
+
+    def staged(self, digest: str, compiled: Path) -> CompiledFile:
+        """A freshly compiled file, hashed, ready to be moved into the cache by the registry."""
+        return CompiledFile(self.shared.fingerprint, file_sha256(compiled), compiled, self.path(digest))
+
+    def existing(self, digest: str) -> tuple[Component, CompiledFile | None] | None:
+        """The component if it is already loaded or verified on disk; never compiles.
+
+        Registering an artifact again (a large Python component compiles for
+        seconds) reuses its compilation. When it is loaded in this process for
+        another home only, a copy for this home's cache is staged too (hold
+        ``registry.staging.shared()`` while it exists).
+        """
+        on_disk = self._verified_on_disk(digest)
+        hit = self.shared.cached(digest)
+        if hit is not None and not on_disk:
+            staged = self._staging_path(digest)
+            staged.write_bytes(hit.serialize())
+            return hit, self.staged(digest, staged)
+        if hit is not None:
+            return hit, None
+        if not on_disk:
+            return None
+        try:
+            return self.shared.load(self.path(digest)), None
+        except (OSError, wasmtime.WasmtimeError):
+            return None  # removed meanwhile: compile it again
+
+    def get(self, digest: str) -> Component:
+        """The component for a registered artifact, once its blob is verified.
+
+        The blob is re-hashed the first time this cache serves a digest, so a
+        blob changed on disk after registration never runs; the compiled
+        component then comes from memory, the checked disk cache, or is rebuilt.
+
+        Raises:
+            ToolNotFound: the artifact was removed (no tool uses it any more).
+            InternalError: the artifact of a registered tool is missing or changed.
+        """
+        try:
+            return self._get(digest)
+        except (ToolNotFound, InternalError):
+            raise
+        except Exception as exc:
+            if self.registry.references(digest):
+                raise
+            raise _removed(digest) from exc
+
+    def _get(self, digest: str) -> Component:
+        if digest not in self._verified_blobs:
+            self._verify_blob(digest)
+            self._verified_blobs.add(digest)
+        hit = self.shared.cached(digest)
+        if hit is not None:
+            return hit
+        with self._lock:
+            hit = self.shared.cached(digest)
+            if hit is None:
+                hit = self._load(digest)
+                self.shared.remember(digest, hit)
+        return hit
+
+    def _verify_blob(self, digest: str) -> None:
+        blob = self.registry.blob_path(digest)
+        try:
+            intact = file_digest(blob) == digest
+        except OSError:
+            intact = False
+        if intact:
+            _check_wasm(blob, digest)
+            return
+        if not self.registry.references(digest):
+            raise _removed(digest)
+        logger.error("artifact %s is missing or changed on disk; refusing to run it", digest)
+        raise InternalError("the tool's artifact failed verification; it will not run")
+
+    def _verified_on_disk(self, digest: str) -> bool:
+        target = self.path(digest)
+        expected = self.registry.compiled_hash(digest, self.shared.fingerprint)
+        try:
+            return expected is not None and file_sha256(target) == expected
+        except OSError:
+            return False  # missing, or removed while it was read
+
+    def _staging_path(self, digest: str) -> Path:
+        target = self.path(digest)
+        return target.with_name(target.name + f".{os.getpid()}.{threading.get_ident()}")
+
+    def _load(self, digest: str) -> Component:
+        target = self.path(digest)
+        if not self._verified_on_disk(digest):
+            if target.is_file():
+                logger.warning("compiled artifact %s does not match its recorded hash; rebuilding", target)
+            self._rebuild(digest)
+            return self.shared.load(target)
+        try:
+            return self.shared.load(target)
+        except wasmtime.WasmtimeError as exc:
+            # Intact but made with settings this engine refuses (one the cache
+            # key did not cover): compile it again rather than fail every call.
+            reason = str(exc).strip().splitlines()[-1].strip()
+            logger.warning("compiled artifact %s does not load on this engine (%s); rebuilding", target, reason)
+            self._rebuild(digest)
+            return self.shared.load(target)
+
+    def _rebuild(self, digest: str) -> None:
+        # The blob was verified by get(): rebuild from it in a limited child.
+        with self.registry.staging.shared():
+            staged = self._staging_path(digest)
+            try:
+                precompile(self.registry.blob_path(digest), staged, self.shared.settings, digest)
+                adopted = self.registry.adopt_compiled(digest, self.staged(digest, staged))
+            finally:
+                staged.unlink(missing_ok=True)
+        if not adopted:
+            raise _removed(digest)
+
+
+def _check_wasm(blob: Path, digest: str) -> None:
+    """Refuse to compile a stored file that is not wasm (a remote MCP tool's descriptor in an old home is ``.wasm``)."""
+    with blob.open("rb") as handle:
+        magic = handle.read(4)
+    if magic != b"\0asm":
+        logger.error("artifact %s is not wasm (a remote tool descriptor?); refusing to compile it", digest)
+        raise InternalError("the tool's artifact is not a wasm component; it will not be compiled")
+
+
+def _removed(digest: str) -> ToolNotFound:
+    return ToolNotFound("the tool was removed before this call could run it", details={"digest": digest})

@@ -1,0 +1,208 @@
+"""Registration: an artifact and its manifest checked, compiled, proven and stored.
+
+The steps, in order, each refusing with the reason: the file's size and wasm
+header; the manifest (given, beside the artifact, or the defaults) and its
+limits against the host's maxima; the signature, when there is one or the
+registry requires one; a conflicting ``name@version``; compilation in a
+resource-limited child process (``_compile``); the component's exports and
+imports against the glovebox world; one instantiation under the tool's own
+limits. Only then are the blob, the compiled artifact and the index row stored, in
+one transaction (``Registry.add``). Staged files live while the home's
+staging lock is held shared, so ``Runtime.gc`` never removes them.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import wasmtime
+from wasmtime.component import Component
+
+from ..core._canonical import sha256_digest
+from ..core._errors import InvalidArtifact, InvalidManifest, SignatureError
+from ..engine._compile import precompile
+from ..engine._engine import SharedEngine
+from ..model._manifest import HOST_MAXIMA, Limits, Manifest, find_manifest, load_manifest, parse_manifest
+from ..model._result import ToolInfo
+from ..sandbox._sandbox import Sandbox
+from ..sandbox._validate import MAX_ARTIFACT_BYTES, check_component, check_header
+from ._compiled import CompiledCache
+from ._registry import Registry
+
+__all__ = ["ManifestSource", "Registrar", "resolve_manifest"]
+
+ManifestSource = Manifest | dict[str, Any] | str | os.PathLike[str] | None
+
+
+class Registrar:
+    """Registers artifacts into one registry."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        compiled: CompiledCache,
+        sandbox: Sandbox,
+        trusted_keys_dir: Path,
+        require_signatures: bool,
+    ) -> None:
+        self._registry = registry
+        self._compiled = compiled
+        self._sandbox = sandbox
+        self._shared: SharedEngine = sandbox.shared
+        self.trusted_keys_dir = trusted_keys_dir
+        self.require_signatures = require_signatures
+        registry.sweep_leftovers()  # a dead process's staged files, once per Runtime
+
+    def register(self, path: Path, manifest: ManifestSource, signature: str | os.PathLike[str] | None) -> ToolInfo:
+        """Check, compile, prove and store one artifact; return what was registered."""
+        data = _read_artifact(path)
+        check_header(data, str(path))
+        return self._register(path, data, [resolve_manifest(path, manifest)], signature, None)[0]
+
+    def register_many(
+        self,
+        path: Path,
+        manifests: list[Manifest],
+        signature: str | os.PathLike[str] | None = None,
+        deprecate: dict[str, str] | None = None,
+    ) -> list[ToolInfo]:
+        """Register one artifact under several manifests (and deprecate ``deprecate``), all or none.
+
+        The artifact is checked, compiled and proven once; every manifest is
+        checked before anything is stored, and the rows go in one transaction.
+        """
+        data = _read_artifact(path)
+        check_header(data, str(path))
+        return self._register(path, data, manifests, signature, deprecate)
+
+    def _register(
+        self,
+        path: Path,
+        data: bytes,
+        manifests: list[Manifest],
+        signature: str | os.PathLike[str] | None,
+        deprecate: dict[str, str] | None,
+    ) -> list[ToolInfo]:
+        digest = sha256_digest(data)
+        signers = set()
+        for resolved in manifests:
+            _check_not_remote(resolved, path)
+            resolved.check_within(HOST_MAXIMA)
+            signers.add(self._check_signature(path, signature, digest, resolved))
+            self._registry.check_conflict(resolved, digest)
+        signer = signers.pop() if len(signers) == 1 else None
+        with self._registry.staging.shared():
+            blob = self._registry.stage_blob(data)
+            try:
+                return self._store(path, manifests, digest, blob, signer, deprecate)
+            finally:
+                blob.unlink(missing_ok=True)
+
+    def _store(
+        self,
+        path: Path,
+        manifests: list[Manifest],
+        digest: str,
+        blob: Path,
+        signer: str | None,
+        deprecate: dict[str, str] | None,
+    ) -> list[ToolInfo]:
+        size = blob.stat().st_size
+        tightest = _tightest(manifests)
+        existing = self._compiled.existing(digest)
+        if existing is not None:
+            component, staged = existing
+            try:
+                check_component(self._shared.engine, component, str(path))
+                self._sandbox.probe(component, tightest, str(path))
+                return self._registry.add_many(
+                    manifests, digest, size, signer, blob=blob, compiled=staged, deprecate=deprecate
+                )
+            finally:
+                if staged is not None:
+                    staged.staged.unlink(missing_ok=True)
+        with tempfile.TemporaryDirectory(dir=self._compiled.directory, prefix=".register-") as tmp:
+            compiled = Path(tmp) / "compiled.cwasm"
+            precompile(blob, compiled, self._shared.settings, str(path))
+            component = self._load_compiled(compiled, path)
+            check_component(self._shared.engine, component, str(path))
+            self._sandbox.probe(component, tightest, str(path))
+            infos = self._registry.add_many(
+                manifests,
+                digest,
+                size,
+                signer,
+                blob=blob,
+                compiled=self._compiled.staged(digest, compiled),
+                deprecate=deprecate,
+            )
+        self._shared.remember(digest, component)
+        return infos
+
+    def _load_compiled(self, compiled: Path, path: Path) -> Component:
+        try:
+            return self._shared.load(compiled)
+        except wasmtime.WasmtimeError as exc:
+            reason = " ".join(line.strip() for line in str(exc).strip().splitlines()[:4])
+            raise InvalidArtifact(f"{path} cannot run on this host: {reason}") from exc
+
+    def _check_signature(
+        self, path: Path, signature: str | os.PathLike[str] | None, digest: str, manifest: Manifest
+    ) -> str | None:
+        from ._signing import TrustStore, signature_path, verify_signature  # cryptography only when registering
+
+        sig_path = Path(signature) if signature is not None else signature_path(path)
+        if not sig_path.is_file():
+            if signature is not None:
+                raise SignatureError(f"signature file {sig_path} does not exist")
+            if self.require_signatures:
+                raise SignatureError(
+                    f"{path} is not signed and this registry requires signatures (expected {sig_path})"
+                )
+            return None
+        trust = TrustStore.load(self.trusted_keys_dir)
+        key = verify_signature(sig_path, digest, manifest, trust)
+        return f"{trust.names[key]}:{key}"
+
+
+def _tightest(manifests: list[Manifest]) -> Limits:
+    """The field-by-field minimum of the manifests' limits: one probe proves the artifact starts under all."""
+    limits = manifests[0].limits
+    for manifest in manifests[1:]:
+        limits = limits.tighter(manifest.limits)
+    return limits
+
+
+def _read_artifact(path: Path) -> bytes:
+    try:
+        size = path.stat().st_size
+        if size > MAX_ARTIFACT_BYTES:
+            raise InvalidArtifact(f"{path} is {size} bytes, over the {MAX_ARTIFACT_BYTES}-byte artifact limit")
+        return path.read_bytes()
+    except OSError as exc:
+        raise InvalidArtifact(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def resolve_manifest(path: Path, manifest: ManifestSource) -> Manifest:
+    """The manifest for an artifact: the one given, the one beside it, or the defaults."""
+    if manifest is None:
+        found = find_manifest(path)
+        return load_manifest(found) if found is not None else Manifest.default_for(path)
+    if isinstance(manifest, (Manifest, dict)):
+        return parse_manifest(manifest)
+    if isinstance(manifest, (str, os.PathLike)):
+        return load_manifest(Path(manifest))
+    raise TypeError(f"manifest must be a path, a dict or a Manifest, not {type(manifest).__name__}")
+
+
+def _check_not_remote(manifest: Manifest, path: Path) -> None:
+    """A wasm artifact cannot be registered as a remote MCP server's tool."""
+    if manifest.kind == "mcp-remote":
+        raise InvalidManifest(
+            f"manifest of {manifest.name!r}: kind 'mcp-remote' is for tools of a remote MCP server "
+            f"(`glovebox import mcp URL`), not for the wasm artifact {path}",
+            details={"field": "kind", "value": "mcp-remote"},
+        )

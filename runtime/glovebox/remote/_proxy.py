@@ -1,0 +1,358 @@
+"""Remote MCP tools: the descriptor a ``mcp-remote`` tool is registered as, and the proxy that calls it.
+
+A tool of kind ``mcp-remote`` runs on another server, so there is no wasm to
+store: its artifact is a canonical JSON descriptor (the server URL, the
+remote tool's name, the headers that carry secrets, by secret name only, and
+the schemas and description it was imported with). The registry addresses it
+by the SHA-256 of those bytes like any artifact, and every call re-reads and
+re-hashes it before anything is sent, so a descriptor changed on disk never
+reaches the network.
+
+A call opens a streamable-HTTP session with the official ``mcp`` SDK client
+on a private event loop, negotiates the protocol and calls the tool. The whole
+exchange (connect, negotiate, call, close) runs under one deadline,
+``limits.timeout_ms``; the bytes the server may send during it are capped at
+twice ``limits.output_bytes`` plus :data:`PROTOCOL_OVERHEAD_BYTES` (an answer
+carries the output twice: as ``structuredContent`` and as text), and the
+output itself at ``limits.output_bytes``. Every failure of the exchange is
+translated here, once, into a call error: the deadline is ``timeout``, the byte
+cap ``output_too_large``, ``isError`` ``guest_error``, anything else the server
+or the network does ``upstream_error`` naming the server's origin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
+
+from ..capabilities._secrets import Scrubber
+from ..core._canonical import canonical_bytes, sha256_digest
+from ..core._errors import (
+    CallError,
+    CallTimeout,
+    GuestError,
+    InternalError,
+    OutputTooLarge,
+    ToolNotFound,
+    UpstreamError,
+)
+from ._headers import HeaderSecrets, read_secrets
+
+if TYPE_CHECKING:
+    import httpx2
+    from mcp import Client
+
+__all__ = ["Descriptor", "call_remote", "list_remote", "load_descriptor", "origin_of"]
+
+logger = logging.getLogger("glovebox")
+
+FORMAT = "glovebox-mcp-remote/1"
+MAX_DESCRIPTOR_BYTES = 4 * 1024 * 1024
+#: Bytes a server may send beyond twice the output cap: the protocol's framing and negotiation.
+PROTOCOL_OVERHEAD_BYTES = 64 * 1024
+#: Characters of a remote error text kept in the call's error message.
+ERROR_TEXT_CHARS = 1000
+T = TypeVar("T")
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host[:port]`` of a URL: what meta and errors name (never a path, query or credential)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port is not None else "")
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    """What a ``mcp-remote`` tool is: the bytes of its artifact."""
+
+    url: str
+    tool: str
+    description: str = ""
+    input_schema: dict[str, Any] | bool = True
+    output_schema: dict[str, Any] | bool = True
+    headers: dict[str, str] = field(default_factory=dict)  # header name -> secret name
+
+    def to_bytes(self) -> bytes:
+        """Canonical JSON (sorted keys, no spaces): the artifact whose SHA-256 is the tool's digest."""
+        document = {"format": FORMAT, **self.__dict__}
+        return canonical_bytes(document)
+
+    @property
+    def digest(self) -> str:
+        return sha256_digest(self.to_bytes())
+
+    @property
+    def origin(self) -> str:
+        return origin_of(self.url)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Descriptor:
+        """Parse a stored descriptor. Raises ValueError when it is not one."""
+        document = json.loads(data)
+        if not isinstance(document, dict) or document.pop("format", None) != FORMAT:
+            raise ValueError(f"not a {FORMAT} descriptor")
+        return cls(**document)
+
+
+def load_descriptor(path: Path, digest: str) -> Descriptor:
+    """Read, verify (SHA-256 against ``digest``) and parse a stored descriptor.
+
+    Raises:
+        ToolNotFound: the artifact is gone (the tool was removed meanwhile).
+        InternalError: the stored bytes do not match the digest, or are not a descriptor.
+    """
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_DESCRIPTOR_BYTES + 1)
+    except FileNotFoundError as exc:
+        raise ToolNotFound("the tool was removed before this call could run it", details={"digest": digest}) from exc
+    if sha256_digest(data) != digest:
+        logger.error("remote tool descriptor %s is missing or changed on disk; refusing to use it", digest)
+        raise InternalError("the tool's artifact failed verification; it will not run")
+    try:
+        return Descriptor.from_bytes(data)
+    except (ValueError, TypeError) as exc:
+        raise InternalError("the tool's artifact is not a remote tool descriptor") from exc
+
+
+# -- the exchange ---------------------------------------------------------------
+
+
+class _Budget:
+    """Bytes the server may still send in one exchange; records when it ran out."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.exceeded = False
+
+    def spend(self, size: int) -> None:
+        self.used += size
+        if self.used > self.limit:
+            self.exceeded = True
+            raise _TooLarge(f"the server sent more than {self.limit} bytes")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _capped_client(budget: _Budget, timeout_s: float, headers: Mapping[str, str]) -> httpx2.AsyncClient:
+    """An HTTP client whose responses count against ``budget`` (no proxies or settings from the environment)."""
+    import httpx2
+
+    class CappedStream(httpx2.AsyncByteStream):
+        def __init__(self, inner: httpx2.AsyncByteStream) -> None:
+            self._inner = inner
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            async for chunk in self._inner:
+                budget.spend(len(chunk))
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    class CappedTransport(httpx2.AsyncHTTPTransport):
+        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+            response = await super().handle_async_request(request)
+            assert isinstance(response.stream, httpx2.AsyncByteStream)
+            return httpx2.Response(
+                response.status_code,
+                headers=response.headers,
+                stream=CappedStream(response.stream),
+                extensions=response.extensions,
+            )
+
+    return httpx2.AsyncClient(
+        transport=CappedTransport(), headers=dict(headers), timeout=timeout_s, trust_env=False, follow_redirects=False
+    )
+
+
+@asynccontextmanager
+async def _session(url: str, headers: Mapping[str, str], budget: _Budget, timeout_s: float) -> AsyncIterator[Client]:
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with _capped_client(budget, timeout_s, headers) as http:
+        transport = streamable_http_client(url, http_client=http, max_sse_event_size=budget.limit + 1)
+        async with Client(transport, cache=None, read_timeout_seconds=timeout_s) as client:
+            yield client
+
+
+def _run(make: Callable[[], Awaitable[T]], timeout_s: float) -> T:
+    """Run a coroutine on a private event loop within ``timeout_s`` (TimeoutError past it)."""
+    import anyio
+
+    async def bounded() -> T:
+        with anyio.fail_after(timeout_s):
+            return await make()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.run(bounded)
+    # Called from a thread that runs an event loop: run on a thread of its own.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="glovebox-remote") as pool:
+        return pool.submit(anyio.run, bounded).result()
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _translate(exc: BaseException, budget: _Budget, origin: str, scrub: Scrubber) -> CallError:
+    """The call error one failed exchange with ``origin`` is; the one place this module maps errors."""
+    leaves = _leaves(exc)
+    details: dict[str, Any] = {"server": origin}
+    if budget.exceeded or any(isinstance(leaf, _TooLarge) for leaf in leaves):
+        message = f"the remote MCP server {origin} sent more than {budget.limit} bytes"
+        return OutputTooLarge(message, details={**details, "limit_bytes": budget.limit})
+    if any(isinstance(leaf, TimeoutError) for leaf in leaves):
+        return CallTimeout(f"the remote MCP server {origin} did not answer within the call's deadline", details=details)
+    leaf = leaves[0]
+    logger.info("remote MCP exchange with %s failed: %s", origin, scrub.text(repr(leaf)[:500]))
+    reason = scrub.text(_reason(leaf))[:300]
+    return UpstreamError(f"the remote MCP server {origin} failed: {reason}", details=details)
+
+
+def _reason(leaf: BaseException) -> str:
+    from mcp.shared.exceptions import MCPError
+
+    if isinstance(leaf, MCPError):
+        return f"error {leaf.error.code}: {leaf.error.message}"
+    import httpx2
+
+    if isinstance(leaf, (httpx2.HTTPError, OSError)):
+        return f"{type(leaf).__name__}: {leaf}"
+    return f"protocol error ({type(leaf).__name__})"
+
+
+def _exchange(
+    url: str,
+    secrets: tuple[dict[str, str], Scrubber],
+    limit_bytes: int,
+    timeout_s: float,
+    work: Callable[[Client], Awaitable[T]],
+) -> T:
+    """Open a session to ``url`` and run ``work`` on it within ``timeout_s`` and ``limit_bytes``."""
+    values, scrub = secrets
+    budget = _Budget(limit_bytes)
+
+    async def main() -> T:
+        async with _session(url, values, budget, timeout_s) as client:
+            return await work(client)
+
+    try:
+        return _run(main, timeout_s)
+    except Exception as exc:
+        raise _translate(exc, budget, origin_of(url), scrub) from exc
+
+
+# -- a call ----------------------------------------------------------------------
+
+
+def call_remote(descriptor: Descriptor, arguments: dict[str, Any], timeout_ms: int, output_bytes: int) -> str:
+    """Call the remote tool; return its output as JSON text (at most ``output_bytes`` of UTF-8).
+
+    The output is ``structuredContent`` when the server gives it, else the one
+    text block (parsed as JSON when it is JSON, else as a string), else
+    ``{"content": [...]}`` with every content block.
+
+    Raises:
+        CallTimeout, OutputTooLarge, GuestError, UpstreamError: see the module docstring.
+    """
+    import mcp_types as types
+
+    secrets = read_secrets(descriptor.url, descriptor.headers)
+    scrub = secrets[1]
+
+    async def work(client: Client) -> types.CallToolResult:
+        return await client.call_tool(descriptor.tool, arguments)
+
+    limit = 2 * output_bytes + PROTOCOL_OVERHEAD_BYTES
+    result = _exchange(descriptor.url, secrets, limit, timeout_ms / 1000, work)
+    if result.is_error:
+        text = scrub.text(_text_of(result.content))
+        cut = text[:ERROR_TEXT_CHARS] + ("…" if len(text) > ERROR_TEXT_CHARS else "")
+        raise GuestError(f"the remote tool {descriptor.tool!r} failed: {cut}", details={"server": descriptor.origin})
+    output = scrub.text(_output_text(result))
+    size = len(output.encode("utf-8", "surrogatepass"))
+    if size > output_bytes:
+        raise OutputTooLarge(
+            f"the remote tool's output is {size} bytes, over the {output_bytes}-byte limit",
+            details={"server": descriptor.origin, "limit_bytes": output_bytes},
+        )
+    return output
+
+
+def _text_of(content: list[Any]) -> str:
+    return "\n".join(block.text for block in content if getattr(block, "type", None) == "text")
+
+
+def _output_text(result: Any) -> str:
+    if result.structured_content is not None:
+        return json.dumps(result.structured_content, ensure_ascii=False)
+    blocks = result.content
+    if len(blocks) == 1 and getattr(blocks[0], "type", None) == "text":
+        text: str = blocks[0].text
+        try:
+            json.loads(text)
+        except ValueError:
+            return json.dumps(text, ensure_ascii=False)
+        return text
+    dumped = [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in blocks]
+    return json.dumps({"content": dumped}, ensure_ascii=False)
+
+
+# -- listing (import) ---------------------------------------------------------------
+
+#: Pages of ``tools/list`` an import follows, and the tools it accepts.
+MAX_PAGES = 100
+MAX_TOOLS = 1000
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What a server says about itself and its tools."""
+
+    server_name: str
+    tools: list[Any]
+
+
+def list_remote(url: str, headers: HeaderSecrets, timeout_s: float, limit_bytes: int) -> Listing:
+    """Every tool the server at ``url`` lists (all pages), within one deadline and byte cap.
+
+    Raises:
+        UpstreamError, CallTimeout, OutputTooLarge: the server cannot be listed.
+    """
+
+    async def work(client: Client) -> Listing:
+        tools: list[Any] = []
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None or len(tools) > MAX_TOOLS:
+                break
+        info = client.server_info
+        return Listing(info.name if info is not None else "", tools)
+
+    listing = _exchange(url, read_secrets(url, headers), limit_bytes, timeout_s, work)
+    if len(listing.tools) > MAX_TOOLS:
+        raise UpstreamError(f"the remote MCP server {origin_of(url)} lists more than {MAX_TOOLS} tools")
+    return listing

@@ -1,0 +1,13 @@
+"""The facade and the call pipeline: ``Runtime``, the policy gate, admission, envelopes.
+
+- :mod:`._runtime` — ``Runtime``: register, list, call, and the call's steps.
+- :mod:`._gate` — where a call meets the policy (scopes, rules, quotas, approvals).
+- :mod:`._admission` — how many calls run at once and how many wait.
+- :mod:`._wasmparts` — the engine side of a Runtime, made on first need.
+- :mod:`._envelope` — the one place a failure becomes a ``CallResult``.
+- :mod:`._backend` — ``CallBackend``, the protocol every call surface implements,
+  and ``open_backend``, the one factory of backends.
+- :mod:`._internal` — the narrow internal object other subpackages use.
+
+Imports: every layer below; never scale, importers, servers, integrations or the CLI.
+"""

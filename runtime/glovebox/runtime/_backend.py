@@ -1,0 +1,94 @@
+"""``CallBackend``: what every call surface is, whatever runs the calls.
+
+A :class:`~glovebox.Runtime` runs calls on its own threads; a
+:class:`~glovebox.ProcessPool` in worker processes; a
+``glovebox.ray.RayRuntime`` on Ray replicas. All three implement this
+protocol in full, so the servers, the framework integrations and the CLI take
+any of them and never ask which one they hold. Listing, describing, policy
+decisions and approvals are answered from the backend's home (every worker
+and replica shares it, or is fed from it); only ``call``/``acall`` run
+elsewhere. :func:`glovebox.open_backend` makes one by name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from ..model._result import CallResult, ToolInfo
+    from ..policy import Approval, Decision, Policy
+
+__all__ = ["CallBackend"]
+
+
+@runtime_checkable
+class CallBackend(Protocol):
+    """Runs tool calls and answers for the tools of one home under one policy."""
+
+    @property
+    def home(self) -> Path:
+        """The home whose registry, approvals and audit log the backend uses."""
+        ...
+
+    @property
+    def policy(self) -> Policy:
+        """The policy in force."""
+        ...
+
+    @property
+    def policy_configured(self) -> bool:
+        """Whether a policy was given (rather than the no-policy default)."""
+        ...
+
+    @property
+    def policy_error(self) -> str | None:
+        """Why the last policy reload failed, or None."""
+        ...
+
+    @property
+    def live_instances(self) -> int:
+        """Sandbox instances running in this process right now."""
+        ...
+
+    def call(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
+        """Run a tool; never raises for a failed call (see ``Runtime.call``)."""
+        ...
+
+    async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
+        """``call`` for a coroutine."""
+        ...
+
+    def tools(
+        self, pattern: str | None = None, *, include_deprecated: bool = True, signed: bool | None = None
+    ) -> list[ToolInfo]:
+        """Registered tool versions, sorted by name, newest first."""
+        ...
+
+    def tool(self, ref: str) -> ToolInfo:
+        """One tool (``name`` or ``name@version``); raises ToolNotFound."""
+        ...
+
+    def visible_tools(self, principal: str | None = None) -> list[ToolInfo]:
+        """The tools ``principal`` may see."""
+        ...
+
+    def explain(self, name: str, *, principal: str | None = None) -> Decision:
+        """What the policy decides for ``principal`` calling ``name``, and why."""
+        ...
+
+    def approve(self, approval_id: str, *, principal: str) -> Approval:
+        """Approve a pending ``approval_required`` call on behalf of ``principal``."""
+        ...
+
+    def pending_approvals(self) -> list[Approval]:
+        """Approval requests waiting for an approver."""
+        ...
+
+    def close(self) -> None:
+        """Release what the backend holds. Idempotent."""
+        ...
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, *exc: object) -> None: ...

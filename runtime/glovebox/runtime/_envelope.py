@@ -1,0 +1,61 @@
+"""The one place a call's failure becomes a ``CallResult``.
+
+Every door and every runner ends a failed call here: the pipeline
+(:mod:`._runtime`), a call refused at admission, a call whose audit row could
+not be written, a ProcessPool worker that died, a Ray replica that was lost
+or a router with no free replica. The rules:
+
+- a ``CallError`` is the answer as it is;
+- an :class:`~glovebox.InternalError` keeps its message (written for the
+  caller) with the call id appended, and its ``retryable``; its ``details`` go
+  to the log, never to the caller, except those the runner names as public
+  (``public``: who ran the call, such as ``worker_pid``);
+- any other exception is a bug: it is logged with its traceback and the caller
+  sees an opaque ``internal_error`` carrying only the call id.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from ..core._errors import CallError, InternalError
+from ..core._jsonlimits import escape_surrogates
+from ..model._result import CallResult
+
+__all__ = ["failure", "new_meta"]
+
+logger = logging.getLogger("glovebox")
+
+
+def new_meta(name: str, principal: str | None, call_id: str | None = None) -> dict[str, Any]:
+    """The ``meta`` a call starts with: its id (a new one unless given), the names asked for, nothing run yet."""
+    who = principal or "anonymous"
+    return {
+        "call_id": call_id or uuid.uuid4().hex,
+        "tool": escape_surrogates(name),
+        "version": None,
+        "digest": None,
+        "principal": escape_surrogates(who) if isinstance(who, str) else who,
+        "duration_ms": 0.0,
+        "fuel_used": 0,
+    }
+
+
+def failure(error: BaseException, meta: dict[str, Any], *, public: dict[str, Any] | None = None) -> CallResult:
+    """The result of a call that failed with ``error`` (see the module docstring for the rules)."""
+    call_id = meta["call_id"]
+    if isinstance(error, InternalError):
+        logger.error("call %s failed inside the host: %s %s", call_id, error.message, error.details or "")
+        opaque = InternalError(
+            f"{error.message} (call_id {call_id})",
+            details={"call_id": call_id, **(public or {})},
+            retryable=error.retryable,
+        )
+        return CallResult(ok=False, error=opaque, meta=meta)
+    if isinstance(error, CallError):
+        return CallResult(ok=False, error=error, meta=meta)
+    logger.error("internal error in call %s", call_id, exc_info=error)
+    opaque = InternalError(f"internal error (call_id {call_id})", details={"call_id": call_id, **(public or {})})
+    return CallResult(ok=False, error=opaque, meta=meta)

@@ -1,0 +1,280 @@
+"""The host functions' values, read and written through wasmtime's C API.
+
+wasmtime-py's generic host-function trampoline rebuilds the Python type objects
+of a function on every call, converts a record field by field and a
+``list<u8>`` one Python call per byte. The host interface's types are fixed by
+the WIT world, so this module reads the ``http-request`` record and the ``log``
+arguments straight from the ``wasmtime_component_val_t`` values the engine
+hands over, and writes the ``result<http-response, http-error>`` the same way. A
+byte list is copied with one strided slice over the values' memory (a value is
+a kind byte and a payload, ``VAL_SIZE`` bytes apart), never byte by byte.
+
+Ownership, as wasmtime's C API defines it: the arguments and the result slot
+belong to the engine, which drops them when the callback returns. A callback
+only reads its arguments and moves one finished value into its result slot;
+a value is built from Python data that has already been checked and encoded,
+so nothing can fail half-way through building it.
+
+A component types its imports itself, so it may import a host function with
+other types than the world's. A value of another shape is never read: it is
+refused with :class:`WrongShape`, and the callback traps with
+:data:`WRONG_TYPES` in its message (the call ends as ``guest_trap``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from ctypes import byref
+from typing import Any
+
+import wasmtime
+import wasmtime._ffi as ffi
+from wasmtime.component import LinkerInstance
+
+from ..core._world import WRONG_TYPES
+from ._callstate import HttpRequest
+
+__all__ = [
+    "CALLBACK",
+    "VAL_SIZE",
+    "WrongShape",
+    "add_func",
+    "lift_log",
+    "lift_request",
+    "lower_response",
+    "trap",
+]
+
+_VAL = ffi.wasmtime_component_val_t
+_VAL_P = ctypes.POINTER(_VAL)
+#: Bytes between two values of a list (its element stride).
+VAL_SIZE = ctypes.sizeof(_VAL)
+_KIND_AT = _VAL.kind.offset
+_PAYLOAD_AT = _VAL.of.offset
+#: The C signature of a component host function.
+CALLBACK = ffi.wasmtime_component_func_callback_t
+_NO_FINALIZER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)()
+
+_U8 = ffi.WASMTIME_COMPONENT_U8.value
+_U16 = ffi.WASMTIME_COMPONENT_U16.value
+_STRING = ffi.WASMTIME_COMPONENT_STRING.value
+_LIST = ffi.WASMTIME_COMPONENT_LIST.value
+_RECORD = ffi.WASMTIME_COMPONENT_RECORD.value
+_TUPLE = ffi.WASMTIME_COMPONENT_TUPLE.value
+_VARIANT = ffi.WASMTIME_COMPONENT_VARIANT.value
+_ENUM = ffi.WASMTIME_COMPONENT_ENUM.value
+_OPTION = ffi.WASMTIME_COMPONENT_OPTION.value
+_RESULT = ffi.WASMTIME_COMPONENT_RESULT.value
+
+_REQUEST_FIELDS = (b"method", b"url", b"headers", b"body")
+_ERROR_KINDS = frozenset({"denied", "timeout", "too-large", "network"})
+
+_PyBUF_READ, _PyBUF_WRITE = 0x100, 0x200
+_memory = ctypes.pythonapi.PyMemoryView_FromMemory
+_memory.restype = ctypes.py_object
+_memory.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int]
+
+
+class WrongShape(Exception):
+    """A host function was called with values of other types than the world's."""
+
+
+def trap(message: str) -> int:
+    """A wasmtime error for a callback to return: the guest traps with ``message``."""
+    error = wasmtime.WasmtimeError(f"{WRONG_TYPES}: {message}")
+    return ctypes.cast(error._consume(), ctypes.c_void_p).value or 0
+
+
+def add_func(instance: LinkerInstance, name: str, callback: Any) -> None:
+    """Define ``name`` in a linker instance as the C callback ``callback`` (kept alive by its caller)."""
+    encoded = name.encode("utf-8")
+    error = ffi.wasmtime_component_linker_instance_add_func(
+        instance.ptr(), ctypes.create_string_buffer(encoded), len(encoded), callback, None, _NO_FINALIZER
+    )
+    if error:
+        raise wasmtime.WasmtimeError._from_ptr(error)
+
+
+# -- lifting: the guest's values, read in place ------------------------------------------------
+
+
+def _name(vec: Any) -> bytes:
+    size = vec.size
+    return ctypes.string_at(vec.data, size) if size else b""
+
+
+def _string(val: Any, what: str) -> str:
+    if val.kind != _STRING:
+        raise WrongShape(f"{what} is not a string")
+    return _name(val.of.string).decode("utf-8")
+
+
+def _bytes(val: Any, what: str) -> bytes:
+    if val.kind != _LIST:
+        raise WrongShape(f"{what} is not a list<u8>")
+    count = val.of.list.size
+    if not count:
+        return b""
+    address = ctypes.cast(val.of.list.data, ctypes.c_void_p).value
+    view = _memory(address, count * VAL_SIZE, _PyBUF_READ)
+    if view[_KIND_AT::VAL_SIZE] != bytes((_U8,)) * count:
+        raise WrongShape(f"{what} is not a list<u8>")
+    return view[_PAYLOAD_AT::VAL_SIZE].tobytes()  # type: ignore[no-any-return]
+
+
+def _headers(val: Any) -> list[tuple[str, str]]:
+    if val.kind != _LIST:
+        raise WrongShape("headers is not a list")
+    items = val.of.list
+    headers = []
+    for i in range(items.size):
+        pair = items.data[i]
+        if pair.kind != _TUPLE or pair.of.tuple.size != 2:
+            raise WrongShape("a header is not a tuple<string, string>")
+        name, value = pair.of.tuple.data[0], pair.of.tuple.data[1]
+        headers.append((_string(name, "a header name"), _string(value, "a header value")))
+    return headers
+
+
+def lift_request(args: Any, count: int) -> HttpRequest:
+    """The ``http-request`` record among ``http-fetch``'s arguments.
+
+    Raises:
+        WrongShape: the arguments are not one record of the world's fields and types.
+    """
+    if count != 1 or args[0].kind != _RECORD or args[0].of.record.size != len(_REQUEST_FIELDS):
+        raise WrongShape("http-fetch takes one http-request record")
+    fields = args[0].of.record.data
+    for i, expected in enumerate(_REQUEST_FIELDS):
+        if _name(fields[i].name) != expected:
+            raise WrongShape(f"http-request field {i} is not `{expected.decode()}`")
+    body = fields[3].val
+    if body.kind != _OPTION:
+        raise WrongShape("body is not an option")
+    return HttpRequest(
+        method=_string(fields[0].val, "method"),
+        url=_string(fields[1].val, "url"),
+        headers=_headers(fields[2].val),
+        body=_bytes(body.of.option.contents, "body") if body.of.option else None,
+    )
+
+
+def lift_log(args: Any, count: int) -> tuple[str, str]:
+    """``log``'s (level, message).
+
+    Raises:
+        WrongShape: the arguments are not a level enum and a string.
+    """
+    if count != 2 or args[0].kind != _ENUM:
+        raise WrongShape("log takes a level and a message")
+    return _name(args[0].of.enumeration).decode("utf-8"), _string(args[1], "message")
+
+
+# -- lowering: the host's answer, built and moved into the result slot --------------------------
+
+
+# The constructors hold the GIL (a PyDLL): they are short, and releasing the GIL
+# around each of them would hand it to another thread a dozen times per answer.
+_held = ctypes.PyDLL(ffi.dll._name)
+
+
+def _bind(name: str, argtypes: list[Any], restype: Any = None) -> Any:
+    function = getattr(_held, name)
+    function.argtypes, function.restype = argtypes, restype
+    return function
+
+
+_byte_vec_new = _bind("wasm_byte_vec_new", [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p])
+_list_new = _bind("wasmtime_component_vallist_new_uninit", [ctypes.c_void_p, ctypes.c_size_t])
+_tuple_new = _bind("wasmtime_component_valtuple_new_uninit", [ctypes.c_void_p, ctypes.c_size_t])
+_record_new = _bind("wasmtime_component_valrecord_new_uninit", [ctypes.c_void_p, ctypes.c_size_t])
+_box = _bind("wasmtime_component_val_new", [ctypes.c_void_p], _VAL_P)  # moves the value, leaves it empty
+
+
+def _string_val(target: Any, data: bytes) -> None:
+    target.kind = _STRING
+    _byte_vec_new(byref(target.of.string), len(data), data)
+
+
+def _byte_list(target: Any, body: bytes) -> None:
+    target.kind = _LIST
+    raw = target.of.list
+    count = len(body)
+    _list_new(byref(raw), count)
+    if count:
+        view = _memory(ctypes.cast(raw.data, ctypes.c_void_p).value, count * VAL_SIZE, _PyBUF_WRITE)
+        view[_KIND_AT::VAL_SIZE] = bytes((_U8,)) * count
+        view[_PAYLOAD_AT::VAL_SIZE] = body
+
+
+def _header_list(target: Any, pairs: list[tuple[bytes, bytes]]) -> None:
+    target.kind = _LIST
+    raw = target.of.list
+    _list_new(byref(raw), len(pairs))
+    data = raw.data
+    for i, (name, value) in enumerate(pairs):
+        element = data[i]
+        element.kind = _TUPLE
+        pair = element.of.tuple
+        _tuple_new(byref(pair), 2)
+        _string_val(pair.data[0], name)
+        _string_val(pair.data[1], value)
+
+
+def _ok(status: int, pairs: list[tuple[bytes, bytes]], body: bytes) -> Any:
+    payload = _VAL()
+    payload.kind = _RECORD
+    record = payload.of.record
+    _record_new(byref(record), 3)
+    entries = record.data
+    status_entry, headers_entry, body_entry = entries[0], entries[1], entries[2]
+    _byte_vec_new(byref(status_entry.name), 6, b"status")
+    status_entry.val.kind = _U16
+    status_entry.val.of.u16 = status
+    _byte_vec_new(byref(headers_entry.name), 7, b"headers")
+    _header_list(headers_entry.val, pairs)
+    _byte_vec_new(byref(body_entry.name), 4, b"body")
+    _byte_list(body_entry.val, body)
+    return _result(True, payload)
+
+
+def _err(kind: bytes, reason: bytes) -> Any:
+    case = _VAL()
+    _string_val(case, reason)
+    payload = _VAL()
+    payload.kind = _VARIANT
+    _byte_vec_new(byref(payload.of.variant.discriminant), len(kind), kind)
+    payload.of.variant.val = _box(byref(case))
+    return _result(False, payload)
+
+
+def _result(is_ok: bool, payload: Any) -> Any:
+    out = _VAL()
+    out.kind = _RESULT
+    out.of.result.is_ok = is_ok
+    out.of.result.val = _box(byref(payload))
+    return out
+
+
+def lower_response(answer: Any, slot: Any) -> None:
+    """Move ``answer`` (a response record or an ``http-error`` variant) into the result slot.
+
+    Everything that can fail (types, ranges, UTF-8 encoding) is checked before
+    anything is allocated, so a failure leaves the slot untouched.
+
+    Raises:
+        ValueError: ``answer`` is not a response with a status in 0..65535 or a known error kind.
+        TypeError, AttributeError, UnicodeEncodeError: ``answer`` has fields of the wrong types.
+    """
+    tag = getattr(answer, "tag", None)
+    if tag is not None:
+        if tag not in _ERROR_KINDS:
+            raise ValueError(f"unknown http-error kind {tag!r}")
+        value = _err(tag.encode(), str(answer.payload).encode("utf-8"))
+    else:
+        status = answer.status
+        if not isinstance(status, int) or not 0 <= status <= 0xFFFF:
+            raise ValueError(f"HTTP status {status!r} is not a u16")
+        pairs = [(name.encode("utf-8"), text.encode("utf-8")) for name, text in answer.headers]
+        value = _ok(status, pairs, bytes(answer.body))
+    ctypes.memmove(slot, byref(value), VAL_SIZE)

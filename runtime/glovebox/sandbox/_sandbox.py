@@ -1,0 +1,197 @@
+"""One tool invocation: a fresh Store and instance, limits set, `call` run, dropped.
+
+Nothing reaches the guest but its input and the host interface: no files, no
+environment, no arguments, no network. Each call gets its own fuel budget,
+memory cap, epoch deadline and output cap.
+
+Two linkers: components that import no WASI (C tools) use the lean one, which
+defines the host interface only. Components that import WASI 0.2 (Python
+tools: CPython is built on wasi-libc) use a second linker that also has
+``add_wasip2()``, and their store gets an empty ``WasiConfig``: no arguments, no
+environment, no preopened directories, stdin empty, stdout and stderr
+discarded (never the host's), every socket address refused, no name lookup.
+Clocks and randomness work. The choice is made once per component and cached.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+
+import wasmtime
+from wasmtime.component import Component, ExportIndex, Linker
+
+from ..core._errors import CallError, InvalidArtifact
+from ..core._world import EXPORT_NAME
+from ..engine._engine import SharedEngine
+from ..model._manifest import Limits
+from ._callstate import ActiveCall, CallState, Fetcher
+from ._fastcall import Instantiation, RawStore, call_tool, post_return
+from ._host import make_linker
+from ._outcome import Ending, call_error
+from ._validate import imports_wasi
+
+__all__ = ["Outcome", "Sandbox"]
+
+
+@dataclass
+class Outcome:
+    """What one invocation produced: output text, or the error, and what it cost."""
+
+    output_text: str | None
+    error: CallError | None
+    fuel_used: int
+    state: CallState
+
+
+class Sandbox:
+    """Runs invocations of compiled components on a shared engine."""
+
+    def __init__(self, shared: SharedEngine) -> None:
+        self.shared = shared
+        self._linker: Linker = make_linker(shared.engine)
+        self._wasi_linker: Linker | None = None
+        self._wants_wasi: weakref.WeakKeyDictionary[Component, bool] = weakref.WeakKeyDictionary()
+        self._live = 0
+        self._live_lock = threading.Lock()
+
+    @property
+    def live_instances(self) -> int:
+        """Instances alive right now (for metrics)."""
+        return self._live
+
+    def _linker_for(self, component: Component) -> Linker:
+        wants = self._wants_wasi.get(component)
+        if wants is None:
+            wants = self._wants_wasi[component] = imports_wasi(self.shared.engine, component)
+        if not wants:
+            return self._linker
+        if self._wasi_linker is None:
+            linker = make_linker(self.shared.engine)
+            linker.add_wasip2()
+            self._wasi_linker = linker
+        return self._wasi_linker
+
+    def _store(self, component: Component, limits: Limits) -> wasmtime.Store:
+        store = wasmtime.Store(self.shared.engine)
+        store.set_limits(memory_size=limits.memory_bytes)
+        store.set_fuel(limits.fuel)
+        store.set_epoch_deadline(self.shared.deadline_ticks(limits.timeout_ms))
+        if self._linker_for(component) is not self._linker:
+            # Nothing inherited: WasiConfig starts with no args, env, preopens or stdio.
+            store.set_wasi(wasmtime.WasiConfig())
+        return store
+
+    def run(self, component: Component, input_text: str, limits: Limits, http: Fetcher | None = None) -> Outcome:
+        """Instantiate ``component`` afresh and call it once with ``input_text``."""
+        deadline = time.monotonic() + limits.timeout_ms / 1000.0
+        state = CallState(deadline=deadline, log_limit_bytes=limits.log_bytes, http=http)
+        with self._live_lock:
+            self._live += 1
+        try:
+            with ActiveCall(state):
+                if self._linker_for(component) is self._linker:
+                    ran = self._invoke_raw(component, input_text, limits)
+                else:
+                    ran = self._invoke(self._store(component, limits), component, input_text)
+        finally:
+            with self._live_lock:
+                self._live -= 1
+        error = call_error(ran.ending(limits, state))
+        output = ran.result[1] if error is None and ran.result is not None else None
+        return Outcome(output_text=output, error=error, fuel_used=limits.fuel - ran.fuel_left, state=state)
+
+    def probe(self, component: Component, limits: Limits, source: str) -> None:
+        """Instantiate once without calling, to prove the component links and starts."""
+        state = CallState(deadline=time.monotonic() + limits.timeout_ms / 1000.0, log_limit_bytes=0)
+        store = self._store(component, limits)
+        try:
+            with ActiveCall(state):
+                self._linker_for(component).instantiate(store, component)
+        except (wasmtime.Trap, wasmtime.WasmtimeError, wasmtime.ExitTrap) as exc:
+            error = call_error(Ending(limits, exc=exc, fuel_left=_fuel_left(store), instantiating=True))
+            if error is not None and error.code in ("memory_limit", "fuel_exhausted", "timeout"):
+                reason = error.message
+            else:
+                reason = " ".join(str(exc).strip().splitlines()[:3])
+            raise InvalidArtifact(f"{source} cannot be instantiated: {reason}") from exc
+
+    def _invoke_raw(self, component: Component, input_text: str, limits: Limits) -> _Ran:
+        """The lean path for components without WASI (see ``_fastcall.RawStore``)."""
+        ticks = self.shared.deadline_ticks(limits.timeout_ms)
+        store = RawStore(self.shared.engine, limits.memory_bytes, limits.fuel, ticks)
+        try:
+            ran = _Ran(result=store.call(self._linker, component, _export_index(component), input_text))
+        except wasmtime.WasmtimeError as exc:
+            ran = _Ran.failed(exc, isinstance(exc, Instantiation))
+        finally:
+            fuel_left = store.fuel_left()
+            store.close()
+        ran.fuel_left = fuel_left
+        return ran
+
+    def _invoke(self, store: wasmtime.Store, component: Component, input_text: str) -> _Ran:
+        instantiating = True
+        try:
+            instance = self._linker_for(component).instantiate(store, component)
+            func = instance.get_func(store, _export_index(component))
+            if func is None:
+                raise wasmtime.WasmtimeError("component does not export `call`")
+            instantiating = False
+            ran = _Ran(result=call_tool(func, store, input_text))
+            post_return(func, store)
+        except (wasmtime.Trap, wasmtime.WasmtimeError, wasmtime.ExitTrap) as exc:
+            ran = _Ran.failed(exc, instantiating)
+        ran.fuel_left = _fuel_left(store)
+        return ran
+
+
+@dataclass
+class _Ran:
+    """What one invocation returned or raised, before it is judged."""
+
+    result: tuple[bool, str] | None = None
+    exc: Exception | None = None
+    instantiating: bool = False
+    fuel_left: int = 0
+    failed_at: float = 0.0
+
+    @classmethod
+    def failed(cls, exc: Exception, instantiating: bool) -> _Ran:
+        return cls(exc=exc, instantiating=instantiating, failed_at=time.monotonic())
+
+    def ending(self, limits: Limits, state: CallState) -> Ending:
+        return Ending(
+            limits,
+            exc=self.exc,
+            fuel_left=self.fuel_left,
+            deadline_passed=self.exc is not None and self.failed_at >= state.deadline,
+            instantiating=self.instantiating,
+            guest_reported_oom=state.oom_reported,
+            timed_out_in_host=state.timed_out,
+            denials=state.denials,
+            upstream_failures=state.upstream_failures,
+            guest_result=self.result,
+        )
+
+
+def _fuel_left(store: wasmtime.Store) -> int:
+    try:
+        return store.get_fuel()
+    except wasmtime.WasmtimeError:
+        return 0
+
+
+_EXPORT_INDEXES: weakref.WeakKeyDictionary[Component, ExportIndex] = weakref.WeakKeyDictionary()
+
+
+def _export_index(component: Component) -> ExportIndex | str:
+    index = _EXPORT_INDEXES.get(component)
+    if index is None:
+        index = component.get_export_index(EXPORT_NAME)
+        if index is None:
+            return EXPORT_NAME
+        _EXPORT_INDEXES[component] = index
+    return index

@@ -1,0 +1,103 @@
+"""Check that a .wasm artifact is a component of the glovebox world.
+
+The checks run before anything is stored: the bytes are wasm; they are a
+component, not a core module; they compile (in a child process, see
+``_compile``); the component exports
+``call: func(input: string) -> result<string, string>``; and it imports
+nothing but the ``glovebox:tool/host@0.1.0`` interface and, for guests built on
+a WASI libc (Python), the WASI 0.2.x interfaces in ``_world.WASI_INTERFACES``, which
+the sandbox links with nothing granted (see ``_sandbox``). Each refusal says
+which check failed and what to do about it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import wasmtime
+from wasmtime.component import Component, ComponentInstanceType, FuncType, ResultType, String
+
+from ..core._errors import InvalidArtifact
+from ..core._world import EXPORT_NAME, HOST_FUNCTIONS, HOST_INTERFACE, is_wasi_import
+
+__all__ = [
+    "MAX_ARTIFACT_BYTES",
+    "check_component",
+    "check_header",
+    "imports_wasi",
+]
+
+MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
+_MAGIC = b"\0asm"
+_CORE_VERSION = b"\x01\x00\x00\x00"
+_COMPONENT_LAYER = b"\x0d\x00\x01\x00"
+
+
+def check_header(data: bytes, source: str) -> None:
+    """Refuse what is not a wasm component by its first eight bytes and size."""
+    if len(data) > MAX_ARTIFACT_BYTES:
+        raise InvalidArtifact(f"{source} is {len(data)} bytes, over the {MAX_ARTIFACT_BYTES}-byte artifact limit")
+    if data[:4] != _MAGIC:
+        raise InvalidArtifact(f"{source} is not a WebAssembly file (no \\0asm magic number)")
+    if data[4:8] == _CORE_VERSION:
+        raise InvalidArtifact(
+            f"{source} is a core wasm module, not a component: build it with `glovebox build`, "
+            "or wrap it with `wasm-tools component new`"
+        )
+    if data[4:8] != _COMPONENT_LAYER:
+        raise InvalidArtifact(f"{source} has an unsupported wasm version/layer {data[4:8].hex()}")
+
+
+def check_component(engine: wasmtime.Engine, component: Component, source: str) -> None:
+    """Check a compiled component's exports and imports against the glovebox world."""
+    ctype = component.type
+    _check_exports(ctype.exports(engine), engine, source)
+    _check_imports(ctype.imports(engine), engine, source)
+
+
+def _check_exports(exports: Mapping[str, object], engine: wasmtime.Engine, source: str) -> None:
+    item = exports.get(EXPORT_NAME)
+    if item is None:
+        found = ", ".join(sorted(exports)) or "nothing"
+        raise InvalidArtifact(
+            f"{source} does not export `call` (it exports {found}); a tool exports "
+            "`call: func(input: string) -> result<string, string>`"
+        )
+    ty = item.ty  # type: ignore[attr-defined]
+    if not isinstance(ty, FuncType) or not _is_call_type(ty):
+        raise InvalidArtifact(
+            f"{source} exports `call` with the wrong type; expected `func(input: string) -> result<string, string>`"
+        )
+
+
+def _is_call_type(ty: FuncType) -> bool:
+    params, result = ty.params, ty.result
+    if len(params) != 1 or not isinstance(params[0][1], String):
+        return False
+    return isinstance(result, ResultType) and isinstance(result.ok, String) and isinstance(result.err, String)
+
+
+def imports_wasi(engine: wasmtime.Engine, component: Component) -> bool:
+    """Whether the component imports any WASI interface (and so needs the WASI linker)."""
+    return any(name.startswith("wasi:") for name in component.type.imports(engine))
+
+
+def _check_imports(imports: Mapping[str, object], engine: wasmtime.Engine, source: str) -> None:
+    for name, item in imports.items():
+        if is_wasi_import(name):
+            continue
+        if name != HOST_INTERFACE:
+            raise InvalidArtifact(
+                f"{source} imports `{name}`, which is outside the glovebox world "
+                f"(a tool may import only `{HOST_INTERFACE}`)"
+            )
+        ty = item.ty  # type: ignore[attr-defined]
+        if not isinstance(ty, ComponentInstanceType):
+            raise InvalidArtifact(f"{source} imports `{name}` as something other than an interface")
+        funcs = {fname for fname, f in ty.exports(engine).items() if isinstance(f.ty, FuncType)}
+        unknown = sorted(funcs - HOST_FUNCTIONS)
+        if unknown:
+            raise InvalidArtifact(
+                f"{source} imports `{name}#{unknown[0]}`, which the host does not provide "
+                f"(it provides {', '.join(sorted(HOST_FUNCTIONS))})"
+            )

@@ -1,0 +1,8 @@
+"""Calls beyond one thread: ``ProcessPool`` (N worker processes) and Ray replicas.
+
+- :mod:`._procpool` / :mod:`._procworker` — the parent and the worker process.
+- :mod:`._raycluster` / :mod:`._rayreplica` — ``RayRuntime`` and its actors
+  (public as :mod:`glovebox.ray`).
+
+Imports: :mod:`glovebox.runtime` (through its internal object) and below.
+"""

@@ -1,0 +1,413 @@
+"""ProcessPool: tool calls on N worker processes, each with its own Runtime on one home.
+
+Each worker (``multiprocessing``'s ``spawn`` context: the engine holds threads
+and a native timer, which ``fork`` would not carry over) opens a Runtime with the
+pool's arguments on the same ``GLOVEBOX_HOME``, so the workers share the
+registry, memory-map the same compiled components from ``cache/compiled/``,
+pick up registrations and policy reloads as any Runtime does, and append to the
+one audit chain. Each worker has one pipe; a call goes to the worker with the
+fewest calls in flight (ties in turn).
+
+A worker that dies (killed, out of memory) is replaced. Each call it had in
+flight answers ``internal_error``, retryable, with ``details.call_id`` and
+``details.worker_pid``; the pool writes that call's audit row unless the worker
+wrote one before dying (the call id is chosen here, before dispatch, so the
+audit log is looked up by it), so every call leaves exactly one row. In that
+narrow case (the row written, the answer lost) the row holds what the tool did.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..audit._log import AuditLog
+from ..audit._row import call_row
+from ..core import _settings
+from ..core._errors import InternalError
+from ..model._result import CallResult
+from ..policy import Policy
+from ..runtime._envelope import failure, new_meta
+from ..runtime._gate import input_digest
+from ..runtime._runtime import Runtime
+from ..telemetry import _tracing
+from ..telemetry._calllog import log_call
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
+
+__all__ = ["CallPool", "ProcessPool", "lost_call"]
+
+logger = logging.getLogger("glovebox")
+#: Seconds ``close`` waits for a worker to finish its calls before killing it.
+CLOSE_TIMEOUT_S = 120.0
+#: Longest wait before replacing a worker that died before it was ready.
+MAX_RESTART_DELAY_S = 5.0
+
+
+class _NotPicklable:
+    """Stands in for an input that cannot cross to a worker (it is not JSON either)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"<{self.kind} object>"
+
+
+class CallPool(Protocol):
+    """What the servers dispatch calls to besides a Runtime: a ProcessPool or a RayRuntime."""
+
+    async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult: ...
+
+
+@dataclass
+class _Pending:
+    future: Future[CallResult]
+    name: str
+    value: Any
+    principal: str | None
+    started: float = field(default_factory=time.perf_counter)
+    #: ``(trace_id, span_id)`` of the ``glovebox.call`` span the worker recorded, if it did.
+    span: tuple[int, int] | None = None
+
+
+@dataclass
+class _Worker:
+    process: BaseProcess
+    conn: Connection
+    pending: dict[str, _Pending] = field(default_factory=dict)
+    send_lock: threading.Lock = field(default_factory=threading.Lock)
+    alive: bool = True
+    ready: bool = False
+    reader: threading.Thread | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.process.pid is not None
+        return self.process.pid
+
+
+class ProcessPool:
+    """Runs calls in ``processes`` worker processes, each holding a Runtime on one home.
+
+    Args:
+        processes: how many worker processes (default: the CPU count).
+        home: as for :class:`Runtime` (resolved here, so every worker uses the same one).
+        policy: as for :class:`Runtime`: a file (reloaded by each worker when it
+            changes) or a ``Policy``; default ``GLOVEBOX_POLICY``.
+        threads: calls each worker runs at once (on threads), so calls waiting
+            on an upstream do not queue behind each other.
+        initializer: called as ``initializer(*initargs)`` in each worker process
+            before its Runtime opens (to configure a tracer provider or logging
+            there); pickled to the workers like the other arguments. One that
+            raises ends the worker, which is replaced (after a growing pause).
+        initargs: the arguments of ``initializer``.
+        **options: the other keyword arguments of :class:`Runtime`
+            (``require_signatures``, ``grants``, ``transport``, ``engine``);
+            they are pickled to the workers, except ``tracer_provider``, which
+            stays in this process (see below).
+
+    Tracing: each call carries the caller's trace context (W3C ``traceparent``)
+    to its worker. A worker whose process has a tracer provider records the
+    call's ``glovebox.call`` span and its steps there, as a child of the caller's
+    span; otherwise the pool records the ``glovebox.call`` span in this process
+    (with ``tracer_provider`` or the global provider), from the envelope. Either
+    way a call has one ``glovebox.call`` span, and this process logs its
+    ``glovebox.calls`` line with that span's ids.
+
+    Raises:
+        TypeError: an argument cannot be sent to a worker process (not picklable).
+        ValueError: ``processes`` or ``threads`` is below 1.
+        InvalidPolicy: as :class:`Runtime` raises it.
+
+    ``call`` and ``acall`` answer the same :class:`CallResult` as ``Runtime.call``,
+    with ``meta["worker_pid"]`` naming the process that ran the call. Programs
+    that make a pool must guard their entry point (``if __name__ == "__main__":``),
+    as ``multiprocessing``'s spawn start method requires. Use it as a context
+    manager, or call ``close()``.
+    """
+
+    def __init__(
+        self,
+        processes: int | None = None,
+        home: str | os.PathLike[str] | None = None,
+        policy: str | os.PathLike[str] | Policy | None = None,
+        *,
+        threads: int = 4,
+        initializer: Callable[..., object] | None = None,
+        initargs: tuple[Any, ...] = (),
+        **options: Any,
+    ) -> None:
+        count = processes if processes is not None else os.cpu_count() or 1
+        if count < 1 or threads < 1:
+            raise ValueError("processes and threads must be at least 1")
+        resolved = _settings.home_dir(home)
+        self._tracing = _tracing.Tracing(options.pop("tracer_provider", None))
+        self._options: dict[str, Any] = {
+            "home": resolved,
+            "policy": policy if policy is not None else _settings.policy_file(),
+            **options,
+        }
+        self._init = (initializer, tuple(initargs))
+        try:
+            pickle.dumps((self._options, self._init))
+        except Exception as exc:
+            raise TypeError(f"ProcessPool's arguments must be picklable to reach its workers: {exc}") from exc
+        Runtime(**self._options).close()  # refuse bad arguments here, not in every worker
+        import multiprocessing
+
+        self._context = multiprocessing.get_context("spawn")
+        self._threads = threads
+        self._audit = AuditLog(Path(resolved))
+        self._cond = threading.Condition()
+        self._closed = False
+        self._turn = 0
+        self._restart_delay = 0.1
+        self._workers: list[_Worker] = [self._start() for _ in range(count)]
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def __enter__(self) -> ProcessPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def pids(self) -> list[int]:
+        """The process ids of the live workers."""
+        with self._cond:
+            return [worker.pid for worker in self._workers if worker.alive]
+
+    def close(self) -> None:
+        """Let the workers finish the calls in flight, then stop them. Idempotent."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            workers = list(self._workers)
+            self._cond.notify_all()
+        for worker in workers:
+            self._send(worker, None)
+        for worker in workers:
+            worker.process.join(CLOSE_TIMEOUT_S)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join()
+        for worker in workers:
+            if worker.reader is not None:
+                worker.reader.join()
+        self._audit.close()
+
+    def _start(self) -> _Worker:
+        from ._procworker import serve
+
+        ours, theirs = self._context.Pipe()
+        process = self._context.Process(
+            target=serve, args=(theirs, self._options, self._threads, *self._init), name="glovebox-worker", daemon=True
+        )
+        process.start()
+        theirs.close()
+        worker = _Worker(process, ours)
+        worker.reader = threading.Thread(target=self._listen, args=(worker,), name="glovebox-pool", daemon=True)
+        worker.reader.start()
+        return worker
+
+    # -- calls ------------------------------------------------------------------
+
+    def call(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
+        """Run tool ``name`` on ``input`` in a worker process; as :meth:`Runtime.call`.
+
+        Raises:
+            ValueError: the pool is closed.
+        """
+        tracer, started = self._tracing.tracer(), time.time_ns()
+        pending = self._submit(name, input, principal)
+        result = pending.future.result()
+        _report(tracer, started, pending.span, result)
+        return result
+
+    async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
+        """``call`` without blocking the event loop (the wait is on the worker's answer)."""
+        import asyncio  # imported here to keep `import glovebox` light
+
+        tracer, started = self._tracing.tracer(), time.time_ns()
+        pending = self._submit(name, input, principal)
+        result = await asyncio.wrap_future(pending.future)
+        _report(tracer, started, pending.span, result)
+        return result
+
+    def _submit(self, name: str, value: Any, principal: str | None) -> _Pending:
+        if not isinstance(name, str):
+            raise TypeError(f"tool name must be a str, not {type(name).__name__}")
+        call_id = uuid.uuid4().hex
+        payload = _payload(call_id, name, value, principal, _tracing.carrier())
+        pending = _Pending(Future(), name, value, principal)
+        worker = self._dispatch(call_id, pending)
+        self._send(worker, payload)
+        return pending
+
+    def _dispatch(self, call_id: str, pending: _Pending) -> _Worker:
+        """Choose the live worker with the fewest calls in flight and book the call on it."""
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise ValueError("this ProcessPool is closed")
+                live = [worker for worker in self._workers if worker.alive]
+                if live:
+                    break
+                self._cond.wait()
+            self._turn += 1
+            turn = self._turn
+            chosen = min(range(len(live)), key=lambda i: (len(live[i].pending), (i - turn) % len(live)))
+            worker = live[chosen]
+            worker.pending[call_id] = pending
+            return worker
+
+    def _send(self, worker: _Worker, payload: bytes | None) -> None:
+        """Write to a worker's pipe; a dead worker's calls are answered by its reader."""
+        data = payload if payload is not None else pickle.dumps(None)
+        try:
+            with worker.send_lock:
+                worker.conn.send_bytes(data)
+        except (OSError, ValueError):
+            pass
+
+    # -- answers -------------------------------------------------------------
+
+    def _listen(self, worker: _Worker) -> None:
+        """Read one worker's answers until its pipe closes; then settle what it left."""
+        while True:
+            try:
+                message = worker.conn.recv()
+            except (EOFError, OSError):
+                break
+            except Exception:
+                logger.exception("unreadable answer from worker %d", worker.pid)
+                continue
+            if message[0] == "ready":
+                worker.ready = True
+                self._restart_delay = 0.1
+            elif message[0] == "result":
+                self._settle(worker, *message[1:4])
+            else:
+                self._settle(worker, message[1])
+        self._died(worker)
+
+    def _settle(self, worker: _Worker, call_id: str, envelope: dict[str, Any] | None = None, span: Any = None) -> None:
+        with self._cond:
+            pending = worker.pending.pop(call_id, None)
+        if pending is None:
+            return
+        try:
+            result = CallResult.from_dict(envelope) if envelope is not None else self._lost(worker, call_id, pending)
+            pending.span = span if envelope is not None and _is_span_ids(span) else None
+        except ValueError:
+            logger.exception("unreadable answer to call %s from worker %d", call_id, worker.pid)
+            result = self._lost(worker, call_id, pending)
+        pending.future.set_result(result)
+
+    def _died(self, worker: _Worker) -> None:
+        """Answer the calls a dead worker left, and start its replacement unless closing."""
+        worker.process.join()
+        with self._cond:
+            worker.alive = False
+            left = dict(worker.pending)
+            worker.pending.clear()
+            closing = self._closed
+        worker.conn.close()
+        if not closing:
+            logger.error("worker %d ended (exit code %s); replacing it", worker.pid, worker.process.exitcode)
+        for call_id, pending in left.items():
+            pending.future.set_result(self._lost(worker, call_id, pending))
+        if not closing:
+            self._replace(worker)
+
+    def _replace(self, worker: _Worker) -> None:
+        if not worker.ready:  # it died starting: do not spin
+            time.sleep(self._restart_delay)
+            self._restart_delay = min(self._restart_delay * 2, MAX_RESTART_DELAY_S)
+        with self._cond:
+            if self._closed:
+                return
+            fresh = self._start()
+            self._workers[self._workers.index(worker)] = fresh
+            self._cond.notify_all()
+
+    def _lost(self, worker: _Worker, call_id: str, pending: _Pending) -> CallResult:
+        """The answer of a call whose worker died or failed before answering; audited once."""
+        return lost_call(
+            self._audit,
+            call_id,
+            pending.name,
+            pending.value,
+            pending.principal,
+            started=pending.started,
+            what="the worker process running this call",
+            where={"worker_pid": worker.pid},
+        )
+
+
+def lost_call(
+    audit: AuditLog,
+    call_id: str,
+    name: str,
+    value: Any,
+    principal: str | None,
+    *,
+    started: float,
+    what: str,
+    where: dict[str, Any],
+    recorded: bool | None = None,
+) -> CallResult:
+    """The answer of a call whose runner ended before answering: ``internal_error``, retryable.
+
+    ``where`` (who ran it: ``worker_pid``, ``replica``...) goes into ``meta`` and
+    ``details``. The call's audit row is written to ``audit`` unless a row with its
+    id is already there, or ``recorded`` says one was written elsewhere, so the
+    call leaves exactly one row.
+    """
+    meta = new_meta(name, principal, call_id)
+    meta["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
+    meta.update(where)
+    result = failure(InternalError(f"{what} ended before answering", retryable=True), meta, public=where)
+    try:
+        if not recorded and audit.find(call_id) is None:
+            audit.append(call_row(result, None, input_digest=input_digest(value)))
+    except Exception:
+        logger.exception("cannot write the audit record of call %s", call_id)
+    return result
+
+
+def _payload(call_id: str, name: str, value: Any, principal: str | None, trace: dict[str, str] | None) -> bytes:
+    """The pickled request; an input that cannot be pickled crosses as a stand-in the worker refuses."""
+    try:
+        return pickle.dumps((call_id, name, value, principal, trace))
+    except Exception:  # RecursionError, PicklingError, TypeError...: it is not JSON either
+        return pickle.dumps((call_id, name, _NotPicklable(type(value).__name__), principal, trace))
+
+
+def _is_span_ids(value: Any) -> bool:
+    """A worker's ``(trace_id, span_id)``: two positive ints (anything else is not taken)."""
+    return isinstance(value, tuple) and len(value) == 2 and all(type(part) is int and part > 0 for part in value)
+
+
+def _report(tracer: Any, started_ns: int, span: tuple[int, int] | None, result: CallResult) -> None:
+    """The call's ``glovebox.calls`` line, and its ``glovebox.call`` span here unless the worker recorded it."""
+    if span is not None:
+        _tracing.remote_call(span, result)
+    elif tracer is not None:
+        _tracing.past_call(tracer, started_ns, result)
+    else:
+        log_call(result.ok, result.code, result.meta)

@@ -1,0 +1,467 @@
+"""RayRuntime: tool calls on N Ray actors (replicas), each holding a Runtime.
+
+The driver keeps a Runtime of its own on ``home``: the registry every call is
+resolved in, the approvals, ``explain``, and the audit rows of calls it answers
+itself (an unknown tool, ``overloaded``, a replica that died, and the calls of
+remote MCP tools, which it proxies: they have no wasm to ship). Every other call
+goes to a replica: the router ranks the live replicas by rendezvous hashing on
+the tool's digest, so a tool's calls stay on the replica that already holds its
+compiled component, and takes the first one with an idle thread; when all those
+are busy it takes the least loaded one below ``max_pending``; when every replica
+is at ``max_pending`` the call answers ``overloaded`` at once. Artifacts travel
+by digest (``glovebox.scale._rayreplica``).
+
+A replica that dies (``ray.kill``, its node lost) is replaced under the same
+id; each call it held answers ``internal_error``, retryable, with
+``details.replica``, audited by the driver unless the replica wrote the row first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.exceptions import ActorDiedError, RayError
+
+from ..core import _settings
+from ..core._errors import Overloaded, ToolNotFound
+from ..model._result import CallResult, ToolInfo
+from ..policy import Approval, Decision, Policy
+from ..registry._registration import ManifestSource
+from ..runtime._internal import internals
+from ..runtime._runtime import Runtime
+from ._procpool import _NotPicklable, lost_call
+from ._rayreplica import Artifact, Replica, policy_digest
+
+__all__ = ["RayRuntime", "keep_trap_handlers"]
+
+logger = logging.getLogger("glovebox")
+#: Seconds ``close`` waits for each replica to finish its calls before killing it.
+CLOSE_TIMEOUT_S = 60.0
+#: Seconds the constructor waits for the replicas to open their Runtimes.
+START_TIMEOUT_S = 300.0
+
+
+@dataclass
+class _Slot:
+    replica_id: str
+    actor: Any
+    ready: Any  # ObjectRef of Replica.ready
+    pending: int = 0
+    alive: bool = True
+
+
+@dataclass
+class _Booked:
+    slot: _Slot
+    ref: Any
+    call_id: str
+    name: str
+    value: Any
+    principal: str | None
+    started: float = field(default_factory=time.perf_counter)
+
+
+class RayRuntime:
+    """Runs calls on ``replicas`` Ray actors, each holding a Runtime; same calls as :class:`Runtime`.
+
+    Args:
+        replicas: how many replica actors.
+        address: the Ray cluster to join (``ray.init(address=...)``); None joins the
+            one this process already joined, else starts a local one (no dashboard).
+        home: the driver's home: the registry calls are resolved in, approvals,
+            and its audit chain (default ``GLOVEBOX_HOME``).
+        policy: as for :class:`Runtime`; a file must be at the same path on every node.
+        threads: calls a replica runs at once (the actor's ``max_concurrency``).
+        max_pending: calls booked on one replica at most, running or waiting
+            (default ``4 * threads``); beyond it on every replica a call answers ``overloaded``.
+        node_home: the home each replica uses on its node (default: ``home``, for one
+            node or a home on a shared filesystem). Replicas fetch the artifacts it
+            lacks by digest and keep their own audit chain there.
+        replica_options: Ray actor options for the replicas (default
+            ``{"num_cpus": 1, "scheduling_strategy": "SPREAD"}``).
+        **options: the other keyword arguments of :class:`Runtime`, for the driver and every replica.
+
+    Raises:
+        ValueError: ``replicas``, ``threads`` or ``max_pending`` is below 1.
+        InvalidPolicy: as :class:`Runtime` raises it.
+
+    ``call`` and ``acall`` answer the same :class:`CallResult` as ``Runtime.call``, with
+    ``meta["replica"]`` and ``meta["worker_pid"]`` naming who ran the call.
+    """
+
+    def __init__(
+        self,
+        replicas: int = 2,
+        address: str | None = None,
+        home: str | os.PathLike[str] | None = None,
+        policy: str | os.PathLike[str] | Policy | None = None,
+        *,
+        threads: int = 4,
+        max_pending: int | None = None,
+        node_home: str | os.PathLike[str] | None = None,
+        replica_options: dict[str, Any] | None = None,
+        **options: Any,
+    ) -> None:
+        self._max_pending = max_pending if max_pending is not None else 4 * threads
+        if replicas < 1 or threads < 1 or self._max_pending < 1:
+            raise ValueError("replicas, threads and max_pending must be at least 1")
+        resolved = _settings.home_dir(home)
+        chosen = policy if policy is not None else _settings.policy_file()
+        self._runtime = Runtime(resolved, chosen, **options)
+        self._internal = internals(self._runtime)
+        self._threads = threads
+        self._node_home = Path(node_home) if node_home is not None else None
+        self._options = {"home": self._node_home or resolved, "policy": chosen, **options}
+        self._actor_options = replica_options or {"num_cpus": 1, "scheduling_strategy": "SPREAD"}
+        self._owns_ray = not ray.is_initialized()
+        if self._owns_ray:
+            with keep_trap_handlers():
+                if address is None:
+                    ray.init(include_dashboard=False)
+                else:
+                    ray.init(address=address)
+        self._actor_class: Any = ray.remote(Replica)
+        self._lock = threading.Lock()
+        self._closed = False
+        self._blobs: dict[str, Any] = {}
+        self._mean_ms = 10.0
+        self._slots = [self._start(f"replica-{index}") for index in range(replicas)]
+        try:
+            ray.get([slot.ready for slot in self._slots], timeout=START_TIMEOUT_S)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def __enter__(self) -> RayRuntime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _start(self, replica_id: str) -> _Slot:
+        options = {"max_concurrency": self._threads, "max_restarts": 0, **self._actor_options}
+        actor = self._actor_class.options(**options).remote(self._options, replica_id)
+        ready: Any = actor.ready
+        return _Slot(replica_id, actor, ready.remote())
+
+    def close(self) -> None:
+        """Let the replicas finish their calls, then stop them (and Ray, if this started it). Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            slots = [slot for slot in self._slots if slot.alive]
+        closing = [slot.actor.close.remote() for slot in slots]
+        try:
+            ray.get(closing, timeout=CLOSE_TIMEOUT_S)
+        except RayError:
+            logger.warning("a replica did not close cleanly")
+        for slot in slots:
+            ray.kill(slot.actor)
+        self._runtime.close()
+        if self._owns_ray:
+            with keep_trap_handlers():
+                ray.shutdown()
+
+    @property
+    def runtime(self) -> Runtime:
+        """The driver's Runtime (its registry, approvals and audit chain)."""
+        return self._runtime
+
+    @property
+    def home(self) -> Path:
+        """The driver's home."""
+        return self._runtime.home
+
+    @property
+    def policy_path(self) -> Path | None:
+        """The policy file, as :attr:`Runtime.policy_path`."""
+        return self._runtime.policy_path
+
+    def replicas(self) -> list[dict[str, Any]]:
+        """The live replicas: ``replica`` id, ``pid``, Ray ``node_id`` and ``home``, waiting for new ones."""
+        with self._lock:
+            refs = [slot.ready for slot in self._slots if slot.alive]
+        return list(ray.get(refs, timeout=START_TIMEOUT_S))
+
+    def actor(self, replica_id: str) -> Any:
+        """The Ray actor handle of a live replica (for operators and tests)."""
+        with self._lock:
+            for slot in self._slots:
+                if slot.alive and slot.replica_id == replica_id:
+                    return slot.actor
+        raise KeyError(f"no live replica {replica_id!r}")
+
+    # -- registry, policy, approvals, audit ---------------------------------------
+
+    def register(
+        self,
+        wasm_path: str | os.PathLike[str],
+        manifest: ManifestSource = None,
+        *,
+        signature: str | os.PathLike[str] | None = None,
+    ) -> ToolInfo:
+        """Register in the driver's home (as :meth:`Runtime.register`); replicas fetch it on first call.
+
+        The signature file is kept beside the registry (``signatures/<hex>.sig``) so that
+        replicas whose home requires signatures can verify the artifact themselves.
+        """
+        info = self._runtime.register(wasm_path, manifest, signature=signature)
+        source = Path(signature) if signature is not None else Path(f"{wasm_path}.sig")
+        if source.is_file():
+            target = self._signature_path(info.digest)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(source.read_bytes())
+        return info
+
+    def tools(self, pattern: str | None = None) -> list[ToolInfo]:
+        """The registered tools, as :meth:`Runtime.tools`."""
+        return self._runtime.tools(pattern)
+
+    def explain(self, name: str, *, principal: str | None = None) -> Decision:
+        """What the policy decides, as :meth:`Runtime.explain` (every replica holds the same policy)."""
+        return self._runtime.explain(name, principal=principal)
+
+    def explain_everywhere(self, name: str, *, principal: str | None = None) -> dict[str, dict[str, Any]]:
+        """``explain`` as each live replica answers it, by replica id (``Decision.to_dict()``)."""
+        return self._broadcast(lambda actor: actor.explain.remote(name, principal))
+
+    def reload_policy(self) -> str:
+        """Re-read the policy file on the driver and every replica now; answer the policy's digest.
+
+        Replicas also re-read a changed file on their own, as every Runtime does.
+
+        Raises:
+            RuntimeError: a replica holds a different policy (its node's file differs).
+        """
+        self._runtime.reload_policy()
+        expected = policy_digest(self._runtime)
+        found = self._broadcast(lambda actor: actor.reload_policy.remote())
+        differ = sorted(replica for replica, digest in found.items() if digest != expected)
+        if differ:
+            raise RuntimeError(f"replicas {', '.join(differ)} hold a different policy than the driver")
+        return expected
+
+    def approve(self, approval_id: str, *, principal: str) -> Approval:
+        """Approve a pending call, as :meth:`Runtime.approve` (in the driver's home)."""
+        return self._runtime.approve(approval_id, principal=principal)
+
+    def pending_approvals(self) -> list[Approval]:
+        """Approval requests waiting in the driver's home."""
+        return self._runtime.pending_approvals()
+
+    def verify_audit(self) -> list[dict[str, Any]]:
+        """Verify every audit chain of the deployment: the driver's and each replica home's, once each.
+
+        Returns:
+            One entry per chain: ``node_id`` (None for the driver), ``home``, ``ok``, ``rows``, ``problem``.
+        """
+        check = self._runtime.audit.verify()
+        driver: dict[str, Any] = {"node_id": None, "home": str(self.home), "ok": check.ok}
+        driver.update(rows=check.rows, problem=check.problem)
+        chains = {("driver", str(self.home)): driver}
+        with self._lock:
+            slots = [slot for slot in self._slots if slot.alive]
+        for slot in slots:
+            about = ray.get(slot.ready)
+            key = (about["node_id"], about["home"])
+            if about["home"] != str(self.home) and key not in chains:
+                chains[key] = {"node_id": about["node_id"], **ray.get(slot.actor.verify_audit.remote())}
+        return list(chains.values())
+
+    def _broadcast(self, send: Any) -> dict[str, Any]:
+        with self._lock:
+            slots = [slot for slot in self._slots if slot.alive]
+        answers = ray.get([send(slot.actor) for slot in slots])
+        return {slot.replica_id: answer for slot, answer in zip(slots, answers, strict=True)}
+
+    def _signature_path(self, digest: str) -> Path:
+        return self.home / "signatures" / f"{digest.removeprefix('sha256:')}.sig"
+
+    # -- calls ------------------------------------------------------------------
+
+    def call(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
+        """Run tool ``name`` on ``input`` on a replica; as :meth:`Runtime.call`.
+
+        Raises:
+            ValueError: this RayRuntime is closed.
+        """
+        booked = self._submit(name, input, principal)
+        if not isinstance(booked, _Booked):
+            return booked()
+        try:
+            envelope = ray.get(booked.ref)
+        except RayError as exc:
+            return self._failed(booked, exc)
+        return self._settle(booked, envelope)
+
+    async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
+        """``call`` without blocking the event loop (the wait is on the replica's answer)."""
+        import asyncio  # imported here to keep `import glovebox` light
+
+        booked = self._submit(name, input, principal)
+        if not isinstance(booked, _Booked):
+            return await asyncio.to_thread(booked)  # answered here: the registry, the audit
+        try:
+            envelope = await booked.ref
+        except RayError as exc:
+            return await asyncio.to_thread(self._failed, booked, exc)
+        return self._settle(booked, envelope)
+
+    def _submit(self, name: str, value: Any, principal: str | None) -> _Booked | Callable[[], CallResult]:
+        """Book the call on a replica, or answer how the driver answers it (an unknown tool, overloaded)."""
+        if not isinstance(name, str):
+            raise TypeError(f"tool name must be a str, not {type(name).__name__}")
+        if self._closed:
+            raise ValueError("this RayRuntime is closed")
+        call_id = uuid.uuid4().hex
+        try:
+            info = self._runtime.tool(name)
+        except (ToolNotFound, ValueError):  # answered (and audited) here, as any Runtime would
+            return functools.partial(self._internal.call_as, call_id, name, value, principal)
+        if info.kind == "mcp-remote":  # no artifact to ship (its descriptor is not wasm): the driver proxies it
+            return functools.partial(self._internal.call_as, call_id, name, value, principal)
+        slot = self._choose(info.digest)
+        if slot is None:
+            return functools.partial(self._internal.refuse, name, value, principal, self._overloaded(), call_id)
+        artifact = self._artifact(info)
+        try:
+            ref = slot.actor.call.remote(call_id, name, value, principal, artifact)
+        except Exception:  # the input cannot be serialised: it is not JSON either
+            stand_in = _NotPicklable(type(value).__name__)
+            ref = slot.actor.call.remote(call_id, name, stand_in, principal, artifact)
+        return _Booked(slot, ref, call_id, name, value, principal)
+
+    def _choose(self, digest: str) -> _Slot | None:
+        """The replica for a tool: the first by rendezvous rank with an idle thread, else the least loaded."""
+        with self._lock:
+            live = [slot for slot in self._slots if slot.alive]
+            ranked = sorted(live, key=lambda slot: _rank(digest, slot.replica_id))
+            chosen = next((slot for slot in ranked if slot.pending < self._threads), None)
+            if chosen is None:
+                open_slots = [slot for slot in ranked if slot.pending < self._max_pending]
+                chosen = min(open_slots, key=lambda slot: slot.pending, default=None)
+            if chosen is not None:
+                chosen.pending += 1
+            return chosen
+
+    def _overloaded(self) -> Overloaded:
+        retry_after_ms = max(1, int(self._mean_ms))
+        return Overloaded(
+            f"every replica is at its bound of {self._max_pending} calls in flight; retry in about {retry_after_ms} ms",
+            details={"retry_after_ms": retry_after_ms, "max_pending": self._max_pending},
+        )
+
+    def _artifact(self, info: ToolInfo) -> Artifact:
+        """What a replica needs to fetch the tool by digest; the bytes are put in the object store once."""
+        with self._lock:
+            blob = self._blobs.get(info.digest)
+        if blob is None:
+            blob = ray.put(self._internal.registry.blob_path(info.digest).read_bytes())
+            with self._lock:
+                blob = self._blobs.setdefault(info.digest, blob)
+        signature_file = self._signature_path(info.digest)
+        signature = signature_file.read_bytes() if signature_file.is_file() else None
+        return Artifact(info.name, info.version, info.digest, info.manifest, [blob], signature)
+
+    # -- answers -------------------------------------------------------------
+
+    def _release(self, booked: _Booked) -> None:
+        elapsed_ms = (time.perf_counter() - booked.started) * 1000
+        with self._lock:
+            booked.slot.pending -= 1
+            self._mean_ms = 0.9 * self._mean_ms + 0.1 * elapsed_ms
+
+    def _settle(self, booked: _Booked, envelope: Any) -> CallResult:
+        self._release(booked)
+        try:
+            return CallResult.from_dict(envelope)
+        except ValueError:
+            logger.exception("unreadable answer to call %s from %s", booked.call_id, booked.slot.replica_id)
+            return self._lost(booked)
+
+    def _failed(self, booked: _Booked, exc: RayError) -> CallResult:
+        """A call whose replica died or raised: replace a dead replica, answer and audit the call."""
+        self._release(booked)
+        logger.error("replica %s failed call %s: %s", booked.slot.replica_id, booked.call_id, exc)
+        if isinstance(exc, ActorDiedError):
+            self._replace(booked.slot)
+        return self._lost(booked)
+
+    def _replace(self, slot: _Slot) -> None:
+        with self._lock:
+            if not slot.alive:
+                return
+            slot.alive = False
+            if self._closed:
+                return
+            self._slots[self._slots.index(slot)] = self._start(slot.replica_id)
+
+    def _lost(self, booked: _Booked) -> CallResult:
+        return lost_call(
+            self._runtime.audit,
+            booked.call_id,
+            booked.name,
+            booked.value,
+            booked.principal,
+            started=booked.started,
+            what=f"the replica running this call ({booked.slot.replica_id})",
+            where={"replica": booked.slot.replica_id},
+            recorded=self._recorded_elsewhere(booked.call_id),
+        )
+
+    def _recorded_elsewhere(self, call_id: str) -> bool:
+        """Whether a replica home other than the driver's holds the call's audit row."""
+        if self._node_home is None:
+            return False
+        with self._lock:
+            slots = [slot for slot in self._slots if slot.alive]
+        try:
+            return any(ray.get([slot.actor.audited.remote(call_id) for slot in slots], timeout=CLOSE_TIMEOUT_S))
+        except RayError:
+            return False
+
+
+@contextlib.contextmanager
+def keep_trap_handlers() -> Iterator[None]:
+    """Put back, after the block, the handlers of the signals wasmtime turns into guest traps.
+
+    Joining or leaving Ray (``ray.init``, ``ray.shutdown``) replaces the process's handlers
+    of SIGSEGV, SIGILL, SIGBUS and SIGFPE; a guest trap in this process would then end it.
+    The ``sigaction`` records are saved and restored as opaque bytes (Linux and macOS).
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        saved: dict[int, Any] = {}
+        for signum in (signal.SIGSEGV, signal.SIGILL, signal.SIGBUS, signal.SIGFPE):
+            record = ctypes.create_string_buffer(512)
+            if libc.sigaction(int(signum), None, record) == 0:
+                saved[int(signum)] = record
+    except (OSError, AttributeError):
+        saved = {}
+    try:
+        yield
+    finally:
+        for number, record in saved.items():
+            libc.sigaction(number, record, None)
+
+
+def _rank(digest: str, replica_id: str) -> bytes:
+    """Rendezvous (highest random weight) order: lowest first, stable for a digest and a replica."""
+    return hashlib.blake2b(f"{digest}|{replica_id}".encode(), digest_size=8).digest()

@@ -1,0 +1,169 @@
+"""One replica of a Ray deployment: a Runtime in a Ray actor, fed artifacts by digest.
+
+The driver (``glovebox.scale._raycluster``) resolves each call's tool in its own
+registry and sends the replica ``name@version`` with an :class:`Artifact`: the
+digest, the manifest, and a reference to the artifact's bytes in Ray's object
+store (wrapped in a list, so Ray hands over the reference and not the bytes).
+A replica whose home already holds that ``name@version`` with that digest runs
+the call at once. One that lacks it fetches the bytes, checks their SHA-256
+against the digest **before anything else touches them**, and registers them in
+its home, which verifies the signature when the home requires one, compiles in a
+resource-limited child and keeps the compiled component in the node's cache. Bytes
+whose digest does not match are refused: the call answers ``internal_error`` (as
+a blob changed on disk does for a ``Runtime``: the registered tool is intact, its
+delivery is not), is audited, and nothing is stored or compiled.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core._canonical import sha256_digest
+from ..core._errors import CallError, InternalError, ToolNotFound
+from ..model._manifest import Manifest
+from ..model._result import CallResult
+from ..runtime._envelope import failure, new_meta
+from ..runtime._internal import internals
+from ..runtime._runtime import Runtime
+
+__all__ = ["Artifact", "Replica"]
+
+logger = logging.getLogger("glovebox")
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """What a replica needs to run a registered tool it may not hold yet."""
+
+    name: str
+    version: str
+    digest: str
+    manifest: Manifest
+    #: ``[ObjectRef]`` of the artifact's bytes (a list: Ray leaves nested references unresolved).
+    blob: list[Any]
+    #: The signature document the driver's home keeps for this digest, if any.
+    signature: bytes | None = None
+
+    @property
+    def ref(self) -> str:
+        return f"{self.name}@{self.version}"
+
+
+class Replica:
+    """The body of a replica actor: one Runtime on the node's home."""
+
+    def __init__(self, options: dict[str, Any], replica_id: str) -> None:
+        self.replica_id = replica_id
+        self.runtime = Runtime(**options)
+        self._install_lock = threading.Lock()
+
+    def ready(self) -> dict[str, Any]:
+        """Who this replica is: pid, Ray node id, home."""
+        import ray
+
+        node = ray.get_runtime_context().get_node_id()
+        return {"pid": os.getpid(), "node_id": node, "home": str(self.runtime.home), "replica": self.replica_id}
+
+    def call(self, call_id: str, name: str, value: Any, principal: str | None, artifact: Artifact | None) -> Any:
+        """Run one call; answer its envelope, with ``meta.worker_pid`` and ``meta.replica``."""
+        if artifact is None:
+            result = internals(self.runtime).call_as(call_id, name, value, principal)
+        else:
+            failure = self._ensure(artifact)
+            if failure is None:
+                result = internals(self.runtime).call_as(call_id, artifact.ref, value, principal)
+            else:
+                result = self._refused(call_id, artifact, value, principal, failure)
+        result.meta["worker_pid"] = os.getpid()
+        result.meta["replica"] = self.replica_id
+        return result.to_dict()
+
+    def holds(self, artifact: Artifact) -> bool:
+        """Whether this replica's home has ``name@version`` with this digest."""
+        try:
+            return self.runtime.tool(artifact.ref).digest == artifact.digest
+        except ToolNotFound:
+            return False
+
+    def _ensure(self, artifact: Artifact) -> CallError | None:
+        """Make the artifact present in this home; the error a call answers when it cannot be."""
+        if self.holds(artifact):
+            return None
+        with self._install_lock:
+            if self.holds(artifact):
+                return None
+            try:
+                self._install(artifact)
+            except CallError as error:
+                return error
+            except Exception as exc:  # a registration error, a lost object: the detail goes to the log
+                logger.error("replica %s cannot install %s: %s", self.replica_id, artifact.digest, exc)
+                return InternalError("the tool's artifact could not be installed on this replica")
+        return None
+
+    def _install(self, artifact: Artifact) -> None:
+        import ray
+
+        data = ray.get(artifact.blob[0])
+        if not isinstance(data, bytes) or sha256_digest(data) != artifact.digest:
+            logger.error("replica %s was handed bytes that are not artifact %s", self.replica_id, artifact.digest)
+            raise InternalError("the tool's artifact failed verification; it will not run")
+        with tempfile.TemporaryDirectory(prefix="glovebox-fetch-") as scratch:
+            path = Path(scratch) / "tool.wasm"
+            path.write_bytes(data)
+            signature = None
+            if artifact.signature is not None:
+                signature = Path(scratch) / "tool.wasm.sig"
+                signature.write_bytes(artifact.signature)
+            self._drop_other(artifact)
+            self.runtime.register(path, artifact.manifest, signature=signature)
+
+    def _drop_other(self, artifact: Artifact) -> None:
+        """Remove another artifact this home holds under the same ``name@version`` (never this one:
+        a replica sharing the home may have just installed it and be running it)."""
+        try:
+            if self.runtime.tool(artifact.ref).digest != artifact.digest:
+                self.runtime.remove(artifact.ref)
+        except ToolNotFound:
+            pass
+
+    def _refused(
+        self, call_id: str, artifact: Artifact, value: Any, principal: str | None, error: CallError
+    ) -> CallResult:
+        meta = new_meta(artifact.name, principal, call_id)
+        meta.update(version=artifact.version, digest=artifact.digest)
+        return internals(self.runtime).record(failure(error, meta), value)
+
+    def reload_policy(self) -> str:
+        """Re-read the policy file; answer the digest of the policy now in force."""
+        self.runtime.reload_policy()
+        return policy_digest(self.runtime)
+
+    def policy_digest(self) -> str:
+        return policy_digest(self.runtime)
+
+    def explain(self, name: str, principal: str | None) -> dict[str, Any]:
+        return self.runtime.explain(name, principal=principal).to_dict()
+
+    def audited(self, call_id: str) -> bool:
+        """Whether this replica's home has the audit row of ``call_id``."""
+        return self.runtime.audit.find(call_id) is not None
+
+    def verify_audit(self) -> dict[str, Any]:
+        check = self.runtime.audit.verify()
+        return {"home": str(self.runtime.home), "ok": check.ok, "rows": check.rows, "problem": check.problem}
+
+    def close(self) -> None:
+        self.runtime.close()
+
+
+def policy_digest(runtime: Runtime) -> str:
+    """``sha256:`` of the policy in force, as JSON: equal digests, equal decisions."""
+    text = runtime.policy.model_dump_json()
+    return sha256_digest(text)

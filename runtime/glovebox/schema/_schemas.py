@@ -1,0 +1,172 @@
+"""JSON in and out of a tool: input encoding and cached, bounded schema checks.
+
+A validator never fetches anything: it is built with a ``referencing``
+registry whose retrieval refuses every URI (the JSON Schema meta-schemas are
+bundled), so a ``$ref`` to ``http://...`` that slipped past registration is an
+error, not a request made by the host. ``pattern``, ``patternProperties`` and
+``additionalProperties`` match with the ECMA-262 engine of ``_ecmaregex``,
+and all the matching of one validation shares one time budget. A value that
+plainly matches a simple schema is let through by ``_fastschema`` without
+jsonschema; anything else, and every refusal, goes through jsonschema.
+
+jsonschema is imported when the first validator is built, not with the package.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from ..core._errors import CallError, InvalidInput, InvalidOutput
+from ._ecmaregex import PatternError, PatternTimeout, search, time_budget
+from ._fastschema import Accept, accepter
+
+__all__ = ["MAX_INPUT_BYTES", "MAX_VALIDATION_S", "SchemaCheck", "encode_input"]
+
+MAX_INPUT_BYTES = 4 * 1024 * 1024
+#: The most time the patterns of one schema check may take, in seconds.
+MAX_VALIDATION_S = 1.0
+# Built once: ``json.dumps`` with options builds an encoder per call.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+
+
+class SchemaCheck:
+    """A cached jsonschema validator that raises the glovebox error for its side."""
+
+    def __init__(
+        self, validator: Any, which: str, budget_s: float = MAX_VALIDATION_S, accept: Accept | None = None
+    ) -> None:
+        self.validator = validator
+        self.which = which
+        #: Seconds all the pattern matching of one ``validate`` may take.
+        self.budget_s = budget_s
+        #: Answers True only for values certainly valid (see ``_fastschema``); None: always validate.
+        self.accept = accept
+
+    @classmethod
+    def for_schema(cls, schema: dict[str, Any] | bool, which: str, timeout_ms: int | None = None) -> SchemaCheck:
+        """The check of ``schema`` (its own ``$schema`` dialect, else draft 2020-12) for the ``which`` side.
+
+        Its patterns get ``MAX_VALIDATION_S``, or the tool's ``timeout_ms`` when that is shorter.
+        """
+        import jsonschema
+
+        base = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        budget_s = MAX_VALIDATION_S if timeout_ms is None else min(MAX_VALIDATION_S, timeout_ms / 1000)
+        return cls(_bounded(base)(schema, registry=_offline_registry()), which, budget_s, accepter(schema))
+
+    def validate(self, value: Any) -> None:
+        """Raise InvalidInput (or InvalidOutput) unless ``value`` matches the schema."""
+        if self.accept is not None and self.accept(value):
+            return
+        import jsonschema
+        from referencing.exceptions import Unresolvable
+
+        budget_s = self.budget_s
+        try:
+            with time_budget(budget_s):
+                error = jsonschema.exceptions.best_match(self.validator.iter_errors(value))
+        except PatternTimeout as exc:
+            raise self._error(
+                f"the {self.which} schema's pattern {exc.pattern!r} took too long to match "
+                f"(over {budget_s * 1000:.0f} ms)",
+                {"pattern": exc.pattern},
+            ) from exc
+        except PatternError as exc:
+            raise self._error(f"the {self.which} schema cannot be used: {exc}", {}) from exc
+        except Unresolvable as exc:
+            raise self._error(
+                f"the {self.which} schema refers to {exc.ref!r}, which the host does not fetch", {"ref": exc.ref}
+            ) from exc
+        if error is None:
+            return
+        where = "/" + "/".join(str(p) for p in error.absolute_path)
+        details = {"path": where, "schema_path": "/" + "/".join(str(p) for p in error.absolute_schema_path)}
+        if self.which == "input":
+            raise InvalidInput(
+                f"input does not match the tool's input schema at {where}: {error.message}", details=details
+            )
+        raise InvalidOutput(
+            f"the tool's output does not match its output schema at {where}: {error.message}", details=details
+        )
+
+    def _error(self, message: str, details: dict[str, Any]) -> CallError:
+        if self.which == "input":
+            return InvalidInput(message, details=details)
+        return InvalidOutput(message, details=details)
+
+
+def encode_input(value: Any) -> str:
+    try:
+        text = _ENCODE(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"input is not a JSON value: {exc}") from exc
+    size = len(text.encode("utf-8"))
+    if size > MAX_INPUT_BYTES:
+        raise InvalidInput(
+            f"input is {size} bytes, over the {MAX_INPUT_BYTES}-byte limit", details={"input_bytes": size}
+        )
+    return text
+
+
+@functools.cache
+def _offline_registry() -> Any:
+    """A ``referencing`` registry that retrieves nothing (jsonschema adds the bundled meta-schemas)."""
+    from referencing import Registry
+    from referencing.exceptions import NoSuchResource
+
+    def refuse(uri: str) -> Any:
+        raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
+
+    return Registry(retrieve=refuse)  # type: ignore[call-arg]
+
+
+@functools.cache
+def _bounded(base: Any) -> Any:
+    """``base`` with the keywords that match regexes replaced by bounded ECMA-262 ones."""
+    import jsonschema
+
+    keywords = {"pattern": _pattern, "patternProperties": _pattern_properties}
+    keywords["additionalProperties"] = _additional_properties
+    return jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+        base, {k: v for k, v in keywords.items() if k in base.VALIDATORS}
+    )
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
+    if validator.is_type(instance, "string") and not search(pattern, instance):
+        from jsonschema.exceptions import ValidationError
+
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, extra: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """jsonschema's ``additionalProperties``, with the patterns matched here."""
+    if not validator.is_type(instance, "object"):
+        return
+    from jsonschema.exceptions import ValidationError
+
+    properties, patterns = schema.get("properties", {}), schema.get("patternProperties", {})
+    extras = [k for k in instance if k not in properties and not any(search(p, k) for p in patterns)]
+    if validator.is_type(extra, "object"):
+        for key in extras:
+            yield from validator.descend(instance[key], extra, path=key)
+    elif not extra and extras:
+        listed = ", ".join(repr(key) for key in sorted(extras))
+        if patterns:
+            verb = "does" if len(extras) == 1 else "do"
+            yield ValidationError(f"{listed} {verb} not match any of the regexes: {', '.join(map(repr, patterns))}")
+        else:
+            verb = "was" if len(extras) == 1 else "were"
+            yield ValidationError(f"Additional properties are not allowed ({listed} {verb} unexpected)")
