@@ -30,6 +30,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check runtime tests bench
 	$(BIN)/ruff format --check runtime tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_call.py

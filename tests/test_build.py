@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 import glovebox
-from glovebox.build import _toolchain
 from glovebox.cli._main import cli
+from glovebox.toolchains import _binaries as _toolchain
 
 ROOT = Path(__file__).resolve().parents[1]
 HINT = "building tools needs the 'build' extra: pip install 'glovebox[build]'"

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from glovebox.build import _pybuild
 from glovebox.cli._main import cli
+from glovebox.toolchains import _pybuild
 
 ROOT = Path(__file__).resolve().parents[1]
 TEAM = str(ROOT / "policies" / "examples" / "team.yaml")

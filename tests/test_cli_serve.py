@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 import glovebox
-from glovebox.cli._serve import _pool
+from glovebox.cli._serve import _calls
 
 from .test_mcp import envelope, stdio_client
 from .test_process_pool import _server, _until
@@ -143,7 +143,7 @@ def test_mcp_http_with_processes_and_max_running_one_answers_many_concurrent_cal
 @pytest.mark.slow
 def test_every_worker_holds_the_servers_max_running(_isolated_env: Path) -> None:
     with glovebox.Runtime(home=_isolated_env) as rt:
-        with _pool(rt, 2, max_in_flight=7, max_queued=5, max_running=1) as pool:
+        with _calls(rt, 2, "local", None, 2, max_in_flight=7, max_queued=5, max_running=1) as pool:
             assert isinstance(pool, glovebox.ProcessPool)
             assert {key: pool._options[key] for key in ("max_in_flight", "max_queued", "max_running")} == {
                 "max_in_flight": 7,

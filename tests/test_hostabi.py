@@ -266,7 +266,7 @@ def test_a_hundred_headers_reach_the_upstream(mirror_runtime: glovebox.Runtime) 
 def test_a_host_function_imported_with_other_types_traps(
     _isolated_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from glovebox.build import _build
+    from glovebox.toolchains import _build
 
     sdk = tmp_path / "sdk"
     shutil.copytree(_build.sdk_dir() / "c", sdk / "c")

@@ -20,9 +20,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import glovebox
-from glovebox.build import _pybuild
-from glovebox.build._pyanalyze import analyse
 from glovebox.model._manifest import parse_manifest
+from glovebox.toolchains import _pybuild
+from glovebox.toolchains._pyanalyze import analyse
 
 ROOT = Path(__file__).resolve().parents[1]
 GUESTS = ROOT / "tests" / "guests"

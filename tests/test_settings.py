@@ -73,4 +73,4 @@ def _environment_readers() -> set[str]:
 def test_only_the_settings_module_reads_the_environment() -> None:
     # _secrets reads the secrets a policy grants (data, not settings); _toolchain hands
     # the environment to the compilers it runs.
-    assert _environment_readers() == {"core/_settings.py", "capabilities/_secrets.py", "build/_toolchain.py"}
+    assert _environment_readers() == {"core/_settings.py", "capabilities/_secrets.py", "toolchains/_binaries.py"}

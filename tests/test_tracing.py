@@ -441,7 +441,7 @@ def test_calls_work_when_opentelemetry_cannot_be_imported(tmp_path: Path, build_
         "import sys; sys.modules['opentelemetry'] = None\n"
         + CALL_ECHO
         + "    import asyncio; assert asyncio.run(rt.acall('echo', {})).ok\n"
-        + "    from glovebox import _tracing\n"
+        + "    from glovebox.telemetry import _tracing\n"
         + "    assert _tracing.attach_headers({'traceparent': '00-"
         + TRACE_ID
         + "-"

@@ -4,7 +4,6 @@ The whole public API is listed in ``__all__``; everything else is private.
 """
 
 from .audit._log import AuditLog, AuditVerification
-from .build._build import build
 from .core._errors import (
     ERROR_CODES,
     ApprovalRequired,
@@ -44,8 +43,11 @@ from .model._manifest import Capabilities, Limits, Manifest
 from .model._result import CallResult, ToolInfo
 from .policy import Approval, Decision, Policy, load_policy
 from .registry._keyring import Keyring, generate_keypair, sign
+from .runtime._backend import CallBackend
 from .runtime._runtime import Runtime
+from .scale._factory import open_backend
 from .scale._procpool import ProcessPool
+from .toolchains._build import build
 
 __all__ = [
     "Approval",
@@ -53,6 +55,7 @@ __all__ = [
     "AuditLog",
     "AuditVerification",
     "BuildError",
+    "CallBackend",
     "CallError",
     "CallResult",
     "CallTimeout",
@@ -101,6 +104,7 @@ __all__ = [
     "import_graphql",
     "import_openapi",
     "load_policy",
+    "open_backend",
     "sign",
     "tool_input",
     "tool_name_map",

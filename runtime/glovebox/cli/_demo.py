@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
-from ..build._build import build, check_c_toolchain, sdk_dir
 from ..model._result import CallResult
 from ..runtime._runtime import Runtime
+from ..toolchains._build import build, check_c_toolchain, sdk_dir
 
 __all__ = ["run_demo"]
 

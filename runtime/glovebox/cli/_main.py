@@ -15,13 +15,13 @@ from typing import Any
 
 import click
 
-from ..build._build import build as build_tool
 from ..core._jsonlimits import JsonRejected
 from ..core._jsonlimits import loads as loads_json
 from ..model._result import ToolInfo
 from ..registry._compiled import file_sha256
 from ..registry._keyring import Keyring, generate_keypair
 from ..registry._keyring import sign as sign_artifact
+from ..toolchains._build import build as build_tool
 from ._base import GloveboxGroup, dump, home_of, open_runtime
 from ._import import import_group
 from ._policy import approve, audit, policy
@@ -121,10 +121,10 @@ def show(ctx: click.Context, ref: str) -> None:
 @click.pass_context
 def remove(ctx: click.Context, ref: str, all_versions: bool) -> None:
     """Remove NAME@VERSION (or, with --all, every version of NAME)."""
-    if "@" not in ref and not all_versions:
+    if "@" not in ref and not all_versions:  # the library refuses too; this says it in the CLI's words
         raise click.UsageError(f"{ref!r} names every version; give NAME@VERSION or add --all")
     with open_runtime(ctx) as rt:
-        removed = rt.remove(ref)
+        removed = rt.remove(ref, all_versions=all_versions)
     for info in removed:
         click.echo(f"removed {info.name}@{info.version}")
 

@@ -17,8 +17,9 @@ from ._base import log_config, open_runtime
 F = TypeVar("F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:
+    from ..runtime._backend import CallBackend
     from ..runtime._runtime import Runtime
-    from ..scale._procpool import CallPool
+    from ..scale._factory import BackendName
 
 __all__ = ["export", "mcp", "serve"]
 
@@ -63,8 +64,6 @@ def _check_can_serve(rt: Runtime, insecure_anonymous: bool) -> None:
     check_can_serve(rt, insecure_anonymous)
 
 
-#: Calls a Ray replica runs at once for the servers (RayRuntime's ``threads``).
-RAY_THREADS = 16
 _PROCESSES_HELP = "Worker processes running calls (default: CPU count; 1: calls run in the server process)."
 
 
@@ -85,46 +84,38 @@ def _backend_options(command: F) -> F:
     )(command)
 
 
-@contextmanager
-def _pool(
-    rt: Runtime,
-    processes: int | None,
-    backend: str = "local",
-    address: str | None = None,
-    replicas: int = 2,
-    **bounds: Any,
-) -> Iterator[CallPool | None]:
-    """What the server dispatches calls to, on ``rt``'s home and policy: a ProcessPool or a RayRuntime
-    whose workers hold the ``bounds`` (``max_in_flight``, ``max_queued``, ``max_running``), or None for
-    one process."""
+def _backend_choice(
+    processes: int | None, backend: str, address: str | None, replicas: int
+) -> tuple[BackendName, dict[str, Any]]:
+    """The flags as ``open_backend`` arguments: a name and its options (parsing only)."""
     if backend == "ray":
         if processes is not None:
             raise click.UsageError("--processes is for --backend local; Ray runs --replicas")
-        try:
-            from ..ray import RayRuntime
-        except ImportError as exc:
-            raise click.ClickException(str(exc)) from exc
-        cluster = RayRuntime(
-            replicas,
-            address,
-            home=rt.home,
-            policy=rt.policy_path,
-            threads=RAY_THREADS,
-            **bounds,
-        )
-        with cluster:
-            yield cluster
-        return
+        return "ray", {"replicas": replicas, "address": address}
     if address is not None:
         raise click.UsageError("--address is for --backend ray")
     count = processes if processes is not None else os.cpu_count() or 1
-    if count == 1:
-        yield None
-        return
-    from ..scale._procpool import ProcessPool
+    return ("local", {}) if count == 1 else ("processes", {"processes": count})
 
-    with ProcessPool(count, home=rt.home, policy=rt.policy_path, **bounds) as pool:
-        yield pool
+
+@contextmanager
+def _calls(
+    rt: Runtime, processes: int | None, backend: str, address: str | None, replicas: int, **bounds: Any
+) -> Iterator[CallBackend]:
+    """The backend the server runs calls on, on ``rt``'s home and policy: ``rt`` itself for one
+    process, else what :func:`glovebox.open_backend` opens (its workers hold the ``bounds``)."""
+    name, chosen = _backend_choice(processes, backend, address, replicas)
+    if name == "local":
+        yield rt
+        return
+    from ..scale._factory import open_backend
+
+    try:
+        opened = open_backend(name, rt.home, rt.policy_path, **chosen, **bounds)
+    except ImportError as exc:
+        raise click.ClickException(str(exc)) from exc
+    with opened:
+        yield opened
 
 
 @click.command()
@@ -161,15 +152,14 @@ def serve(
     bounds: dict[str, Any] = {"max_in_flight": max_in_flight, "max_queued": max_queued, "max_running": max_running}
     with open_runtime(ctx, **bounds) as rt:
         _check_can_serve(rt, insecure_anonymous)
-        with _pool(rt, processes, backend, address, replicas, **bounds) as pool:
+        with _calls(rt, processes, backend, address, replicas, **bounds) as calls:
             serve_http(
-                rt,
+                calls,
                 host=host,
                 port=port,
                 max_body_bytes=max_body_bytes,
                 workers=workers,
                 insecure_anonymous=insecure_anonymous,
-                pool=pool,
                 log_config=log_config(ctx),
             )
 
@@ -242,21 +232,15 @@ def mcp(
         raise click.UsageError("--processes and --backend are for --transport http; stdio serves one client")
     bounds: dict[str, Any] = {"max_in_flight": max_in_flight, "max_queued": max_queued, "max_running": max_running}
     with open_runtime(ctx, **bounds) as rt:
-        service = McpService(
-            rt,
-            principal=principal if transport == "stdio" else None,
-            mode="search" if mode == "search" else "full",
-            insecure_anonymous=insecure_anonymous,
-            poll_s=poll_seconds,
-        )
+        options: dict[str, Any] = {"mode": mode, "insecure_anonymous": insecure_anonymous, "poll_s": poll_seconds}
         if transport == "stdio":
+            service = McpService(rt, principal=principal, **options)
             check_stdio(service)  # before stdin is read: the client sees the refusal on stderr
             anyio.run(run_stdio, service)
             return
         _check_can_serve(rt, insecure_anonymous)
-        with _pool(rt, processes, backend, address, replicas, **bounds) as pool:
-            service.pool = pool
-            app = streamable_http_app(service, host=host)
+        with _calls(rt, processes, backend, address, replicas, **bounds) as calls:
+            app = streamable_http_app(McpService(calls, **options), host=host)
             import uvicorn
             from uvicorn.config import LOGGING_CONFIG
 

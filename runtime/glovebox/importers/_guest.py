@@ -14,9 +14,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from ..build._build import build, sdk_dir
 from ..core._errors import BuildError
 from ..core._settings import build_cache_dir
+from ..toolchains._build import build, sdk_dir
 
 __all__ = ["cached_operation_guest", "operation_guest"]
 

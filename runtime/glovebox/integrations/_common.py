@@ -25,7 +25,7 @@ from ..model._result import CallResult, ToolInfo
 from ..schema._objectroot import input_parameters, unwrap_input
 
 if TYPE_CHECKING:
-    from ..runtime._runtime import Runtime
+    from ..runtime._backend import CallBackend
 
 __all__ = [
     "ERROR_PREFIX",
@@ -69,7 +69,7 @@ def is_missing(exc: ModuleNotFoundError, package: str) -> bool:
     return (exc.name or "").split(".")[0] == package
 
 
-def visible(runtime: Runtime, principal: str | None, pattern: str | None) -> list[ToolInfo]:
+def visible(runtime: CallBackend, principal: str | None, pattern: str | None) -> list[ToolInfo]:
     """The tools ``principal`` may see (``Runtime.visible_tools``), those matching ``pattern`` (fnmatch) only."""
     if pattern is not None and not isinstance(pattern, str):
         raise TypeError(f"pattern must be a str or None, not {type(pattern).__name__}")

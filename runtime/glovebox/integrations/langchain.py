@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..model._result import CallResult, ToolInfo
-from ..runtime._runtime import Runtime
+from ..runtime._backend import CallBackend
 from ._common import call_input, error_text, is_missing, missing_extra, output_text, parameters, visible
 
 try:
@@ -61,7 +61,7 @@ class GloveboxTool(BaseTool):
         return output_text(result)
 
 
-def tool(runtime: Runtime, info: ToolInfo, *, principal: str | None = None) -> GloveboxTool:
+def tool(runtime: CallBackend, info: ToolInfo, *, principal: str | None = None) -> GloveboxTool:
     """``info`` as a LangChain tool calling ``runtime`` as ``principal``."""
     return GloveboxTool(
         name=info.name,
@@ -73,7 +73,7 @@ def tool(runtime: Runtime, info: ToolInfo, *, principal: str | None = None) -> G
     )
 
 
-def tools(runtime: Runtime, *, principal: str | None = None, pattern: str | None = None) -> list[BaseTool]:
+def tools(runtime: CallBackend, *, principal: str | None = None, pattern: str | None = None) -> list[BaseTool]:
     """The tools ``principal`` may see, as LangChain tools.
 
     Args:

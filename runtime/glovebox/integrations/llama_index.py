@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model._result import CallResult, ToolInfo
-from ..runtime._runtime import Runtime
+from ..runtime._backend import CallBackend
 from ._common import call_input, is_missing, missing_extra, parameters, result_text, visible
 
 try:
@@ -55,7 +55,7 @@ class _Called:
     result: CallResult
 
 
-def tool(runtime: Runtime, info: ToolInfo, *, principal: str | None = None) -> FunctionTool:
+def tool(runtime: CallBackend, info: ToolInfo, *, principal: str | None = None) -> FunctionTool:
     """``info`` as a LlamaIndex ``FunctionTool`` calling ``runtime`` as ``principal``."""
 
     def call(**arguments: Any) -> _Called:
@@ -81,7 +81,7 @@ def tool(runtime: Runtime, info: ToolInfo, *, principal: str | None = None) -> F
     return FunctionTool(fn=call, async_fn=acall, metadata=metadata, callback=answer)
 
 
-def tools(runtime: Runtime, *, principal: str | None = None, pattern: str | None = None) -> list[FunctionTool]:
+def tools(runtime: CallBackend, *, principal: str | None = None, pattern: str | None = None) -> list[FunctionTool]:
     """The tools ``principal`` may see, as LlamaIndex ``FunctionTool`` objects.
 
     Args:

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..model._result import ToolInfo
-from ..runtime._runtime import Runtime
+from ..runtime._backend import CallBackend
 from ._common import (
     call_input,
     is_missing,
@@ -46,7 +46,7 @@ __all__ = ["tool", "tools"]
 
 
 def _invoker(
-    runtime: Runtime, info: ToolInfo, principal: str | None
+    runtime: CallBackend, info: ToolInfo, principal: str | None
 ) -> Callable[[ToolContext[Any], str], Awaitable[str]]:
     async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> str:
         value, refusal = parse_arguments(arguments)
@@ -58,7 +58,7 @@ def _invoker(
     return on_invoke_tool
 
 
-def tool(runtime: Runtime, info: ToolInfo, *, principal: str | None = None) -> FunctionTool:
+def tool(runtime: CallBackend, info: ToolInfo, *, principal: str | None = None) -> FunctionTool:
     """``info`` as an OpenAI Agents ``FunctionTool`` calling ``runtime`` as ``principal``."""
     schema = parameters(info)
     return FunctionTool(
@@ -70,7 +70,7 @@ def tool(runtime: Runtime, info: ToolInfo, *, principal: str | None = None) -> F
     )
 
 
-def tools(runtime: Runtime, *, principal: str | None = None, pattern: str | None = None) -> list[FunctionTool]:
+def tools(runtime: CallBackend, *, principal: str | None = None, pattern: str | None = None) -> list[FunctionTool]:
     """The tools ``principal`` may see, as OpenAI Agents ``FunctionTool`` objects.
 
     Args:

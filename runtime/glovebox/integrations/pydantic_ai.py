@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..model._result import CallResult, ToolInfo
-from ..runtime._runtime import Runtime
+from ..runtime._backend import CallBackend
 from ._common import call_input, error_text, is_missing, missing_extra, output_text, parameters, visible
 
 try:
@@ -50,7 +50,7 @@ def _answer(result: CallResult) -> str:
     return text
 
 
-def _function(runtime: Runtime, info: ToolInfo, principal: str | None) -> Callable[..., Awaitable[str]]:
+def _function(runtime: CallBackend, info: ToolInfo, principal: str | None) -> Callable[..., Awaitable[str]]:
     async def call(**arguments: Any) -> str:
         return _answer(await runtime.acall(info.name, call_input(info, arguments), principal=principal))
 
@@ -58,7 +58,7 @@ def _function(runtime: Runtime, info: ToolInfo, principal: str | None) -> Callab
     return call
 
 
-def tool(runtime: Runtime, info: ToolInfo, *, principal: str | None = None) -> Tool[Any]:
+def tool(runtime: CallBackend, info: ToolInfo, *, principal: str | None = None) -> Tool[Any]:
     """``info`` as a pydantic-ai ``Tool`` calling ``runtime`` as ``principal``."""
     return Tool.from_schema(
         _function(runtime, info, principal),
@@ -68,7 +68,7 @@ def tool(runtime: Runtime, info: ToolInfo, *, principal: str | None = None) -> T
     )
 
 
-def tools(runtime: Runtime, *, principal: str | None = None, pattern: str | None = None) -> list[Tool[Any]]:
+def tools(runtime: CallBackend, *, principal: str | None = None, pattern: str | None = None) -> list[Tool[Any]]:
     """The tools ``principal`` may see, as pydantic-ai ``Tool`` objects.
 
     Args:

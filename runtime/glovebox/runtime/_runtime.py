@@ -297,13 +297,18 @@ class Runtime:
         parts = self._wasm_parts
         return parts.sandbox.live_instances if parts is not None else 0
 
-    def remove(self, ref: str) -> list[ToolInfo]:
-        """Remove ``name@version`` (or every version of ``name``); running Runtimes stop seeing it.
+    def remove(self, ref: str, *, all_versions: bool = False) -> list[ToolInfo]:
+        """Remove ``name@version``; running Runtimes stop seeing it.
+
+        A bare ``name`` names every version, so it needs ``all_versions=True``.
 
         Raises:
             ToolNotFound: nothing matches.
+            ValueError: ``ref`` is a bare name and ``all_versions`` is False.
         """
         self._check_open()
+        if "@" not in ref and not all_versions:
+            raise ValueError(f"{ref!r} names every version; give NAME@VERSION or pass all_versions=True")
         return self._registry.remove(ref)
 
     def gc(self) -> list[Path]:

@@ -27,26 +27,26 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ..audit._log import AuditLog
 from ..audit._row import call_row
 from ..core import _settings
 from ..core._errors import InternalError
-from ..model._result import CallResult
+from ..model._result import CallResult, ToolInfo
 from ..policy import Policy
 from ..runtime._envelope import failure, new_meta
 from ..runtime._gate import input_digest
 from ..runtime._runtime import Runtime
 from ..telemetry import _tracing
 from ..telemetry._calllog import log_call
+from ._front import FrontRuntime
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
     from multiprocessing.process import BaseProcess
 
-__all__ = ["CallPool", "ProcessPool", "lost_call"]
+__all__ = ["ProcessPool", "lost_call"]
 
 logger = logging.getLogger("glovebox")
 #: Seconds ``close`` waits for a worker to finish its calls before killing it.
@@ -63,12 +63,6 @@ class _NotPicklable:
 
     def __repr__(self) -> str:
         return f"<{self.kind} object>"
-
-
-class CallPool(Protocol):
-    """What the servers dispatch calls to besides a Runtime: a ProcessPool or a RayRuntime."""
-
-    async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult: ...
 
 
 @dataclass
@@ -98,7 +92,7 @@ class _Worker:
         return self.process.pid
 
 
-class ProcessPool:
+class ProcessPool(FrontRuntime):
     """Runs calls in ``processes`` worker processes, each holding a Runtime on one home.
 
     Args:
@@ -164,12 +158,11 @@ class ProcessPool:
             pickle.dumps((self._options, self._init))
         except Exception as exc:
             raise TypeError(f"ProcessPool's arguments must be picklable to reach its workers: {exc}") from exc
-        Runtime(**self._options).close()  # refuse bad arguments here, not in every worker
+        self._front = Runtime(**self._options)  # refuses bad arguments here, not in every worker; answers listings
         import multiprocessing
 
         self._context = multiprocessing.get_context("spawn")
         self._threads = threads
-        self._audit = AuditLog(Path(resolved))
         self._cond = threading.Condition()
         self._closed = False
         self._turn = 0
@@ -208,7 +201,7 @@ class ProcessPool:
         for worker in workers:
             if worker.reader is not None:
                 worker.reader.join()
-        self._audit.close()
+        self._front.close()
 
     def _start(self) -> _Worker:
         from ._procworker import serve
@@ -223,6 +216,16 @@ class ProcessPool:
         worker.reader = threading.Thread(target=self._listen, args=(worker,), name="glovebox-pool", daemon=True)
         worker.reader.start()
         return worker
+
+    def register(
+        self,
+        wasm_path: str | os.PathLike[str],
+        manifest: Any = None,
+        *,
+        signature: str | os.PathLike[str] | None = None,
+    ) -> ToolInfo:
+        """Register in the pool's home, as :meth:`Runtime.register`; every worker sees it at its next call."""
+        return self._register_front(wasm_path, manifest, signature)
 
     # -- calls ------------------------------------------------------------------
 
@@ -348,7 +351,7 @@ class ProcessPool:
     def _lost(self, worker: _Worker, call_id: str, pending: _Pending) -> CallResult:
         """The answer of a call whose worker died or failed before answering; audited once."""
         return lost_call(
-            self._audit,
+            self._front.audit,
             call_id,
             pending.name,
             pending.value,

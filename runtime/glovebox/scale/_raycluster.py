@@ -39,10 +39,11 @@ from ray.exceptions import ActorDiedError, RayError
 from ..core import _settings
 from ..core._errors import Overloaded, ToolNotFound
 from ..model._result import CallResult, ToolInfo
-from ..policy import Approval, Decision, Policy
+from ..policy import Policy
 from ..registry._registration import ManifestSource
 from ..runtime._internal import internals
 from ..runtime._runtime import Runtime
+from ._front import FrontRuntime
 from ._procpool import _NotPicklable, lost_call
 from ._rayreplica import Artifact, Replica, policy_digest
 
@@ -75,7 +76,7 @@ class _Booked:
     started: float = field(default_factory=time.perf_counter)
 
 
-class RayRuntime:
+class RayRuntime(FrontRuntime):
     """Runs calls on ``replicas`` Ray actors, each holding a Runtime; same calls as :class:`Runtime`.
 
     Args:
@@ -121,8 +122,8 @@ class RayRuntime:
             raise ValueError("replicas, threads and max_pending must be at least 1")
         resolved = _settings.home_dir(home)
         chosen = policy if policy is not None else _settings.policy_file()
-        self._runtime = Runtime(resolved, chosen, **options)
-        self._internal = internals(self._runtime)
+        self._front = Runtime(resolved, chosen, **options)
+        self._internal = internals(self._front)
         self._threads = threads
         self._node_home = Path(node_home) if node_home is not None else None
         self._options = {"home": self._node_home or resolved, "policy": chosen, **options}
@@ -174,25 +175,10 @@ class RayRuntime:
             logger.warning("a replica did not close cleanly")
         for slot in slots:
             ray.kill(slot.actor)
-        self._runtime.close()
+        self._front.close()
         if self._owns_ray:
             with keep_trap_handlers():
                 ray.shutdown()
-
-    @property
-    def runtime(self) -> Runtime:
-        """The driver's Runtime (its registry, approvals and audit chain)."""
-        return self._runtime
-
-    @property
-    def home(self) -> Path:
-        """The driver's home."""
-        return self._runtime.home
-
-    @property
-    def policy_path(self) -> Path | None:
-        """The policy file, as :attr:`Runtime.policy_path`."""
-        return self._runtime.policy_path
 
     def replicas(self) -> list[dict[str, Any]]:
         """The live replicas: ``replica`` id, ``pid``, Ray ``node_id`` and ``home``, waiting for new ones."""
@@ -222,21 +208,13 @@ class RayRuntime:
         The signature file is kept beside the registry (``signatures/<hex>.sig``) so that
         replicas whose home requires signatures can verify the artifact themselves.
         """
-        info = self._runtime.register(wasm_path, manifest, signature=signature)
+        info = self._front.register(wasm_path, manifest, signature=signature)
         source = Path(signature) if signature is not None else Path(f"{wasm_path}.sig")
         if source.is_file():
             target = self._signature_path(info.digest)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(source.read_bytes())
         return info
-
-    def tools(self, pattern: str | None = None) -> list[ToolInfo]:
-        """The registered tools, as :meth:`Runtime.tools`."""
-        return self._runtime.tools(pattern)
-
-    def explain(self, name: str, *, principal: str | None = None) -> Decision:
-        """What the policy decides, as :meth:`Runtime.explain` (every replica holds the same policy)."""
-        return self._runtime.explain(name, principal=principal)
 
     def explain_everywhere(self, name: str, *, principal: str | None = None) -> dict[str, dict[str, Any]]:
         """``explain`` as each live replica answers it, by replica id (``Decision.to_dict()``)."""
@@ -250,21 +228,13 @@ class RayRuntime:
         Raises:
             RuntimeError: a replica holds a different policy (its node's file differs).
         """
-        self._runtime.reload_policy()
-        expected = policy_digest(self._runtime)
+        self._front.reload_policy()
+        expected = policy_digest(self._front)
         found = self._broadcast(lambda actor: actor.reload_policy.remote())
         differ = sorted(replica for replica, digest in found.items() if digest != expected)
         if differ:
             raise RuntimeError(f"replicas {', '.join(differ)} hold a different policy than the driver")
         return expected
-
-    def approve(self, approval_id: str, *, principal: str) -> Approval:
-        """Approve a pending call, as :meth:`Runtime.approve` (in the driver's home)."""
-        return self._runtime.approve(approval_id, principal=principal)
-
-    def pending_approvals(self) -> list[Approval]:
-        """Approval requests waiting in the driver's home."""
-        return self._runtime.pending_approvals()
 
     def verify_audit(self) -> list[dict[str, Any]]:
         """Verify every audit chain of the deployment: the driver's and each replica home's, once each.
@@ -272,7 +242,7 @@ class RayRuntime:
         Returns:
             One entry per chain: ``node_id`` (None for the driver), ``home``, ``ok``, ``rows``, ``problem``.
         """
-        check = self._runtime.audit.verify()
+        check = self._front.audit.verify()
         driver: dict[str, Any] = {"node_id": None, "home": str(self.home), "ok": check.ok}
         driver.update(rows=check.rows, problem=check.problem)
         chains = {("driver", str(self.home)): driver}
@@ -332,7 +302,7 @@ class RayRuntime:
             raise ValueError("this RayRuntime is closed")
         call_id = uuid.uuid4().hex
         try:
-            info = self._runtime.tool(name)
+            info = self._front.tool(name)
         except (ToolNotFound, ValueError):  # answered (and audited) here, as any Runtime would
             return functools.partial(self._internal.call_as, call_id, name, value, principal)
         if info.kind == "mcp-remote":  # no artifact to ship (its descriptor is not wasm): the driver proxies it
@@ -415,7 +385,7 @@ class RayRuntime:
 
     def _lost(self, booked: _Booked) -> CallResult:
         return lost_call(
-            self._runtime.audit,
+            self._front.audit,
             booked.call_id,
             booked.name,
             booked.value,

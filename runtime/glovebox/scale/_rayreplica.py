@@ -129,7 +129,7 @@ class Replica:
         a replica sharing the home may have just installed it and be running it)."""
         try:
             if self.runtime.tool(artifact.ref).digest != artifact.digest:
-                self.runtime.remove(artifact.ref)
+                self.runtime.remove(artifact.ref)  # name@version
         except ToolNotFound:
             pass
 

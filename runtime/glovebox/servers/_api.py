@@ -44,8 +44,7 @@ from starlette.routing import Route
 from ..core._jsonlimits import JsonRejected
 from ..core._jsonlimits import loads as loads_json
 from ..model._result import ToolInfo
-from ..runtime._runtime import Runtime
-from ..scale._procpool import CallPool
+from ..runtime._backend import CallBackend
 from ..telemetry import _tracing
 from ._apierrors import answer_failures, exception_handlers, not_visible
 from ._auth import CHALLENGE, AuthFailure, authenticate, check_can_serve, envelope_error, unauthorized_body
@@ -74,11 +73,8 @@ class _TooLarge(Exception):
 
 
 class _Api:
-    def __init__(
-        self, runtime: Runtime, max_body_bytes: int, workers: int, insecure_anonymous: bool, pool: CallPool | None
-    ) -> None:
+    def __init__(self, runtime: CallBackend, max_body_bytes: int, workers: int, insecure_anonymous: bool) -> None:
         self.runtime = runtime
-        self.processes = pool
         self.max_body_bytes = max_body_bytes
         self.insecure_anonymous = insecure_anonymous
         self.metrics = Metrics(lambda: runtime.live_instances)
@@ -121,10 +117,7 @@ class _Api:
             return value
         token = _tracing.attach_headers(request.headers)  # the caller's traceparent: the call span's parent
         try:
-            if self.processes is not None:
-                result = await self.processes.acall(name, value, principal=principal)
-            else:
-                result = await self.runtime.acall(name, value, principal=principal)
+            result = await self.runtime.acall(name, value, principal=principal)
         finally:
             _tracing.detach(token)
         envelope = result.to_dict()
@@ -180,23 +173,21 @@ def _retry_after(envelope: dict[str, Any]) -> dict[str, str] | None:
 
 
 def create_app(
-    runtime: Runtime,
+    runtime: CallBackend,
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     workers: int | None = None,
     insecure_anonymous: bool = False,
-    pool: CallPool | None = None,
 ) -> Starlette:
     """The HTTP API over ``runtime`` as an ASGI app.
 
     Args:
-        runtime: the Runtime whose tools are served (its policy authenticates keys).
+        runtime: the backend whose tools are served: a ``Runtime``, a ``ProcessPool`` or a
+            ``RayRuntime`` (any ``CallBackend``; its policy authenticates keys).
         max_body_bytes: larger request bodies are refused with 413.
         workers: threads that list and describe tools (default: the CPU count,
             at least 4); calls run through ``runtime.acall`` and its admission bounds.
         insecure_anonymous: serve without a policy; requests without a key run as ``anonymous``.
-        pool: a :class:`ProcessPool` (or a ``glovebox.ray.RayRuntime``) on the same home and policy that runs the calls
-            (``runtime`` still authenticates, lists and describes); default: ``runtime`` runs them.
 
     Raises:
         ValueError: no policy is configured and ``insecure_anonymous`` is False.
@@ -206,7 +197,7 @@ def create_app(
         raise ValueError("max_body_bytes must be positive")
     import os
 
-    api = _Api(runtime, max_body_bytes, workers or max(4, os.cpu_count() or 1), insecure_anonymous, pool)
+    api = _Api(runtime, max_body_bytes, workers or max(4, os.cpu_count() or 1), insecure_anonymous)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -230,7 +221,7 @@ def create_app(
 
 
 def serve(
-    runtime: Runtime,
+    runtime: CallBackend,
     *,
     host: str = "127.0.0.1",
     port: int = 8080,

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..runtime._runtime import Runtime
+from ..runtime._backend import CallBackend
 
 __all__ = [
     "CHALLENGE",
@@ -43,7 +43,7 @@ class AuthFailure:
     message: str
 
 
-def check_can_serve(runtime: Runtime, insecure_anonymous: bool) -> None:
+def check_can_serve(runtime: CallBackend, insecure_anonymous: bool) -> None:
     """Refuse to serve over the network with no policy, unless anonymous access is explicit.
 
     Raises:
@@ -67,7 +67,7 @@ def _key_from(headers: Mapping[str, str]) -> str | None:
     return key.strip() if key and key.strip() else None
 
 
-def authenticate(runtime: Runtime, headers: Mapping[str, str], insecure_anonymous: bool) -> str | AuthFailure:
+def authenticate(runtime: CallBackend, headers: Mapping[str, str], insecure_anonymous: bool) -> str | AuthFailure:
     """The principal a request authenticates as, or why it does not.
 
     A key that matches no principal always fails, even with ``insecure_anonymous``.

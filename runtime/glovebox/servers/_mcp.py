@@ -49,8 +49,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..core._jsonlimits import escape_surrogates
 from ..model._result import CallResult, ToolInfo
-from ..runtime._runtime import Runtime
-from ..scale._procpool import CallPool
+from ..runtime._backend import CallBackend
 from ..schema._objectroot import input_parameters, output_structure, unwrap_input, wrap_output
 from ..telemetry import _tracing
 from ._auth import (
@@ -155,24 +154,21 @@ class McpService:
     """The MCP handlers over one Runtime, and the list-change watcher.
 
     Args:
-        runtime: the tools and the policy.
+        runtime: the backend (any ``CallBackend``): the tools, the policy and the calls.
         principal: the fixed principal (stdio); None to authenticate each HTTP request.
         mode: ``full`` or ``search``.
         insecure_anonymous: HTTP without keys runs as ``anonymous``.
         poll_s: how often to look for a changed tool list.
-        pool: a :class:`ProcessPool` (or a ``glovebox.ray.RayRuntime``) on the same home and policy that runs the calls
-            (``runtime`` still authenticates and lists); default: ``runtime`` runs them.
     """
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: CallBackend,
         *,
         principal: str | None = None,
         mode: Mode = "full",
         insecure_anonymous: bool = False,
         poll_s: float = 0.5,
-        pool: CallPool | None = None,
     ) -> None:
         if mode not in ("full", "search"):
             raise ValueError(f"unknown MCP mode {mode!r}; choose full or search")
@@ -181,7 +177,6 @@ class McpService:
         self.mode = mode
         self.insecure_anonymous = insecure_anonymous
         self.poll_s = poll_s
-        self.pool = pool
         self.bus = InMemorySubscriptionBus()
         self._sessions: dict[int, ServerSession] = {}
         self.server: Server[Any] = _Server(
@@ -247,11 +242,10 @@ class McpService:
         """
         info = await self._lookup(name)
         value = arguments if info is None else unwrap_input(info.input_schema, arguments)
-        calls = self.pool if self.pool is not None else self.runtime
         request = getattr(ctx, "request", None)
         token = _tracing.attach_headers(request.headers) if request is not None else None
         try:
-            result = await calls.acall(name, value, principal=principal)
+            result = await self.runtime.acall(name, value, principal=principal)
         finally:
             _tracing.detach(token)
         if not result.ok:

@@ -29,8 +29,8 @@ from typing import Any
 
 from ..core._errors import BuildError
 from ..model._manifest import MIB, parse_manifest
+from ._binaries import find_tool, run_tool
 from ._pyanalyze import ToolSpec, analyse
-from ._toolchain import find_tool, run_tool
 
 __all__ = ["PYTHON_LIMITS", "build_python"]
 

@@ -21,8 +21,8 @@ import wasmtime
 
 from ..core._errors import BuildError
 from ..core._settings import build_cache_dir
-from ._toolchain import BUILD_HINT, find_tool, require_module, run_tool
 from ..core._world import HOST_INTERFACE
+from ._binaries import BUILD_HINT, find_tool, require_module, run_tool
 
 __all__ = ["build", "check_c_toolchain", "sdk_dir"]
 

@@ -1,0 +1,11 @@
+"""Guest toolchains: ``glovebox build`` for C and Python tools.
+
+- :mod:`._build` — dispatch on the source's suffix; C via Zig and wasm-tools.
+- :mod:`._pybuild` — a Python tool into a component with componentize-py.
+- :mod:`._pyanalyze` — a Python tool's source read with ``ast`` (never imported).
+- :mod:`._binaries` — finding and running the toolchain binaries (the ``build`` extra).
+
+(Not named ``build``: ``glovebox.build`` is the public function.)
+
+Imports: :mod:`glovebox.core` and :mod:`glovebox.model`.
+"""
