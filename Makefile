@@ -33,7 +33,7 @@ lint: $(STAMP)
 
 # The user guide (mkdocs.yml, docs/): built into site/, warnings are errors.
 docs: $(STAMP)
-	$(BIN)/mkdocs build --strict --quiet --site-dir site
+	$(BIN)/mkdocs build --strict --site-dir site
 
 docs-serve: $(STAMP)
 	$(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000

@@ -301,3 +301,12 @@ def test_the_cli_page_matches_the_installed_command(path: str) -> None:
         command, capture_output=True, text=True, check=True, env={**os.environ, "COLUMNS": "100"}
     ).stdout
     assert printed.rstrip() == shown
+
+
+# -- the Python API page -----------------------------------------------------------
+
+
+def test_every_public_name_has_an_entry_on_the_api_page() -> None:
+    entries = set(re.findall(r"^::: glovebox\.(\w+)$", page("python-api"), re.MULTILINE))
+    assert entries >= set(glovebox.__all__) - {"__version__"}
+    assert entries - set(glovebox.__all__) == set(), "the API page names something outside glovebox.__all__"
