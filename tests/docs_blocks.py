@@ -112,7 +112,7 @@ def parse_console(text: str) -> list[Command]:
         command = line[2:]
         while command.endswith("\\") and i + 1 < len(lines):
             i += 1
-            command = command[:-1] + "\n" + lines[i]
+            command = command + "\n" + lines[i]
         i += 1
         expected = []
         while i < len(lines) and not lines[i].startswith("$ "):

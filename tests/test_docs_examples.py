@@ -84,7 +84,7 @@ def test_parser_reads_directives_languages_and_indented_fences() -> None:
 def test_console_commands_outputs_continuations_and_exit_codes() -> None:
     commands = parse_console("$ a \\\n  --b\nout\n$ c   # exit 1: it fails\n")
     assert [(c.line, c.expected, c.exit_code) for c in commands] == [
-        ("a \n  --b", ["out"], 0),
+        ("a \\\n  --b", ["out"], 0),
         ("c   # exit 1: it fails", [], 1),
     ]
     with pytest.raises(ValueError):
@@ -129,3 +129,35 @@ def test_the_documented_port_is_replaced_by_a_free_one(tmp_path: Path) -> None:
     page = Page(tmp_path, venv_bin(), link_checkout=False)
     with pytest.raises(AssertionError, match="printed"):
         page.run_console(Block("p.md", 1, "console", "$ echo 8080\n8080\n"))
+
+
+# -- the journeys' examples -----------------------------------------------------------
+
+
+def _run_example(name: str, *args: str) -> str:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / name), *args], capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def test_sensitive_data_example_approves_hides_the_secret_and_verifies_the_chain() -> None:
+    out = _run_example("sensitive_data.py")
+    assert "1. agent asks:      approval_required" in out
+    assert "2. after approval:  ok; status 200, seen_with=[REDACTED]" in out
+    assert "3. the same again:  approval_required" in out
+    assert "4. outside grant:   capability_denied" in out
+    assert "5. unknown caller:  permission_denied" in out
+    assert "token in any row: False" in out
+    assert "audit verify: ok=True rows=5" in out
+
+
+def test_dense_sandboxes_example_serves_every_call_and_audits_each() -> None:
+    out = _run_example("dense_sandboxes.py", "--calls", "300", "--processes", "2")
+    assert "outcomes:  {'ok': 300}" in out
+    assert "workers:   2 ran calls" in out
+    assert "audit:     301 rows, chain ok=True" in out  # the warm-up call and the 300
