@@ -59,7 +59,8 @@ def main() -> None:
 
     print(f"calls:     {args.calls} at once over {args.processes} processes, in {elapsed:.2f} s")
     print(f"outcomes:  {dict(outcomes)}")
-    print(f"rate:      {args.calls / elapsed:,.0f} calls/s; latency as the caller saw it p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+    print(f"rate:      {args.calls / elapsed:,.0f} calls/s")
+    print(f"latency:   p50 {p50:.1f} ms, p99 {p99:.1f} ms (as the caller saw it, all {args.calls} waiting at once)")
     print(f"workers:   {len(workers)} ran calls ({', '.join(str(n) for n in sorted(workers.values()))} each)")
     print(f"fuel:      {fuel:,} units in all")
     print(f"audit:     {verification.rows} rows, chain ok={verification.ok}")

@@ -107,7 +107,8 @@ def main() -> None:
         rt.approve(approval_id, principal="officer")
         second = rt.call("lookup", record, principal="agent")
         body = json.loads(second.output["body"])
-        print(f"2. after approval:  {second.code or 'ok'}; status {second.output['status']}, seen_with={body['seen_with']}")
+        outcome = second.code or "ok"
+        print(f"2. after approval:  {outcome}; status {second.output['status']}, seen_with={body['seen_with']}")
 
         again = rt.call("lookup", record, principal="agent")
         print(f"3. the same again:  {again.code} (an approval is spent once)")

@@ -215,7 +215,9 @@ class Page:
         assert proc.returncode == 0, f"{block.where}: exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
         if expected is not None:
             lines = expected.text.rstrip("\n").splitlines()
-            assert output_matches(lines, proc.stdout), f"{block.where}: printed:\n{proc.stdout}\nthe page shows:\n{expected.text}"
+            shown = expected.text
+            message = f"{block.where}: printed:\n{proc.stdout}\nthe page shows:\n{shown}"
+            assert output_matches(lines, proc.stdout), message
 
     def run(self, blocks: list[Block], *, setup: bool = False) -> int:
         """Run ``blocks`` in order; answer how many ran."""

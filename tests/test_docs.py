@@ -27,6 +27,7 @@ def page(name: str) -> str:
     """The text of the reference page ``docs/reference/<name>.md``."""
     return (REFERENCE / f"{name}.md").read_text(encoding="utf-8")
 
+
 Table = list[dict[str, str]]
 
 
