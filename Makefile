@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint docs docs-serve bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,7 @@ $(MCP_TS_STAMP): $(MCP_TS)/package.json $(MCP_TS)/package-lock.json
 	@if command -v npm >/dev/null; then npm ci --prefix $(MCP_TS) --no-audit --no-fund && touch $@; \
 	else echo "npm not found: the TypeScript MCP client tests will be skipped"; fi
 
-test: $(STAMP) $(MCP_TS_STAMP) lint
+test: $(STAMP) $(MCP_TS_STAMP) lint docs
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
@@ -32,10 +32,17 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# The user guide (mkdocs.yml, docs/): built into site/, warnings are errors.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --site-dir site
+
+docs-serve: $(STAMP)
+	$(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000
+
 bench: $(STAMP)
 	$(BIN)/python bench/bench_call.py
 	$(BIN)/python bench/bench_python_guest.py
 	$(BIN)/python bench/bench_http.py
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache $(MCP_TS)/node_modules
+	rm -rf $(VENV) build dist site .pytest_cache .mypy_cache .ruff_cache $(MCP_TS)/node_modules

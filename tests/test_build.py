@@ -15,7 +15,7 @@ from glovebox.cli._main import cli
 from glovebox.toolchains import _binaries as _toolchain
 
 ROOT = Path(__file__).resolve().parents[1]
-HINT = "building tools needs the 'build' extra: pip install 'glovebox[build]'"
+HINT = "building tools needs the 'build' extra: pip install 'glovebox-runtime[build]'"
 #: Imported at interpreter start-up: the ``ziglang`` package is absent, as on an install without the extra.
 NO_ZIGLANG = 'import sys\nsys.modules["ziglang"] = None  # `import ziglang` and `python -m ziglang` fail\n'
 

@@ -1,4 +1,4 @@
-"""The README documents what the code has: its tables are parsed and compared row by row.
+"""The reference pages document what the code has: their tables are parsed and compared row by row.
 
 A row deleted from a table, or a command, field, error code or environment
 variable added to the code without its row, fails here.
@@ -20,7 +20,13 @@ from glovebox.policy import _models
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "runtime" / "glovebox"
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+REFERENCE = ROOT / "docs" / "reference"
+
+
+def page(name: str) -> str:
+    """The text of the reference page ``docs/reference/<name>.md``."""
+    return (REFERENCE / f"{name}.md").read_text(encoding="utf-8")
+
 
 Table = list[dict[str, str]]
 
@@ -45,12 +51,12 @@ def parse_tables(markdown: str) -> Iterator[tuple[str, Table]]:
             yield heading, [dict(zip(names, _cells(row), strict=True)) for row in rows]
             block = []
         if line.startswith("#"):
-            heading = line.lstrip("#").strip()
+            heading = re.sub(r"\s*\{#[\w-]+\}$", "", line.lstrip("#").strip())
 
 
-def table(heading: str, first_column: str) -> Table:
-    """The one README table under ``heading`` whose first column is ``first_column``."""
-    found = [rows for under, rows in parse_tables(README) if under == heading and first_column in rows[0]]
+def table(name: str, heading: str, first_column: str) -> Table:
+    """The one table of reference page ``name`` under ``heading`` whose first column is ``first_column``."""
+    found = [rows for under, rows in parse_tables(page(name)) if under == heading and first_column in rows[0]]
     assert len(found) == 1, f"expected one `{first_column}` table under {heading!r}, found {len(found)}"
     return found[0]
 
@@ -88,7 +94,7 @@ def test_table_parser_refuses_a_row_with_a_missing_cell() -> None:
 
 # -- error codes -------------------------------------------------------------------
 
-ERRORS = "The result envelope and error codes"
+ERRORS = "The result envelope and error codes"  # the title of docs/reference/errors.md
 
 
 def _all_subclasses(cls: type[GloveboxError]) -> Iterator[type[GloveboxError]]:
@@ -98,7 +104,7 @@ def _all_subclasses(cls: type[GloveboxError]) -> Iterator[type[GloveboxError]]:
 
 
 def test_every_call_error_code_has_a_row_and_every_row_is_a_code() -> None:
-    assert set(column(table(ERRORS, "code"), "code")) == set(glovebox.ERROR_CODES)
+    assert set(column(table("errors", ERRORS, "code"), "code")) == set(glovebox.ERROR_CODES)
 
 
 def test_every_call_error_class_has_a_listed_code() -> None:
@@ -106,7 +112,8 @@ def test_every_call_error_class_has_a_listed_code() -> None:
 
 
 def test_codes_raised_outside_calls_are_documented_beside_the_table() -> None:
-    section = README.split(f"## {ERRORS}", 1)[1].split("\n## ", 1)[0]
+    section = page("errors").split(f"# {ERRORS}", 1)[1].split("\n## ", 1)[0]
+    section = re.sub(r"^```.*?^```", "", section, flags=re.MULTILINE | re.DOTALL)  # prose only
     raised = {cls.code for cls in _all_subclasses(GloveboxError)} - set(glovebox.ERROR_CODES)
     assert raised >= {"invalid_artifact", "invalid_manifest", "invalid_signature", "build_failed", "invalid_policy"}
     assert raised <= set(code_spans(section))
@@ -124,18 +131,18 @@ def _manifest_paths() -> set[str]:
 
 
 def test_every_manifest_field_has_a_row_and_every_row_is_a_field() -> None:
-    assert set(column(table("Manifests", "field"), "field")) == _manifest_paths()
+    assert set(column(table("manifest", "Manifests", "field"), "field")) == _manifest_paths()
 
 
 def test_every_http_rule_field_has_a_row_and_every_row_is_a_field() -> None:
-    rows = table("HTTP: grants, SSRF defence and secrets", "field")
+    rows = table("manifest", "HTTP rules", "field")
     assert set(column(rows, "field")) == set(glovebox.HttpRule.model_fields)
 
 
 @pytest.mark.parametrize("model", [glovebox.HttpLimits, glovebox.SecretRule], ids=lambda model: model.__name__)
 def test_http_limit_and_secret_fields_are_named_in_their_paragraph(model: type[glovebox.HttpRule]) -> None:
     # "`HttpLimits`: `max_requests` (16), ... `SecretRule`: `name`, ...": up to the next model's name.
-    after = README.split(f"`{model.__name__}`:", 1)[1]
+    after = page("manifest").split(f"`{model.__name__}`:", 1)[1]
     described = re.split(r"`[A-Z]\w+`:", after.split("\n\n", 1)[0], maxsplit=1)[0]
     assert set(model.model_fields) <= set(code_spans(described))
 
@@ -157,7 +164,7 @@ def _policy_paths() -> set[str]:
 
 
 def test_every_policy_field_has_a_row_and_every_row_is_a_field() -> None:
-    rows = table("Policies", "field")
+    rows = table("policy", "Policies", "field")
     assert {span for row in rows for span in code_spans(row["field"])} == _policy_paths()
 
 
@@ -166,7 +173,7 @@ def test_every_policy_field_has_a_row_and_every_row_is_a_field() -> None:
     [("principals", _models.Principal), ("grants", _models.GrantRule), ("limits", _models.LimitValues)],
 )
 def test_fields_of_policy_entries_are_named_in_their_row(row: str, model: type[glovebox.Limits]) -> None:
-    (meaning,) = [r["meaning"] for r in table("Policies", "field") if r["field"] == f"`{row}`"]
+    (meaning,) = [r["meaning"] for r in table("policy", "Policies", "field") if r["field"] == f"`{row}`"]
     assert set(model.model_fields) - {"tool", "principals"} <= set(code_spans(meaning))
 
 
@@ -197,7 +204,7 @@ def _documented_command(usage: str) -> str:
 
 
 def test_every_cli_command_has_a_row_and_every_row_is_a_command() -> None:
-    rows = table("Command line", "command")
+    rows = table("cli", "Command line", "command")
     documented = {_documented_command(usage) for row in rows for usage in code_spans(row["command"])}
     assert documented == _command_paths(cli)
 
@@ -212,7 +219,7 @@ def _command(path: str) -> click.Command:
 
 def test_every_cli_option_is_in_its_commands_row_and_every_documented_option_exists() -> None:
     documented: dict[str, set[str]] = {}
-    for row in table("Command line", "command"):
+    for row in table("cli", "Command line", "command"):
         for usage in code_spans(row["command"]):
             spelled = set(re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", usage.replace("/", " ")))
             documented.setdefault(_documented_command(usage), set()).update(spelled)
@@ -241,7 +248,7 @@ def _variables_read() -> set[str]:
 def test_every_environment_variable_has_a_row_and_every_row_is_read() -> None:
     variables = _variables_read()
     assert {"GLOVEBOX_HOME", "GLOVEBOX_POLICY"} <= variables
-    assert set(column(table("Environment", "variable"), "variable")) == variables
+    assert set(column(table("environment", "Environment", "variable"), "variable")) == variables
 
 
 # -- SECURITY.md -------------------------------------------------------------------
@@ -266,3 +273,42 @@ def test_every_test_security_cites_exists() -> None:
     for path, name in references:
         source = (ROOT / path).read_text(encoding="utf-8")
         assert re.search(rf"^(?:async )?def {name}\(", source, re.MULTILINE), f"{path}::{name} is cited but missing"
+
+
+# -- the generated CLI reference ---------------------------------------------------
+
+
+def test_the_cli_page_shows_what_help_prints() -> None:
+    from .docs_cli import page_with, render
+
+    text = page("cli")
+    assert page_with(render(), text) == text, "docs/reference/cli.md is stale: run .venv/bin/python tests/docs_cli.py"
+
+
+def test_the_cli_page_has_a_help_section_for_every_command() -> None:
+    sections = set(re.findall(r"^### `glovebox ?([^`]*)`$", page("cli"), re.MULTILINE))
+    assert _command_paths(cli) <= sections
+
+
+@pytest.mark.parametrize("path", ["", "call", "policy explain", "import mcp"])
+def test_the_cli_page_matches_the_installed_command(path: str) -> None:
+    """The generator renders what the ``glovebox`` command itself prints for ``--help``."""
+    import os
+    import subprocess
+    import sys
+
+    shown = page("cli").split(f"### `{' '.join(['glovebox', *path.split()])}`\n\n```text\n", 1)[1].split("\n```", 1)[0]
+    command = [str(Path(sys.executable).parent / "glovebox"), *path.split(), "--help"]
+    printed = subprocess.run(
+        command, capture_output=True, text=True, check=True, env={**os.environ, "COLUMNS": "100"}
+    ).stdout
+    assert printed.rstrip() == shown
+
+
+# -- the Python API page -----------------------------------------------------------
+
+
+def test_every_public_name_has_an_entry_on_the_api_page() -> None:
+    entries = set(re.findall(r"^::: glovebox\.(\w+)$", page("python-api"), re.MULTILINE))
+    assert entries >= set(glovebox.__all__) - {"__version__"}
+    assert entries - set(glovebox.__all__) == set(), "the API page names something outside glovebox.__all__"

@@ -286,7 +286,7 @@ def test_cli_names_the_missing_extra(command: str, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(glovebox.servers, "missing_serve_dependency", lambda *modules: modules[-1])
     result = CliRunner().invoke(cli, [command])
     assert result.exit_code == 1
-    assert "pip install 'glovebox[serve]'" in result.output
+    assert "pip install 'glovebox-runtime[serve]'" in result.output
 
 
 def test_hostile_json_always_answers_an_envelope(

@@ -181,4 +181,4 @@ def test_glovebox_ray_without_the_extra_names_it() -> None:
         "try:\n    import glovebox.ray\nexcept ImportError as exc:\n    print(exc)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "pip install 'glovebox[ray]'" in result.stdout
+    assert "pip install 'glovebox-runtime[ray]'" in result.stdout

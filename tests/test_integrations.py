@@ -174,7 +174,7 @@ except ImportError as exc:
     print(exc)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert f"pip install 'glovebox[{extra}]'" in out
+    assert f"pip install 'glovebox-runtime[{extra}]'" in out
 
 
 def test_importing_the_package_imports_no_framework() -> None:

@@ -1,4 +1,4 @@
-"""glovebox on a Ray cluster: :class:`RayRuntime` (``pip install 'glovebox[ray]'``).
+"""glovebox on a Ray cluster: :class:`RayRuntime` (``pip install 'glovebox-runtime[ray]'``).
 
 This module is ``glovebox.ray``; inside the package every import is absolute,
 so ``import ray`` always names the Ray distribution, never this module.
@@ -13,7 +13,7 @@ quiet_ray_failure_handler()  # before ray.init: this module is imported first
 try:
     import ray  # noqa: F401  (the extra's presence, checked once here)
 except ImportError as exc:  # pragma: no cover - exercised without the extra
-    raise ImportError("glovebox.ray needs Ray: pip install 'glovebox[ray]'") from exc
+    raise ImportError("glovebox.ray needs Ray: pip install 'glovebox-runtime[ray]'") from exc
 
 from .scale._raycluster import RayRuntime  # noqa: E402  (after the environment default)
 

@@ -80,7 +80,7 @@ def _backend_options(command: F) -> F:
         type=click.Choice(["local", "ray"]),
         default="local",
         show_default=True,
-        help="local: this host (--processes); ray: replicas on a Ray cluster (pip install 'glovebox[ray]').",
+        help="local: this host (--processes); ray: replicas on a Ray cluster (pip install 'glovebox-runtime[ray]').",
     )(command)
 
 

@@ -114,7 +114,9 @@ def _require_sdk() -> None:
     try:
         import mcp  # noqa: F401
     except ImportError as exc:
-        raise ValueError("importing an MCP server needs the serve extra: pip install 'glovebox[serve]'") from exc
+        raise ValueError(
+            "importing an MCP server needs the serve extra: pip install 'glovebox-runtime[serve]'"
+        ) from exc
 
 
 def _limits(timeout_ms: int | None, output_bytes: int | None) -> Limits:

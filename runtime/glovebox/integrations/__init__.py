@@ -3,10 +3,10 @@
 Each module turns the tools a principal may see into one framework's native
 tool objects that call ``Runtime.call`` / ``Runtime.acall`` as that principal:
 
-- ``glovebox.integrations.langchain`` (``pip install 'glovebox[langchain]'``)
-- ``glovebox.integrations.llama_index`` (``pip install 'glovebox[llama-index]'``)
-- ``glovebox.integrations.openai_agents`` (``pip install 'glovebox[openai-agents]'``)
-- ``glovebox.integrations.pydantic_ai`` (``pip install 'glovebox[pydantic-ai]'``)
+- ``glovebox.integrations.langchain`` (``pip install 'glovebox-runtime[langchain]'``)
+- ``glovebox.integrations.llama_index`` (``pip install 'glovebox-runtime[llama-index]'``)
+- ``glovebox.integrations.openai_agents`` (``pip install 'glovebox-runtime[openai-agents]'``)
+- ``glovebox.integrations.pydantic_ai`` (``pip install 'glovebox-runtime[pydantic-ai]'``)
 
 Importing this package imports no framework; importing one of the modules
 without its extra raises an ``ImportError`` naming the extra to install.

@@ -61,7 +61,7 @@ _STRICT_DEPTH = 10
 
 def missing_extra(extra: str, distribution: str) -> str:
     """The message of the ``ImportError`` raised when a provider's framework is not installed."""
-    return f"glovebox.integrations needs {distribution} for this provider: pip install 'glovebox[{extra}]'"
+    return f"glovebox.integrations needs {distribution} for this provider: pip install 'glovebox-runtime[{extra}]'"
 
 
 def is_missing(exc: ModuleNotFoundError, package: str) -> bool:

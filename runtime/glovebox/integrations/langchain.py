@@ -1,4 +1,4 @@
-"""glovebox tools as LangChain tools (``pip install 'glovebox[langchain]'``).
+"""glovebox tools as LangChain tools (``pip install 'glovebox-runtime[langchain]'``).
 
 >>> from glovebox.integrations.langchain import tools
 >>> callable(tools)

@@ -1,4 +1,4 @@
-"""glovebox tools as LlamaIndex tools (``pip install 'glovebox[llama-index]'``).
+"""glovebox tools as LlamaIndex tools (``pip install 'glovebox-runtime[llama-index]'``).
 
 >>> from glovebox.integrations.llama_index import tools
 >>> callable(tools)

@@ -1,4 +1,4 @@
-"""glovebox tools as OpenAI Agents SDK tools (``pip install 'glovebox[openai-agents]'``).
+"""glovebox tools as OpenAI Agents SDK tools (``pip install 'glovebox-runtime[openai-agents]'``).
 
 >>> from glovebox.integrations.openai_agents import tools
 >>> callable(tools)

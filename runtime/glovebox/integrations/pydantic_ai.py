@@ -1,4 +1,4 @@
-"""glovebox tools as pydantic-ai tools (``pip install 'glovebox[pydantic-ai]'``).
+"""glovebox tools as pydantic-ai tools (``pip install 'glovebox-runtime[pydantic-ai]'``).
 
 >>> from glovebox.integrations.pydantic_ai import tools
 >>> callable(tools)

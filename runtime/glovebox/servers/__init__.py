@@ -2,14 +2,14 @@
 
 Both carry the same checks and the same envelope as ``Runtime.call``. They
 import their frameworks (``mcp``, ``starlette``, ``uvicorn``) lazily: install
-them with ``pip install 'glovebox[serve]'``.
+them with ``pip install 'glovebox-runtime[serve]'``.
 """
 
 import typing
 
 __all__ = ["SERVE_HINT", "create_app", "missing_serve_dependency"]
 
-SERVE_HINT = "the servers need the 'serve' extra: pip install 'glovebox[serve]'"
+SERVE_HINT = "the servers need the 'serve' extra: pip install 'glovebox-runtime[serve]'"
 
 
 def missing_serve_dependency(*modules: str) -> str | None:

@@ -17,7 +17,7 @@ from ..core._errors import BuildError
 
 __all__ = ["BUILD_HINT", "find_tool", "require_module", "run_tool"]
 
-BUILD_HINT = "building tools needs the 'build' extra: pip install 'glovebox[build]'"
+BUILD_HINT = "building tools needs the 'build' extra: pip install 'glovebox-runtime[build]'"
 
 
 def run_tool(argv: list[str], what: str, cwd: Path | None = None, rename: dict[str, str] | None = None) -> None:

@@ -95,7 +95,7 @@ def _componentize_py_version() -> str:
     try:
         return importlib.metadata.version("componentize-py")
     except importlib.metadata.PackageNotFoundError as exc:
-        raise BuildError("componentize-py is not installed: pip install 'glovebox[build]'") from exc
+        raise BuildError("componentize-py is not installed: pip install 'glovebox-runtime[build]'") from exc
 
 
 def _module_name(src: Path) -> str:
@@ -114,7 +114,7 @@ def _componentize(src: Path, text: str, helper: Path, wit: Path, cached: Path) -
         shutil.copyfile(helper, stage / "glovebox_guest.py")
         (stage / "app.py").write_text(_APP.format(module=module), encoding="utf-8")
         staged = stage / "tool.wasm"
-        tool = find_tool("componentize-py", "pip install 'glovebox[build]'")
+        tool = find_tool("componentize-py", "pip install 'glovebox-runtime[build]'")
         argv = [tool, "-d", str(wit), "-w", "tool", "componentize", "-p", str(stage), "app"]
         run_tool(
             [*argv, "-o", str(staged)],
