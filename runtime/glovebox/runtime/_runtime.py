@@ -34,8 +34,7 @@ from ..sandbox._compute import DEFAULT_MAX_RUNNING, ComputeSlots, waiting
 from ..sandbox._sandbox import Sandbox
 from ..schema._schemas import SchemaCheck, encode_input
 from ..telemetry import _tracing
-from ..telemetry._calllog import log_call
-from ..telemetry._tracing import Tracing, step
+from ..telemetry._tracing import TracedCall, Tracing, step
 from ._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED, Admission, mapping_bound
 from ._envelope import failure, new_meta
 from ._gate import CallTrace, PolicyGate, input_digest
@@ -405,16 +404,10 @@ class Runtime:
         the call's ``glovebox.call`` span, when it has one, is appended to ``spans``."""
         self._check_open()
         _check_name(name)
-        tracer = self._tracing.tracer()
-        if tracer is None:
-            result = self._enter(call_id, name, input, principal, None)
-            log_call(result.ok, result.code, result.meta)
-            return result
-        with _tracing.call_span(tracer) as span:
-            result = self._enter(call_id, name, input, principal, tracer)
-            _tracing.finish(span, result)
-        if spans is not None:
-            spans.append(span)
+        with TracedCall(self._tracing.tracer()) as traced:
+            result = traced.finish(self._enter(call_id, name, input, principal, traced.tracer))
+        if spans is not None and traced.span is not None:
+            spans.append(traced.span)
         return result
 
     def _enter(self, call_id: str, name: str, input: Any, principal: str | None, tracer: Any) -> CallResult:
@@ -490,15 +483,8 @@ class Runtime:
         """
         self._check_open()
         _check_name(name)
-        tracer = self._tracing.tracer()
-        if tracer is None:
-            result = await self._aenter(name, input, principal, None)
-            log_call(result.ok, result.code, result.meta)
-            return result
-        with _tracing.call_span(tracer) as span:
-            result = await self._aenter(name, input, principal, tracer)
-            _tracing.finish(span, result)
-        return result
+        with TracedCall(self._tracing.tracer()) as traced:
+            return traced.finish(await self._aenter(name, input, principal, traced.tracer))
 
     async def _aenter(self, name: str, input: Any, principal: str | None, tracer: Any) -> CallResult:
         import asyncio  # imported here to keep `import glovebox` light
@@ -544,27 +530,52 @@ class Runtime:
             return self._executor
 
     def _call(self, name: str, value: Any, meta: dict[str, Any], trace: CallTrace, tracer: Any = None) -> Any:
+        """The steps of an admitted call: resolve, the policy's decision, the input's checks,
+        the run (a sandbox, or the remote server of a ``mcp-remote`` tool), the output's checks."""
+        info = self._resolve_step(name, value, meta, trace)
+        decision = self._policy_step(info, meta, trace, tracer)
+        input_text = self._input_step(info, value, tracer)
+        self._gate.spend_approval(trace, info, meta["principal"], decision)
+        if info.kind == "mcp-remote":
+            text = self._call_remote(info, value, decision, meta)
+        else:
+            text = self._sandbox_step(info, input_text, decision, meta, tracer)
+        return self._decode_output(info, text, tracer)
+
+    def _resolve_step(self, name: str, value: Any, meta: dict[str, Any], trace: CallTrace) -> ToolInfo:
+        """The tool the call names, its facts in ``meta``; the input's digest and the policy in ``trace``."""
         trace.input_digest = input_digest(value)
         trace.policy = self._gate.current()
         info = self._resolve_for(name, meta["principal"])
         meta.update(tool=info.name, version=info.version, digest=info.digest)
         if info.deprecated is not None:
             meta["deprecated"] = info.deprecated
+        return info
+
+    def _policy_step(self, info: ToolInfo, meta: dict[str, Any], trace: CallTrace, tracer: Any) -> Decision:
+        """Scopes, rules, quotas and approvals: the decision, or the refusal raised."""
         with step(tracer, "glovebox.policy") as span:
             decision = self._gate.admit(trace, info, meta["principal"])
             if span is not None:
                 span.set_attribute("glovebox.policy.decision", decision.action)
+        return decision
+
+    def _input_step(self, info: ToolInfo, value: Any, tracer: Any) -> str:
+        """The input as the tool receives it, checked against its schema."""
         input_text = encode_input(value)
         if info.input_schema is not True:
             with step(tracer, "glovebox.validate", "input"):
                 self._validator(info, "input").validate(value)
         if info.kind == "mcp-remote" and not isinstance(value, dict):  # MCP arguments are an object
             raise InvalidInput(f"a remote MCP tool takes a JSON object as input, not {type(value).__name__}")
-        self._gate.spend_approval(trace, info, meta["principal"], decision)
-        if info.kind == "mcp-remote":
-            return self._decode_output(info, self._call_remote(info, value, decision, meta), tracer)
         if info.manifest.operation is not None:  # an imported operation: the generic guest reads both
             input_text = _operation_input(info, input_text)
+        return input_text
+
+    def _sandbox_step(
+        self, info: ToolInfo, input_text: str, decision: Decision, meta: dict[str, Any], tracer: Any
+    ) -> str:
+        """A fresh instance runs ``call`` under the decision's limits and grants; its output text."""
         component = self._component(info)
         http = self._http_for(info, self._grants_for(decision), tracer)
         with step(tracer, "glovebox.sandbox") as span:
@@ -580,7 +591,7 @@ class Runtime:
         if outcome.error is not None:
             raise outcome.error
         assert outcome.output_text is not None
-        return self._decode_output(info, outcome.output_text, tracer)
+        return outcome.output_text
 
     def _call_remote(self, info: ToolInfo, value: dict[str, Any], decision: Decision, meta: dict[str, Any]) -> str:
         """Proxy a call of a ``mcp-remote`` tool to its server (see ``glovebox.remote._proxy``)."""

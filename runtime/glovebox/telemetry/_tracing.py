@@ -23,9 +23,12 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._calllog import log_call
+
+if TYPE_CHECKING:
+    from ..model._result import CallResult
 
 __all__ = [
     "NO_STEP",
@@ -95,6 +98,40 @@ def _status(code: str) -> Any:
 def call_span(tracer: Any) -> _Step:
     """The ``glovebox.call`` span, current for the block (its parent: the current span)."""
     return _Step(tracer, "glovebox.call")
+
+
+class TracedCall:
+    """What wraps one call: its ``glovebox.call`` span when a tracer is configured, and its log line.
+
+    >>> with TracedCall(None) as traced:
+    ...     traced.tracer is None and traced.span is None
+    True
+    """
+
+    __slots__ = ("_step", "span", "tracer")
+
+    def __init__(self, tracer: Any | None) -> None:
+        self.tracer = tracer
+        self.span: Any = None
+        self._step: _Step | None = None
+
+    def __enter__(self) -> TracedCall:
+        if self.tracer is not None:
+            self._step = call_span(self.tracer)
+            self.span = self._step.__enter__()
+        return self
+
+    def finish(self, result: CallResult) -> CallResult:
+        """Record the call's result (on its span and in its ``glovebox.calls`` line); return it."""
+        if self.span is None:
+            log_call(result.ok, result.code, result.meta)
+        else:
+            finish(self.span, result)
+        return result
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._step is not None:
+            self._step.__exit__(*exc)
 
 
 def finish(span: Any, result: Any) -> None:
