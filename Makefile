@@ -9,6 +9,9 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	@# Until 2026-12 the distribution was named glovebox (a stranger's name on PyPI): an
+	@# older .venv still holds it, and two distributions would then own the glovebox command.
+	$(BIN)/pip uninstall --quiet --yes glovebox 2>/dev/null || true
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 

@@ -24,7 +24,8 @@ WIDTH = 78
 
 def command_group() -> click.Group:
     """The click group behind the ``glovebox`` command."""
-    (script,) = entry_points(group="console_scripts", name="glovebox")
+    # One target, though an older venv may hold the former distribution name beside the new one.
+    (script,) = {found.value: found for found in entry_points(group="console_scripts", name="glovebox")}.values()
     module = importlib.import_module(script.module)
     groups = [value for value in vars(module).values() if isinstance(value, click.Group) and value.name == "cli"]
     assert len(groups) == 1, f"{script.module} should hold the one `cli` group"
