@@ -631,7 +631,7 @@ def test_a_home_with_descriptors_in_the_old_layout_still_loads_and_calls(
             old._compiled.get(add.digest)  # a caller that asked anyway would be refused before compiling
         assert list((old.home / "cache" / "compiled").glob("sha256:*")) == []
         assert old.gc() == []
-        old.remove("lab-add")
+        old.remove("lab-add", all_versions=True)
         assert not registry.blob_path(add.digest).exists() and not registry.descriptor_path(add.digest).exists()
 
 

@@ -127,7 +127,7 @@ def test_a_runtime_sweeps_dead_staging_when_its_engine_starts(
 
 def test_removal_deletes_the_blob_and_leaves_nothing_aside(runtime: glovebox.Runtime, build_guest: BuildGuest) -> None:
     info = runtime.register(build_guest("echo"), {"name": "echo", "version": "1.0.0"})
-    runtime.remove("echo")
+    runtime.remove("echo", all_versions=True)
     home = runtime.home
     assert not runtime._registry.blob_path(info.digest).exists()
     assert not list((home / "blobs" / "sha256").iterdir())
