@@ -1,4 +1,4 @@
-"""Tool definitions for OpenAI and Anthropic, and the README's agent loop."""
+"""Tool definitions for OpenAI and Anthropic, and the export guide's agent loop."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 import glovebox
 from glovebox.cli._main import cli
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+GUIDE = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "export.md").read_text()
 
 
 def test_openai_and_anthropic_shapes(runtime: glovebox.Runtime, build_example: Callable[[str], Path]) -> None:
@@ -112,11 +112,11 @@ def test_cli_export_respects_the_principal(tmp_path: Path, build_example: Callab
     assert run("export", "--format", "nope").exit_code == 2
 
 
-def test_readme_agent_loop_runs(runtime: glovebox.Runtime, build_example: Callable[[str], Path]) -> None:
+def test_the_guides_agent_loop_runs(runtime: glovebox.Runtime, build_example: Callable[[str], Path]) -> None:
     runtime.register(build_example("calc"))
-    [code] = re.findall(r"```python\n(import json\nimport glovebox\n.*?)```", README, re.S)
+    [code] = re.findall(r"```python\n(import json\nimport glovebox\n.*?)```", GUIDE, re.S)
     scope: dict[str, object] = {}
-    exec(compile(code, "README.md", "exec"), scope)
+    exec(compile(code, "docs/guide/export.md", "exec"), scope)
     reply = scope["reply"]
     assert isinstance(reply, dict)
     assert json.loads(reply["content"])["output"] == {"value": 14}

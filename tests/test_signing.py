@@ -104,15 +104,15 @@ def test_cryptography_loads_only_when_a_key_is_used() -> None:
     assert out.strip() == "False"
 
 
-def test_readme_signing_example_runs(
+def test_the_guides_signing_example_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, build_example: Callable[[str], Path]
 ) -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    [code] = re.findall(r"```python\n(import glovebox\n\nprivate, public = .*?)```", readme, re.S)
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "operating.md").read_text()
+    [code] = re.findall(r"```python\n(import glovebox\n\nprivate, public = .*?)```", guide, re.S)
     shutil.copyfile(build_example("calc"), tmp_path / "calc.wasm")
     shutil.copyfile(build_example("calc").with_name("calc.glovebox.toml"), tmp_path / "calc.glovebox.toml")
     monkeypatch.chdir(tmp_path)
-    exec(compile(code, "README.md", "exec"), {})
+    exec(compile(code, "docs/guide/operating.md", "exec"), {})
     with glovebox.Runtime() as rt:
         [signer] = rt.trusted_keys()
         assert signer.startswith("release:") and rt.tool("calc").signer == signer
