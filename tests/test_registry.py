@@ -109,10 +109,13 @@ def test_remove_version_and_collect_blob(runtime: glovebox.Runtime, build_guest:
     assert not runtime._registry.blob_path(b.digest).exists()
     assert not list((runtime.home / "cache" / "compiled").glob(f"{b.digest}-*"))
     assert runtime._registry.blob_path(a.digest).exists()
-    runtime.remove("tool")
+    with pytest.raises(ValueError, match="all_versions"):
+        runtime.remove("tool")  # a bare name names every version: it must say so
+    assert runtime.tool("tool").version == "1.0.0"
+    runtime.remove("tool", all_versions=True)
     assert runtime.call("tool", {}).code == "tool_not_found"
     with pytest.raises(glovebox.ToolNotFound):
-        runtime.remove("tool")
+        runtime.remove("tool", all_versions=True)
 
 
 def test_shared_blob_survives_removal_of_one_name(runtime: glovebox.Runtime, build_guest: BuildGuest) -> None:
@@ -156,7 +159,7 @@ def test_hot_registration_seen_by_a_live_runtime(tmp_path: Path, build_guest: Bu
         )
         assert serving.tool("tool").deprecated == "old"
         subprocess.run(
-            [sys.executable, "-c", f"import glovebox; glovebox.Runtime(home={str(home)!r}).remove('tool')"],
+            [sys.executable, "-c", f"import glovebox; glovebox.Runtime(home={str(home)!r}).remove('tool', all_versions=True)"],
             check=True,
         )
         assert serving.call("tool", {}).code == "tool_not_found"
@@ -425,7 +428,7 @@ def test_removal_racing_a_registration_of_the_same_artifact_keeps_its_blob(
     def add_after_a_removal(self: Registry, *args: Any, **kwargs: Any) -> list[ToolInfo]:
         # Another process removes the only other user of the artifact while this
         # registration is between its checks and its commit.
-        code = f"import glovebox; glovebox.Runtime(home={str(home)!r}).remove('t')"
+        code = f"import glovebox; glovebox.Runtime(home={str(home)!r}).remove('t', all_versions=True)"
         subprocess.run([sys.executable, "-c", code], check=True)
         return add(self, *args, **kwargs)
 
@@ -448,7 +451,7 @@ def test_a_call_racing_a_removal_answers_tool_not_found(tmp_path: Path, build_gu
 
             def resolve_then_removed(ref: str) -> ToolInfo:
                 info = resolve(ref)
-                owner.remove(ref)  # after the call resolved the tool, before it loads it
+                owner.remove(ref, all_versions=True)  # after the call resolved the tool, before it loads it
                 return info
 
             caller._registry.resolve = resolve_then_removed  # type: ignore[method-assign]
@@ -472,7 +475,7 @@ def test_a_call_racing_a_removal_during_a_rebuild_answers_tool_not_found(
 
         def precompile_then_removed(*args: Any) -> None:
             precompile(*args)
-            owner.remove("t")
+            owner.remove("t", all_versions=True)
 
         monkeypatch.setattr(glovebox.registry._compiled, "precompile", precompile_then_removed)
         with glovebox.Runtime(home=home) as caller:
@@ -495,7 +498,7 @@ def _register_and_remove(home: str, wasm: str, name: str, rounds: int) -> None:
         for _ in range(rounds):
             info = rt.register(wasm, {"name": name, "version": "1.0.0"})
             assert rt._registry.blob_path(info.digest).is_file(), "registered without its blob"
-            rt.remove(name)
+            rt.remove(name, all_versions=True)
 
 
 def test_processes_removing_and_registering_one_artifact_never_lose_its_blob(
