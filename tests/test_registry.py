@@ -158,10 +158,8 @@ def test_hot_registration_seen_by_a_live_runtime(tmp_path: Path, build_guest: Bu
             check=True,
         )
         assert serving.tool("tool").deprecated == "old"
-        subprocess.run(
-            [sys.executable, "-c", f"import glovebox; glovebox.Runtime(home={str(home)!r}).remove('tool', all_versions=True)"],
-            check=True,
-        )
+        code = f"import glovebox; glovebox.Runtime(home={str(home)!r}).remove('tool', all_versions=True)"
+        subprocess.run([sys.executable, "-c", code], check=True)
         assert serving.call("tool", {}).code == "tool_not_found"
 
 
