@@ -269,6 +269,18 @@ def serve_app() -> Iterator[Callable[[object], str]]:
         thread.join(10)
 
 
+def metric_samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    """The samples named ``name`` in a /metrics text, read by the reference Prometheus parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return [
+        (sample.labels, sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name
+    ]
+
+
 def fail_on_call(monkeypatch: pytest.MonkeyPatch, owner: object, name: str, nth: int, error: BaseException) -> None:
     """Make the ``nth`` call of ``owner.name`` raise ``error``: a failure injected half-way through a step.
 

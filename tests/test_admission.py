@@ -27,6 +27,7 @@ import glovebox
 from glovebox.runtime._admission import Admission
 from glovebox.servers import create_app
 
+from .conftest import metric_samples
 from .test_http import QuietHandler
 
 BuildGuest = Callable[[str], Path]
@@ -261,7 +262,8 @@ def test_the_http_api_answers_503_with_the_envelope(
         assert int(answer.headers["Retry-After"]) == -(-retry_ms // 1000)
         assert envelope["meta"]["call_id"]
         metrics = httpx.get(f"{url}/metrics", timeout=30).text
-        assert 'outcome="overloaded"} 1' in metrics
+        calls = metric_samples(metrics, "glovebox_calls_total")
+        assert [n for labels, n in calls if labels["outcome"] == "overloaded"] == [1]
         hold.release.set()
         assert held[0].result().ok
         pool.shutdown()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -24,6 +23,7 @@ import pytest
 import glovebox
 from glovebox.cli._serve import _calls
 
+from .conftest import metric_samples
 from .test_mcp import envelope, stdio_client
 from .test_process_pool import _server, _until
 
@@ -53,9 +53,8 @@ def spin_home(tmp_path: Path, build_guest: BuildGuest) -> tuple[Path, Path]:
 
 
 def _live_instances(http: httpx.Client) -> int:
-    found = re.search(r"^glovebox_live_instances (\d+)$", http.get("/metrics").text, re.MULTILINE)
-    assert found is not None
-    return int(found.group(1))
+    [(_, live)] = metric_samples(http.get("/metrics").text, "glovebox_live_instances")
+    return int(live)
 
 
 @pytest.mark.parametrize(("running", "first"), [("1", "spin"), ("2", "quick")])

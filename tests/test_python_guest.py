@@ -227,6 +227,11 @@ def test_generated_toml_keeps_characters_outside_the_basic_plane() -> None:
     assert "\U0001f680" in text and tomllib.loads(text) == document
 
 
+def test_a_value_toml_cannot_spell_is_a_build_error() -> None:
+    with pytest.raises(glovebox.BuildError, match="TOML"):
+        _pybuild.dump_toml({"name": "x", "limits": {"fuel": None}})
+
+
 def test_a_docstring_with_an_emoji_gives_a_manifest_that_registers(tmp_path: Path) -> None:
     src = tmp_path / "tool.py"
     src.write_text(

@@ -238,6 +238,21 @@ def test_one_policy_everywhere(deployment: RayRuntime) -> None:
     assert expected["action"] == "block"
 
 
+def test_explain_everywhere_answers_for_a_tool_no_replica_holds_yet(
+    deployment: RayRuntime, homes: dict[str, Path], build_guest: BuildGuest
+) -> None:
+    deployment.register(build_guest("echo"), {"name": "unheld", "required_scopes": ["text:read"]})
+    with glovebox.Runtime(home=homes["node"]) as node:
+        assert node.tools("unheld") == []  # no replica has been sent it: the decision needs no artifact
+    for principal in ("ann", None):
+        expected = deployment.explain("unheld", principal=principal).to_dict()
+        answers = deployment.explain_everywhere("unheld", principal=principal)
+        assert len(answers) == 2 and all(answer == expected for answer in answers.values()), answers
+    assert expected["action"] == "block" and expected["missing_scopes"] == ["text:read"]
+    with pytest.raises(glovebox.ToolNotFound):
+        deployment.explain_everywhere("never-registered")
+
+
 def test_a_policy_change_reaches_every_replica(deployment: RayRuntime, homes: dict[str, Path]) -> None:
     before = homes["policy"].read_text()
     homes["policy"].write_text(before.replace("tool: secret", "tool: trap"))
@@ -301,14 +316,17 @@ def test_a_killed_replica_answers_internal_error_once_and_is_replaced(
     assert after.ok and after.meta["replica"] == victim
 
 
-def test_the_audit_verifies_after_concurrent_calls(deployment: RayRuntime, homes: dict[str, Path]) -> None:
+def test_the_audit_verifies_after_concurrent_calls(
+    deployment: RayRuntime, homes: dict[str, Path], build_guest: BuildGuest
+) -> None:
+    deployment.register(build_guest("echo"), {"name": "audited"})  # fetched by the replicas during the calls
     results: list[glovebox.CallResult] = []
     lock = threading.Lock()
 
     def client(k: int) -> None:
         for i in range(8):
             value = {"n": k * 100 + i}
-            result = deployment.call("echo", value) if i % 2 else deployment.call("late", json.dumps(value))
+            result = deployment.call("echo" if i % 2 else "audited", value)
             with lock:
                 results.append(result)
 
@@ -322,6 +340,27 @@ def test_the_audit_verifies_after_concurrent_calls(deployment: RayRuntime, homes
     assert len(chains) == 2 and all(chain["ok"] for chain in chains), chains
     for result in results[:8]:
         assert len(_rows(homes, result.meta["call_id"])) == 1
+
+
+def test_gc_collects_the_signatures_no_registered_tool_refers_to(
+    deployment: RayRuntime, tmp_path: Path, build_guest: BuildGuest
+) -> None:
+    private, public = glovebox.generate_keypair("ray-publisher", tmp_path / "keys")
+    glovebox.Keyring(deployment.home).trust(public)
+    wasm = tmp_path / "signed.wasm"
+    wasm.write_bytes(build_guest("guest_error").read_bytes())  # a digest no other test registers
+    kept = [
+        deployment.register(wasm, {"name": name}, signature=glovebox.sign(wasm, private, manifest={"name": name}))
+        for name in ("signed-a", "signed-b")
+    ]
+    assert kept[0].signer is not None and kept[0].digest == kept[1].digest
+    signature = deployment.home / "signatures" / f"{kept[0].digest.removeprefix('sha256:')}.sig"
+    assert signature.is_file()
+    deployment.remove("signed-a@0.0.0")
+    assert signature not in deployment.gc() and signature.is_file()  # signed-b still refers to it
+    deployment.remove("signed-b@0.0.0")
+    assert signature in deployment.gc() and not signature.exists()
+    assert deployment.call("echo", {"n": 1}).ok
 
 
 def test_serve_backend_ray_answers_http(cluster: str, homes: dict[str, Path]) -> None:

@@ -19,7 +19,7 @@ import glovebox
 from glovebox.engine import _compile
 from glovebox.engine._engine import get_engine
 from glovebox.model._result import ToolInfo
-from glovebox.registry._registry import Registry
+from glovebox.registry._registry import Registry, version_key
 
 BuildGuest = Callable[[str], Path]
 
@@ -40,6 +40,52 @@ def test_versions_resolve_newest_and_exact(runtime: glovebox.Runtime, build_gues
     assert runtime.call("tool@0.9.0", {"x": 1}).meta["version"] == "0.9.0"
     with pytest.raises(glovebox.ToolNotFound, match=r"tool@2\.0\.0"):
         runtime.tool("tool@2.0.0")
+
+
+def test_pre_releases_order_by_semver_precedence(runtime: glovebox.Runtime, build_guest: BuildGuest) -> None:
+    # semver.org item 11: numeric identifiers compare as numbers, build metadata is not precedence.
+    for version in ("1.0.0-alpha.2", "1.0.0-alpha.10", "1.0.0-alpha.beta", "1.0.0-rc.1", "0.9.0+build-9"):
+        runtime.register(build_guest("echo"), manifest(version=version))
+    assert runtime.tool("tool").version == "1.0.0-rc.1"
+    assert [i.version for i in runtime.tools()] == [
+        "1.0.0-rc.1",
+        "1.0.0-alpha.beta",
+        "1.0.0-alpha.10",
+        "1.0.0-alpha.2",
+        "0.9.0+build-9",
+    ]
+    runtime.register(build_guest("echo"), manifest(version="1.0.0+build-7"))
+    assert runtime.tool("tool").version == "1.0.0+build-7"  # a release, above its pre-releases
+
+
+@pytest.mark.parametrize(
+    ("lower", "higher"),
+    [
+        ("1.0.0-alpha.2", "1.0.0-alpha.10"),
+        ("1.0.0-alpha", "1.0.0-alpha.1"),
+        ("1.0.0-alpha.1", "1.0.0-alpha.beta"),
+        ("1.0.0-beta.11", "1.0.0-rc.1"),
+        ("1.0.0-rc.1", "1.0.0+build-7"),
+        ("1.0.0+build-7", "1.0.1"),
+        ("1.9.0", "1.10.0"),
+    ],
+)
+def test_version_key_follows_semver_precedence(lower: str, higher: str) -> None:
+    assert version_key(lower) < version_key(higher)
+    assert sorted([higher, lower], key=version_key) == [lower, higher]
+
+
+def test_build_metadata_is_not_precedence() -> None:
+    assert version_key("1.0.0+build-7")[0] == version_key("1.0.0")[0] == version_key("1.0.0+other")[0]
+    # Equal precedence still sorts one way: by the text.
+    assert sorted(["1.0.0+b", "1.0.0", "1.0.0+a"], key=version_key) == ["1.0.0", "1.0.0+a", "1.0.0+b"]
+
+
+def test_version_key_orders_every_version_a_manifest_accepts() -> None:
+    # The manifest's pattern is looser than semver (leading zeros, empty identifiers, a second "+"):
+    # such versions, in homes already, still sort beside their release instead of failing.
+    versions = ["1.0.0+a+b", "1.0.0", "1.0.0-a..b", "01.0.0-01", "0.9.0"]
+    assert sorted(versions, key=version_key) == ["0.9.0", "01.0.0-01", "1.0.0-a..b", "1.0.0", "1.0.0+a+b"]
 
 
 def test_list_filters(runtime: glovebox.Runtime, build_guest: BuildGuest) -> None:

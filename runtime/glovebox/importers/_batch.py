@@ -37,6 +37,8 @@ from ._fragment import SecretHint, policy_fragment
 from ._importresult import ImportResult
 
 if TYPE_CHECKING:
+    import semver
+
     from ..runtime._runtime import Runtime
 
 __all__ = ["ImportResult", "Planned", "SecretHint", "Source", "apply"]
@@ -271,7 +273,7 @@ def _store_descriptors(runtime: Runtime, register: list[Planned], deprecate: dic
                 blob.unlink(missing_ok=True)
 
 
-def _key(version: str) -> tuple[int, int, int, int, str]:
+def _key(version: str) -> tuple[semver.Version, str]:
     from ..registry._registry import version_key
 
     return version_key(version)
@@ -279,5 +281,5 @@ def _key(version: str) -> tuple[int, int, int, int, str]:
 
 def _bump(version: str) -> str:
     """One patch version above ``version`` (a pre-release or build suffix is dropped)."""
-    major, minor, patch = _key(version)[:3]
-    return f"{major}.{minor}.{patch + 1}"
+    release = _key(version)[0]
+    return f"{release.major}.{release.minor}.{release.patch + 1}"

@@ -13,6 +13,11 @@ A refusal raises :class:`~glovebox.RateLimited` with ``details.quota`` (which
 entry and which bound), ``details.limit`` and ``details.retry_after_ms``: for
 a window, when enough of it expires for one more call; for calls in flight,
 when the earliest of them reaches its deadline (``timeout_ms``).
+
+Hand-written on purpose: rate-limit libraries (``limits``, ``pyrate-limiter``)
+count hits at admission, while these quotas also charge fuel once a call has
+ended, hold in-flight slots until its result, and derive ``retry_after_ms``
+from the calls' deadlines, all under the one lock a call takes on its hot path.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core._errors import InvalidManifest, ToolNotFound
 from ..model._manifest import Manifest
@@ -43,6 +43,9 @@ from ..policy._patterns import match_name
 from ..storage._sqlite import Database
 from ..storage._staging import StagingLock, sweep_staging
 from ..storage._walindex import WalIndex
+
+if TYPE_CHECKING:
+    import semver
 
 __all__ = ["DESCRIPTOR_SUFFIX", "CompiledFile", "Registry", "version_key"]
 
@@ -84,16 +87,24 @@ class CompiledFile:
     target: Path
 
 
-def version_key(version: str) -> tuple[int, int, int, int, str]:
-    """Sort key for semantic versions: releases after their pre-releases.
+def version_key(version: str) -> tuple[semver.Version, str]:
+    """Sort key for versions: semver precedence (semver.org item 11), then the text.
 
-    >>> sorted(["1.10.0", "1.2.0", "1.2.0-rc1"], key=version_key)
-    ['1.2.0-rc1', '1.2.0', '1.10.0']
+    Pre-release identifiers compare as numbers when numeric; build metadata is
+    not precedence, so ``1.0.0+build-7`` ranks with ``1.0.0`` and the text only
+    breaks the tie. Every version a manifest accepts has a key, including the
+    few its pattern lets through that strict semver refuses (``01.0.0``,
+    ``1.0.0-a..b``, ``1.0.0+a+b``): the parts are split here and compared by semver.
+
+    >>> sorted(["1.10.0", "1.2.0", "1.2.0-rc.10", "1.2.0-rc.2", "1.2.0+build-7"], key=version_key)
+    ['1.2.0-rc.2', '1.2.0-rc.10', '1.2.0', '1.2.0+build-7', '1.10.0']
     """
-    core, _, pre = version.partition("-")
-    core = core.split("+", 1)[0]
-    major, minor, patch = (int(part) for part in core.split("."))
-    return (major, minor, patch, 0 if pre else 1, pre)
+    import semver  # on first sort, not by `import glovebox` (it costs ~10 ms)
+
+    core, _, build = version.partition("+")
+    release, _, pre = core.partition("-")
+    major, minor, patch = (int(part) for part in release.split("."))
+    return semver.Version(major, minor, patch, pre or None, build or None), version
 
 
 class Registry:

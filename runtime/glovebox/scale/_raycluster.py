@@ -137,6 +137,7 @@ class RayRuntime(FrontRuntime):
                     ray.init(address=address)
         self._actor_class: Any = ray.remote(Replica)
         self._lock = threading.Lock()
+        self._signatures_lock = threading.Lock()  # a registration's signature is never collected before it is kept
         self._closed = False
         self._blobs: dict[str, Any] = {}
         self._mean_ms = 10.0
@@ -208,17 +209,46 @@ class RayRuntime(FrontRuntime):
         The signature file is kept beside the registry (``signatures/<hex>.sig``) so that
         replicas whose home requires signatures can verify the artifact themselves.
         """
-        info = self._front.register(wasm_path, manifest, signature=signature)
-        source = Path(signature) if signature is not None else Path(f"{wasm_path}.sig")
-        if source.is_file():
-            target = self._signature_path(info.digest)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(source.read_bytes())
+        with self._signatures_lock:
+            info = self._front.register(wasm_path, manifest, signature=signature)
+            source = Path(signature) if signature is not None else Path(f"{wasm_path}.sig")
+            if source.is_file():
+                target = self._signature_path(info.digest)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(source.read_bytes())
         return info
 
+    def gc(self) -> list[Path]:
+        """As :meth:`Runtime.gc`, and the kept signatures (``signatures/``) no registered tool refers to.
+
+        A signature is collected with the last tool of its digest, deprecated or not.
+        The files are listed before the tools are read, and a registration writes its
+        file only once its tool is registered, so a signature kept before this call
+        began is never taken from a tool. (Another process re-registering a digest
+        at this very moment may lose the file it rewrites: replicas whose homes
+        require signatures then refuse the tool, they never run it unverified.)
+        """
+        removed = self._front.gc()
+        with self._signatures_lock:
+            kept = sorted((self.home / "signatures").glob("*.sig"))
+            held = {info.digest.removeprefix("sha256:") for info in self._front.tools()}
+            for path in kept:
+                if path.stem not in held:
+                    path.unlink(missing_ok=True)
+                    removed.append(path)
+        return removed
+
     def explain_everywhere(self, name: str, *, principal: str | None = None) -> dict[str, dict[str, Any]]:
-        """``explain`` as each live replica answers it, by replica id (``Decision.to_dict()``)."""
-        return self._broadcast(lambda actor: actor.explain.remote(name, principal))
+        """``explain`` as each live replica answers it, by replica id (``Decision.to_dict()``).
+
+        The driver resolves ``name`` and each replica decides under its own policy
+        for that tool, whether or not its node home holds the tool yet.
+
+        Raises:
+            ToolNotFound: the driver's registry has no such tool.
+        """
+        info = self._front.tool(name)
+        return self._broadcast(lambda actor: actor.explain.remote(info, principal))
 
     def reload_policy(self) -> str:
         """Re-read the policy file on the driver and every replica now; answer the policy's digest.

@@ -27,7 +27,8 @@ from typing import Any
 from ..core._canonical import sha256_digest
 from ..core._errors import CallError, InternalError, ToolNotFound
 from ..model._manifest import Manifest
-from ..model._result import CallResult
+from ..model._result import CallResult, ToolInfo
+from ..policy import decide
 from ..runtime._envelope import failure, new_meta
 from ..runtime._internal import internals
 from ..runtime._runtime import Runtime
@@ -148,8 +149,13 @@ class Replica:
     def policy_digest(self) -> str:
         return policy_digest(self.runtime)
 
-    def explain(self, name: str, principal: str | None) -> dict[str, Any]:
-        return self.runtime.explain(name, principal=principal).to_dict()
+    def explain(self, info: ToolInfo, principal: str | None) -> dict[str, Any]:
+        """The decision of this replica's policy for the tool the driver resolved.
+
+        The decision needs the manifest only, not the artifact, so a replica whose
+        home has not received the tool yet answers it too.
+        """
+        return decide(self.runtime.policy, principal or "anonymous", info).to_dict()
 
     def audited(self, call_id: str) -> bool:
         """Whether this replica's home has the audit row of ``call_id``."""

@@ -7,6 +7,9 @@ gives up: ``^(a|a)+$`` against forty ``a`` and a ``b`` backtracks for minutes
 while holding the GIL. Here a pattern is translated into the syntax of the
 ``regex`` module, compiled once, and matched with a ``timeout`` and with the
 GIL released (``concurrent=True``). ``regex`` is imported on first use.
+The translation is hand-written on purpose: ``regress``, the ECMA-262 engine
+packaged for Python, backtracks with no way to bound a match's time, so
+``regex`` (which has the budget) plus the rewrites below is the safe choice.
 
 Translation: ``\\d \\w \\s`` (and ``\\D \\W \\S``, ``\\b \\B``) get their ECMA
 meaning (ASCII digits and word characters, Unicode white space), ``.`` stops at

@@ -1,10 +1,12 @@
-"""Request and call metrics in the Prometheus text format, with no client library.
+"""Request and call metrics, exposed in the Prometheus text format by ``prometheus_client``.
 
-Counters and the histogram are guarded by one lock; rendering takes a
-consistent snapshot. Every label takes its values from a bounded set, so no
-caller can grow the exposition: routes are templates (``/v1/tools/{name}``,
-or ``(unmatched)``) and a tool name that is not registered is ``(unknown)``.
-Series:
+Each :class:`Metrics` keeps its series in a ``CollectorRegistry`` of its own,
+never the library's global one, so two servers in one process (or a test
+beside an embedding application) count apart. Every label takes its values
+from a bounded set, so no caller can grow the exposition: routes are
+templates (``/v1/tools/{name}``, or ``(unmatched)``) and a tool name that is
+not registered is ``(unknown)``. Series (the counters and the histogram also
+have the client's ``_created`` timestamps):
 
 - ``glovebox_http_requests_total{route, status}``: every answer of the HTTP API,
   401, 404 and 413 included.
@@ -17,9 +19,10 @@ Series:
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 __all__ = ["BUCKETS_S", "UNKNOWN_TOOL", "UNMATCHED_ROUTE", "Metrics", "count_requests"]
 
@@ -33,10 +36,6 @@ UNMATCHED_ROUTE = "(unmatched)"
 ASGIApp = Callable[..., Any]
 
 
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
 def _tool_label(envelope: dict[str, Any]) -> str:
     meta = envelope.get("meta", {})
     if envelope.get("error", {}).get("code") == "tool_not_found" or meta.get("digest") is None:
@@ -45,81 +44,58 @@ def _tool_label(envelope: dict[str, Any]) -> str:
 
 
 class Metrics:
-    """Thread-safe counters of requests and calls, rendered as Prometheus text.
+    """Thread-safe counters of requests and calls in a registry of their own, rendered as Prometheus text.
+
+    Args:
+        live_instances: what ``glovebox_live_instances`` reads at each scrape (no such series without it).
 
     >>> m = Metrics()
     >>> m.observe({"ok": True, "meta": {"tool": "calc", "digest": "sha256:..", "duration_ms": 2.0, "fuel_used": 10}})
-    >>> 'glovebox_calls_total{tool="calc",outcome="ok"} 1' in m.render()
+    >>> 'glovebox_calls_total{outcome="ok",tool="calc"} 1.0' in m.render()
     True
     >>> m.observe({"ok": False, "error": {"code": "tool_not_found"}, "meta": {"tool": "whatever-a-caller-sent"}})
-    >>> 'glovebox_calls_total{tool="(unknown)",outcome="tool_not_found"} 1' in m.render()
+    >>> 'glovebox_calls_total{outcome="tool_not_found",tool="(unknown)"} 1.0' in m.render()
     True
     """
 
     def __init__(self, live_instances: Callable[[], int] | None = None) -> None:
-        self._lock = threading.Lock()
-        self._requests: dict[tuple[str, int], int] = {}
-        self._calls: dict[tuple[str, str], int] = {}
-        self._fuel: dict[str, int] = {}
-        self._buckets = [0] * len(BUCKETS_S)
-        self._count = 0
-        self._sum_s = 0.0
-        self._live = live_instances
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._requests = Counter(
+            "glovebox_http_requests",
+            "HTTP answers by route template and status code.",
+            ("route", "status"),
+            registry=self.registry,
+        )
+        self._calls = Counter(
+            "glovebox_calls", "Tool calls by tool and outcome.", ("tool", "outcome"), registry=self.registry
+        )
+        self._duration = Histogram(
+            "glovebox_call_duration_seconds",
+            "Time per call, admission to envelope.",
+            buckets=BUCKETS_S,
+            registry=self.registry,
+        )
+        self._fuel = Counter("glovebox_fuel_used", "Fuel consumed by tool.", ("tool",), registry=self.registry)
+        if live_instances is not None:
+            live = Gauge("glovebox_live_instances", "Sandbox instances alive right now.", registry=self.registry)
+            live.set_function(live_instances)
 
     def observe_request(self, route: str, status: int) -> None:
         """Count one HTTP answer by route template and status code."""
-        with self._lock:
-            self._requests[(route, status)] = self._requests.get((route, status), 0) + 1
+        self._requests.labels(route, str(status)).inc()
 
     def observe(self, envelope: dict[str, Any]) -> None:
         """Count one call from its envelope."""
         meta = envelope.get("meta", {})
         tool = _tool_label(envelope)
         outcome = "ok" if envelope.get("ok") else str(envelope.get("error", {}).get("code", "internal_error"))
-        seconds = float(meta.get("duration_ms") or 0.0) / 1000
-        fuel = int(meta.get("fuel_used") or 0)
-        with self._lock:
-            self._calls[(tool, outcome)] = self._calls.get((tool, outcome), 0) + 1
-            self._fuel[tool] = self._fuel.get(tool, 0) + fuel
-            self._count += 1
-            self._sum_s += seconds
-            for i, bound in enumerate(BUCKETS_S):
-                if seconds <= bound:
-                    self._buckets[i] += 1
+        self._calls.labels(tool, outcome).inc()
+        self._fuel.labels(tool).inc(max(0, int(meta.get("fuel_used") or 0)))
+        self._duration.observe(max(0.0, float(meta.get("duration_ms") or 0.0) / 1000))
 
     def render(self) -> str:
         """The Prometheus text exposition (format 0.0.4)."""
-        with self._lock:
-            requests, calls, fuel = dict(self._requests), dict(self._calls), dict(self._fuel)
-            buckets, count, total = list(self._buckets), self._count, self._sum_s
-        lines = [
-            "# HELP glovebox_http_requests_total HTTP answers by route template and status code.",
-            "# TYPE glovebox_http_requests_total counter",
-        ]
-        for (route, status), n in sorted(requests.items()):
-            lines.append(f'glovebox_http_requests_total{{route="{_label(route)}",status="{status}"}} {n}')
-        lines += ["# HELP glovebox_calls_total Tool calls by tool and outcome.", "# TYPE glovebox_calls_total counter"]
-        for (tool, outcome), n in sorted(calls.items()):
-            lines.append(f'glovebox_calls_total{{tool="{_label(tool)}",outcome="{_label(outcome)}"}} {n}')
-        lines += [
-            "# HELP glovebox_call_duration_seconds Time per call, admission to envelope.",
-            "# TYPE glovebox_call_duration_seconds histogram",
-        ]
-        for bound, n in zip(BUCKETS_S, buckets, strict=True):
-            lines.append(f'glovebox_call_duration_seconds_bucket{{le="{bound}"}} {n}')
-        lines.append(f'glovebox_call_duration_seconds_bucket{{le="+Inf"}} {count}')
-        lines.append(f"glovebox_call_duration_seconds_sum {total:.6f}")
-        lines.append(f"glovebox_call_duration_seconds_count {count}")
-        lines += ["# HELP glovebox_fuel_used_total Fuel consumed by tool.", "# TYPE glovebox_fuel_used_total counter"]
-        for tool, n in sorted(fuel.items()):
-            lines.append(f'glovebox_fuel_used_total{{tool="{_label(tool)}"}} {n}')
-        if self._live is not None:
-            lines += [
-                "# HELP glovebox_live_instances Sandbox instances alive right now.",
-                "# TYPE glovebox_live_instances gauge",
-                f"glovebox_live_instances {self._live()}",
-            ]
-        return "\n".join(lines) + "\n"
+        return generate_latest(self.registry).decode("utf-8")
 
 
 def count_requests(app: ASGIApp, metrics: Metrics) -> ASGIApp:

@@ -21,6 +21,11 @@ polling SQLite's busy handler (which is not fair, and would let some of them
 time out). ``synchronous=NORMAL`` in WAL mode keeps every committed
 transaction across a process crash (SIGKILL); only power loss can drop the
 newest ones.
+
+Hand-written on purpose: a general pool (SQLAlchemy's ``QueuePool``) neither
+hands a thread back the connection it already holds (one transaction for nested
+uses) nor queues one process's writers on a lock of their own ahead of
+``BEGIN IMMEDIATE``, and glovebox would use nothing else of SQLAlchemy.
 """
 
 from __future__ import annotations
