@@ -1,0 +1,387 @@
+"""ProcessPool: calls on worker processes answer what Runtime.call answers, and survive a killed worker.
+
+Every test runs real worker processes (spawned) on a real home, with guests built
+from source; the kill test SIGKILLs a worker while its guest loops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import mcp_types
+import pytest
+
+import glovebox
+from glovebox.scale._procpool import _Pending
+
+from ..conftest import _free_port
+
+BuildGuest = Callable[[str], Path]
+#: Fields that differ between two runs of the same call.
+VOLATILE = {"call_id", "duration_ms", "worker_pid"}
+SCHEMA = {"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}
+
+
+@pytest.fixture
+def home(_isolated_env: Path, build_guest: BuildGuest) -> Path:
+    """A home with echo (schema: {"n": integer}), trap, error-tool and burner registered."""
+    with glovebox.Runtime(home=_isolated_env) as rt:
+        rt.register(build_guest("echo"), {"name": "echo", "input_schema": SCHEMA})
+        rt.register(build_guest("trap_unreachable"), {"name": "trap"})
+        rt.register(build_guest("guest_error"), {"name": "error-tool"})
+        rt.register(build_guest("fuel_burner"), {"name": "burner", "limits": {"fuel": 100_000}})
+    return _isolated_env
+
+
+@pytest.fixture
+def pool(home: Path) -> Iterator[glovebox.ProcessPool]:
+    with glovebox.ProcessPool(processes=2, home=home) as made:
+        yield made
+
+
+def _stable(envelope: dict[str, Any]) -> dict[str, Any]:
+    meta = {k: v for k, v in envelope["meta"].items() if k not in VOLATILE}
+    return {**envelope, "meta": meta}
+
+
+def _until(check: Callable[[], bool], what: str, seconds: float = 60.0) -> None:
+    """Poll ``check`` until it holds (a deadline, not a timing claim: workers start at their own pace)."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.05)
+
+
+def _audit_rows(home: Path, call_id: str) -> list[dict[str, Any]]:
+    with glovebox.Runtime(home=home) as rt:
+        return [row for row in rt.audit.records() if row["call_id"] == call_id]
+
+
+def test_calls_land_on_every_worker(pool: glovebox.ProcessPool) -> None:
+    results = [pool.call("echo", {"n": i}) for i in range(6)]
+    assert [r.output for r in results] == [{"n": i} for i in range(6)]
+    pids = {r.meta["worker_pid"] for r in results}
+    assert pids == set(pool.pids) and len(pids) == 2
+    assert os.getpid() not in pids
+
+
+CASES = [
+    ("echo", {"n": 1}, None),  # ok
+    ("echo", {"n": "one"}, "invalid_input"),  # the schema
+    ("echo", {1, 2}, "invalid_input"),  # not JSON: crosses to the worker and is refused there
+    ("echo", float("nan"), "invalid_input"),  # breaks the JSON rules
+    ("no-such-tool", {}, "tool_not_found"),
+    ("trap", {}, "guest_trap"),
+    ("error-tool", {"k": 1}, "guest_error"),
+    ("burner", {}, "fuel_exhausted"),
+]
+
+
+def test_envelopes_are_those_of_runtime_call(home: Path, pool: glovebox.ProcessPool) -> None:
+    with glovebox.Runtime(home=home) as rt:
+        for name, value, code in CASES:
+            here, there = rt.call(name, value), pool.call(name, value)
+            assert there.code == code, (name, there.to_dict())
+            assert _stable(there.to_dict()) == _stable(here.to_dict())
+            assert type(there.error) is type(here.error)
+            assert there.meta["worker_pid"] in pool.pids
+
+
+def test_an_input_that_cannot_be_pickled_is_invalid_input(pool: glovebox.ProcessPool) -> None:
+    result = pool.call("echo", {"n": lambda: 1})
+    assert result.code == "invalid_input"
+    deep: list[Any] = []
+    for _ in range(100_000):
+        deep = [deep]
+    assert pool.call("echo", deep).code == "invalid_input"
+
+
+def test_permission_denied_matches_too(home: Path, build_guest: BuildGuest) -> None:
+    with glovebox.Runtime(home=home) as rt:
+        rt.register(build_guest("echo"), {"name": "scoped", "required_scopes": ["files:read"]})
+        here = rt.call("scoped", {}, principal="ann")
+    with glovebox.ProcessPool(processes=1, home=home) as pool:
+        there = pool.call("scoped", {}, principal="ann")
+    assert there.code == "permission_denied"
+    assert _stable(there.to_dict()) == _stable(here.to_dict())
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to see which worker loops")
+def test_a_killed_worker_is_replaced_and_its_call_answers_internal_error_once(
+    home: Path, pool: glovebox.ProcessPool, build_guest: BuildGuest
+) -> None:
+    with glovebox.Runtime(home=home) as rt:
+        rt.register(build_guest("loop_forever"), {"name": "loop", "limits": {"timeout_ms": 60_000, "fuel": 10**10}})
+    seen = {pool.call("echo", {"n": i}).meta["worker_pid"] for i in range(4)}  # both workers warm
+    assert seen == set(pool.pids)
+    before = {pid: _cpu_ticks(pid) for pid in seen}
+    answers: list[glovebox.CallResult] = []
+    caller = threading.Thread(target=lambda: answers.append(pool.call("loop", {}, principal="ann")))
+    caller.start()
+    looping: list[int] = []
+
+    def one_loops() -> bool:  # the guest burns a core: its worker's CPU time climbs by half a second
+        looping[:] = [pid for pid in seen if _cpu_ticks(pid) - before[pid] > os.sysconf("SC_CLK_TCK") // 2]
+        return bool(looping)
+
+    _until(one_loops, "the guest to loop")
+    victim = looping[0]
+    os.kill(victim, signal.SIGKILL)
+    caller.join(60)
+    [result] = answers
+    assert result.code == "internal_error"
+    assert result.error is not None and result.error.retryable
+    assert result.error.details == {"call_id": result.meta["call_id"], "worker_pid": victim}
+    assert result.meta["worker_pid"] == victim and result.meta["principal"] == "ann"
+    assert "Traceback" not in result.error.message
+    [row] = _audit_rows(home, result.meta["call_id"])
+    assert row["outcome"] == "internal_error" and row["principal"] == "ann" and row["tool"] == "loop"
+    # The other worker kept serving; a replacement joins it.
+    _until(lambda: len(pool.pids) == 2 and victim not in pool.pids, "a replacement worker")
+    after = {pool.call("echo", {"n": i}).meta["worker_pid"] for i in range(4)}
+    assert after == set(pool.pids) and victim not in after
+    with glovebox.Runtime(home=home) as rt:
+        assert rt.audit.verify().ok
+
+
+def test_a_call_the_worker_audited_is_not_audited_again(home: Path, pool: glovebox.ProcessPool) -> None:
+    done = pool.call("echo", {"n": 1})
+    call_id = done.meta["call_id"]
+    worker = next(w for w in pool._workers if w.pid == done.meta["worker_pid"])
+    lost = pool._lost(worker, call_id, _Pending(Future(), "echo", {"n": 1}, None))
+    assert lost.code == "internal_error"
+    [row] = _audit_rows(home, call_id)
+    assert row["outcome"] == "ok"
+
+
+def test_the_audit_chain_verifies_after_concurrent_writers(home: Path, pool: glovebox.ProcessPool) -> None:
+    with glovebox.Runtime(home=home) as rt:
+        start = rt.audit.verify().rows
+    results: list[glovebox.CallResult] = []
+    lock = threading.Lock()
+
+    def client(k: int) -> None:
+        for i in range(10):
+            result = pool.call("echo", {"n": k * 100 + i})
+            with lock:
+                results.append(result)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(r.ok for r in results) and len({r.meta["worker_pid"] for r in results}) == 2
+    with glovebox.Runtime(home=home) as rt:
+        verification = rt.audit.verify()
+        ids = [row["call_id"] for row in rt.audit.records(after=start)]
+    assert verification.ok and verification.rows == start + 60
+    assert sorted(ids) == sorted(r.meta["call_id"] for r in results)
+
+
+def test_a_registration_after_start_is_seen_by_every_worker(
+    home: Path, pool: glovebox.ProcessPool, build_guest: BuildGuest
+) -> None:
+    assert {pool.call("late", {}).code for _ in range(4)} == {"tool_not_found"}
+    with glovebox.Runtime(home=home) as rt:
+        rt.register(build_guest("echo"), {"name": "late"})
+    results = [pool.call("late", {"x": i}) for i in range(4)]
+    assert [r.output for r in results] == [{"x": i} for i in range(4)]
+    assert {r.meta["worker_pid"] for r in results} == set(pool.pids)
+
+
+def test_a_policy_reload_is_seen_by_every_worker(home: Path, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("version: 1\ndefaults:\n  action: allow\n")
+    with glovebox.ProcessPool(processes=2, home=home, policy=policy) as pool:
+        assert {pool.call("echo", {"n": i}).code for i in range(4)} == {None}
+        policy.write_text("version: 1\ndefaults:\n  action: block\nrules: []\n")
+        refused: set[int] = set()
+
+        def every_worker_refuses() -> bool:
+            result = pool.call("echo", {"n": 1})
+            if result.code == "permission_denied":
+                refused.add(result.meta["worker_pid"])
+            return refused == set(pool.pids)
+
+        _until(every_worker_refuses, "both workers to reload the policy")
+
+
+def test_acall(pool: glovebox.ProcessPool) -> None:
+    async def many() -> list[glovebox.CallResult]:
+        return await asyncio.gather(*(pool.acall("echo", {"n": i}, principal="ann") for i in range(8)))
+
+    results = asyncio.run(many())
+    assert [r.output for r in results] == [{"n": i} for i in range(8)]
+    assert {r.meta["principal"] for r in results} == {"ann"}
+
+
+def test_close_is_idempotent_and_a_call_after_it_raises(home: Path) -> None:
+    pool = glovebox.ProcessPool(processes=1, home=home)
+    pids = pool.pids
+    assert pool.call("echo", {"n": 1}).ok
+    pool.close()
+    pool.close()
+    with pytest.raises(ValueError, match="closed"):
+        pool.call("echo", {"n": 1})
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_misuse_raises(home: Path) -> None:
+    with pytest.raises(ValueError):
+        glovebox.ProcessPool(processes=0, home=home)
+    with pytest.raises(TypeError, match="picklable"):
+        glovebox.ProcessPool(processes=1, home=home, grants=lambda: None)
+    with pytest.raises(TypeError, match="picklable"):
+        glovebox.ProcessPool(processes=1, home=home, initializer=lambda: None)
+    with pytest.raises(glovebox.InvalidPolicy):
+        glovebox.ProcessPool(processes=1, home=home, policy=home / "missing.yaml")
+
+
+def _refuse_to_start() -> None:
+    """A worker ``initializer`` that fails."""
+    raise RuntimeError("this worker cannot be configured")
+
+
+def test_a_worker_whose_initializer_raises_answers_internal_error_and_is_replaced(home: Path) -> None:
+    with glovebox.ProcessPool(processes=1, home=home, initializer=_refuse_to_start) as pool:
+        first = pool.call("echo", {"n": 1}, principal="ann")
+        assert first.code == "internal_error" and first.error is not None and first.error.retryable
+        assert first.error.details == {"call_id": first.meta["call_id"], "worker_pid": first.meta["worker_pid"]}
+        _until(lambda: pool.pids not in ([], [first.meta["worker_pid"]]), "a replacement worker")
+        second = pool.call("echo", {"n": 2})
+        assert second.code == "internal_error" and second.meta["worker_pid"] != first.meta["worker_pid"]
+    [row] = _audit_rows(home, first.meta["call_id"])
+    assert row["outcome"] == "internal_error" and row["principal"] == "ann"
+
+
+def test_misuse_of_a_running_pool_raises(pool: glovebox.ProcessPool) -> None:
+    with pytest.raises(TypeError):
+        pool.call(3, {})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "envelope",
+    [
+        {"ok": True, "output": [1, "a"], "meta": {"call_id": "c"}},
+        {
+            "ok": False,
+            "error": {"code": "upstream_error", "message": "m", "retryable": True, "details": {"a": 1}},
+            "meta": {"call_id": "c"},
+        },
+        {
+            "ok": False,
+            "error": {"code": "internal_error", "message": "m", "retryable": True, "details": {}},
+            "meta": {},
+        },
+    ],
+)
+def test_from_dict_inverts_to_dict(envelope: dict[str, Any]) -> None:
+    result = glovebox.CallResult.from_dict(envelope)
+    assert result.to_dict() == envelope
+    if not envelope["ok"]:
+        assert isinstance(result.error, glovebox.CallError)
+        assert result.code == envelope["error"]["code"]
+
+
+UNKNOWN_CODE = {"code": "nope", "message": "m", "retryable": False, "details": {}}
+
+
+@pytest.mark.parametrize("envelope", [{}, {"ok": False, "meta": {}}, {"ok": False, "meta": {}, "error": UNKNOWN_CODE}])
+def test_from_dict_refuses_what_is_not_an_envelope(envelope: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        glovebox.CallResult.from_dict(envelope)
+
+
+# -- the servers: one port, calls answered by several worker processes ---------------------------
+
+
+@contextmanager
+def _server(home: Path, policy: Path, *command: str) -> Iterator[str]:
+    """``python -m glovebox --home H --policy P COMMAND --port N`` running; yields its base URL."""
+    port = _free_port()
+    argv = [sys.executable, "-m", "glovebox", "--home", str(home), "--policy", str(policy), *command]
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen([*argv, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+
+        def listening() -> bool:
+            if proc.poll() is not None:
+                log.seek(0)
+                raise AssertionError(log.read().decode(errors="replace"))
+            with socket.socket() as sock:
+                return sock.connect_ex(("127.0.0.1", port)) == 0
+
+        _until(listening, "the server to listen")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(60)
+        log.close()
+
+
+@pytest.mark.slow
+def test_serve_with_two_processes_answers_from_two_pids(server_home: tuple[Path, Path]) -> None:
+    home, policy = server_home
+    with _server(home, policy, "serve", "--processes", "2") as url, httpx.Client(base_url=url, timeout=60) as http:
+        headers = {"Authorization": "Bearer agent-key"}
+        answers = [
+            http.post("/v1/tools/calc/call", json={"input": {"expression": f"{i}+1"}}, headers=headers)
+            for i in range(6)
+        ]
+        assert [a.status_code for a in answers] == [200] * 6
+        assert [a.json()["output"] for a in answers] == [{"value": i + 1} for i in range(6)]
+        pids = {a.json()["meta"]["worker_pid"] for a in answers}
+        assert len(pids) == 2
+        assert http.post("/v1/tools/calc/call", json={"input": {}}).status_code == 401  # the server still checks keys
+    with glovebox.Runtime(home=home) as rt:
+        assert rt.audit.verify().ok
+
+
+@pytest.mark.slow
+def test_mcp_over_http_with_two_processes_answers_from_two_pids(server_home: tuple[Path, Path]) -> None:
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    home, policy = server_home
+
+    async def calls(url: str) -> set[int]:
+        async with httpx2.AsyncClient(headers={"Authorization": "Bearer agent-key"}, timeout=60) as http:
+            transport = streamable_http_client(url + "/mcp", http_client=http)
+            async with Client(transport, cache=None) as client:  # type: ignore[arg-type]
+                pids = set()
+                for i in range(6):
+                    result = await client.call_tool("calc", {"expression": f"{i}*2"})
+                    assert result.is_error is False and result.structured_content == {"value": i * 2}
+                    [block] = result.content
+                    assert isinstance(block, mcp_types.TextContent)
+                    pids.add(json.loads(block.text)["meta"]["worker_pid"])
+                return pids
+
+    with _server(home, policy, "mcp", "--transport", "http", "--processes", "2") as url:
+        assert len(anyio.run(calls, url)) == 2
