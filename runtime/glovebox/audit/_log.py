@@ -45,7 +45,7 @@ from ..core._canonical import canonical_json, sha256_hex
 from ..core._jsonlimits import escape_surrogates
 from ..storage._sqlite import Database
 from ._chain import GENESIS, Pending, append_rows
-from ._journal import SUFFIX, Journal, Unfolded, read_unfolded, remove_dead_staging
+from ._journal import Journal, Unfolded, journal_files, read_unfolded, remove_dead_staging
 
 __all__ = ["AuditLog", "AuditVerification", "redact"]
 
@@ -265,12 +265,11 @@ class AuditLog:
     def _fold_once(self) -> tuple[int, bool]:
         """One transaction: up to ``FOLD_BYTES`` of each journal file; whether more is left."""
         if not self._swept:  # once per log: a writer dies between creating and naming its file only rarely
-            remove_dead_staging(self.journal_dir)
-            self._swept = True
+            self._swept = remove_dead_staging(self.journal_dir)
         with self._database.write() as db:
             folded = dict(db.execute("SELECT name, folded FROM audit_journal").fetchall())
             files = []
-            for path in sorted(self.journal_dir.glob(f"*{SUFFIX}")):
+            for path in journal_files(self.journal_dir):
                 unfolded = read_unfolded(path, folded.get(path.name, 0), FOLD_BYTES)
                 if unfolded is not None:
                     files.append(unfolded)
