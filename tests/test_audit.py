@@ -135,6 +135,61 @@ def test_cli_tail_verify_export(echo_rt: glovebox.Runtime, tmp_path: Path) -> No
     assert bad.stderr.startswith("audit log TAMPERED: ") and "row 2" in bad.stderr
 
 
+def glovebox_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real CLI in its own process."""
+    argv = [sys.executable, "-m", "glovebox", "--home", str(home), *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
+
+#: A value of row 4 changed into bytes: a BLOB (any column), or TEXT that is not UTF-8.
+RETYPED = {
+    "principal": "CAST(principal AS BLOB)",
+    "principal ": "CAST(x'ff' AS TEXT)",
+    "time": "CAST(time AS BLOB)",
+    "egress": "CAST(egress AS BLOB)",
+    "fuel_used": "CAST(fuel_used AS BLOB)",
+    "duration_ms": "x'00'",
+    "input": "x''",
+    "truncated": "CAST(x'c3' AS TEXT)",
+    "prev_hash": "CAST(prev_hash AS BLOB)",
+    "hash": "CAST(hash AS BLOB)",
+}
+
+
+@pytest.mark.parametrize("column", RETYPED)
+def test_verify_names_a_retyped_value_as_a_changed_row(echo_rt: glovebox.Runtime, column: str) -> None:
+    path = filled(echo_rt)
+    tamper(path, f"UPDATE audit SET {column.strip()} = {RETYPED[column]} WHERE seq = 4")
+    verified = glovebox_cli(echo_rt.home, "audit", "verify")
+    assert (verified.returncode, verified.stdout) == (1, ""), verified.stderr
+    expected = f"audit log TAMPERED: row 4: contents changed ({column.strip()} no longer text or a number)\n"
+    assert verified.stderr == expected
+    result = echo_rt.audit.verify()
+    assert (result.ok, result.seq, result.rows) == (False, 4, 3)
+    # the readers show the row as it is now, without failing on it
+    exported = CliRunner().invoke(cli, ["--home", str(echo_rt.home), "audit", "export", "--jsonl"])
+    assert exported.exit_code == 0, exported.output
+    rows = [json.loads(line) for line in exported.stdout.splitlines()]
+    assert [r["seq"] for r in rows] == [1, 2, 3, 4, 5, 6]
+    (raw,) = sqlite3.connect(path).execute(f"SELECT CAST({column.strip()} AS BLOB) FROM audit WHERE seq = 4").fetchone()
+    assert rows[3][column.strip()] == {"blob": raw.hex()}
+    for args in (["tail", "--json"], ["tail"]):
+        shown = CliRunner().invoke(cli, ["--home", str(echo_rt.home), "audit", *args])
+        assert shown.exit_code == 0 and len(shown.stdout.splitlines()) == 6, shown.output
+
+
+@pytest.mark.parametrize("value", ["CAST(hash AS BLOB)", "'é' || hash", "CAST(x'ff' AS TEXT)"])
+def test_calls_after_a_retyped_head_are_still_chained(echo_rt: glovebox.Runtime, value: str) -> None:
+    # The fold reads the head's hash to chain onto: a head changed underneath must not stop it.
+    path = filled(echo_rt)
+    tamper(path, f"UPDATE audit SET hash = {value} WHERE seq = 6")
+    assert echo_rt.call("echo", {"after": 1}).ok
+    echo_rt.audit.fold()  # raises when the database refuses the fold
+    assert [r["seq"] for r in echo_rt.audit.records()] == [1, 2, 3, 4, 5, 6, 7]
+    result = echo_rt.audit.verify()
+    assert (result.ok, result.seq) == (False, 6)
+
+
 CHILD = textwrap.dedent(
     """
     import sys, glovebox

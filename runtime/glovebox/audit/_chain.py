@@ -34,7 +34,7 @@ class Pending:
 
     def chain(self, seq: int, prev: str) -> str:
         """Take place ``seq`` after the row hashed ``prev``; return this row's hash."""
-        digest = hashlib.sha256(prev.encode("ascii"))
+        digest = hashlib.sha256(prev.encode("utf-8"))  # ASCII hex, unless the head was changed underneath
         digest.update(self.head)
         digest.update(str(seq).encode("ascii"))
         digest.update(self.tail)
@@ -48,7 +48,8 @@ def append_rows(db: sqlite3.Connection, columns: Sequence[str], rows: Iterable[P
     ``db`` must be in a transaction holding the write lock (``BEGIN IMMEDIATE``).
     """
     last = db.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
-    seq, prev = (int(last[0]), str(last[1])) if last else (0, GENESIS)
+    # A head whose hash was changed underneath into bytes is chained onto as its repr: verify names it.
+    seq, prev = (int(last[0]), last[1] if isinstance(last[1], str) else repr(last[1])) if last else (0, GENESIS)
     values = []
     for pending in rows:
         seq += 1

@@ -184,7 +184,7 @@ class AuditLog:
         self.path = home / "audit.sqlite"
         self.journal_dir = home / "audit.journal"
         self.journal_dir.mkdir(mode=0o700, exist_ok=True)
-        self._database = Database(self.path, _SCHEMA)
+        self._database = Database(self.path, _SCHEMA, text_factory=_text)
         self._add_truncated_column()
         self._journal = Journal(self.journal_dir)
         self._folder: _Folder | None = None
@@ -463,8 +463,35 @@ def _bound(row: dict[str, Any]) -> str:
     return ",".join(cut)
 
 
+def _text(raw: bytes) -> str | bytes:
+    """A TEXT value as read: its string, or its bytes when they are not UTF-8 (no row is written so)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+
+
+def record_json(record: dict[str, Any]) -> str:
+    """One record as a line of JSON (``audit export``, ``audit tail --json``).
+
+    Every value glovebox writes is text, a number or null; a value changed
+    underneath into bytes (a BLOB, or TEXT that is not UTF-8) is shown as
+    ``{"blob": "<hex>"}``, which no written value can be.
+    """
+    return json.dumps(record, ensure_ascii=False, default=_blob)
+
+
+def _blob(value: object) -> dict[str, str]:
+    if isinstance(value, bytes):
+        return {"blob": value.hex()}
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
 def _check(record: dict[str, Any], prev: str, expected: int) -> str | None:
     seq = record["seq"]
+    retyped = [name for name, value in record.items() if isinstance(value, bytes)]
+    if retyped:
+        return f"row {seq}: contents changed ({', '.join(retyped)} no longer text or a number)"
     if seq != expected:
         return f"row {seq}: expected row {expected} next; row(s) {expected}..{seq - 1} were deleted or renumbered"
     if record["prev_hash"] != prev:
