@@ -100,10 +100,15 @@ def tail(ctx: click.Context, count: int, as_json: bool) -> None:
 
 
 @audit.command()
+@click.option(
+    "--anchor",
+    metavar="HASH",
+    help="A head hash printed by an earlier verify and kept off this host: fail unless the chain still holds it.",
+)
 @click.pass_context
-def verify(ctx: click.Context) -> None:
+def verify(ctx: click.Context, anchor: str | None) -> None:
     """Walk the hash chain; exit 1 naming the first changed, inserted or deleted row."""
-    result = AuditLog(home_of(ctx)).verify()
+    result = AuditLog(home_of(ctx)).verify(anchor=anchor)
     if not result.ok:
         click.echo(f"audit log TAMPERED: {result.problem}", err=True)
         sys.exit(1)
