@@ -15,7 +15,12 @@ JSON escapes every control character in a string, so a line never holds a
 raw newline. A writer holds an exclusive ``flock`` on its file for as long as
 it writes it; a file that nobody holds is dead, and once its complete lines
 are folded it is removed. A file is created under a dot-name, locked, then
-renamed, so a folder never sees a live file unlocked. A line cut short (a
+renamed, so a folder never sees a live file unlocked: folders read only
+names that do not start with a dot, and a writer holds a shared ``flock`` on
+the directory itself from creating its dot-named file until it has renamed it,
+while the sweep of dot-named files a dead writer left takes that lock
+exclusively, without waiting (skipping the sweep while any writer is naming a
+file), so it never removes a file a live writer is about to name. A line cut short (a
 writer killed mid-``write``, a full disk) is only ever at the end of a file
 whose writer stopped writing it: the writer moves on to a fresh file after any
 failed write, and a folder keeps only complete lines.
@@ -29,10 +34,11 @@ import fcntl
 import os
 import secrets
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ROTATE_BYTES", "SUFFIX", "Journal", "Unfolded", "read_unfolded", "remove_dead_staging"]
+__all__ = ["ROTATE_BYTES", "SUFFIX", "Journal", "Unfolded", "journal_files", "read_unfolded", "remove_dead_staging"]
 
 SUFFIX = ".jsonl"
 #: A writer moves to a fresh file once its file is this long, so folded files can be removed.
@@ -80,17 +86,34 @@ class Journal:
     def _open(self) -> int:
         name = f"{os.getpid()}-{secrets.token_hex(8)}{SUFFIX}"
         staging = self.directory / f".{name}"
-        fd = os.open(staging, _CREATE, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # held until close: "my writer is alive"
-            os.rename(staging, self.directory / name)
-        except BaseException:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                staging.unlink()
-            raise
+        with _naming(self.directory):  # no sweep runs until the file is locked and named
+            fd = os.open(staging, _CREATE, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # held until close: "my writer is alive"
+                os.rename(staging, self.directory / name)
+            except BaseException:
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    staging.unlink()
+                raise
         self._fd, self._written = fd, 0
         return fd
+
+
+@contextlib.contextmanager
+def _naming(directory: Path) -> Iterator[None]:
+    """Hold the directory's lock shared while a writer creates, locks and names its file."""
+    fd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
+
+
+def journal_files(directory: Path) -> list[Path]:
+    """The named journal files of ``directory``, sorted (never a dot-named file still being created)."""
+    return sorted(path for path in directory.glob(f"*{SUFFIX}") if not path.name.startswith("."))
 
 
 @dataclass
@@ -145,15 +168,20 @@ def _unheld(fd: int) -> bool:
     return True  # the shared lock goes with the descriptor
 
 
-def remove_dead_staging(directory: Path) -> None:
-    """Remove dot-named files left by a writer that died between creating and naming its file."""
-    for path in directory.glob(f".*{SUFFIX}"):
+def remove_dead_staging(directory: Path) -> bool:
+    """Remove dot-named files left by a writer that died between creating and naming its file.
+
+    Returns False, removing nothing, while a live writer is naming its file
+    (it holds the directory's lock shared): the sweep is then left for later.
+    """
+    lock = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
+    try:
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            continue
-        try:
-            if _unheld(fd):
-                path.unlink(missing_ok=True)
-        finally:
-            os.close(fd)
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        for path in directory.glob(f".*{SUFFIX}"):
+            path.unlink(missing_ok=True)  # no live writer holds a dot-named file now
+        return True
+    finally:
+        os.close(lock)

@@ -4,7 +4,15 @@
 previous row's ``hash``; 64 zeros for the first) and
 ``hash = sha256(prev_hash + canonical JSON of the row's other fields)``, so
 changing, inserting or deleting a row breaks the chain at that row, which
-:meth:`AuditLog.verify` reports.
+:meth:`AuditLog.verify` reports. The chain's head is kept in its own table
+(``audit_head``, see ``_chain``), so deleting the last row shows too, and a
+fold reads back what it inserted, so a planted trigger cannot drop a row
+unseen; verify also names any trigger or view (glovebox creates none) and
+journal rows the database refused. The chain has no key: someone who can
+write the database can still rewrite it from any row on with recomputed
+hashes, which only a head hash recorded elsewhere finds (``verify(anchor=)``).
+A value changed underneath into bytes (a BLOB, TEXT that is not UTF-8) is read
+as ``bytes`` and named as a changed row.
 
 No call loses its row to its size: a text field over :data:`MAX_TEXT_CHARS`
 (``egress``, ``input``, ``output``) or :data:`MAX_NAME_CHARS` (the others) is
@@ -44,8 +52,8 @@ from typing import Any
 from ..core._canonical import canonical_json, sha256_hex
 from ..core._jsonlimits import escape_surrogates
 from ..storage._sqlite import Database
-from ._chain import GENESIS, Pending, append_rows
-from ._journal import SUFFIX, Journal, Unfolded, read_unfolded, remove_dead_staging
+from ._chain import GENESIS, HEAD_TABLE, NotKept, Pending, append_rows, read_head, write_head
+from ._journal import Journal, Unfolded, journal_files, read_unfolded, remove_dead_staging
 
 __all__ = ["AuditLog", "AuditVerification", "redact"]
 
@@ -184,20 +192,28 @@ class AuditLog:
         self.path = home / "audit.sqlite"
         self.journal_dir = home / "audit.journal"
         self.journal_dir.mkdir(mode=0o700, exist_ok=True)
-        self._database = Database(self.path, _SCHEMA)
-        self._add_truncated_column()
+        self._database = Database(self.path, _SCHEMA, text_factory=_text)
+        self._upgrade()
         self._journal = Journal(self.journal_dir)
         self._folder: _Folder | None = None
         self._start = threading.Lock()
         self._closed = False
         self._swept = False
 
-    def _add_truncated_column(self) -> None:
-        """Give a log made before rows could be truncated its ``truncated`` column."""
+    def _upgrade(self) -> None:
+        """Give a log made by an earlier glovebox what it lacks: the ``truncated`` column, the head table.
+
+        A log made before the head had its own table gets one holding its
+        last row (the rows themselves, and how they are hashed, are unchanged).
+        """
         with self._database.write() as db:
             columns = {row[1] for row in db.execute("PRAGMA table_info(audit)")}
             if "truncated" not in columns:
                 db.execute("ALTER TABLE audit ADD COLUMN truncated TEXT")
+            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'audit_head'").fetchone() is None:
+                db.execute(HEAD_TABLE)
+                last = db.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
+                write_head(db, *(last or (0, GENESIS)))
 
     def close(self) -> None:
         """Fold what this log wrote, then close. Idempotent.
@@ -254,6 +270,7 @@ class AuditLog:
 
         Raises:
             sqlite3.Error: the database refused the rows; they stay in the journal.
+            NotKept: the database did not keep the rows as written (a trigger); they stay in the journal.
         """
         total = 0
         while True:
@@ -265,16 +282,18 @@ class AuditLog:
     def _fold_once(self) -> tuple[int, bool]:
         """One transaction: up to ``FOLD_BYTES`` of each journal file; whether more is left."""
         if not self._swept:  # once per log: a writer dies between creating and naming its file only rarely
-            remove_dead_staging(self.journal_dir)
-            self._swept = True
+            self._swept = remove_dead_staging(self.journal_dir)
         with self._database.write() as db:
             folded = dict(db.execute("SELECT name, folded FROM audit_journal").fetchall())
             files = []
-            for path in sorted(self.journal_dir.glob(f"*{SUFFIX}")):
+            for path in journal_files(self.journal_dir):
                 unfolded = read_unfolded(path, folded.get(path.name, 0), FOLD_BYTES)
                 if unfolded is not None:
                     files.append(unfolded)
-            added = _chain(db, list(_in_order(files)))
+            rows = list(_in_order(files))
+            if rows:  # a fold with nothing to chain reads no head: a broken one is for verify to name
+                _catch_up(db)
+            added = _chain(db, rows)
             db.executemany(
                 "INSERT INTO audit_journal (name, folded) VALUES (?, ?)"
                 " ON CONFLICT (name) DO UPDATE SET folded = excluded.folded",
@@ -291,7 +310,7 @@ class AuditLog:
         """Fold before a read; a log that cannot be folded (read-only, locked) is read as it is."""
         try:
             self.fold()
-        except (sqlite3.Error, OSError) as exc:
+        except (sqlite3.Error, OSError, NotKept) as exc:
             logger.warning("reading the audit log without folding its journal: %s", exc)
 
     def records(self, *, after: int = 0) -> Iterator[dict[str, Any]]:
@@ -329,14 +348,56 @@ class AuditLog:
             row = db.execute("SELECT seq FROM audit WHERE call_id = ?", (call_id,)).fetchone()
         return next(self._pages(row[0] - 1), None) if row else None
 
-    def verify(self) -> AuditVerification:
-        """Walk the chain; report the first changed, inserted or deleted row."""
-        prev, expected, count = GENESIS, 1, 0
-        for record in self.records():
+    def verify(self, *, anchor: str | None = None) -> AuditVerification:
+        """Check the schema, fold the journal, walk the chain and check its head.
+
+        ``anchor`` is a head hash an earlier verify printed, kept outside this
+        host: the chain must still hold that row, so a tail rewritten from an
+        earlier row on (hashes recomputed), or cut back, is found too.
+
+        Reports (``ok`` False, ``problem`` and, where it names one, ``seq``)
+        the first of: a trigger or view in the database (glovebox creates
+        none: either can change or drop rows as they are written); journal
+        rows the database refused or did not keep (they stay in the journal);
+        a changed, inserted or deleted row; a head that is not the last row
+        (rows deleted from, or added past, the end); an ``anchor`` the chain
+        does not hold. A database that is only locked or read-only is verified
+        as it is, without its journal.
+        """
+        with self._database.connection() as db:
+            planted = db.execute(
+                "SELECT type, name, tbl_name FROM sqlite_master WHERE type IN ('trigger', 'view') ORDER BY name"
+            ).fetchall()
+        if planted:
+            kind, name, table = planted[0]
+            problem = f"the database holds {kind} {name!r} on {table!r}, which glovebox never creates"
+            return AuditVerification(False, 0, GENESIS, problem + ": it can change or drop rows as they are written")
+        try:
+            self.fold()
+        except (sqlite3.OperationalError, OSError) as exc:
+            if not _only_unwritable(exc):
+                return AuditVerification(False, 0, GENESIS, f"journal rows could not be chained: {exc}")
+            logger.warning("verifying the audit log without folding its journal: %s", exc)
+        except (sqlite3.DatabaseError, NotKept) as exc:
+            return AuditVerification(False, 0, GENESIS, f"journal rows could not be chained: {exc}")
+        return self._walk(anchor)
+
+    def _walk(self, anchor: str | None) -> AuditVerification:
+        prev, expected, count, anchored = GENESIS, 1, 0, anchor is None
+        for record in self._pages(0):
             problem = _check(record, prev, expected)
             if problem is not None:
                 return AuditVerification(False, count, prev, problem, record["seq"])
             prev, expected, count = record["hash"], record["seq"] + 1, count + 1
+            anchored = anchored or prev == anchor
+        with self._database.connection() as db:
+            heads = db.execute("SELECT seq, hash FROM audit_head").fetchall()
+        problem = _check_head(heads, expected - 1, prev)
+        if problem is not None:
+            return AuditVerification(False, count, prev, problem, expected - 1 or None)
+        if not anchored:
+            problem = f"no row is hashed {anchor}: the chain was cut back or rewritten since that head was recorded"
+            return AuditVerification(False, count, prev, problem)
         return AuditVerification(True, count, prev)
 
 
@@ -378,6 +439,27 @@ class _Folder(threading.Thread):
                 self._wake.set()
 
 
+def _catch_up(db: sqlite3.Connection) -> None:
+    """Move the head over rows chained onto it by an earlier glovebox, which kept no head table.
+
+    Only rows that chain, one after the other, from the head are taken; the
+    first that does not stays past the head (its insert then fails, and
+    verify names it). A row deleted from the end never moves the head back.
+    """
+    seq, prev = read_head(db)
+    cursor = db.execute("SELECT * FROM audit WHERE seq > ? ORDER BY seq", (seq,))
+    names = [column[0] for column in cursor.description]
+    start = seq
+    for values in cursor:
+        record = dict(zip(names, values, strict=True))
+        if _check(record, prev, seq + 1) is not None:
+            break
+        seq, prev = record["seq"], record["hash"]
+    if seq != start:
+        logger.warning("the audit chain's head moves over rows %d..%d written without one", start + 1, seq)
+        write_head(db, seq, prev)
+
+
 def _chain(db: sqlite3.Connection, rows: list[Pending]) -> int:
     """Chain ``rows`` in one go, or, when the database refuses one, row by row.
 
@@ -387,7 +469,10 @@ def _chain(db: sqlite3.Connection, rows: list[Pending]) -> int:
 
     Raises:
         sqlite3.DatabaseError: the database refuses even a bare row; nothing of this fold is kept.
+        NotKept: the database did not keep what was written; nothing of this fold is kept.
     """
+    if not rows:
+        return 0
     try:
         with _savepoint(db):
             return append_rows(db, _COLUMNS, rows)
@@ -464,8 +549,55 @@ def _bound(row: dict[str, Any]) -> str:
     return ",".join(cut)
 
 
+def _only_unwritable(exc: Exception) -> bool:
+    """Whether a fold failed only because the database is locked or read-only (nothing was refused)."""
+    text = str(exc)
+    return isinstance(exc, OSError) or any(word in text for word in ("locked", "busy", "readonly", "read-only"))
+
+
+def _check_head(heads: list[tuple[Any, Any]], last: int, last_hash: str) -> str | None:
+    """Whether the chain's head names its last row (``last``, hashed ``last_hash``)."""
+    if not heads:
+        return "the chain's head record is missing (deleted)"
+    if len(heads) > 1:
+        return f"the chain's head is not one row: {heads[:2]!r}"
+    seq, head_hash = heads[0]
+    if (seq, head_hash) == (last, last_hash):
+        return None
+    if isinstance(seq, int) and seq > last:
+        return f"row(s) {last + 1}..{seq} were deleted from the end: the chain's head is row {seq}"
+    return f"row {last}: is not the chain's head (row {seq!r}): rows were added past the head, or it was changed"
+
+
+def _text(raw: bytes) -> str | bytes:
+    """A TEXT value as read: its string, or its bytes when they are not UTF-8 (no row is written so)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+
+
+def record_json(record: dict[str, Any]) -> str:
+    """One record as a line of JSON (``audit export``, ``audit tail --json``).
+
+    Every value glovebox writes is text, a number or null; a value changed
+    underneath into bytes (a BLOB, or TEXT that is not UTF-8) is shown as
+    ``{"blob": "<hex>"}``, which no written value can be.
+    """
+    return json.dumps(record, ensure_ascii=False, default=_blob)
+
+
+def _blob(value: object) -> dict[str, str]:
+    if isinstance(value, bytes):
+        return {"blob": value.hex()}
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
 def _check(record: dict[str, Any], prev: str, expected: int) -> str | None:
     seq = record["seq"]
+    retyped = [name for name, value in record.items() if isinstance(value, bytes)]
+    if retyped:
+        return f"row {seq}: contents changed ({', '.join(retyped)} no longer text or a number)"
     if seq != expected:
         return f"row {seq}: expected row {expected} next; row(s) {expected}..{seq - 1} were deleted or renumbered"
     if record["prev_hash"] != prev:

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from ..audit._log import AuditLog
+from ..audit._log import AuditLog, record_json
 from ..policy import dead_entries, load_policy, policy_schema
 from ..runtime._runtime import Runtime
 from ._base import dump, home_of, open_runtime
@@ -91,7 +91,7 @@ def tail(ctx: click.Context, count: int, as_json: bool) -> None:
     log = AuditLog(home_of(ctx))
     for record in log.tail(count):
         if as_json:
-            click.echo(json.dumps(record, ensure_ascii=False))
+            click.echo(record_json(record))
         else:
             click.echo(
                 f"{record['seq']:>6} {record['time']} {record['principal']} {record['tool']} "
@@ -100,10 +100,15 @@ def tail(ctx: click.Context, count: int, as_json: bool) -> None:
 
 
 @audit.command()
+@click.option(
+    "--anchor",
+    metavar="HASH",
+    help="A head hash printed by an earlier verify and kept off this host: fail unless the chain still holds it.",
+)
 @click.pass_context
-def verify(ctx: click.Context) -> None:
+def verify(ctx: click.Context, anchor: str | None) -> None:
     """Walk the hash chain; exit 1 naming the first changed, inserted or deleted row."""
-    result = AuditLog(home_of(ctx)).verify()
+    result = AuditLog(home_of(ctx)).verify(anchor=anchor)
     if not result.ok:
         click.echo(f"audit log TAMPERED: {result.problem}", err=True)
         sys.exit(1)
@@ -117,7 +122,7 @@ def verify(ctx: click.Context) -> None:
 def export(ctx: click.Context, jsonl: bool, output: str | None) -> None:
     """Export every audit record, with its hashes, as JSON Lines."""
     log = AuditLog(home_of(ctx))
-    lines = (json.dumps(record, ensure_ascii=False) + "\n" for record in log.records())
+    lines = (record_json(record) + "\n" for record in log.records())
     if output is None:
         for line in lines:
             click.echo(line, nl=False)

@@ -52,11 +52,19 @@ MAX_CONNECTIONS = 4
 class Database:
     """A SQLite file served by a bounded pool of connections."""
 
-    def __init__(self, path: Path, schema: str, max_connections: int = MAX_CONNECTIONS) -> None:
+    def __init__(
+        self,
+        path: Path,
+        schema: str,
+        max_connections: int = MAX_CONNECTIONS,
+        text_factory: Callable[[bytes], object] | None = None,
+    ) -> None:
+        """``text_factory`` turns a TEXT value's bytes into what a query returns (default: ``str``, strict UTF-8)."""
         if max_connections < 1:
             raise ValueError(f"max_connections must be at least 1, not {max_connections}")
         self.path = path
         self.max_connections = max_connections
+        self._text_factory = text_factory
         self._local = threading.local()
         self._idle: list[sqlite3.Connection] = []
         self._open = 0
@@ -86,7 +94,7 @@ class Database:
                     break
                 self._free.wait()
         try:
-            return _open(self.path)
+            return _open(self.path, self._text_factory)
         except BaseException:
             with self._free:
                 self._open -= 1
@@ -162,8 +170,10 @@ class _Lease:
             self._database._give_back(db)
 
 
-def _open(path: Path) -> sqlite3.Connection:
+def _open(path: Path, text_factory: Callable[[bytes], object] | None = None) -> sqlite3.Connection:
     db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+    if text_factory is not None:
+        db.text_factory = text_factory
     try:
         retry_locked(lambda: _wal(db))
         db.execute("PRAGMA synchronous=NORMAL")
