@@ -390,6 +390,10 @@ class Runtime:
         ``principal`` may see. The call first takes one of the Runtime's
         ``max_in_flight`` slots, waiting in line (at most ``max_queued`` wait)
         when none is free; with the line full it answers ``overloaded`` at once.
+
+        Raises:
+            TypeError: ``name`` is not a str, or ``principal`` is neither a str nor None (misuse).
+            ValueError: the Runtime is closed.
         """
         return self._call_as(uuid.uuid4().hex, name, input, principal)
 
@@ -400,6 +404,7 @@ class Runtime:
         the call's ``glovebox.call`` span, when it has one, is appended to ``spans``."""
         self._check_open()
         _check_name(name)
+        _check_principal(principal)
         tracer = self._tracing.tracer()
         if tracer is None:
             result = self._enter(call_id, name, input, principal, None)
@@ -485,6 +490,7 @@ class Runtime:
         """
         self._check_open()
         _check_name(name)
+        _check_principal(principal)
         tracer = self._tracing.tracer()
         if tracer is None:
             result = await self._aenter(name, input, principal, None)
@@ -645,6 +651,12 @@ def _operation_input(info: ToolInfo, input_text: str) -> str:
 def _check_name(name: Any) -> None:
     if not isinstance(name, str):
         raise TypeError(f"tool name must be a str, not {type(name).__name__}")
+
+
+def _check_principal(principal: Any) -> None:
+    """A principal is a str (or None): anything else could not even be audited."""
+    if principal is not None and not isinstance(principal, str):
+        raise TypeError(f"principal must be a str or None, not {type(principal).__name__}")
 
 
 def _record_state(meta: dict[str, Any], state: CallState) -> None:
