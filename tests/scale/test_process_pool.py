@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import operator
 import os
 import signal
 import socket
@@ -111,6 +112,100 @@ def test_an_input_that_cannot_be_pickled_is_invalid_input(pool: glovebox.Process
     for _ in range(100_000):
         deep = [deep]
     assert pool.call("echo", deep).code == "invalid_input"
+
+
+class Explodes:
+    """An input whose unpickling raises (in whichever process unpickles it)."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (operator.truediv, (1, 0))
+
+
+class Sneaky(str):
+    """A str whose unpickling raises: what a caller can pass as a tool name or principal."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (operator.truediv, (1, 0))
+
+
+def test_an_input_whose_unpickling_raises_is_invalid_input_and_the_worker_lives(home: Path) -> None:
+    with glovebox.Runtime(home=home) as rt:
+        here = rt.call("echo", Explodes())
+    with glovebox.ProcessPool(processes=1, home=home) as pool:
+        [pid] = [pool.call("echo", {"n": 0}).meta["worker_pid"]]
+
+        async def burst() -> list[glovebox.CallResult]:  # sent in this order, to the one worker
+            calls = [pool.acall("echo", {"n": 1}), pool.acall("echo", Explodes()), pool.acall("echo", {"n": 2})]
+            return await asyncio.gather(*calls, pool.acall("echo", {"n": 3}))
+
+        before, bad, after, last = asyncio.run(burst())
+        assert here.code == bad.code == "invalid_input"
+        assert _stable(bad.to_dict()) == _stable(here.to_dict())
+        assert [r.output for r in (before, after, last)] == [{"n": 1}, {"n": 2}, {"n": 3}]
+        assert {r.meta["worker_pid"] for r in (before, bad, after, last)} == {pid} and pool.pids == [pid]
+    [row] = _audit_rows(home, bad.meta["call_id"])
+    assert row["outcome"] == "invalid_input"
+
+
+def test_names_and_principals_cross_as_plain_strings(home: Path) -> None:
+    with glovebox.Runtime(home=home) as rt:
+        here = rt.call(Sneaky("echo"), {"n": Sneaky("x")}, principal=Sneaky("ann"))
+    with glovebox.ProcessPool(processes=1, home=home) as pool:
+        there = pool.call(Sneaky("echo"), {"n": Sneaky("x")}, principal=Sneaky("ann"))
+        assert there.code == here.code == "invalid_input"  # "x" is not an integer
+        assert _stable(there.to_dict()) == _stable(here.to_dict())
+        assert pool.call("echo", {"n": 1}, principal=Sneaky("ann")).meta["worker_pid"] == there.meta["worker_pid"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"n": 1, "tags": (1, 2)},  # JSON, though not as the caller wrote it
+        [float("nan"), Explodes()],  # the encoder refuses the NaN first
+        {(1, 2): 1},  # a key JSON cannot have
+        {"n": [Explodes(), {1, 2}]},  # not JSON, deep inside
+        {"n": 10**5000, "x": Explodes()},  # breaks the JSON rules before anything else
+    ],
+)
+def test_every_input_that_crosses_is_answered_as_runtime_call_answers_it(home: Path, value: Any) -> None:
+    with glovebox.Runtime(home=home) as rt:
+        here = [rt.call(name, value, principal=who) for name in ("echo", "no-such-tool") for who in (None, "ann")]
+    with glovebox.ProcessPool(processes=1, home=home) as pool:
+        there = [pool.call(name, value, principal=who) for name in ("echo", "no-such-tool") for who in (None, "ann")]
+        assert len({r.meta["worker_pid"] for r in there}) == 1
+    assert [_stable(r.to_dict()) for r in there] == [_stable(r.to_dict()) for r in here]
+
+
+def test_a_name_that_is_not_unicode_is_refused_before_an_input_that_breaks_the_rules(home: Path) -> None:
+    deep: list[Any] = []
+    for _ in range(100_000):
+        deep = [deep]
+    with glovebox.Runtime(home=home) as rt:
+        here = rt.call("ech\ud800", deep)
+    with glovebox.ProcessPool(processes=1, home=home) as pool:
+        there = pool.call("ech\ud800", deep)
+    assert "lone surrogate" in here.to_dict()["error"]["message"]
+    assert _stable(there.to_dict()) == _stable(here.to_dict())
+
+
+def test_a_principal_that_is_not_a_str_is_misuse_in_both(home: Path) -> None:
+    with glovebox.Runtime(home=home) as rt, pytest.raises(TypeError, match="principal must be a str"):
+        rt.call("echo", {"n": 1}, principal=Explodes())  # type: ignore[arg-type]
+    with glovebox.ProcessPool(processes=1, home=home) as pool:
+        with pytest.raises(TypeError, match="principal must be a str"):
+            pool.call("echo", {"n": 1}, principal=Explodes())  # type: ignore[arg-type]
+        assert pool.call("echo", {"n": 1}).ok
+
+
+def test_a_worker_survives_a_message_it_cannot_read(home: Path) -> None:
+    with glovebox.ProcessPool(processes=1, home=home) as pool:
+        [worker] = pool._workers
+        first = pool.call("echo", {"n": 1})
+        for garbage in (b"", b"\x80\x04garbage", b"[1, 2]", b'{"call_id": 7}', b"\xff" * 100):
+            pool._send(worker, garbage)
+        second = pool.call("echo", {"n": 2})
+        assert second.output == {"n": 2} and second.meta["worker_pid"] == first.meta["worker_pid"]
+        assert pool.pids == [first.meta["worker_pid"]]
 
 
 def test_permission_denied_matches_too(home: Path, build_guest: BuildGuest) -> None:

@@ -394,6 +394,10 @@ class Runtime:
         ``principal`` may see. The call first takes one of the Runtime's
         ``max_in_flight`` slots, waiting in line (at most ``max_queued`` wait)
         when none is free; with the line full it answers ``overloaded`` at once.
+
+        Raises:
+            TypeError: ``name`` is not a str, or ``principal`` is neither a str nor None (misuse).
+            ValueError: the Runtime is closed.
         """
         return self._call_as(uuid.uuid4().hex, name, input, principal)
 
@@ -404,6 +408,7 @@ class Runtime:
         the call's ``glovebox.call`` span, when it has one, is appended to ``spans``."""
         self._check_open()
         _check_name(name)
+        _check_principal(principal)
         with TracedCall(self._tracing.tracer()) as traced:
             result = traced.finish(self._enter(call_id, name, input, principal, traced.tracer))
         if spans is not None and traced.span is not None:
@@ -483,6 +488,7 @@ class Runtime:
         """
         self._check_open()
         _check_name(name)
+        _check_principal(principal)
         with TracedCall(self._tracing.tracer()) as traced:
             return traced.finish(await self._aenter(name, input, principal, traced.tracer))
 
@@ -661,6 +667,12 @@ def _operation_input(info: ToolInfo, input_text: str) -> str:
 def _check_name(name: Any) -> None:
     if not isinstance(name, str):
         raise TypeError(f"tool name must be a str, not {type(name).__name__}")
+
+
+def _check_principal(principal: Any) -> None:
+    """A principal is a str (or None): anything else could not even be audited."""
+    if principal is not None and not isinstance(principal, str):
+        raise TypeError(f"principal must be a str or None, not {type(principal).__name__}")
 
 
 def _record_state(meta: dict[str, Any], state: CallState) -> None:

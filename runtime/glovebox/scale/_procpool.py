@@ -40,6 +40,7 @@ from ..runtime._gate import input_digest
 from ..runtime._runtime import Runtime
 from ..telemetry import _tracing
 from ..telemetry._calllog import log_call
+from . import _procwire
 from ._front import FrontRuntime
 
 if TYPE_CHECKING:
@@ -254,6 +255,8 @@ class ProcessPool(FrontRuntime):
     def _submit(self, name: str, value: Any, principal: str | None) -> _Pending:
         if not isinstance(name, str):
             raise TypeError(f"tool name must be a str, not {type(name).__name__}")
+        if principal is not None and not isinstance(principal, str):
+            raise TypeError(f"principal must be a str or None, not {type(principal).__name__}")
         call_id = uuid.uuid4().hex
         payload = _payload(call_id, name, value, principal, _tracing.carrier())
         pending = _Pending(Future(), name, value, principal)
@@ -280,7 +283,7 @@ class ProcessPool(FrontRuntime):
 
     def _send(self, worker: _Worker, payload: bytes | None) -> None:
         """Write to a worker's pipe; a dead worker's calls are answered by its reader."""
-        data = payload if payload is not None else pickle.dumps(None)
+        data = payload if payload is not None else _procwire.STOP
         try:
             with worker.send_lock:
                 worker.conn.send_bytes(data)
@@ -394,11 +397,8 @@ def lost_call(
 
 
 def _payload(call_id: str, name: str, value: Any, principal: str | None, trace: dict[str, str] | None) -> bytes:
-    """The pickled request; an input that cannot be pickled crosses as a stand-in the worker refuses."""
-    try:
-        return pickle.dumps((call_id, name, value, principal, trace))
-    except Exception:  # RecursionError, PicklingError, TypeError...: it is not JSON either
-        return pickle.dumps((call_id, name, _NotPicklable(type(value).__name__), principal, trace))
+    """The request as JSON text: no value of the caller's is unpickled in a worker (see ``_procwire``)."""
+    return _procwire.encode(call_id, name, value, principal, trace)
 
 
 def _is_span_ids(value: Any) -> bool:

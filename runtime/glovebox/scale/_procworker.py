@@ -1,7 +1,8 @@
 """The worker process of a ProcessPool: one Runtime, calls in, envelopes out.
 
-The parent sends, over the worker's pipe, ``(call_id, name, input, principal,
-trace)`` tuples and finally ``None``; ``trace`` is the caller's W3C
+The parent sends, over the worker's pipe, requests as JSON text (``_procwire``:
+never a pickle, so no caller's value runs code here) and finally ``null``; a
+request's ``trace`` is the caller's W3C
 ``traceparent``/``tracestate`` (or None), made the parent of the call's
 ``glovebox.call`` span when this process has a tracer provider (and ignored when
 it has not imported opentelemetry). The worker runs the pool's ``initializer``
@@ -10,6 +11,8 @@ call_id, envelope, span)`` for each call, with ``meta.worker_pid`` set and
 ``span`` the ``(trace_id, span_id)`` of the ``glovebox.call`` span it recorded
 (None when it recorded none), or ``("failed", call_id)`` when the call raised
 instead of answering (the parent then answers ``internal_error`` and audits it).
+A message that is not a request is logged and skipped (answered ``failed``
+when it names a call id): it never ends the worker.
 Calls run on ``threads`` threads, so one call waiting on an upstream does not
 hold up the others. The worker ignores SIGINT (its parent decides when it
 stops) and ends when told to, or when its parent's end of the pipe closes.
@@ -26,9 +29,11 @@ from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from typing import Any
 
+from ..core._jsonlimits import escape_surrogates
 from ..runtime._internal import internals
 from ..runtime._runtime import Runtime
 from ..telemetry import _tracing
+from ._procwire import BadRequest, Request, decode
 
 __all__ = ["serve"]
 
@@ -52,20 +57,30 @@ def serve(
         conn.send(("ready", os.getpid()))
         while True:
             try:
-                message = conn.recv()
+                data = conn.recv_bytes()
             except (EOFError, OSError):
                 return  # the parent is gone: nobody will read an answer
-            if message is None:
+            try:
+                request = decode(data)
+            except BadRequest as exc:
+                logger.error("worker %d skips a message that is not a request: %s", os.getpid(), exc)
+                if exc.call_id is not None:
+                    _send(conn, send_lock, ("failed", exc.call_id))
+                continue
+            if request is None:
                 return
-            pool.submit(_answer, runtime, conn, send_lock, message)
+            pool.submit(_answer, runtime, conn, send_lock, request)
 
 
-def _answer(runtime: Runtime, conn: Connection, send_lock: threading.Lock, message: tuple[Any, ...]) -> None:
-    call_id, name, value, principal, trace = message
+def _answer(runtime: Runtime, conn: Connection, send_lock: threading.Lock, request: Request) -> None:
+    call_id, name, principal, trace = request.call_id, request.name, request.principal, request.trace
     spans: list[Any] = []
     token = _tracing.attach_headers(trace) if trace else None
     try:
-        result = internals(runtime).call_as(call_id, name, value, principal, spans)
+        if request.refusal is not None and _unicode(name, principal):  # as Runtime.call refuses it, first
+            result = internals(runtime).refuse(name, None, principal, request.refusal, call_id)
+        else:  # (a name or principal that is not valid Unicode is refused before the input)
+            result = internals(runtime).call_as(call_id, name, request.input, principal, spans)
         result.meta["worker_pid"] = os.getpid()
         recorded = _tracing.span_ids(spans[0]) if spans else None
         answer: tuple[Any, ...] = ("result", call_id, result.to_dict(), recorded)
@@ -79,8 +94,16 @@ def _answer(runtime: Runtime, conn: Connection, send_lock: threading.Lock, messa
             conn.send(answer)
     except Exception:
         logger.exception("cannot send the answer of call %s to the pool", call_id)
-        try:
-            with send_lock:
-                conn.send(("failed", call_id))
-        except OSError:
-            pass  # the parent is gone
+        _send(conn, send_lock, ("failed", call_id))
+
+
+def _unicode(*texts: str | None) -> bool:
+    return all(text is None or escape_surrogates(text) == text for text in texts)
+
+
+def _send(conn: Connection, send_lock: threading.Lock, answer: tuple[Any, ...]) -> None:
+    try:
+        with send_lock:
+            conn.send(answer)
+    except OSError:
+        pass  # the parent is gone

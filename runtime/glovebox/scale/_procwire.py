@@ -1,0 +1,156 @@
+"""What a ProcessPool sends its workers: each request as JSON text, never a pickle.
+
+A worker unpickles nothing a caller chose (an input whose unpickling raises, or
+runs code, would end the worker and the calls beside it). A request is one JSON
+object, ``{"call_id", "name", "principal", "trace"}`` plus the input in one of
+three forms (``null`` tells the worker to stop):
+
+- ``"input"``: the input itself, when it can be written as JSON (NaN and the
+  infinities cross as JSON's ``NaN``/``Infinity``, for the worker's Runtime to
+  refuse as ``Runtime.call`` does; tuples arrive as lists, ``str`` and ``int``
+  subclasses as their values, as the tool would see them);
+- ``"rejected"``: the refusal (``problem``, ``details``) of an input that breaks
+  the JSON rules and cannot be written (nested too deep, a number too long):
+  ``Runtime.call`` refuses it before anything else, and so does the worker;
+- ``"not_json"``: the JSON encoder's error for an input holding something that
+  is not JSON (a set, bytes, any object): the worker calls with a stand-in that
+  fails the encoder the same way, at the same step, so the answer is the one
+  ``Runtime.call`` gives (``tool_not_found`` or ``permission_denied`` first,
+  else ``invalid_input`` with the same message).
+
+A message that is not such a request is refused by :func:`decode` with
+:class:`BadRequest`, which carries the call id when it can be read.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core._errors import InvalidInput
+from ..core._jsonlimits import JsonRejected, check_value
+from ..schema._schemas import encode_input
+
+__all__ = ["STOP", "BadRequest", "Request", "decode", "encode"]
+
+#: The message that tells a worker to stop.
+STOP = b"null"
+_WIRE = json.JSONEncoder(ensure_ascii=True, allow_nan=True).encode
+_NOT_JSON_PREFIX = "input is not a JSON value: "
+_OBJECT = re.compile(r"Object of type (.+) is not JSON serializable", re.DOTALL)
+_KEY = re.compile(r"keys must be str, int, float, bool or None, not (.+)", re.DOTALL)
+_FLOAT = re.compile(r"Out of range float values are not JSON compliant(?:: (.+))?", re.DOTALL)
+
+
+class BadRequest(ValueError):
+    """A message that is not a request; ``call_id`` when the message names one."""
+
+    def __init__(self, problem: str, call_id: str | None = None) -> None:
+        super().__init__(problem)
+        self.call_id = call_id
+
+
+@dataclass
+class Request:
+    """One call, as a worker runs it: the input, or the refusal ``Runtime.call`` would answer first."""
+
+    call_id: str
+    name: str
+    principal: str | None
+    trace: dict[str, str] | None
+    input: Any = None
+    refusal: InvalidInput | None = field(default=None)
+
+
+def encode(call_id: str, name: str, value: Any, principal: str | None, trace: dict[str, str] | None) -> bytes:
+    """The request of one call, as JSON text (see the module)."""
+    request: dict[str, Any] = {"call_id": call_id, "name": name, "principal": principal, "trace": trace}
+    try:
+        return _WIRE({**request, "input": value}).encode("ascii")
+    except (TypeError, ValueError, RecursionError):
+        pass
+    try:
+        check_value(value)
+    except JsonRejected as exc:
+        request["rejected"] = {"problem": str(exc), "details": exc.details}
+    else:
+        request["not_json"] = _encoder_error(value)
+    return _WIRE(request).encode("ascii")
+
+
+def _encoder_error(value: Any) -> str:
+    """What the Runtime's input encoder says of ``value`` (which is not JSON)."""
+    try:
+        encode_input(value)
+    except InvalidInput as exc:
+        return exc.message.removeprefix(_NOT_JSON_PREFIX)
+    except RecursionError:
+        return "it is nested too deep to be written"
+    return "it cannot be sent to a worker process"
+
+
+def decode(data: bytes) -> Request | None:
+    """The request in ``data``, or None for :data:`STOP`.
+
+    Raises:
+        BadRequest: ``data`` is not a request.
+    """
+    try:
+        message = json.loads(data)
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON
+        raise BadRequest(f"not JSON: {exc}") from None
+    if message is None:
+        return None
+    if not isinstance(message, dict):
+        raise BadRequest(f"not a JSON object but {type(message).__name__}")
+    call_id = message.get("call_id")
+    if not isinstance(call_id, str):
+        raise BadRequest("no call id")
+    name, principal, trace = message.get("name"), message.get("principal"), message.get("trace")
+    if not isinstance(name, str) or not (principal is None or isinstance(principal, str)) or not _is_trace(trace):
+        raise BadRequest("a name, principal or trace of the wrong type", call_id)
+    request = Request(call_id, name, principal, trace)
+    if "input" in message:
+        request.input = message["input"]
+    elif isinstance(rejected := message.get("rejected"), dict):
+        details = rejected.get("details")
+        refusal = f"input {rejected.get('problem')}"
+        request.refusal = InvalidInput(refusal, details=details if isinstance(details, dict) else {})
+    elif isinstance(not_json := message.get("not_json"), str):
+        stand_in = _stand_in(not_json)
+        if stand_in is _NO_STAND_IN:
+            request.refusal = InvalidInput(_NOT_JSON_PREFIX + not_json)
+        request.input = stand_in
+    else:
+        raise BadRequest("no input", call_id)
+    return request
+
+
+def _is_trace(trace: Any) -> bool:
+    return trace is None or (isinstance(trace, dict) and all(isinstance(v, str) for v in trace.values()))
+
+
+_NO_STAND_IN = object()
+
+
+def _stand_in(problem: str) -> Any:
+    """A value the Runtime's input encoder refuses with exactly ``problem``, when one can be made."""
+    try:
+        if found := _OBJECT.fullmatch(problem):
+            return _named(found[1])()
+        if found := _KEY.fullmatch(problem):
+            return {_named(found[1])(): None}
+        if found := _FLOAT.fullmatch(problem):
+            return float(found[1] or "nan")
+    except ValueError:  # a type name no class can have, a float that is not one
+        pass
+    return _NO_STAND_IN
+
+
+@functools.lru_cache(maxsize=64)
+def _named(type_name: str) -> type:
+    """A class named ``type_name`` (the JSON encoder's error names the type of what it refuses)."""
+    return type(type_name, (), {"__slots__": (), "__module__": __name__})
