@@ -77,6 +77,8 @@ class _Hostile(QuietHandler):
             self._reply(200, b'{"echo": "' + ENCODINGS[kind](secret, header) + b'"}')
         elif self.path == "/to-landing":
             self._reply(302, b"", {"Location": "/landing/" + secret.decode()})
+        elif self.path.startswith("/to-refused/"):  # a refused path whose reason is cut inside the secret
+            self._reply(302, b"", {"Location": "/" + "a" * int(kind) + "%00/" + secret.decode()})
         elif self.path.startswith("/compressed/"):
             body = gzip.compress(secret) if kind == "gzip" else secret
             self._reply(200, body, {"Content-Encoding": kind, "X-Token": header.decode()})
@@ -244,6 +246,19 @@ def test_a_refused_redirect_to_a_url_holding_the_secret_is_recorded_scrubbed(
     [denial] = result.meta["denials"]
     assert denial["reason"].startswith("path /landing/[REDACTED] not allowed")
     _assert_secret_nowhere(_isolated_env, result, token.text, "T0KEN%3Enever")
+
+
+@pytest.mark.parametrize("pad", [100, 110, 118])
+def test_a_refusal_reason_cut_inside_the_secret_is_scrubbed_first(
+    _isolated_env: Path, build_guest: BuildGuest, hostile: _Server, token: pytest.LogCaptureFixture, pad: int
+) -> None:
+    """The refused path is named in the reason; it is scrubbed before it is cut, wherever the cut falls."""
+    with _secret_client(_isolated_env, build_guest, hostile, _rule(hostile, follow_redirects=True)) as rt:
+        result = rt.call("hc", {"method": "GET", "url": _url(hostile, f"/to-refused/{pad}")})
+    assert result.output["status"] == "denied"
+    [denial] = result.meta["denials"]
+    assert denial["reason"].endswith("/[REDACTED] has an encoded control character")
+    _assert_secret_nowhere(_isolated_env, result, token.text, "s3cret/T0", "s3cret%2FT0", "s3cret")
 
 
 # -- content codings ------------------------------------------------------------------------------

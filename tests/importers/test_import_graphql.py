@@ -169,3 +169,96 @@ def test_a_schema_naming_an_unknown_type_is_refused(runtime: glovebox.Runtime, t
     path.write_text("type Query {\n  pet: Nope\n}\n")
     with pytest.raises(glovebox.InvalidSpec, match="Unknown type 'Nope'"):
         glovebox.import_graphql(runtime, path, endpoint="https://api.example.com/graphql")
+
+
+# -- deep and big schemas are invalid_spec naming the place (issue 24, defects 3 and 4) --------------------
+
+
+def _import(runtime: glovebox.Runtime, path: Path, **options: Any) -> glovebox.ImportResult:
+    return glovebox.import_graphql(runtime, path, endpoint="https://api.example.com/graphql", **options)
+
+
+def _nested_inputs(count: int) -> str:
+    types = [f"input I{i} {{ n: I{i + 1} }}" for i in range(count)]
+    return "\n".join([*types, f"input I{count} {{ x: Int }}", "type Query { f(a: I0): Int }", ""])
+
+
+def test_3000_nested_input_types_are_invalid_spec_naming_the_argument(
+    runtime: glovebox.Runtime, tmp_path: Path
+) -> None:
+    path = tmp_path / "deep.graphql"
+    path.write_text(_nested_inputs(3000))
+    assert 70_000 < path.stat().st_size < 80_000
+    with pytest.raises(
+        glovebox.InvalidSpec, match=r"deep.graphql: Query.f\(a\): input type I\d+ is nested deeper than 64"
+    ) as refused:
+        _import(runtime, path, dry_run=True)
+    assert refused.value.details["place"].endswith("Query.f(a)")
+    out = CliRunner().invoke(
+        cli, ["--home", str(runtime.home), "import", "graphql", str(path), "--endpoint", "https://a.example.com/g"]
+    )
+    assert out.exit_code == 1 and out.output.startswith("error [invalid_spec]: "), out.output
+
+
+def test_nested_input_types_within_the_bound_import(runtime: glovebox.Runtime, tmp_path: Path) -> None:
+    path = tmp_path / "nested.graphql"
+    path.write_text(_nested_inputs(30))
+    result = _import(runtime, path, dry_run=True)
+    assert result.added == ["nested-f"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("type Query { f(a: " + "[" * 3000 + "Int" + "]" * 3000 + "): Int }\n", "line 1, column .*nested too deeply"),
+        (
+            "type Query { f(a: " + "[" * 70 + "Int" + "]" * 70 + "): Int }\n",
+            r"Query.f\(a\): input type .* nested deeper",
+        ),
+        ("type Query { f: Int }\n" + "# x\n" * 2_300_000, "over the 8388608-byte spec limit"),
+    ],
+    ids=["list-wrappers-past-the-parser", "list-wrappers-past-the-bound", "8.7-MiB-of-comments"],
+)
+def test_deep_or_huge_sdl_is_invalid_spec(runtime: glovebox.Runtime, tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "schema.graphql"
+    path.write_text(text)
+    with pytest.raises(glovebox.InvalidSpec, match=message):
+        _import(runtime, path, dry_run=True)
+
+
+def test_a_huge_or_deep_introspection_result_is_invalid_spec(runtime: glovebox.Runtime, tmp_path: Path) -> None:
+    path = tmp_path / "schema.json"
+    path.write_text('{"data": ' + " " * (8 * 1024 * 1024) + "{}}")
+    with pytest.raises(glovebox.InvalidSpec, match="over the 8388608-byte spec limit"):
+        _import(runtime, path, dry_run=True)
+    wrapped: Any = {"kind": "SCALAR", "name": "Int"}
+    for _ in range(3000):
+        wrapped = {"kind": "LIST", "name": None, "ofType": wrapped}
+    introspection = introspection_from_schema(build_schema("type Query { f(a: Int): Int }"))
+    query = next(t for t in introspection["__schema"]["types"] if t["name"] == "Query")  # type: ignore[index]
+    query["fields"][0]["args"][0]["type"] = wrapped
+    import sys
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(10_000)  # only to write the file: json.dumps recurses too
+    try:
+        path.write_text(json.dumps({"data": introspection}))
+    finally:
+        sys.setrecursionlimit(limit)
+    with pytest.raises(glovebox.InvalidSpec, match="schema.json: .*nested too deeply"):
+        _import(runtime, path, dry_run=True)
+
+
+def test_a_fifo_is_refused_as_a_schema_without_blocking(runtime: glovebox.Runtime, tmp_path: Path) -> None:
+    import os
+
+    path = tmp_path / "schema.graphql"
+    os.mkfifo(path)
+    with pytest.raises(glovebox.InvalidSpec, match="schema.graphql: not a regular file"):
+        _import(runtime, path, dry_run=True)
+
+
+def test_the_selection_depth_has_the_clis_bound_in_the_library(runtime: glovebox.Runtime) -> None:
+    with pytest.raises(ValueError, match="depth must be from 1 to 8, not 9"):
+        _import(runtime, SDL, depth=9, dry_run=True)
+    assert _import(runtime, SDL, depth=8, dry_run=True).added

@@ -449,3 +449,281 @@ def test_a_literal_star_in_a_path_is_refused(runtime: glovebox.Runtime) -> None:
     spec["paths"]["/pets/*"] = spec["paths"].pop("/pets")
     with pytest.raises(glovebox.InvalidSpec, match=r"/paths/~1pets~1\*/get: path '/pets/\*': a literal '\*'"):
         glovebox.import_openapi(runtime, spec, server="https://pets.example.com")
+
+
+# -- a spec cannot make the host fetch anything, whatever the key (issue 24, defect 2) ------------------
+
+
+def _minimal() -> dict[str, Any]:
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "t", "version": "1"},
+        "servers": [{"url": "https://api.example.com/v1"}],
+        "paths": {"/x": {"get": {"operationId": "getX", "responses": {"200": {"description": "ok"}}}}},
+        "components": {"schemas": {}},
+    }
+
+
+def _schemas(doc: dict[str, Any]) -> dict[str, Any]:
+    return doc["components"]["schemas"]  # type: ignore[no-any-return]
+
+
+#: (what is changed, the place the refusal names): every key a $ref object may sit under.
+EXTERNAL_REFS: list[tuple[Any, str]] = [
+    (lambda d, r: d["paths"]["/x"]["get"]["responses"].update(default=r), "/paths/~1x/get/responses/default/$ref"),
+    *[
+        (lambda d, r, key=key: _schemas(d).update({key: r}), f"/components/schemas/{key}/$ref")
+        for key in ("default", "enum", "const", "example", "examples")
+    ],
+    (
+        lambda d, r: _schemas(d).update(A={"type": "object", "properties": {"default": r}}),
+        "/components/schemas/A/properties/default/$ref",
+    ),
+    (lambda d, r: _schemas(d).update(A={"type": "object", "default": r}), "/components/schemas/A/default/$ref"),
+    (lambda d, r: _schemas(d).update(A={"enum": [r]}), "/components/schemas/A/enum/0/$ref"),
+    (lambda d, r: _schemas(d).update(A={"examples": [r]}), "/components/schemas/A/examples/0/$ref"),
+    (lambda d, r: d["components"].update(examples={"default": r}), "/components/examples/default/$ref"),
+    (lambda d, r: d.update(webhooks={"default": r}), "/webhooks/default/$ref"),
+    (
+        lambda d, r: d["paths"]["/x"]["get"]["responses"]["200"].update(headers={"default": r}),
+        "/paths/~1x/get/responses/200/headers/default/$ref",
+    ),
+    (lambda d, r: _schemas(d).update(A={"$dynamicRef": r["$ref"]}), "/components/schemas/A/$dynamicRef"),
+]
+
+
+@pytest.mark.parametrize(("change", "place"), EXTERNAL_REFS)
+def test_an_external_ref_under_any_key_is_refused_and_never_fetched(
+    change: Any, place: str, pets: PetServer, runtime: glovebox.Runtime
+) -> None:
+    doc = _minimal()
+    change(doc, {"$ref": f"http://127.0.0.1:{pets.server_address[1]}/x.json"})
+    with pytest.raises(glovebox.InvalidSpec) as refused:
+        glovebox.import_openapi(runtime, doc, dry_run=True)
+    assert pets.seen == []  # not one request: the refusal comes before the validator
+    assert f"{place}: " in refused.value.message and "refers outside the document" in refused.value.message
+    assert refused.value.details["place"] == place
+
+
+def test_the_spec_validator_is_given_a_resolver_that_retrieves_nothing(pets: PetServer) -> None:
+    """The second line: even a reference the walk let through is never retrieved by the validator."""
+    from glovebox.importers._openapi import validate_document
+
+    doc = _minimal()
+    _schemas(doc)["A"] = {"type": "object", "default": {"$ref": f"http://127.0.0.1:{pets.server_address[1]}/x"}}
+    doc["paths"]["/x"]["get"]["responses"]["default"] = {"$ref": f"http://127.0.0.1:{pets.server_address[1]}/r"}
+    with pytest.raises(glovebox.InvalidSpec, match=r"\(document\): .*is not retrieved"):
+        validate_document(doc, "3.1.0", "(document)")
+    assert pets.seen == []
+    _schemas(doc)["B"] = {"$id": f"http://127.0.0.1:{pets.server_address[1]}/b.json", "$ref": "other.json"}
+    with pytest.raises(glovebox.InvalidSpec):
+        validate_document({**doc, "openapi": "3.0.3"}, "3.0.3", "(document)")
+    assert pets.seen == []
+
+
+def test_a_ref_to_a_fifo_is_refused_without_opening_it(tmp_path: Path) -> None:
+    """``glovebox import openapi --dry-run`` (the real CLI, its own process) never opens a file a $ref names."""
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    fifo = tmp_path / "x.fifo"
+    os.mkfifo(fifo)
+    opened, stop = threading.Event(), threading.Event()
+
+    def writer() -> None:  # each open blocks until someone opens the FIFO for reading
+        while not stop.is_set():
+            with fifo.open("w") as handle:
+                if not stop.is_set():
+                    opened.set()
+                    handle.write('{"type": "object"}')
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    doc = _minimal()
+    _schemas(doc)["default"] = {"$ref": fifo.as_uri()}
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    env = {**os.environ, "GLOVEBOX_HOME": str(tmp_path / "home")}
+    done = subprocess.run(
+        [sys.executable, "-m", "glovebox", "import", "openapi", str(spec), "--dry-run"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    was_opened = opened.is_set()
+    stop.set()
+    os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # release the writer's open
+    thread.join(10)
+    assert not was_opened
+    assert done.returncode == 1 and done.stderr.startswith("error [invalid_spec]: "), (done.stdout, done.stderr)
+    assert "/components/schemas/default/$ref: " in done.stderr and "Traceback" not in done.stdout + done.stderr
+
+
+# -- deep documents are invalid_spec naming the place (issue 24, defect 3) -------------------------------
+
+
+def _chain(doc: dict[str, Any], count: int) -> dict[str, Any]:
+    """``count`` component schemas, each holding a ``$ref`` to the next, the first the response."""
+    for index in range(count):
+        _schemas(doc)[f"S{index}"] = {
+            "type": "object",
+            "properties": {"n": {"$ref": f"#/components/schemas/S{index + 1}"}},
+        }
+    _schemas(doc)[f"S{count}"] = {"type": "string"}
+    response = {"description": "ok", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/S0"}}}}
+    doc["paths"]["/x"]["get"]["responses"]["200"] = response
+    return doc
+
+
+def test_a_chain_of_300_refs_is_invalid_spec_naming_the_place(runtime: glovebox.Runtime, tmp_path: Path) -> None:
+    path = tmp_path / "chain.json"
+    path.write_text(json.dumps(_chain(_minimal(), 300)))
+    with pytest.raises(
+        glovebox.InvalidSpec,
+        match=r"chain.json: /components/schemas/S\d+/properties/n: the schema is nested deeper than 64",
+    ) as refused:
+        glovebox.import_openapi(runtime, path, dry_run=True)
+    assert refused.value.details["place"].startswith("/components/schemas/S")
+    out = cli_import(runtime.home, str(path), "--dry-run")
+    assert out.exit_code == 1 and out.output.startswith("error [invalid_spec]: "), out.output
+
+
+def test_a_chain_within_the_bound_imports_and_validates_a_deep_input(runtime: glovebox.Runtime) -> None:
+    """Just inside the bound, the tool is registered and its schema validates a value as deep as it allows."""
+    doc = _chain(_minimal(), 20)
+    doc["paths"]["/x"]["post"] = {
+        "operationId": "postX",
+        "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/S0"}}}},
+        "responses": {"200": {"description": "ok"}},
+    }
+    result = glovebox.import_openapi(runtime, doc)
+    assert sorted(result.added) == ["t-get-x", "t-post-x"]
+    deep: Any = "leaf"
+    for _ in range(20):
+        deep = {"n": deep}
+    called = runtime.call("t-post-x", {"body": deep})
+    assert called.code == "permission_denied"  # past validation: no policy grants it
+
+
+def test_a_deeply_nested_document_is_invalid_spec(runtime: glovebox.Runtime, tmp_path: Path) -> None:
+    doc = _minimal()
+    node: dict[str, Any] = {"type": "string"}
+    for _ in range(500):
+        node = {"type": "array", "items": node}
+    _schemas(doc)["Deep"] = node
+    with pytest.raises(glovebox.InvalidSpec, match=r"/components/schemas/Deep(/items)+: .*nested deeper than"):
+        glovebox.import_openapi(runtime, doc, dry_run=True)
+    path = tmp_path / "deep.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(glovebox.InvalidSpec, match=r"deep.json: .*nested"):
+        glovebox.import_openapi(runtime, path, dry_run=True)
+
+
+# -- fetching a spec is bounded in all, however the server trickles (issue 24, defect 4) -------------------
+
+
+class _Trickler:
+    """A raw HTTP server on 127.0.0.1 that trickles its answer: header lines, or body bytes, one per 0.1 s."""
+
+    def __init__(self, what: str) -> None:
+        import socket
+        import threading
+
+        self.what = what
+        self.stop = threading.Event()
+        self.finished = False  # the whole answer was sent: the client waited for all of it
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/spec.yaml"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        import contextlib
+
+        with contextlib.suppress(OSError):
+            conn, _ = self.listener.accept()
+            with conn:
+                conn.recv(65536)
+                body = SPEC.read_bytes()
+                head = b"HTTP/1.1 200 OK\r\n"
+                if self.what == "body":
+                    head += b"Content-Length: %d\r\n\r\n" % len(body)
+                conn.sendall(head)
+                for index in range(600):  # at most a minute, so that a failing test still ends
+                    if self.stop.wait(0.1):
+                        return
+                    conn.sendall(b"X-Trickle: %d\r\n" % index if self.what == "headers" else body[index : index + 1])
+                if self.what == "headers":
+                    conn.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+                self.finished = True
+
+    def close(self) -> None:
+        self.stop.set()
+        self.listener.close()
+        self.thread.join(10)
+
+
+@pytest.mark.parametrize("what", ["headers", "body"])
+def test_a_trickled_spec_fetch_ends_at_the_fetch_deadline(
+    what: str, runtime: glovebox.Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from glovebox.importers import _common
+
+    monkeypatch.setattr(_common, "FETCH_TIMEOUT_S", 2.0)  # the bound under test, shorter than the trickle
+    trickler = _Trickler(what)
+    try:
+        with pytest.raises(glovebox.InvalidSpec, match=r"spec.yaml: took over 2 s"):
+            glovebox.import_openapi(runtime, trickler.url, server="https://pets.example.com/v1", dry_run=True)
+    finally:
+        trickler.close()
+    assert not trickler.finished  # the import gave up before the server's minute of trickling ended
+
+
+# -- each {param} is one segment in the grant (issue 24, defect 12) ----------------------------------------
+
+
+#: Path templates and the one path pattern each is granted.
+TEMPLATES = {
+    "/x/{a}{b}": "/v1/x/*",
+    "/y/{a}{b}{c}/z": "/v1/y/*/z",
+    "/j/{a}{b}.json": "/v1/j/*.json",
+    "/d/{a}-{b}": "/v1/d/*-*",
+    "/s/{a}": "/v1/s/*",
+}
+
+
+def test_adjacent_path_parameters_are_granted_one_segment(
+    pets: PetServer, runtime: glovebox.Runtime, tmp_path: Path
+) -> None:
+    """``/x/{a}{b}`` is granted ``/v1/x/*`` (one segment), in the rule and the policy fragment; calls reach it."""
+    import re
+
+    from glovebox.model._rules import path_matches
+
+    doc = _minimal()
+    doc["paths"] = {}
+    for index, template in enumerate(TEMPLATES):
+        parameters = [
+            {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+            for name in re.findall(r"\{([^}]*)\}", template)
+        ]
+        operation = {"operationId": f"op{index}", "parameters": parameters, "responses": {"200": {"description": "ok"}}}
+        doc["paths"][template] = {"get": operation}
+    result = glovebox.import_openapi(runtime, doc, server=base(pets))
+    granted = {info.manifest.operation.path: info.manifest.capabilities.http[0].paths for info in result.tools}  # type: ignore[union-attr]
+    assert granted == {template: [pattern] for template, pattern in TEMPLATES.items()}
+    assert sorted(result.policy["grants"][0]["http"][0]["paths"]) == sorted(TEMPLATES.values())
+    for pattern in TEMPLATES.values():
+        assert not path_matches(pattern, pattern.replace("*", "p/q", 1))  # one segment, never two
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump({**result.policy, "principals": {"agent": {"scopes": ["t:read"]}}}))
+    with glovebox.Runtime(home=runtime.home, policy=policy) as rt:
+        for index, template in enumerate(TEMPLATES):
+            names = re.findall(r"\{([^}]*)\}", template)
+            called = rt.call(f"t-op{index}", {name: "ab" for name in names}, principal="agent")
+            assert called.code == "guest_error", called.to_dict()  # the server refuses: no token
+    expected = [re.sub(r"\{[^}]*\}", "ab", "/v1" + template) for template in TEMPLATES]
+    assert [seen["path"] for seen in pets.seen] == expected

@@ -366,14 +366,14 @@ def _cached_url(url: str) -> httpx.URL:
 @functools.lru_cache(maxsize=1024)
 def _loggable_short(url: str) -> str:
     parsed = _cached_url(url)
-    return str(parsed.copy_with(userinfo=b"", query=None, fragment=None))[:512]
+    return str(parsed.copy_with(userinfo=b"", query=None, fragment=None))
 
 
 def _loggable(url: str) -> str:
-    """The URL without userinfo, query or fragment, for meta."""
+    """The URL without userinfo, query or fragment, for meta (uncut: what records it scrubs, then cuts)."""
     try:
         if len(url) <= CACHED_URL_CHARS:
             return _loggable_short(url)
-        return str(httpx.URL(url).copy_with(userinfo=b"", query=None, fragment=None))[:512]
+        return str(httpx.URL(url).copy_with(userinfo=b"", query=None, fragment=None))
     except (httpx.InvalidURL, TypeError, ValueError):
-        return url[:200]
+        return url

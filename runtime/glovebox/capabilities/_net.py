@@ -88,7 +88,7 @@ def parse_target(method: str, url: str) -> Target:
     path = parts.path or "/"
     problem = path_refusal(path)
     if problem is not None:
-        raise Refusal("denied", f"path {path[:128]} has {problem}")
+        raise Refusal("denied", f"path {path} has {problem}")  # bounded where it is kept, after scrubbing
     address = ip_literal(host)
     return Target(scheme, str(address) if address else host, port or DEFAULT_PORTS[scheme], method, path)
 

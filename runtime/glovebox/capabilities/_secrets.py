@@ -23,6 +23,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from ..model._grants import SecretRule
@@ -115,6 +116,36 @@ class Scrubber:
         if self._text_re is not None and ("%" in text or "\\" in text):
             text = self._text_re.sub(REDACTED, text)
         return text
+
+    def data(self, value: Any) -> Any:
+        """A copy of the JSON value ``value`` with every string in it, keys too, scrubbed.
+
+        Walked with an explicit stack, so a value nested however deep cannot exhaust the interpreter's.
+
+        >>> scrub = Scrubber([Secret(SecretRule(name="t", source="X", host="a.example.com"), "s3cret")])
+        >>> scrub.data({"s3cret": ["a s3cret", 1, None]})
+        {'[REDACTED]': ['a [REDACTED]', 1, None]}
+        """
+        if not self:
+            return value
+        root: list[Any] = [None]
+        stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
+        while stack:
+            node, parent, key = stack.pop()
+            if isinstance(node, str):
+                parent[key] = self.text(node)
+            elif isinstance(node, dict):
+                names = [self.text(name) if isinstance(name, str) else name for name in node]
+                copy: dict[Any, Any] = dict.fromkeys(names)
+                parent[key] = copy
+                stack.extend((item, copy, name) for name, item in zip(names, node.values(), strict=True))
+            elif isinstance(node, list):
+                items: list[Any] = [None] * len(node)
+                parent[key] = items
+                stack.extend((item, items, index) for index, item in enumerate(node))
+            else:
+                parent[key] = node
+        return root[0]
 
 
 _REDACTED_BYTES = REDACTED.encode()

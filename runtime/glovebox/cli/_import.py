@@ -119,6 +119,11 @@ def _report(result: ImportResult, policy_out: str | None, as_json: bool) -> None
 )
 @click.option("--timeout-ms", type=click.IntRange(min=1), help="Deadline of each call (limits.timeout_ms).")
 @click.option("--output-bytes", type=click.IntRange(min=1), help="Largest output of a call (limits.output_bytes).")
+@click.option(
+    "--propagate-trace",
+    is_flag=True,
+    help="Send each call's W3C trace context to the server (off: the server learns no trace ids).",
+)
 @_diff_options
 @click.pass_context
 def import_mcp_command(

@@ -87,12 +87,14 @@ def import_graphql(
         schema: an SDL file or an introspection result (JSON) file.
         endpoint: the GraphQL endpoint URL every tool POSTs to.
         name: the API name; default: the schema file's stem.
-        depth: how many levels of object fields each tool selects (cycles are cut).
+        depth: how many levels of object fields each tool selects, 1 to 8 (cycles are cut).
         accept_widening: let a re-import give an existing operation a new host, method or path.
         dry_run: compute the diff and the policy fragment; register nothing.
 
     Raises:
-        InvalidSpec: the schema does not parse; the message names the line and column.
+        InvalidSpec: the schema does not parse, is over 8 MiB, or nests an argument's type too
+            deeply; the message names the line and column, or the field and argument.
+        ValueError: ``depth`` is out of range.
         WideningRefused: a re-import widens an operation and ``accept_widening`` is not set.
     """
     from ._graphql import plan_graphql

@@ -16,7 +16,8 @@ tools ``Source.owns`` — and then, in one registry transaction:
 A planned name that any registered version, deprecated or not, holds without
 being owned by the source refuses the whole import. A changed tool that may
 reach more than its previous version — an HTTP rule's host, scheme, port,
-method or path, or for a remote MCP tool its server or a secret it is sent —
+method or path, or for a remote MCP tool its server, a secret it is sent, or the
+caller's trace context (``propagate_trace``) —
 is a *widening*; :func:`apply` refuses the whole import
 (``widening_refused``) unless ``accept_widening`` is set.
 """
@@ -212,6 +213,8 @@ def _reach(runtime: Runtime, manifest: Manifest, descriptor: bytes | None) -> se
         remote = Descriptor.from_bytes(descriptor)
         found.add(("mcp-remote", remote.url))
         found |= {("mcp-remote", remote.url, header, secret) for header, secret in remote.headers.items()}
+        if remote.propagate_trace:
+            found.add(("mcp-remote", remote.url, "trace"))
     return found
 
 
@@ -229,6 +232,8 @@ def _stored(runtime: Runtime, info: ToolInfo) -> bytes | None:
 
 def _show(item: Reach) -> str:
     if item[0] == "mcp-remote":
+        if len(item) == 3:
+            return f"the caller's trace context sent to {item[1]}"
         return f"the MCP server {item[1]}" if len(item) == 2 else f"secret {item[3]} sent in {item[2]} to {item[1]}"
     host, scheme, port, method, path = item
     return f"{method} {scheme}://{host}:{port or 'default'}{path}"

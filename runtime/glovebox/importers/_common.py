@@ -20,6 +20,8 @@ __all__ = [
     "http_rule",
     "kebab",
     "parse_server",
+    "parse_spec",
+    "read_source",
     "read_spec",
     "tool_name",
 ]
@@ -31,6 +33,8 @@ FETCH_TIMEOUT_S = 15.0
 #: The limits of every imported operation: a small guest waiting on one upstream request.
 OPERATION_LIMITS = Limits(fuel=200_000_000, memory_bytes=16 * 1024 * 1024, timeout_ms=15_000)
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+#: A run of path-template parameters: one ``*`` in the grant, however many are adjacent.
+_PARAMETERS = re.compile(r"(?:\{[^}/]*\})+")
 
 
 def kebab(text: str) -> str:
@@ -97,10 +101,17 @@ def parse_server(url: str, where: str) -> Server:
 
 
 def http_rule(server: Server, method: str, path_template: str, where: str) -> HttpRule:
-    """The one HTTP rule of an operation: its host, scheme, port, method and path (each ``{x}`` one segment)."""
+    """The one HTTP rule of an operation: its host, scheme, port, method and path.
+
+    Each ``{x}`` matches within one segment: adjacent parameters (``{a}{b}``)
+    become one ``*``, never ``**``, which would match any number of segments.
+
+    >>> http_rule(parse_server("https://api.example.com/v1", "-"), "GET", "/x/{a}{b}.json", "-").paths
+    ['/v1/x/*.json']
+    """
     if "*" in server.base_path + path_template:
         raise InvalidSpec(f"{where}: path {path_template!r}: a literal '*' cannot be granted", details={"place": where})
-    pattern = server.base_path + re.sub(r"\{[^}/]*\}", "*", path_template)
+    pattern = server.base_path + _PARAMETERS.sub("*", path_template)
     try:
         parse_path_pattern(pattern)
         return HttpRule(
@@ -119,19 +130,32 @@ def http_rule(server: Server, method: str, path_template: str, where: str) -> Ht
 
 def read_spec(source: str | Path) -> tuple[Any, str]:
     """Read and parse a spec (YAML or JSON) from a file or an http(s) URL; return (document, origin)."""
-    text, origin = _fetch(str(source)) if _is_url(source) else _read(Path(source))
-    import yaml  # YAML is a superset of JSON: one parser for both
+    text, origin = read_source(source)
+    return parse_spec(text, origin), origin
+
+
+def read_source(source: str | Path) -> tuple[str, str]:
+    """The text of a spec file or URL and its origin, bounded by :data:`MAX_SPEC_BYTES` (and, for a URL,
+    :data:`FETCH_TIMEOUT_S` in all)."""
+    return _fetch(str(source)) if _is_url(source) else _read(Path(source))
+
+
+def parse_spec(text: str, origin: str) -> Any:
+    """Parse spec text as YAML (a superset of JSON) without aliases; errors name the line."""
+    import yaml
 
     try:
-        return yaml.load(text, Loader=_loader()), origin  # noqa: S506 - a SafeLoader without aliases
+        return yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader without aliases
     except InvalidSpec as exc:
         raise InvalidSpec(f"{origin}: {exc.message}", details=exc.details) from exc
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "unknown place"
         raise InvalidSpec(f"{origin}: {line}: not valid YAML/JSON: {exc.problem}", details={"place": line}) from exc
-    except (yaml.YAMLError, RecursionError) as exc:
+    except yaml.YAMLError as exc:
         raise InvalidSpec(f"{origin}: not valid YAML/JSON: {exc}") from exc
+    except RecursionError as exc:  # the parser recurses once per level
+        raise InvalidSpec(f"{origin}: the document is nested too deeply to read") from exc
 
 
 def _loader() -> Any:
@@ -156,33 +180,52 @@ def _is_url(source: str | Path) -> bool:
 
 
 def _read(path: Path) -> tuple[str, str]:
+    """A regular file's text, at most :data:`MAX_SPEC_BYTES` read (a FIFO or a device is refused unopened
+    for reading: it is opened non-blocking, checked, and never read)."""
+    import os
+    import stat
+
     try:
-        if path.stat().st_size > MAX_SPEC_BYTES:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise InvalidSpec(f"{path}: not a regular file")
+            data = handle.read(MAX_SPEC_BYTES + 1)
+        if len(data) > MAX_SPEC_BYTES:
             raise InvalidSpec(f"{path}: over the {MAX_SPEC_BYTES}-byte spec limit")
-        return path.read_text(encoding="utf-8"), str(path)
+        return data.decode("utf-8"), str(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidSpec(f"cannot read {path}: {exc}") from exc
 
 
 def _fetch(url: str) -> tuple[str, str]:
-    """GET a spec once: bounded in size and (in all) in time, no redirects followed."""
-    import time
+    """GET a spec once: bounded in size and, in all (connect, headers, body), in time; no redirects followed.
 
+    Every socket operation gets the time left before one deadline (the HTTP
+    capability's transport), so a server trickling its headers or its body
+    cannot hold an import past :data:`FETCH_TIMEOUT_S`.
+    """
     import httpx
 
-    deadline = time.monotonic() + FETCH_TIMEOUT_S
+    from ..capabilities._deadline import Deadline, deadline_transport
+    from ..capabilities._net import ssl_context
+
+    deadline = Deadline()
+    deadline.start(FETCH_TIMEOUT_S)
     chunks, size = [], 0
+    transport = deadline_transport(deadline, ssl_context())
     try:
-        with httpx.stream("GET", url, timeout=FETCH_TIMEOUT_S, follow_redirects=False) as response:
-            if response.status_code != 200:
-                raise InvalidSpec(f"{url}: answered HTTP {response.status_code}")
-            for chunk in response.iter_bytes():
-                size += len(chunk)
-                if size > MAX_SPEC_BYTES:
-                    raise InvalidSpec(f"{url}: over the {MAX_SPEC_BYTES}-byte spec limit")
-                if time.monotonic() > deadline:
-                    raise InvalidSpec(f"{url}: took over {FETCH_TIMEOUT_S:g} s")
-                chunks.append(chunk)
+        with httpx.Client(transport=transport, trust_env=False, follow_redirects=False) as client:
+            with client.stream("GET", url, timeout=FETCH_TIMEOUT_S) as response:
+                if response.status_code != 200:
+                    raise InvalidSpec(f"{url}: answered HTTP {response.status_code}")
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > MAX_SPEC_BYTES:
+                        raise InvalidSpec(f"{url}: over the {MAX_SPEC_BYTES}-byte spec limit")
+                    chunks.append(chunk)
+    except httpx.TimeoutException as exc:
+        raise InvalidSpec(f"{url}: took over {FETCH_TIMEOUT_S:g} s (the whole fetch is bounded)") from exc
     except httpx.HTTPError as exc:
         raise InvalidSpec(f"{url}: cannot fetch the spec: {exc}") from exc
     try:

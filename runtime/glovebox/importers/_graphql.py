@@ -1,8 +1,10 @@
 """``glovebox import graphql``: each Query field a read tool, each Mutation field a write tool.
 
-The schema is SDL or an introspection result (JSON), parsed by
-``graphql-core``; a schema that does not parse or build is refused naming the
-line and column. A field's arguments make the input schema (scalars, enums,
+The schema is SDL or an introspection result (JSON) of at most 8 MiB (a regular
+file), parsed by ``graphql-core``; a schema that does not parse or build is
+refused naming the line and column, one nested too deeply to parse is refused,
+and an argument whose type nests more than :data:`MAX_INPUT_DEPTH` lists and
+input objects is refused naming the field and argument. A field's arguments make the input schema (scalars, enums,
 input objects as ``$defs``, lists, non-null as required); its output is
 selected to a bounded depth (``depth``, default 2): scalar and enum fields
 always, object fields while depth remains and the type is not already on the
@@ -19,9 +21,14 @@ from typing import Any
 from ..core._errors import InvalidSpec
 from ..model._manifest import GraphqlField, Manifest, Operation
 from ._batch import Planned, SecretHint
-from ._common import OPERATION_LIMITS, Server, api_name, http_rule, read_spec, tool_name
+from ._common import OPERATION_LIMITS, Server, api_name, http_rule, parse_spec, read_source, tool_name
 
-__all__ = ["plan_graphql"]
+__all__ = ["MAX_INPUT_DEPTH", "MAX_SELECTION_DEPTH", "plan_graphql"]
+
+#: Levels of lists and input objects an argument's type may nest (an input is at most 64 levels deep).
+MAX_INPUT_DEPTH = 64
+#: The deepest output selection a tool may make (``--depth``).
+MAX_SELECTION_DEPTH = 8
 
 _SCALARS: dict[str, Any] = {
     "Int": {"type": "integer"},
@@ -39,10 +46,10 @@ def plan_graphql(
 
     Raises:
         InvalidSpec: the schema does not parse or has nothing to import.
-        ValueError: ``depth`` is below 1.
+        ValueError: ``depth`` is below 1 or above :data:`MAX_SELECTION_DEPTH`.
     """
-    if depth < 1:
-        raise ValueError(f"depth must be at least 1, not {depth}")
+    if not 1 <= depth <= MAX_SELECTION_DEPTH:
+        raise ValueError(f"depth must be from 1 to {MAX_SELECTION_DEPTH}, not {depth}")
     schema, origin = _load(source)
     server = Server(endpoint, "--endpoint")
     api = api_name(name or Path(str(source)).stem, "--name")
@@ -70,26 +77,25 @@ def _load(source: str | Path) -> tuple[Any, str]:
     from graphql import GraphQLError, build_client_schema, build_schema
 
     path = Path(source)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidSpec(f"cannot read {path}: {exc}") from exc
+    text, origin = read_source(path)  # SDL or JSON: the same byte bound, a regular file only
     try:
         if text.lstrip().startswith("{"):
-            data, _ = read_spec(path)
+            data = parse_spec(text, origin)
             data = data.get("data", data) if isinstance(data, dict) else data
-            return build_client_schema(data), str(path)
-        return build_schema(text), str(path)
+            return build_client_schema(data), origin
+        return build_schema(text), origin
     except GraphQLError as exc:
         where = ", ".join(f"line {loc.line}, column {loc.column}" for loc in exc.locations or [])
         raise InvalidSpec(f"{path}: {where or 'schema'}: {exc.message}", details={"place": where}) from exc
+    except RecursionError as exc:  # graphql-core parses and builds types recursively
+        raise InvalidSpec(f"{path}: the schema is nested too deeply to parse") from exc
     except (TypeError, ValueError, KeyError) as exc:
         raise InvalidSpec(f"{path}: not a GraphQL schema or introspection result: {exc}") from exc
 
 
 def _field(api: str, server: Server, root: str, name: str, field: Any, action: str, depth: int, where: str) -> Planned:
     defs: dict[str, Any] = {}
-    properties = {arg: _input_type(spec.type, defs) for arg, spec in field.args.items()}
+    properties = {arg: _input_type(spec.type, defs, f"{where}({arg})") for arg, spec in field.args.items()}
     for arg, spec in field.args.items():
         if spec.description:
             properties[arg] = {**properties[arg], "description": spec.description}
@@ -150,14 +156,23 @@ def _non_null(kind: Any) -> bool:
     return isinstance(kind, GraphQLNonNull)
 
 
-def _input_type(kind: Any, defs: dict[str, Any]) -> Any:
-    """The JSON Schema of a GraphQL input type (non-null only makes an argument or field required)."""
+def _input_type(kind: Any, defs: dict[str, Any], where: str, depth: int = 0) -> Any:
+    """The JSON Schema of a GraphQL input type (non-null only makes an argument or field required).
+
+    Raises:
+        InvalidSpec: the type nests deeper than :data:`MAX_INPUT_DEPTH` levels, naming the argument and type.
+    """
     from graphql import GraphQLEnumType, GraphQLInputObjectType, GraphQLList, GraphQLNonNull, GraphQLScalarType
 
+    if depth > MAX_INPUT_DEPTH:
+        raise InvalidSpec(
+            f"{where}: input type {kind} is nested deeper than {MAX_INPUT_DEPTH} levels (lists and input objects)",
+            details={"place": where, "type": str(kind)},
+        )
     if isinstance(kind, GraphQLNonNull):
-        return _input_type(kind.of_type, defs)
+        return _input_type(kind.of_type, defs, where, depth)
     if isinstance(kind, GraphQLList):
-        return {"type": "array", "items": _input_type(kind.of_type, defs)}
+        return {"type": "array", "items": _input_type(kind.of_type, defs, where, depth + 1)}
     if isinstance(kind, GraphQLEnumType):
         return {"enum": list(kind.values)}
     if isinstance(kind, GraphQLScalarType):
@@ -168,7 +183,7 @@ def _input_type(kind: Any, defs: dict[str, Any]) -> Any:
             fields = kind.fields
             defs[kind.name] = {
                 "type": "object",
-                "properties": {key: _input_type(value.type, defs) for key, value in fields.items()},
+                "properties": {key: _input_type(value.type, defs, where, depth + 1) for key, value in fields.items()},
                 "required": [
                     key
                     for key, value in fields.items()

@@ -2,7 +2,9 @@
 
 The host lists the server's tools with the official ``mcp`` SDK client and
 registers each as ``<prefix>-<remote name>`` (lower-cased, characters outside
-``[a-z0-9_-]`` replaced by ``-``, cut to 64), with the remote description and
+``[a-z0-9_-]`` replaced by ``-``, cut to 64), with the remote description (cut
+to :data:`DESCRIPTION_CHARS` after the listing was scrubbed of the header
+secrets, see ``glovebox.remote._proxy``) and
 input schema (held to the host's schema rules; a schema the host cannot
 accept refuses the whole import, naming the tool), the remote ``outputSchema``
 or ``true``, the required scopes given (default ``<prefix>:call``) and the
@@ -58,6 +60,7 @@ def import_mcp(
     header_secrets: Iterable[str] | Mapping[str, str] = (),
     timeout_ms: int | None = None,
     output_bytes: int | None = None,
+    propagate_trace: bool = False,
     accept_widening: bool = False,
     dry_run: bool = False,
 ) -> ImportResult:
@@ -73,7 +76,10 @@ def import_mcp(
             the environment variable ``SECRET_NAME`` in ``HEADER``; only the name is stored.
         timeout_ms: each call's deadline (``limits.timeout_ms``; default the manifest default).
         output_bytes: each call's output cap (``limits.output_bytes``).
-        accept_widening: let a refresh send an existing tool a secret it was not sent before.
+        propagate_trace: send each call's W3C trace context (``traceparent``/``tracestate``
+            in ``_meta``) to the server; off by default, when the server learns no trace ids.
+        accept_widening: let a refresh send an existing tool a secret it was not sent before,
+            or turn on ``propagate_trace``.
         dry_run: list the server and compute the diff; register nothing.
 
     Returns:
@@ -81,7 +87,8 @@ def import_mcp(
 
     Raises:
         ValueError: a malformed URL, name, scope or header secret.
-        InvalidManifest: a remote tool the host cannot accept (named), or a name taken by another tool.
+        InvalidManifest: a remote tool the host cannot accept (named), a name taken by another tool,
+            or a remote tool name holding a secret sent to the server.
         WideningRefused: a changed tool would be sent a new secret and ``accept_widening`` is not set.
         UpstreamError, CallTimeout, OutputTooLarge: the server could not be listed.
     """
@@ -97,7 +104,7 @@ def import_mcp(
     listing = list_remote(url, headers, LIST_TIMEOUT_S, LIST_BYTES)
     prefix = name or sanitize(listing.server_name or urlsplit(url).hostname or "remote")
     required = _scopes(scopes, prefix)
-    planned = [_planned(url, tool, prefix, required, limits, headers) for tool in listing.tools]
+    planned = [_planned(url, tool, prefix, required, limits, headers, propagate_trace) for tool in listing.tools]
     _check_unique(planned, origin_of(url))
     source = Source(
         prefix,
@@ -140,7 +147,16 @@ def _scopes(scopes: Iterable[str] | None, prefix: str) -> list[str]:
     return found
 
 
-def _planned(url: str, tool: Any, prefix: str, scopes: list[str], limits: Limits, headers: dict[str, str]) -> Planned:
+def _planned(
+    url: str,
+    tool: Any,
+    prefix: str,
+    scopes: list[str],
+    limits: Limits,
+    headers: dict[str, str],
+    propagate_trace: bool = False,
+) -> Planned:
+    """The plan of one listed tool (already scrubbed by ``list_remote``: its description is cut after that)."""
     from ..remote._proxy import Descriptor, origin_of
 
     description = (tool.description or "")[:DESCRIPTION_CHARS]
@@ -155,7 +171,7 @@ def _planned(url: str, tool: Any, prefix: str, scopes: list[str], limits: Limits
         "kind": "mcp-remote",
     }
     manifest = parse_manifest(document, f"of the remote tool {tool.name!r} of {origin_of(url)}")
-    descriptor = Descriptor(url, tool.name, description, tool.input_schema, output_schema, headers)
+    descriptor = Descriptor(url, tool.name, description, tool.input_schema, output_schema, headers, propagate_trace)
     return Planned(manifest, where=f"the remote tool {tool.name!r}", descriptor=descriptor.to_bytes())
 
 

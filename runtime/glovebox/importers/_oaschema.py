@@ -4,7 +4,14 @@ A ``$ref`` inside a schema becomes ``#/$defs/<Name>`` (``Name`` from
 ``#/components/schemas/<Name>``, else from the pointer), and its target is
 converted once into ``$defs``, so recursive schemas stay recursive instead of
 being unrolled. Only references within the document are followed: an external
-one is refused before anything else, naming where it is.
+``$ref``, ``$dynamicRef`` or ``$recursiveRef`` is refused before anything else,
+naming where it is, under whatever key it sits (a response named ``default``, a
+schema named ``enum``, a reference inside an ``example`` value: the spec
+validator would follow each of them). A document nested deeper than
+:data:`MAX_DOCUMENT_DEPTH` levels, and a schema nested deeper than
+:data:`MAX_SCHEMA_DEPTH` levels (a ``$ref`` counting as one level and its target
+as the next), are refused naming the place: the walks here use explicit stacks or
+bounded depth, never unbounded recursion.
 
 OpenAPI 3.0's dialect differs from JSON Schema: ``nullable: true`` becomes a
 ``null`` type, boolean ``exclusiveMinimum``/``exclusiveMaximum`` become the
@@ -20,7 +27,13 @@ from urllib.parse import unquote
 
 from ..core._errors import InvalidSpec
 
-__all__ = ["SchemaConverter", "check_refs", "deref", "pointer", "resolve"]
+__all__ = ["MAX_DOCUMENT_DEPTH", "MAX_SCHEMA_DEPTH", "SchemaConverter", "check_refs", "deref", "pointer", "resolve"]
+
+#: Levels of mappings and lists a document may nest.
+MAX_DOCUMENT_DEPTH = 128
+#: Levels of schemas one schema may nest, following each ``$ref`` (an input is at most 64 levels deep).
+MAX_SCHEMA_DEPTH = 64
+_REFS = ("$ref", "$dynamicRef", "$recursiveRef")
 
 _DATA = frozenset({"enum", "const", "default", "example", "examples"})
 _DROP_30 = frozenset({"discriminator", "xml", "externalDocs", "example", "nullable"})
@@ -35,24 +48,33 @@ def pointer(*parts: Any) -> str:
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 
 
-def check_refs(doc: Any, node: Any = None, place: str = "") -> None:
-    """Refuse any ``$ref`` that leaves the document (a file or a URL) or does not resolve, naming where it is."""
-    node = doc if node is None else node
-    if isinstance(node, dict):
-        ref = node.get("$ref")
-        if ref is not None and (not isinstance(ref, str) or not ref.startswith("#")):
+def check_refs(doc: Any) -> None:
+    """Refuse any reference that leaves the document (a file or a URL) or does not resolve, under any key,
+    and a document nested deeper than :data:`MAX_DOCUMENT_DEPTH`, naming the place."""
+    stack: list[tuple[Any, str, int]] = [(doc, "", 0)]
+    while stack:
+        node, place, depth = stack.pop()
+        if depth > MAX_DOCUMENT_DEPTH:
             raise InvalidSpec(
-                f"{place or '/'}/$ref: {ref!r} refers outside the document; only '#/...' references are supported",
-                details={"place": f"{place}/$ref"},
+                f"{place}: the document is nested deeper than {MAX_DOCUMENT_DEPTH} levels", details={"place": place}
             )
-        if ref is not None:
-            resolve(doc, ref, f"{place}/$ref")
-        for key, value in node.items():
-            if key not in _DATA:
-                check_refs(doc, value, f"{place}{pointer(key)}")
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            check_refs(doc, value, f"{place}/{index}")
+        if isinstance(node, dict):
+            _check_node_refs(doc, node, place)
+            stack.extend((value, f"{place}{pointer(key)}", depth + 1) for key, value in node.items())
+        elif isinstance(node, list):
+            stack.extend((value, f"{place}/{index}", depth + 1) for index, value in enumerate(node))
+
+
+def _check_node_refs(doc: Any, node: dict[str, Any], place: str) -> None:
+    for key in _REFS:
+        ref = node.get(key)
+        if key in node and (not isinstance(ref, str) or not ref.startswith("#")):
+            raise InvalidSpec(
+                f"{place}/{key}: {ref!r} refers outside the document; only '#/...' references are supported",
+                details={"place": f"{place}/{key}"},
+            )
+    if "$ref" in node:
+        resolve(doc, node["$ref"], f"{place}/$ref")
 
 
 def resolve(doc: Any, ref: str, place: str) -> Any:
@@ -87,18 +109,37 @@ def deref(doc: Any, node: Any, place: str) -> tuple[Any, str]:
 class SchemaConverter:
     """Converts the schemas of one operation, collecting the ``$defs`` they refer to."""
 
-    def __init__(self, doc: Any, openapi_30: bool) -> None:
+    def __init__(self, doc: Any, openapi_30: bool, origin: str = "(document)") -> None:
         self.doc = doc
         self.openapi_30 = openapi_30
+        self.origin = origin
         self.defs: dict[str, Any] = {}
         self._names: dict[str, str] = {}
+        self._depth = 0
 
     def convert(self, node: Any, place: str) -> Any:
-        """The JSON Schema for the OpenAPI schema ``node`` found at ``place``."""
+        """The JSON Schema for the OpenAPI schema ``node`` found at ``place``.
+
+        Raises:
+            InvalidSpec: the schema nests deeper than :data:`MAX_SCHEMA_DEPTH` (naming the place).
+        """
         if isinstance(node, list):
             return [self.convert(item, f"{place}/{i}") for i, item in enumerate(node)]
         if not isinstance(node, dict):
             return node
+        if self._depth >= MAX_SCHEMA_DEPTH:
+            raise InvalidSpec(
+                f"{self.origin}: {place}: the schema is nested deeper than {MAX_SCHEMA_DEPTH} levels "
+                "(each $ref counting as one level and its target as the next)",
+                details={"place": place},
+            )
+        self._depth += 1
+        try:
+            return self._convert(node, place)
+        finally:
+            self._depth -= 1
+
+    def _convert(self, node: dict[str, Any], place: str) -> Any:
         if isinstance(node.get("$ref"), str):
             return {**self._keep(node), "$ref": f"#/$defs/{self._define(node['$ref'], place)}"}
         converted: dict[str, Any] = {}

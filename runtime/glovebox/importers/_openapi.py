@@ -84,20 +84,68 @@ def _check_document(doc: Any, origin: str) -> None:
         )
     try:
         check_refs(doc)
-    except RecursionError as exc:
-        raise InvalidSpec(f"{origin}: the document is nested too deeply") from exc
-    from openapi_spec_validator import OpenAPIV30SpecValidator, OpenAPIV31SpecValidator
+    except InvalidSpec as exc:
+        raise InvalidSpec(f"{origin}: {exc.message}", details=exc.details) from exc
+    validate_document(doc, version, origin)
 
+
+class _NotRetrieved(Exception):
+    """What the spec validator's resolver raises for every URI: it retrieves nothing."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(uri)
+        self.uri = uri
+
+
+def validate_document(doc: dict[str, Any], version: str, origin: str) -> None:
+    """Validate ``doc`` with ``openapi-spec-validator`` under a resolver that retrieves nothing.
+
+    Only the document itself is registered with the resolver: a reference to
+    any other URI (a file, a URL, a base ``$id`` elsewhere) fails the
+    validation instead of being fetched.
+
+    Raises:
+        InvalidSpec: the document is not valid OpenAPI ``version``; the message names the place.
+    """
+    from jsonschema_path import SchemaPath
+    from jsonschema_path.accessors import SchemaAccessor
+    from openapi_spec_validator import OpenAPIV30SpecValidator, OpenAPIV31SpecValidator
+    from referencing import Registry
+    from referencing.jsonschema import DRAFT202012
+
+    def retrieve(uri: str) -> Any:
+        raise _NotRetrieved(uri)
+
+    registry: Any = Registry(retrieve=retrieve).with_resource("", DRAFT202012.create_resource(doc))  # type: ignore[call-arg]
+    spec = SchemaPath(SchemaAccessor(doc, registry.resolver(base_uri=""), resolved_cache_maxsize=0))
     validator = OpenAPIV30SpecValidator if version.startswith("3.0.") else OpenAPIV31SpecValidator
     try:
-        error = next(iter(validator(doc).iter_errors()), None)
-    except Exception as exc:  # the validator's own resolver failing on what it cannot follow
+        error = next(iter(validator(spec).iter_errors()), None)
+    except Exception as exc:  # the resolver refusing a URI, or the validator failing on what it cannot follow
+        refused = _not_retrieved(exc)
+        if refused is not None:
+            raise InvalidSpec(
+                f"{origin}: a reference to {refused!r} is not retrieved: a spec is read alone, "
+                "the host fetches no other file or URL"
+            ) from exc
         raise InvalidSpec(f"{origin}: invalid OpenAPI {version}: {exc}") from exc
     if error is not None:
         place = pointer(*error.path) or "/"
         raise InvalidSpec(
             f"{origin}: {place}: invalid OpenAPI {version}: {error.message}", details={"place": place}
         ) from error
+
+
+def _not_retrieved(exc: BaseException) -> str | None:
+    """The URI the resolver refused somewhere in ``exc``'s chain, or None."""
+    seen: set[int] = set()
+    found: BaseException | None = exc
+    while found is not None and id(found) not in seen:
+        if isinstance(found, _NotRetrieved):
+            return found.uri
+        seen.add(id(found))
+        found = found.__cause__ or found.__context__
+    return None
 
 
 def _server(doc: dict[str, Any], override: str | None, origin: str) -> Server:
@@ -121,7 +169,7 @@ def _operation(
 ) -> Planned:
     operation = item[method]
     where = f"{origin}: {place}"
-    converter = SchemaConverter(doc, str(doc["openapi"]).startswith("3.0."))
+    converter = SchemaConverter(doc, str(doc["openapi"]).startswith("3.0."), origin)
     parameters = _parameters(doc, item, operation, place, origin)
     properties: dict[str, Any] = {}
     required: list[str] = []

@@ -17,7 +17,22 @@ carries the output twice: as ``structuredContent`` and as text), and the
 output itself at ``limits.output_bytes``. Every failure of the exchange is
 translated here, once, into a call error: the deadline is ``timeout``, the byte
 cap ``output_too_large``, ``isError`` ``guest_error``, anything else the server
-or the network does ``upstream_error`` naming the server's origin.
+or the network does ``upstream_error`` naming the server's origin. What the
+host keeps of a failure (the log line, the error message) is scrubbed of the
+call's secrets before it is cut, so a cut never leaves part of a secret.
+
+Trace context: the SDK client adds the current W3C ``traceparent`` and
+``tracestate`` to each message's ``_meta``. The host rewrites every message it
+sends: the trace keys (and ``baggage``) are removed, and only a tool imported
+with ``propagate_trace`` gets, on its ``tools/call`` message, the
+``traceparent``/``tracestate`` current when the call started (its
+``glovebox.call`` span when traced). No other message (``initialize``, a
+listing at import, refresh or call) carries one.
+
+A listing is scrubbed like an answer: every string of the server's name and of
+each tool's description and schemas (keys too) has the secrets sent to the
+server replaced; a tool whose *name* holds one refuses the import (its name is
+what a call sends back, so it cannot be replaced).
 """
 
 from __future__ import annotations
@@ -39,10 +54,13 @@ from ..core._errors import (
     CallTimeout,
     GuestError,
     InternalError,
+    InvalidManifest,
     OutputTooLarge,
     ToolNotFound,
     UpstreamError,
 )
+from ..sandbox._callstate import clip
+from ..telemetry import _tracing
 from ._headers import HeaderSecrets, read_secrets
 
 if TYPE_CHECKING:
@@ -59,6 +77,11 @@ MAX_DESCRIPTOR_BYTES = 4 * 1024 * 1024
 PROTOCOL_OVERHEAD_BYTES = 64 * 1024
 #: Characters of a remote error text kept in the call's error message.
 ERROR_TEXT_CHARS = 1000
+#: Characters of a failed exchange kept in the log line, and in the error's reason.
+LOG_CHARS = 500
+REASON_CHARS = 300
+#: The ``_meta`` keys of a message that carry trace context (the host decides them, never the SDK).
+TRACE_KEYS = ("traceparent", "tracestate", "baggage")
 T = TypeVar("T")
 
 
@@ -80,10 +103,17 @@ class Descriptor:
     input_schema: dict[str, Any] | bool = True
     output_schema: dict[str, Any] | bool = True
     headers: dict[str, str] = field(default_factory=dict)  # header name -> secret name
+    #: Send the call's W3C trace context to the server (in ``_meta``); off unless imported with it.
+    propagate_trace: bool = False
 
     def to_bytes(self) -> bytes:
-        """Canonical JSON (sorted keys, no spaces): the artifact whose SHA-256 is the tool's digest."""
+        """Canonical JSON (sorted keys, no spaces): the artifact whose SHA-256 is the tool's digest.
+
+        ``propagate_trace`` is written only when set, so a descriptor made before it existed keeps its digest.
+        """
         document = {"format": FORMAT, **self.__dict__}
+        if not self.propagate_trace:
+            del document["propagate_trace"]
         return canonical_bytes(document)
 
     @property
@@ -146,8 +176,11 @@ class _TooLarge(Exception):
     pass
 
 
-def _capped_client(budget: _Budget, timeout_s: float, headers: Mapping[str, str]) -> httpx2.AsyncClient:
-    """An HTTP client whose responses count against ``budget`` (no proxies or settings from the environment)."""
+def _capped_client(
+    budget: _Budget, timeout_s: float, headers: Mapping[str, str], trace: Mapping[str, str] | None
+) -> httpx2.AsyncClient:
+    """An HTTP client whose responses count against ``budget`` and whose requests carry ``trace`` as their
+    only trace context (see :func:`with_trace`); no proxies or settings from the environment."""
     import httpx2
 
     class CappedStream(httpx2.AsyncByteStream):
@@ -164,7 +197,7 @@ def _capped_client(budget: _Budget, timeout_s: float, headers: Mapping[str, str]
 
     class CappedTransport(httpx2.AsyncHTTPTransport):
         async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-            response = await super().handle_async_request(request)
+            response = await super().handle_async_request(_retraced(request, trace))
             assert isinstance(response.stream, httpx2.AsyncByteStream)
             return httpx2.Response(
                 response.status_code,
@@ -178,12 +211,73 @@ def _capped_client(budget: _Budget, timeout_s: float, headers: Mapping[str, str]
     )
 
 
+def _retraced(request: httpx2.Request, trace: Mapping[str, str] | None) -> httpx2.Request:
+    """``request`` with its JSON-RPC body's trace context replaced (the same request when nothing changes)."""
+    import httpx2
+
+    if request.method != "POST" or not request.headers.get("content-type", "").startswith("application/json"):
+        return request
+    body = request.content
+    rewritten = with_trace(body, trace)
+    if rewritten is body:
+        return request
+    headers = [(name, value) for name, value in request.headers.raw if name.lower() != b"content-length"]
+    return httpx2.Request(
+        request.method, request.url, headers=headers, content=rewritten, extensions=request.extensions
+    )
+
+
+def with_trace(body: bytes, trace: Mapping[str, str] | None) -> bytes:
+    """A JSON-RPC body whose messages' ``_meta`` hold no trace keys but ``trace`` on a ``tools/call``.
+
+    Returns ``body`` itself when nothing changes (no message carries trace keys and ``trace`` is None).
+
+    >>> with_trace(b'{"method":"tools/list","params":{"_meta":{"traceparent":"00-1-2-01"}}}', None)
+    b'{"method":"tools/list"}'
+    """
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return body
+    changed = False
+    for message in document if isinstance(document, list) else [document]:
+        if isinstance(message, dict):
+            changed |= _retrace(message, trace)
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode() if changed else body
+
+
+def _retrace(message: dict[str, Any], trace: Mapping[str, str] | None) -> bool:
+    trace = trace if message.get("method") == "tools/call" else None
+    params = message.get("params")
+    if params is None and trace and "method" in message:
+        params = message["params"] = {}
+    if not isinstance(params, dict):
+        return False
+    meta = params.get("_meta")
+    meta = dict(meta) if isinstance(meta, dict) else {}
+    before = dict(meta)
+    for key in TRACE_KEYS:
+        meta.pop(key, None)
+    meta.update(trace or {})
+    if meta == before and ("_meta" in params or meta):
+        return False
+    if meta:
+        params["_meta"] = meta
+    else:
+        params.pop("_meta", None)
+        if not params:
+            message.pop("params")
+    return True
+
+
 @asynccontextmanager
-async def _session(url: str, headers: Mapping[str, str], budget: _Budget, timeout_s: float) -> AsyncIterator[Client]:
+async def _session(
+    url: str, headers: Mapping[str, str], budget: _Budget, timeout_s: float, trace: Mapping[str, str] | None
+) -> AsyncIterator[Client]:
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    async with _capped_client(budget, timeout_s, headers) as http:
+    async with _capped_client(budget, timeout_s, headers, trace) as http:
         transport = streamable_http_client(url, http_client=http, max_sse_event_size=budget.limit + 1)
         async with Client(transport, cache=None, read_timeout_seconds=timeout_s) as client:
             yield client
@@ -224,8 +318,8 @@ def _translate(exc: BaseException, budget: _Budget, origin: str, scrub: Scrubber
     if any(isinstance(leaf, TimeoutError) for leaf in leaves):
         return CallTimeout(f"the remote MCP server {origin} did not answer within the call's deadline", details=details)
     leaf = leaves[0]
-    logger.info("remote MCP exchange with %s failed: %s", origin, scrub.text(repr(leaf)[:500]))
-    reason = scrub.text(_reason(leaf))[:300]
+    logger.info("remote MCP exchange with %s failed: %s", origin, clip(repr(leaf), scrub.text, LOG_CHARS))
+    reason = clip(_reason(leaf), scrub.text, REASON_CHARS)
     return UpstreamError(f"the remote MCP server {origin} failed: {reason}", details=details)
 
 
@@ -247,13 +341,15 @@ def _exchange(
     limit_bytes: int,
     timeout_s: float,
     work: Callable[[Client], Awaitable[T]],
+    trace: Mapping[str, str] | None = None,
 ) -> T:
-    """Open a session to ``url`` and run ``work`` on it within ``timeout_s`` and ``limit_bytes``."""
+    """Open a session to ``url`` and run ``work`` on it within ``timeout_s`` and ``limit_bytes``; the
+    messages sent carry ``trace`` as their only trace context."""
     values, scrub = secrets
     budget = _Budget(limit_bytes)
 
     async def main() -> T:
-        async with _session(url, values, budget, timeout_s) as client:
+        async with _session(url, values, budget, timeout_s, trace) as client:
             return await work(client)
 
     try:
@@ -284,10 +380,10 @@ def call_remote(descriptor: Descriptor, arguments: dict[str, Any], timeout_ms: i
         return await client.call_tool(descriptor.tool, arguments)
 
     limit = 2 * output_bytes + PROTOCOL_OVERHEAD_BYTES
-    result = _exchange(descriptor.url, secrets, limit, timeout_ms / 1000, work)
+    trace = _tracing.carrier() if descriptor.propagate_trace else None
+    result = _exchange(descriptor.url, secrets, limit, timeout_ms / 1000, work, trace)
     if result.is_error:
-        text = scrub.text(_text_of(result.content))
-        cut = text[:ERROR_TEXT_CHARS] + ("…" if len(text) > ERROR_TEXT_CHARS else "")
+        cut = clip(_text_of(result.content), scrub.text, ERROR_TEXT_CHARS)
         raise GuestError(f"the remote tool {descriptor.tool!r} failed: {cut}", details={"server": descriptor.origin})
     output = scrub.text(_output_text(result))
     size = len(output.encode("utf-8", "surrogatepass"))
@@ -326,21 +422,32 @@ MAX_TOOLS = 1000
 
 
 @dataclass(frozen=True)
+class ListedTool:
+    """One tool as a server lists it, scrubbed of the secrets sent to the server."""
+
+    name: str
+    description: str
+    input_schema: Any
+    output_schema: Any
+
+
+@dataclass(frozen=True)
 class Listing:
-    """What a server says about itself and its tools."""
+    """What a server says about itself and its tools (scrubbed)."""
 
     server_name: str
-    tools: list[Any]
+    tools: list[ListedTool]
 
 
 def list_remote(url: str, headers: HeaderSecrets, timeout_s: float, limit_bytes: int) -> Listing:
-    """Every tool the server at ``url`` lists (all pages), within one deadline and byte cap.
+    """Every tool the server at ``url`` lists (all pages), within one deadline and byte cap, scrubbed.
 
     Raises:
         UpstreamError, CallTimeout, OutputTooLarge: the server cannot be listed.
+        InvalidManifest: a tool's name holds a secret sent to the server.
     """
 
-    async def work(client: Client) -> Listing:
+    async def work(client: Client) -> tuple[str, list[Any]]:
         tools: list[Any] = []
         cursor: str | None = None
         for _ in range(MAX_PAGES):
@@ -350,9 +457,27 @@ def list_remote(url: str, headers: HeaderSecrets, timeout_s: float, limit_bytes:
             if cursor is None or len(tools) > MAX_TOOLS:
                 break
         info = client.server_info
-        return Listing(info.name if info is not None else "", tools)
+        return (info.name if info is not None else ""), tools
 
-    listing = _exchange(url, read_secrets(url, headers), limit_bytes, timeout_s, work)
-    if len(listing.tools) > MAX_TOOLS:
+    secrets = read_secrets(url, headers)
+    name, tools = _exchange(url, secrets, limit_bytes, timeout_s, work)
+    if len(tools) > MAX_TOOLS:
         raise UpstreamError(f"the remote MCP server {origin_of(url)} lists more than {MAX_TOOLS} tools")
-    return listing
+    scrub = secrets[1]
+    return Listing(scrub.text(name), [_scrubbed(tool, index, scrub, url) for index, tool in enumerate(tools)])
+
+
+def _scrubbed(tool: Any, index: int, scrub: Scrubber, url: str) -> ListedTool:
+    """A listed tool with every string of its description and schemas scrubbed; refused if its name holds a secret."""
+    if scrub.text(tool.name) != tool.name:
+        raise InvalidManifest(
+            f"the remote tool #{index + 1} of {origin_of(url)} has a name holding a secret the host sends "
+            "to the server; refusing the import",
+            details={"server": origin_of(url), "tool_index": index + 1},
+        )
+    return ListedTool(
+        name=tool.name,
+        description=scrub.text(tool.description or ""),
+        input_schema=scrub.data(tool.input_schema),
+        output_schema=scrub.data(tool.output_schema),
+    )
