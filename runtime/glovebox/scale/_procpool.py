@@ -56,16 +56,6 @@ CLOSE_TIMEOUT_S = 120.0
 MAX_RESTART_DELAY_S = 5.0
 
 
-class _NotPicklable:
-    """Stands in for an input that cannot cross to a worker (it is not JSON either)."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-
-    def __repr__(self) -> str:
-        return f"<{self.kind} object>"
-
-
 @dataclass
 class _Pending:
     future: Future[CallResult]

@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core._errors import InvalidInput
-from ..core._jsonlimits import JsonRejected, check_value
+from ..core._jsonlimits import JsonRejected, check_value, escape_surrogates
 from ..schema._schemas import encode_input
 
-__all__ = ["STOP", "BadRequest", "Request", "decode", "encode"]
+__all__ = ["STOP", "BadRequest", "Request", "decode", "encode", "is_unicode"]
 
 #: The message that tells a worker to stop.
 STOP = b"null"
@@ -154,3 +154,8 @@ def _stand_in(problem: str) -> Any:
 def _named(type_name: str) -> type:
     """A class named ``type_name`` (the JSON encoder's error names the type of what it refuses)."""
     return type(type_name, (), {"__slots__": (), "__module__": __name__})
+
+
+def is_unicode(*texts: str | None) -> bool:
+    """Whether every text is valid Unicode (a lone surrogate is refused before the input is looked at)."""
+    return all(text is None or escape_surrogates(text) == text for text in texts)

@@ -29,11 +29,10 @@ from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ..core._jsonlimits import escape_surrogates
 from ..runtime._internal import internals
 from ..runtime._runtime import Runtime
 from ..telemetry import _tracing
-from ._procwire import BadRequest, Request, decode
+from ._procwire import BadRequest, Request, decode, is_unicode
 
 __all__ = ["serve"]
 
@@ -77,7 +76,7 @@ def _answer(runtime: Runtime, conn: Connection, send_lock: threading.Lock, reque
     spans: list[Any] = []
     token = _tracing.attach_headers(trace) if trace else None
     try:
-        if request.refusal is not None and _unicode(name, principal):  # as Runtime.call refuses it, first
+        if request.refusal is not None and is_unicode(name, principal):  # as Runtime.call refuses it, first
             result = internals(runtime).refuse(name, None, principal, request.refusal, call_id)
         else:  # (a name or principal that is not valid Unicode is refused before the input)
             result = internals(runtime).call_as(call_id, name, request.input, principal, spans)
@@ -95,10 +94,6 @@ def _answer(runtime: Runtime, conn: Connection, send_lock: threading.Lock, reque
     except Exception:
         logger.exception("cannot send the answer of call %s to the pool", call_id)
         _send(conn, send_lock, ("failed", call_id))
-
-
-def _unicode(*texts: str | None) -> bool:
-    return all(text is None or escape_surrogates(text) == text for text in texts)
 
 
 def _send(conn: Connection, send_lock: threading.Lock, answer: tuple[Any, ...]) -> None:

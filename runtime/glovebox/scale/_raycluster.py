@@ -43,8 +43,9 @@ from ..policy import Policy
 from ..registry._registration import ManifestSource
 from ..runtime._internal import internals
 from ..runtime._runtime import Runtime
+from . import _procwire
 from ._front import FrontRuntime
-from ._procpool import _NotPicklable, lost_call
+from ._procpool import lost_call
 from ._rayreplica import Artifact, Replica, policy_digest
 
 __all__ = ["RayRuntime", "keep_trap_handlers"]
@@ -328,6 +329,8 @@ class RayRuntime(FrontRuntime):
         """Book the call on a replica, or answer how the driver answers it (an unknown tool, overloaded)."""
         if not isinstance(name, str):
             raise TypeError(f"tool name must be a str, not {type(name).__name__}")
+        if principal is not None and not isinstance(principal, str):
+            raise TypeError(f"principal must be a str or None, not {type(principal).__name__}")
         if self._closed:
             raise ValueError("this RayRuntime is closed")
         call_id = uuid.uuid4().hex
@@ -341,11 +344,8 @@ class RayRuntime(FrontRuntime):
         if slot is None:
             return functools.partial(self._internal.refuse, name, value, principal, self._overloaded(), call_id)
         artifact = self._artifact(info)
-        try:
-            ref = slot.actor.call.remote(call_id, name, value, principal, artifact)
-        except Exception:  # the input cannot be serialised: it is not JSON either
-            stand_in = _NotPicklable(type(value).__name__)
-            ref = slot.actor.call.remote(call_id, name, stand_in, principal, artifact)
+        # As JSON text, as a ProcessPool worker gets it: a replica unpickles nothing the caller chose.
+        ref = slot.actor.call.remote(_procwire.encode(call_id, name, value, principal, None), artifact)
         return _Booked(slot, ref, call_id, name, value, principal)
 
     def _choose(self, digest: str) -> _Slot | None:

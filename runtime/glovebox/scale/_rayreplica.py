@@ -32,6 +32,7 @@ from ..policy import decide
 from ..runtime._envelope import failure, new_meta
 from ..runtime._internal import internals
 from ..runtime._runtime import Runtime
+from ._procwire import BadRequest, decode, is_unicode
 
 __all__ = ["Artifact", "Replica"]
 
@@ -71,16 +72,19 @@ class Replica:
         node = ray.get_runtime_context().get_node_id()
         return {"pid": os.getpid(), "node_id": node, "home": str(self.runtime.home), "replica": self.replica_id}
 
-    def call(self, call_id: str, name: str, value: Any, principal: str | None, artifact: Artifact | None) -> Any:
-        """Run one call; answer its envelope, with ``meta.worker_pid`` and ``meta.replica``."""
-        if artifact is None:
-            result = internals(self.runtime).call_as(call_id, name, value, principal)
+    def call(self, data: bytes, artifact: Artifact) -> Any:
+        """Run one call (its request as ``_procwire`` JSON text, never a pickle of the caller's value);
+        answer its envelope, with ``meta.worker_pid`` and ``meta.replica``."""
+        request = decode(data)  # BadRequest: the driver answers the call as failed (a RayError)
+        if request is None:
+            raise BadRequest("a stop message is not a call")
+        call_id, value, principal = request.call_id, request.input, request.principal
+        if request.refusal is not None and is_unicode(request.name, principal):  # first, as Runtime.call
+            result = internals(self.runtime).refuse(artifact.ref, None, principal, request.refusal, call_id)
+        elif (failure := self._ensure(artifact)) is not None:
+            result = self._refused(call_id, artifact, value, principal, failure)
         else:
-            failure = self._ensure(artifact)
-            if failure is None:
-                result = internals(self.runtime).call_as(call_id, artifact.ref, value, principal)
-            else:
-                result = self._refused(call_id, artifact, value, principal, failure)
+            result = internals(self.runtime).call_as(call_id, artifact.ref, value, principal)
         result.meta["worker_pid"] = os.getpid()
         result.meta["replica"] = self.replica_id
         return result.to_dict()
