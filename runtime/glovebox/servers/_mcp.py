@@ -122,10 +122,22 @@ def tool_result(result: CallResult, output_schema: Any = True) -> types.CallTool
     A failed call carries no ``structuredContent``: its envelope would not match
     the tool's ``outputSchema``, and clients check it even when ``isError`` is set.
     """
-    text = [types.TextContent(text=json.dumps(result.to_dict(), ensure_ascii=False))]
+    text = [types.TextContent(text=_json_line(result.to_dict()))]
     if result.ok:
         return types.CallToolResult(content=text, structured_content=wrap_output(output_schema, result.output))
     return types.CallToolResult(content=text, is_error=True)
+
+
+def _json_line(value: Any) -> str:
+    """``value`` as JSON text on one line: what a tool puts in it cannot start a line a model reads.
+
+    JSON escapes the control characters; U+0085, U+2028 and U+2029 (line breaks to
+    ``str.splitlines`` and many renderers) it leaves as they are, so they are escaped here.
+    """
+    return json.dumps(value, ensure_ascii=False).translate(_LINE_BREAKS)
+
+
+_LINE_BREAKS = {ord(c): f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"}
 
 
 def _error_result(code: str, message: str, meta: dict[str, Any]) -> types.CallToolResult:
@@ -269,9 +281,7 @@ class McpService:
             return _error_result("invalid_input", "search_tools takes a query string and a positive limit", {})
         found = search(await self._visible(principal), query, min(limit, 100))
         output = {"tools": found}
-        return types.CallToolResult(
-            content=[types.TextContent(text=json.dumps(output, ensure_ascii=False))], structured_content=output
-        )
+        return types.CallToolResult(content=[types.TextContent(text=_json_line(output))], structured_content=output)
 
     # -- list changes ---------------------------------------------------------
 
