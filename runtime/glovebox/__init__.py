@@ -36,7 +36,7 @@ from .core._errors import (
 )
 from .core._version import __version__
 from .engine._settings import EngineSettings
-from .importers import ImportResult, import_graphql, import_openapi
+from .importers import ImportResult, import_graphql, import_openapi, import_sql
 from .integrations._export import export_tools, tool_input, tool_name_map
 from .model._grants import Grants, HttpLimits, HttpRule, SecretRule
 from .model._manifest import Capabilities, Limits, Manifest
@@ -103,6 +103,7 @@ __all__ = [
     "generate_keypair",
     "import_graphql",
     "import_openapi",
+    "import_sql",
     "load_policy",
     "open_backend",
     "sign",
