@@ -269,3 +269,30 @@ def test_the_engine_refuses_what_a_select_was_not_judged_to_do(shop: Path, tmp_p
         run_sqlite(f"sqlite:///{shop}", sql.format(tmp=tmp_path), [], plan)
     assert snapshot(shop) == before
     assert not (tmp_path / "attached.db").exists() and not (tmp_path / "copy.db").exists()
+
+
+# -- the Python guest helper ------------------------------------------------------------------------
+
+PY_SQL = Path(__file__).resolve().parents[1] / "guests" / "py_sql.py"
+
+
+def test_the_python_helper_queries_and_reports_refusals(
+    tmp_path: Path, shop: Path, build_py: Callable[[Path], Path]
+) -> None:
+    before = snapshot(shop)
+    policy = glovebox.Policy.model_validate(shop_policy(f"sqlite:///{shop}", tables=["orders"]))
+    with glovebox.Runtime(home=tmp_path / "home", policy=policy) as rt:
+        rt.register(build_py(PY_SQL), manifest={"name": "py-sql", "capabilities": {"sql": [{"database": "shop"}]}})
+        rows = rt.call(
+            "py-sql", {"database": "shop", "statement": "SELECT item FROM orders WHERE qty = ?", "params": [7]}
+        )
+        typed = rt.call(
+            "py-sql", {"database": "shop", "statement": "SELECT ?, ?, ?, ?", "params": [None, 1.5, "x", True]}
+        )
+        dropped = rt.call("py-sql", {"database": "shop", "statement": "DROP TABLE orders"})
+        deleted = rt.call("py-sql", {"database": "shop", "statement": "DELETE FROM orders"})
+    assert rows.ok and rows.output["rows"] == [["gizmo"]], rows.to_dict()
+    assert typed.ok and typed.output["rows"] == [[None, 1.5, "x", 1]], typed.to_dict()
+    assert dropped.ok and dropped.output["error"] == "denied"
+    assert deleted.ok and deleted.output["error"] == "approval-required"
+    assert snapshot(shop) == before
