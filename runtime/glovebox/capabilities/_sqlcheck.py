@@ -21,6 +21,7 @@ database's own authorizer still refuses.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,8 @@ from ..model._grants import SqlRule
 
 __all__ = ["MAX_STATEMENT_CHARS", "SAFE_FUNCTIONS", "SEVERITY_ORDER", "SqlRefused", "Statement", "classify", "judge"]
 
+#: Accepted statements whose classification is kept (the text is the key).
+CACHED_STATEMENTS = 1024
 #: The longest statement the host parses.
 MAX_STATEMENT_CHARS = 64 * 1024
 #: Kinds from the most to the least dangerous: a statement reports the first it holds.
@@ -90,8 +93,11 @@ class Statement:
     ctes: frozenset[str] = frozenset()
 
 
+@functools.lru_cache(maxsize=CACHED_STATEMENTS)
 def classify(text: str) -> Statement:
-    """Parse and classify ``text``.
+    """Parse and classify ``text`` (a pure function of the text: the last
+    :data:`CACHED_STATEMENTS` accepted texts are kept, so a statement sent again
+    with other parameters is not parsed again; a refused text is never kept).
 
     Raises:
         SqlRefused: the text is too long, does not parse, holds more than one
