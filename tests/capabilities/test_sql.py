@@ -9,9 +9,11 @@ checks are attacked apart, with the host's classifier bypassed.
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -296,3 +298,54 @@ def test_the_python_helper_queries_and_reports_refusals(
     assert dropped.ok and dropped.output["error"] == "denied"
     assert deleted.ok and deleted.output["error"] == "approval-required"
     assert snapshot(shop) == before
+
+
+# -- the host's own safety --------------------------------------------------------------------------
+
+
+def test_concurrent_writers_all_land(client: Callable[..., glovebox.Runtime], shop: Path) -> None:
+    actions = {"insert": "allow"}
+    with client({"database": "shop", "actions": actions}, actions=actions) as rt:
+
+        def insert(n: int) -> glovebox.CallResult:
+            return _call(rt, "INSERT INTO orders (item, qty) VALUES (?, ?)", int=n, text=f"item-{n}")
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            results = list(pool.map(insert, range(40)))
+    assert all(result.ok for result in results), [r.to_dict() for r in results if not r.ok][:1]
+    assert len(snapshot(shop)["rows"]["orders"]) == 3 + 40
+
+
+def test_the_database_path_never_reaches_the_envelope_or_the_audit(
+    client: Callable[..., glovebox.Runtime], shop: Path
+) -> None:
+    with client() as rt:
+        missing = _call(rt, "SELECT * FROM nowhere")
+        denied = _call(rt, "DROP TABLE orders")
+        rows = [json.dumps(record) for record in rt.audit.records()]
+    assert missing.code == "guest_error" and "no such table" in missing.error.message
+    for text in [json.dumps(missing.to_dict()), json.dumps(denied.to_dict()), *rows]:
+        assert str(shop.parent) not in text
+
+
+def test_a_query_imported_with_other_types_traps(
+    _isolated_env: Path, tmp_path: Path, shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from glovebox.toolchains import _build
+
+    guests = Path(__file__).resolve().parents[1] / "guests"
+    sdk = tmp_path / "sdk"
+    shutil.copytree(_build.sdk_dir() / "c", sdk / "c")
+    world = (_build.sdk_dir() / "wit" / "world.wit").read_text()
+    typed = "query: func(database: string, statement: string, params: list<sql-value>) -> result<string, sql-error>;"
+    assert typed in world
+    (sdk / "wit").mkdir()
+    (sdk / "wit" / "world.wit").write_text(world.replace(typed, "query: func(n: u32) -> u32;"))
+    monkeypatch.setattr(_build, "sdk_dir", lambda: sdk)
+    wasm = glovebox.build(guests / "wrong_sql.c", tmp_path / "wrong_sql.wasm")
+    policy = glovebox.Policy.model_validate(shop_policy(f"sqlite:///{shop}"))
+    with glovebox.Runtime(home=_isolated_env, policy=policy) as rt:
+        rt.register(wasm, manifest={"name": "wrong", "capabilities": {"sql": [{"database": "shop"}]}})
+        result = rt.call("wrong", {})
+    assert result.code == "guest_trap", result.to_dict()
+    assert "other types than the glovebox world" in result.error.message

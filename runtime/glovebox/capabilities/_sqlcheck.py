@@ -103,8 +103,13 @@ def classify(text: str) -> Statement:
         SqlRefused: the text is too long, does not parse, holds more than one
             statement or a MySQL executable comment, or parses only as an opaque command.
     """
-    import sqlglot  # the parser loads only when a statement is checked
-    from sqlglot import exp
+    try:
+        import sqlglot  # the parser loads only when a statement is checked
+        from sqlglot import exp
+    except ImportError:
+        raise SqlRefused(
+            "the host cannot check SQL statements: install the sql extra (glovebox-runtime[sql])", {"kind": "unknown"}
+        ) from None
 
     if len(text) > MAX_STATEMENT_CHARS:
         raise SqlRefused(f"the statement is over {MAX_STATEMENT_CHARS} characters", {"kind": "unknown"})
