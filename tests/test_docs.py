@@ -139,7 +139,15 @@ def test_every_http_rule_field_has_a_row_and_every_row_is_a_field() -> None:
     assert set(column(rows, "field")) == set(glovebox.HttpRule.model_fields)
 
 
-@pytest.mark.parametrize("model", [glovebox.HttpLimits, glovebox.SecretRule], ids=lambda model: model.__name__)
+def test_every_sql_rule_field_has_a_row_and_every_row_is_a_field() -> None:
+    rows = table("manifest", "SQL rules", "field")
+    assert set(column(rows, "field")) == set(glovebox.SqlRule.model_fields)
+    assert set(glovebox.SqlGrant.model_fields) - set(glovebox.SqlRule.model_fields) == {"dsn"}
+
+
+@pytest.mark.parametrize(
+    "model", [glovebox.HttpLimits, glovebox.SecretRule, glovebox.SqlActions], ids=lambda model: model.__name__
+)
 def test_http_limit_and_secret_fields_are_named_in_their_paragraph(model: type[glovebox.HttpRule]) -> None:
     # "`HttpLimits`: `max_requests` (16), ... `SecretRule`: `name`, ...": up to the next model's name.
     after = page("manifest").split(f"`{model.__name__}`:", 1)[1]

@@ -16,7 +16,7 @@
  *
  * Build it with `glovebox build tool.c -o tool.wasm`. Everything below — the
  * canonical-ABI glue for the `glovebox:tool@0.1.0` world, a growable buffer,
- * JSON helpers, `gb_log`, `gb_http_fetch` and `gb_http_get` — lives in this header so that a
+ * JSON helpers, `gb_log`, `gb_http_fetch`, `gb_http_get` and `gb_sql_query` — lives in this header so that a
  * tool carries no boilerplate. The header is written for a single translation
  * unit (one tool = one .c file).
  *
@@ -430,6 +430,89 @@ static gb_http_status gb_http_get(const char *url, int *status, gb_buf *body, gb
 static const char *gb_http_status_name(gb_http_status st) {
     static const char *names[] = {"denied", "timeout", "too-large", "network"};
     return st == GB_HTTP_OK ? "ok" : (st >= 0 && st <= 3 ? names[st] : "unknown");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host imports: interface glovebox:tool/sql@0.1.0                            */
+/* ------------------------------------------------------------------------ */
+
+/* A statement parameter: the WIT `sql-value` variant, laid out as the        */
+/* canonical ABI lays it out (a tag byte, the payload 8-aligned at offset 8). */
+typedef enum gb_sql_type {
+    GB_SQL_NULL = 0,
+    GB_SQL_INTEGER = 1,
+    GB_SQL_FLOAT = 2,
+    GB_SQL_TEXT = 3,
+    GB_SQL_BLOB = 4,
+} gb_sql_type;
+
+typedef struct gb_sql_value {
+    uint8_t type; /* a gb_sql_type */
+    union {
+        int64_t integer;
+        double real;
+        struct {
+            const char *ptr;
+            size_t len;
+        } bytes; /* GB_SQL_TEXT (UTF-8) and GB_SQL_BLOB */
+    } of;
+} gb_sql_value;
+
+_Static_assert(sizeof(gb_sql_value) == 16, "gb_sql_value must match the canonical ABI layout");
+
+static gb_sql_value gb_sql_null(void) { gb_sql_value v = {.type = GB_SQL_NULL}; return v; }
+static gb_sql_value gb_sql_integer(int64_t i) { gb_sql_value v = {.type = GB_SQL_INTEGER, .of.integer = i}; return v; }
+static gb_sql_value gb_sql_float(double f) { gb_sql_value v = {.type = GB_SQL_FLOAT, .of.real = f}; return v; }
+static gb_sql_value gb_sql_text(const char *s) {
+    gb_sql_value v = {.type = GB_SQL_TEXT, .of.bytes = {s, strlen(s)}};
+    return v;
+}
+static gb_sql_value gb_sql_blob(const void *p, size_t n) {
+    gb_sql_value v = {.type = GB_SQL_BLOB, .of.bytes = {(const char *)p, n}};
+    return v;
+}
+
+typedef enum gb_sql_status {
+    GB_SQL_OK = -1,
+    GB_SQL_DENIED = 0,            /* the grant does not allow it, or it does not parse */
+    GB_SQL_APPROVAL_REQUIRED = 1, /* its kind needs approval; the reason names the request */
+    GB_SQL_TIMEOUT = 2,
+    GB_SQL_DATABASE = 3,          /* the database refused or failed it */
+} gb_sql_status;
+
+__attribute__((import_module("glovebox:tool/sql@0.1.0"), import_name("query")))
+extern void gb__host_sql_query(int32_t database, int32_t database_len, int32_t statement,
+                               int32_t statement_len, int32_t params, int32_t params_len, int32_t ret);
+
+/* Run one statement (with `?` placeholders) on the database granted under the */
+/* alias `database`. On GB_SQL_OK the answer's JSON text is appended to `rows`: */
+/* {"columns": [...], "rows": [[...]], "row_count": N, "truncated": bool,      */
+/* "rows_changed": N}; otherwise `reason` (when not NULL) gets the host's words. */
+static gb_sql_status gb_sql_query(const char *database, const char *statement, const gb_sql_value *params,
+                                  size_t params_len, gb_buf *rows, gb_buf *reason) {
+    _Alignas(4) uint8_t ret[16];
+    gb__host_sql_query((int32_t)(uintptr_t)database, (int32_t)strlen(database),
+                       (int32_t)(uintptr_t)statement, (int32_t)strlen(statement),
+                       (int32_t)(uintptr_t)params, (int32_t)params_len, (int32_t)(uintptr_t)ret);
+    if (ret[0] == 0) {
+        char *text = (char *)(uintptr_t)(*(uint32_t *)(ret + 4));
+        size_t len = *(uint32_t *)(ret + 8);
+        if (rows) gb_buf_append(rows, text, len);
+        free(text);
+        return GB_SQL_OK;
+    }
+    uint8_t kind = ret[4];
+    char *msg = (char *)(uintptr_t)(*(uint32_t *)(ret + 8));
+    size_t msg_len = *(uint32_t *)(ret + 12);
+    if (reason) gb_buf_append(reason, msg, msg_len);
+    free(msg);
+    return (gb_sql_status)kind;
+}
+
+/* The name of a sql-error kind: "denied", "approval-required", "timeout", "database". */
+static const char *gb_sql_status_name(gb_sql_status st) {
+    static const char *names[] = {"denied", "approval-required", "timeout", "database"};
+    return st == GB_SQL_OK ? "ok" : (st >= 0 && st <= 3 ? names[st] : "unknown");
 }
 
 /* ------------------------------------------------------------------------ */

@@ -22,6 +22,10 @@ any other exception becomes a ``guest_error`` reading ``TypeName: message``;
 running out of memory (``MemoryError``) is reported to the host, which answers
 ``memory_limit``. ``http.get/post/fetch`` call the host's ``http-fetch`` and raise
 ``HttpError`` (a ``ToolError``) when the host refuses or the request fails.
+``sql.query(database, statement, params)`` runs one statement on a granted
+database alias and returns ``{"columns", "rows", "row_count", "truncated",
+"rows_changed"}``, or raises ``SqlError`` (a ``ToolError``) whose ``kind`` is
+``denied``, ``approval-required``, ``timeout`` or ``database``.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["HttpError", "Response", "ToolError", "http", "log", "tool"]
+__all__ = ["HttpError", "Response", "SqlError", "ToolError", "http", "log", "sql", "tool"]
 
 #: What the host recognises (logged at level error) as "the guest ran out of memory".
 OOM_MARKER = "glovebox: out of memory"
@@ -126,6 +130,59 @@ class _Http:
 
 
 http = _Http()
+
+
+class SqlError(ToolError):
+    """The host did not run the statement: ``kind`` is denied, approval-required, timeout or database."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(f"sql {kind}: {reason}")
+        self.kind = kind
+        self.reason = reason
+
+
+_SQL_KINDS = {"denied": "denied", "approvalrequired": "approval-required", "timeout": "timeout", "database": "database"}
+
+
+class _Sql:
+    """SQL through the host's ``query`` (only the databases, kinds and tables the call was granted)."""
+
+    def query(self, database: str, statement: str, params: list[Any] | tuple[Any, ...] = ()) -> dict[str, Any]:
+        """Run one statement (``?`` placeholders) on the database granted as ``database``.
+
+        ``params`` are None, bool, int, float, str or bytes. Returns the decoded
+        answer; raises ``SqlError`` when the host refuses or the statement fails.
+        """
+        from componentize_py_types import Err
+        from wit_world.imports import sql as host_sql
+
+        values = [_sql_value(host_sql, value) for value in params]
+        try:
+            text = host_sql.query(database, statement, values)
+        except Err as err:
+            name = type(err.value).__name__.rsplit("_", 1)[-1].lower()
+            raise SqlError(_SQL_KINDS.get(name, name), str(err.value.value)) from None
+        answer: dict[str, Any] = json.loads(text)
+        return answer
+
+
+def _sql_value(host_sql: Any, value: Any) -> Any:
+    if value is None:
+        return host_sql.SqlValue_Null()
+    if isinstance(value, bool):
+        return host_sql.SqlValue_Integer(int(value))
+    if isinstance(value, int):
+        return host_sql.SqlValue_Integer(value)
+    if isinstance(value, float):
+        return host_sql.SqlValue_Float(value)
+    if isinstance(value, str):
+        return host_sql.SqlValue_Text(value)
+    if isinstance(value, (bytes, bytearray)):
+        return host_sql.SqlValue_Blob(bytes(value))
+    raise TypeError(f"a SQL parameter is None, bool, int, float, str or bytes, not {type(value).__name__}")
+
+
+sql = _Sql()
 
 
 class _OutOfMemory(BaseException):

@@ -36,9 +36,9 @@ from .core._errors import (
 )
 from .core._version import __version__
 from .engine._settings import EngineSettings
-from .importers import ImportResult, import_graphql, import_openapi
+from .importers import ImportResult, import_graphql, import_openapi, import_sql
 from .integrations._export import export_tools, tool_input, tool_name_map
-from .model._grants import Grants, HttpLimits, HttpRule, SecretRule
+from .model._grants import Grants, HttpLimits, HttpRule, SecretRule, SqlActions, SqlGrant, SqlRule
 from .model._manifest import Capabilities, Limits, Manifest
 from .model._result import CallResult, ToolInfo
 from .policy import Approval, Decision, Policy, load_policy
@@ -94,6 +94,9 @@ __all__ = [
     "Runtime",
     "SecretRule",
     "SignatureError",
+    "SqlActions",
+    "SqlGrant",
+    "SqlRule",
     "ToolInfo",
     "ToolNotFound",
     "UpstreamError",
@@ -103,6 +106,7 @@ __all__ = [
     "generate_keypair",
     "import_graphql",
     "import_openapi",
+    "import_sql",
     "load_policy",
     "open_backend",
     "sign",

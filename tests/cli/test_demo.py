@@ -13,4 +13,6 @@ def test_demo_runs_every_scenario() -> None:
     for code in ("permission_denied", "approval_required"):
         assert code in result.output
     assert "hash chain intact" in result.output
+    assert '"delete the test data" as DROP TABLE' in result.output and "capability_denied" in result.output
+    assert "the table is intact" in result.output
     assert "Every scenario ended as expected" in result.output

@@ -18,7 +18,22 @@ from ._log import redact
 __all__ = ["bare_row", "call_row"]
 
 #: The counters of what the host functions dropped, kept in a row's ``egress``.
-_DROPPED = ("denials_dropped", "egress_dropped", "upstream_failures_dropped")
+_DROPPED = ("denials_dropped", "egress_dropped", "upstream_failures_dropped", "sql_log_dropped")
+
+
+def _plain(params: list[Any]) -> list[Any]:
+    """Parameters as JSON values (a blob as ``{"base64": ...}``, a non-finite float as its text)."""
+    import base64
+    import math
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, bytes):
+            return {"base64": base64.b64encode(value).decode()}
+        if isinstance(value, float) and not math.isfinite(value):
+            return str(value)
+        return value
+
+    return [plain(value) for value in params]
 
 
 def call_row(
@@ -29,11 +44,15 @@ def call_row(
     decision: str | None = None,
     store_inputs: bool = False,
     store_outputs: bool = False,
+    sql_params: list[list[Any]] | None = None,
 ) -> dict[str, Any]:
     """The row of a call that ended with ``result`` on input ``value``.
 
     ``value`` is stored (redacted) only when ``store_inputs`` and the input had a
     digest (it was JSON); the output only when ``store_outputs`` and the call succeeded.
+    The SQL statements the call sent (``meta.sql``: fingerprint, kind, tables,
+    rows) go in ``egress.sql``; their parameters (``sql_params``) only with
+    ``store_inputs``, redacted as inputs are.
     """
     meta = result.meta
     tool = meta["tool"] if meta.get("version") is None else f"{meta['tool']}@{meta['version']}"
@@ -42,6 +61,11 @@ def call_row(
         egress["http"] = meta["egress"]
     if "remote" in meta:
         egress["remote"] = meta["remote"]
+    if "sql" in meta:
+        egress["sql"] = [dict(entry) for entry in meta["sql"]]
+        if store_inputs and sql_params:
+            for entry, params in zip(egress["sql"], sql_params, strict=False):
+                entry["params"] = redact(_plain(params))
     for name in _DROPPED:
         if meta.get(name):
             egress[name] = meta[name]

@@ -14,6 +14,7 @@ import click
 from ..model._result import CallResult
 from ..runtime._runtime import Runtime
 from ..toolchains._build import build, check_c_toolchain, sdk_dir
+from ._sqldemo import sql_scenarios
 
 __all__ = ["run_demo"]
 
@@ -136,6 +137,7 @@ def run_demo(home: Path | None = None) -> int:
                 click.echo(f"  {info.name}@{info.version}  {info.digest[:23]}…  {info.description}")
             rows = [(s, rt.call(s.tool, s.input, principal="demo")) for s in SCENARIOS]
         policy_rows = _policy_scenarios(home)
+        sql_rows, intact = sql_scenarios(home, Path(tmp))
     click.secho("\nEach call ran in a fresh, isolated instance:\n", bold=True)
     click.echo(_table(rows))
     for index, (scenario, result) in enumerate(rows, 1):
@@ -146,7 +148,16 @@ def run_demo(home: Path | None = None) -> int:
         click.echo(_short(result.to_dict()))
     click.secho(f"\nThe same tools under {_policy_file().name} (who may call what):\n", bold=True)
     click.echo(_table(policy_rows))
-    failed = [s.title for s, r in rows + policy_rows if _outcome(r) != s.expect]
+    sql_table = [(Scenario(title, tool, value, expect), result) for title, tool, value, expect, result in sql_rows]
+    click.secho("\nAn agent on a SQLite database (each statement judged on the host, then by SQLite):\n", bold=True)
+    click.echo(_table(sql_table))
+    for scenario, result in sql_table:
+        if result.error is not None:
+            click.echo(f"  {scenario.title}: {result.code}: {result.error.message}")
+    click.echo(f"  the table is {'intact' if intact else 'NOT intact'}")
+    failed = [s.title for s, r in rows + policy_rows + sql_table if _outcome(r) != s.expect]
+    if not intact:
+        failed.append("the table is intact")
     if failed:
         click.secho(f"\nunexpected outcomes: {', '.join(failed)}", fg="red")
         return 1

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ..importers import ImportResult, import_graphql, import_openapi
+from ..importers import ImportResult, import_graphql, import_openapi, import_sql
 from ._base import dump, open_runtime
 
 __all__ = ["import_group"]
@@ -33,7 +33,7 @@ def _diff_options(command: F) -> F:
 
 @click.group("import")
 def import_group() -> None:
-    """Register whole APIs (OpenAPI, GraphQL, remote MCP servers) as tools, one per operation."""
+    """Register whole APIs (OpenAPI, GraphQL, remote MCP servers, SQL databases) as tools."""
 
 
 @import_group.command("openapi")
@@ -59,6 +59,18 @@ def openapi(ctx: click.Context, /, spec: str, **options: Any) -> None:
 def graphql(ctx: click.Context, /, schema: str, **options: Any) -> None:
     """Register each Query and Mutation field of the GraphQL schema SCHEMA (SDL or introspection JSON)."""
     _import(ctx, import_graphql, schema, **options)
+
+
+@import_group.command("sql")
+@click.argument("dsn")
+@click.option("--name", required=True, help="Database alias: the tools are NAME-query and NAME-execute.")
+@click.option("--policy-out", type=click.Path(dir_okay=False), help=_POLICY_OUT)
+@click.option("--dry-run", is_flag=True, help="Show what would change; register nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_context
+def sql(ctx: click.Context, /, dsn: str, **options: Any) -> None:
+    """Register the database DSN (sqlite:///path.db) as two tools: NAME-query (SELECT only) and NAME-execute."""
+    _import(ctx, import_sql, dsn, **options)
 
 
 def _import(

@@ -1,7 +1,7 @@
 """The names of the ``glovebox:tool@0.1.0`` world, shared by building, validating and running.
 
 A tool exports ``call: func(input: string) -> result<string, string>`` and
-imports the host interface below. Guests built on a WASI libc (Python) may
+imports the host interfaces below (``host``, and ``sql`` for database access). Guests built on a WASI libc (Python) may
 also import the WASI 0.2.x interfaces in ``WASI_INTERFACES``, which the
 sandbox links with nothing granted.
 """
@@ -16,6 +16,8 @@ __all__ = [
     "HOST_INTERFACE",
     "LOG_LEVELS",
     "OOM_MARKER",
+    "SQL_FUNCTIONS",
+    "SQL_INTERFACE",
     "WASI_INTERFACES",
     "WRONG_TYPES",
     "is_wasi_import",
@@ -25,6 +27,10 @@ __all__ = [
 HOST_INTERFACE = "glovebox:tool/host@0.1.0"
 #: The functions of ``HOST_INTERFACE``: always linked; one not granted answers ``denied``.
 HOST_FUNCTIONS = frozenset({"http-fetch", "log"})
+#: The SQL interface: a statement on a database alias, checked on the host, enforced by the engine.
+SQL_INTERFACE = "glovebox:tool/sql@0.1.0"
+#: The functions of ``SQL_INTERFACE``: always linked; answers ``denied`` unless a database is granted.
+SQL_FUNCTIONS = frozenset({"query"})
 #: The function every tool exports.
 EXPORT_NAME = "call"
 #: The levels of the ``log`` host function (anything else is logged as ``info``).

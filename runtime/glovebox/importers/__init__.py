@@ -1,10 +1,12 @@
-"""Importers: whole APIs (OpenAPI documents, GraphQL schemas, remote MCP servers) as scope-checked tools.
+"""Importers: whole APIs (OpenAPI documents, GraphQL schemas, remote MCP servers, SQL databases) as tools.
 
 Every operation becomes a tool run by one generic HTTP-operation guest (see
 ``guest/operation/operation.c``). The parsers (``openapi-spec-validator``,
 ``graphql-core``, the ``import`` extra) load only when an import runs.
 :func:`import_mcp` registers the tools of a remote MCP server, whose calls the
-host proxies (no sandbox applies to them: their code runs elsewhere). All three
+host proxies (no sandbox applies to them: their code runs elsewhere).
+:func:`import_sql` makes a database's two tools, run by the generic SQL guest
+(``guest/sqlop/sqlop.c``), each statement judged by the host's ``sql`` capability. All three
 plan their tools and hand them to one step (``_batch.apply``): the diff against
 the previous import, the widening check, and one registry transaction that
 registers all of an import or none of it, with one result type, :class:`ImportResult`.
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
     from ..model._result import ToolInfo
     from ..runtime._runtime import Runtime
 
-__all__ = ["ImportResult", "SecretHint", "import_graphql", "import_mcp", "import_openapi"]
+__all__ = ["ImportResult", "SecretHint", "import_graphql", "import_mcp", "import_openapi", "import_sql"]
 
 
 def __getattr__(name: str) -> Any:
@@ -101,6 +103,41 @@ def import_graphql(
 
     api, planned, secrets, notes = plan_graphql(Path(schema), endpoint=endpoint, name=name, depth=depth)
     return _apply(runtime, "graphql", api, planned, secrets, notes, accept_widening, dry_run)
+
+
+def import_sql(runtime: Runtime, dsn: str, *, name: str, dry_run: bool = False) -> ImportResult:
+    """Register a database as two tools: ``<name>-query`` (SELECT only) and ``<name>-execute``.
+
+    Args:
+        runtime: the Runtime whose registry receives the tools.
+        dsn: ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` (an existing file).
+        name: the database alias and the tools' prefix.
+        dry_run: compute the diff and the policy fragment; register nothing.
+
+    Returns:
+        What was added or changed, and the policy fragment that grants the
+        alias (with the DSN, absolute) to both tools.
+
+    Raises:
+        InvalidSpec: the DSN is not a SQLite file, or its catalog cannot be read.
+        BuildError: the generic guest must be built and the ``build`` extra is missing.
+    """
+    import functools
+
+    from ._batch import Source, apply
+    from ._guest import cached_sql_guest, sql_guest
+    from ._sql import plan_sql, sql_fragment
+
+    internals(runtime).check_open()
+    api, planned, granted = plan_sql(dsn, name)
+    artifact = cached_sql_guest(runtime.home) if dry_run else sql_guest(runtime.home)
+
+    def owns(info: ToolInfo) -> bool:
+        return info.manifest.sql_operation is not None and info.manifest.sql_operation.api == api
+
+    source = Source(api, "sql", owns, f"removed from {api} by a re-import")
+    fragment = functools.partial(sql_fragment, dsn=granted)
+    return apply(runtime, planned, artifact, source, dry_run=dry_run, fragment=fragment)
 
 
 def _source(spec: str | os.PathLike[str]) -> str | Path:

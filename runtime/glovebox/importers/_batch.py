@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core._canonical import file_digest, sha256_digest
 from ..core._errors import InvalidSpec, RegistrationError, WideningRefused
@@ -96,6 +96,7 @@ def apply(
     notes: Sequence[str] = (),
     accept_widening: bool = False,
     dry_run: bool = False,
+    fragment: Callable[..., dict[str, Any]] = policy_fragment,
 ) -> ImportResult:
     """Diff ``planned`` against the previous import of ``source`` and register the difference, all or none.
 
@@ -109,6 +110,7 @@ def apply(
         notes: warnings about the source (shown in the result).
         accept_widening: let a changed tool reach more than its previous version.
         dry_run: compute the diff and the policy fragment; register nothing.
+        fragment: makes the policy fragment from (api, manifests, actions, secrets).
 
     Raises:
         InvalidSpec (or ``source.refusal``): a planned name is held by a tool the source did not make.
@@ -137,7 +139,7 @@ def apply(
         )
     if wasm:  # a remote MCP server's tools need no grants: the host proxies them
         manifests, actions = [p.manifest for p in planned], [p.action for p in planned]
-        result.policy = policy_fragment(source.api, manifests, actions, [*secrets])
+        result.policy = fragment(source.api, manifests, actions, [*secrets])
     if not dry_run:
         deprecate = _deprecations(runtime, source, result.removed)
         _store(runtime, register, artifact, deprecate)

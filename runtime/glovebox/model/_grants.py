@@ -22,7 +22,18 @@ from ..core._errors import InvalidGrants
 from ..core._frozen import Frozen
 from ._rules import parse_host_pattern, parse_method, parse_path_pattern
 
-__all__ = ["Grants", "GrantsSource", "HttpLimits", "HttpRule", "SecretRule", "load_grants"]
+__all__ = [
+    "SQL_KINDS",
+    "Grants",
+    "GrantsSource",
+    "HttpLimits",
+    "HttpRule",
+    "SecretRule",
+    "SqlActions",
+    "SqlGrant",
+    "SqlRule",
+    "load_grants",
+]
 
 
 #: A host name or ``*.example.com`` wildcard, checked (and normalised) by the one matcher.
@@ -118,12 +129,76 @@ class SecretRule(Frozen):
         return value
 
 
+#: The kinds of SQL statement, as the host's classifier names them.
+SQL_KINDS = ("select", "insert", "update", "delete", "ddl", "other")
+SqlAction = Literal["allow", "require_approval", "block"]
+_SQL_NAME = r"^[A-Za-z_][A-Za-z0-9_$]{0,127}$"
+
+
+class SqlActions(Frozen):
+    """What each kind of statement gets: allow, require_approval or block."""
+
+    select: SqlAction = Field("allow", description="SELECT (and UNION/INTERSECT/EXCEPT of them).")
+    insert: SqlAction = Field("require_approval", description="INSERT (also INSERT OR REPLACE, upserts).")
+    update: SqlAction = Field("require_approval", description="UPDATE (also SELECT ... FOR UPDATE).")
+    delete: SqlAction = Field("require_approval", description="DELETE.")
+    ddl: SqlAction = Field("block", description="CREATE, DROP, ALTER, SELECT ... INTO.")
+    other: SqlAction = Field(
+        "block", description="Everything else: PRAGMA, ATTACH, VACUUM, transactions, statements not fully parsed."
+    )
+
+
+class SqlRule(Frozen):
+    """One database a tool may use (a manifest declares it; a policy grants it with its DSN)."""
+
+    database: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$", description="The alias the guest names it by.")
+    actions: SqlActions = Field(SqlActions(), description="What each statement kind gets.")
+    tables: list[str] = Field(["*"], description="Tables (and views) statements may touch; '*' for any.")
+    columns: dict[str, list[str]] = Field(
+        {}, description="Per table, the only columns statements may name (a table left out: any column)."
+    )
+    functions: list[str] = Field([], description="SQL functions allowed beyond the host's safe list.")
+    max_rows: int = Field(1000, gt=0, description="Rows returned per statement (more: truncated).")
+    max_bytes: int = Field(256 * 1024, gt=0, description="Bytes of row JSON returned per statement (more: truncated).")
+    timeout_ms: int = Field(5_000, gt=0, description="Statement timeout (always within the call's deadline).")
+
+    @field_validator("tables", "functions")
+    @classmethod
+    def _names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name != "*" and not re.fullmatch(_SQL_NAME, name):
+                raise ValueError(f"{name!r} is not a plain SQL name")
+        return [name.lower() for name in value]
+
+    @field_validator("columns")
+    @classmethod
+    def _columns(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for name in [*value, *(column for columns in value.values() for column in columns)]:
+            if not re.fullmatch(_SQL_NAME, name):
+                raise ValueError(f"{name!r} is not a plain SQL name")
+        return {table.lower(): [column.lower() for column in columns] for table, columns in value.items()}
+
+
+class SqlGrant(SqlRule):
+    """A granted database: the rule plus where it is (``sqlite:///relative.db``, ``sqlite:////abs/path.db``)."""
+
+    dsn: str = Field(description="sqlite:///path (SQLAlchemy form: four slashes for an absolute path).")
+
+    @field_validator("dsn")
+    @classmethod
+    def _dsn(cls, value: str) -> str:
+        if not value.startswith("sqlite:///") or len(value) == len("sqlite:///") or "?" in value or "\0" in value:
+            raise ValueError(f"{value!r}: only sqlite:///path DSNs are supported (no query string)")
+        return value
+
+
 class Grants(Frozen):
     """What one call may use beyond its own memory: the default is nothing."""
 
     http: list[HttpRule] = []
     http_limits: HttpLimits = HttpLimits()
     secrets: list[SecretRule] = []
+    sql: list[SqlGrant] = []
 
 
 GrantsSource = Grants | dict[str, Any] | str | os.PathLike[str] | None

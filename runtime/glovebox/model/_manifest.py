@@ -22,7 +22,7 @@ from ..core._canonical import canonical_json
 from ..core._errors import InvalidManifest
 from ..core._frozen import Frozen
 from ..schema._schemarules import check_schema
-from ._grants import HttpRule
+from ._grants import HttpRule, SqlRule
 
 __all__ = [
     "HttpRule",
@@ -31,6 +31,7 @@ __all__ = [
     "Limits",
     "Manifest",
     "Operation",
+    "SqlOperation",
     "ToolKind",
     "load_manifest",
     "find_manifest",
@@ -43,8 +44,9 @@ MIB = 1024 * 1024
 #: What runs a call: a wasm component in the sandbox (``wasm``, and the generated
 #: ``openapi``/``graphql`` operation tools, which run the generic HTTP-operation
 #: guest), or a tool of a remote MCP server that the host proxies (``mcp-remote``:
-#: its code does not run on this host, so no sandbox applies to it).
-ToolKind = Literal["wasm", "openapi", "graphql", "mcp-remote"]
+#: its code does not run on this host, so no sandbox applies to it), or an imported
+#: database tool (``sql``: the generic SQL guest runs the input's statement).
+ToolKind = Literal["wasm", "openapi", "graphql", "mcp-remote", "sql"]
 
 
 class Limits(Frozen):
@@ -76,6 +78,7 @@ class Capabilities(Frozen):
     """Host capabilities a tool declares it needs. Nothing is granted by default."""
 
     http: list[HttpRule] = []
+    sql: list[SqlRule] = Field([], description="Databases (by alias) and what statements on them may do.")
 
 
 class GraphqlField(Frozen):
@@ -104,6 +107,18 @@ class Operation(Frozen):
     graphql: GraphqlField | None = Field(None, description="For a GraphQL field: the document and answer field.")
 
 
+class SqlOperation(Frozen):
+    """Which database an imported SQL tool (``glovebox import sql``) runs its input's statement on.
+
+    The host passes it to the generic SQL guest beside the validated input; what
+    the statement may do is the manifest's ``capabilities.sql`` ∩ the policy's grant.
+    """
+
+    api: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$", description="The import (and database alias) name.")
+    database: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$", description="The database alias.")
+    mode: Literal["query", "execute"] = Field(description="query: SELECT only; execute: the grant's kinds.")
+
+
 class Manifest(Frozen):
     """Everything the host needs to know about a tool besides its code."""
 
@@ -117,9 +132,12 @@ class Manifest(Frozen):
     required_scopes: list[str] = []
     kind: ToolKind = "wasm"
     operation: Operation | None = None
+    sql_operation: SqlOperation | None = None
 
     @model_validator(mode="after")
     def _operation_fits_kind(self) -> Self:
+        if (self.kind == "sql") != (self.sql_operation is not None):
+            raise ValueError("kind 'sql' and 'sql_operation' go together (the statement the generic guest runs)")
         wanted = self.kind in ("openapi", "graphql")
         if wanted and self.operation is None:
             raise ValueError(f"kind {self.kind!r} needs an 'operation' (the request the generic guest makes)")
@@ -144,8 +162,9 @@ class Manifest(Frozen):
     def to_json(self) -> str:
         """Canonical JSON text (sorted keys, no spaces) of the whole manifest.
 
-        ``kind`` is left out when it is ``wasm`` and ``operation`` when it is
-        unset, so the text (which signatures and the registry's same-version
+        ``kind`` is left out when it is ``wasm``, ``operation`` and
+        ``sql_operation`` when they are unset and ``capabilities.sql`` when
+        it is empty, so the text (which signatures and the registry's same-version
         check cover) of every manifest written before they existed stays what it was.
         """
         document = self.model_dump(mode="json")
@@ -153,6 +172,10 @@ class Manifest(Frozen):
             del document["kind"]
         if document["operation"] is None:
             del document["operation"]
+        if document["sql_operation"] is None:
+            del document["sql_operation"]
+        if not document["capabilities"]["sql"]:
+            del document["capabilities"]["sql"]
         return canonical_json(document, ascii=True)  # v1 of the signed text: ASCII-escaped
 
     def check_within(self, maxima: Limits) -> None:

@@ -97,6 +97,7 @@ def _grants(policy: Policy, principal: str, info: ToolInfo) -> Grants:
         http=[rule for g in matching for rule in g.http],
         http_limits=_tightest_http(limits) if limits else HttpLimits(),
         secrets=[secret for g in matching for secret in g.secrets],
+        sql=[database for g in matching for database in g.sql],
     )
 
 

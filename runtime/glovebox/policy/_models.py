@@ -13,7 +13,7 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, model_validator
 
 from ..core._frozen import Frozen
-from ..model._grants import HttpLimits, HttpRule, SecretRule
+from ..model._grants import HttpLimits, HttpRule, SecretRule, SqlGrant
 
 __all__ = [
     "Action",
@@ -64,6 +64,7 @@ class GrantRule(_Targeted):
     http: list[HttpRule] = Field([], description="HTTP destinations granted.")
     http_limits: HttpLimits | None = Field(None, description="Per-call HTTP limits (the tightest matching wins).")
     secrets: list[SecretRule] = Field([], description="Secrets the host adds to matching requests.")
+    sql: list[SqlGrant] = Field([], description="Databases granted (alias, DSN) and what statements may do.")
 
 
 class LimitValues(Frozen):

@@ -60,6 +60,8 @@ class CallTrace:
     approval_id: str | None = None
     #: The quota slots the call holds from admission until :meth:`PolicyGate.settle`.
     quota: QuotaTicket | None = None
+    #: The parameters of each SQL statement the call sent (stored only with ``audit.store_inputs``).
+    sql_params: list[list[Any]] | None = None
 
     def record(self, result: CallResult, value: Any) -> dict[str, Any]:
         """The call's audit row (its content is :func:`glovebox.audit._row.call_row`'s to decide)."""
@@ -71,6 +73,7 @@ class CallTrace:
             decision=self.decision,
             store_inputs=stored.store_inputs,
             store_outputs=stored.store_outputs,
+            sql_params=self.sql_params,
         )
 
 
@@ -200,6 +203,25 @@ class PolicyGate:
             f"{trace.policy.approvals.approver_scope!r} scope to run `glovebox approve {request.id}`",
             details={"approval_id": request.id, "expires_at": request.expires_at},
         )
+
+    def statement_approver(self, trace: CallTrace, info: ToolInfo, principal: str) -> Callable[[str], Any]:
+        """For the SQL capability: spend the approval of one statement digest, or file its request.
+
+        The approval is bound to this principal, this tool@version and the
+        statement's digest (alias, text, parameters), and is used once.
+        """
+        tool = f"{info.name}@{info.version}"
+        ttl_s = trace.policy.approvals.ttl_s
+
+        def approver(digest: str) -> tuple[bool, str, float]:
+            used = self.approvals.consume(principal, tool, digest)
+            if used is not None:
+                trace.approval_id = trace.approval_id or used.id
+                return True, used.id, used.expires_at
+            request = self.approvals.request(principal, tool, digest, ttl_s)
+            return False, request.id, request.expires_at
+
+        return approver
 
     def approve(self, approval_id: str, principal: str) -> Approval:
         """Approve ``approval_id`` as ``principal``; raise PermissionDenied without the approver scope."""

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     import httpx
 
     from ..capabilities._fetch import HttpCapability
+    from ..capabilities._sql import SqlCapability
     from ..sandbox._callstate import CallState
 
 __all__ = ["Runtime", "load_grants", "resolve_manifest"]
@@ -545,7 +546,7 @@ class Runtime:
         if info.kind == "mcp-remote":
             text = self._call_remote(info, value, decision, meta)
         else:
-            text = self._sandbox_step(info, input_text, decision, meta, tracer)
+            text = self._sandbox_step(info, input_text, decision, meta, tracer, trace)
         return self._decode_output(info, text, tracer)
 
     def _resolve_step(self, name: str, value: Any, meta: dict[str, Any], trace: CallTrace) -> ToolInfo:
@@ -574,22 +575,33 @@ class Runtime:
                 self._validator(info, "input").validate(value)
         if info.kind == "mcp-remote" and not isinstance(value, dict):  # MCP arguments are an object
             raise InvalidInput(f"a remote MCP tool takes a JSON object as input, not {type(value).__name__}")
-        if info.manifest.operation is not None:  # an imported operation: the generic guest reads both
-            input_text = _operation_input(info, input_text)
+        if info.manifest.operation is not None or info.manifest.sql_operation is not None:
+            input_text = _operation_input(info, input_text)  # an imported operation: the generic guest reads both
         return input_text
 
     def _sandbox_step(
-        self, info: ToolInfo, input_text: str, decision: Decision, meta: dict[str, Any], tracer: Any
+        self,
+        info: ToolInfo,
+        input_text: str,
+        decision: Decision,
+        meta: dict[str, Any],
+        tracer: Any,
+        trace: CallTrace | None = None,
     ) -> str:
         """A fresh instance runs ``call`` under the decision's limits and grants; its output text."""
         component = self._component(info)
-        http = self._http_for(info, self._grants_for(decision), tracer)
+        grants = self._grants_for(decision)
+        http = self._http_for(info, grants, tracer)
+        trace = trace if trace is not None else CallTrace()
+        sql = self._sql_for(info, grants, meta["principal"], trace)
         with step(tracer, "glovebox.sandbox") as span:
             try:
-                outcome = self._sandbox.run(component, input_text, decision.limits, http)
+                outcome = self._sandbox.run(component, input_text, decision.limits, http, sql)
             finally:
                 if http is not None:
                     http.close()
+                if sql is not None:
+                    trace.sql_params = sql.params
             if span is not None:
                 _tracing.mark(span, _code(outcome.error), {"glovebox.fuel_used": outcome.fuel_used})
         meta["fuel_used"] = outcome.fuel_used
@@ -630,6 +642,15 @@ class Runtime:
 
         return HttpCapability(declared, grants, load_secrets(grants.secrets), self._transport, tracer=tracer)
 
+    def _sql_for(self, info: ToolInfo, grants: Grants, principal: str, trace: CallTrace) -> SqlCapability | None:
+        declared = info.manifest.capabilities.sql
+        if not declared or not grants.sql:
+            return None  # the host function answers `denied` without opening a database
+        from ..capabilities._sql import SqlCapability  # sqlglot only when a call may use it
+
+        approver = self._gate.statement_approver(trace, info, principal)
+        return SqlCapability(declared, grants.sql, approver)
+
     def _validator(self, info: ToolInfo, which: str) -> SchemaCheck:
         key = (info.digest, info.name, which)
         validator = self._validators.get(key)
@@ -659,9 +680,10 @@ def _code(error: CallError | None) -> str | None:
 
 
 def _operation_input(info: ToolInfo, input_text: str) -> str:
-    """``{"operation": <descriptor>, "input": <validated input>}`` for the generic HTTP-operation guest."""
-    assert info.manifest.operation is not None
-    return f'{{"operation":{info.manifest.operation.model_dump_json()},"input":{input_text}}}'
+    """``{"operation": <descriptor>, "input": <validated input>}`` for the generic HTTP-operation or SQL guest."""
+    operation = info.manifest.operation or info.manifest.sql_operation
+    assert operation is not None
+    return f'{{"operation":{operation.model_dump_json()},"input":{input_text}}}'
 
 
 def _check_name(name: Any) -> None:
@@ -682,7 +704,9 @@ def _record_state(meta: dict[str, Any], state: CallState) -> None:
     meta["logs"] = state.logs
     if state.denials:
         meta["denials"] = state.denials
-    for name in ("logs_dropped", "denials_dropped", "egress_dropped", "upstream_failures_dropped"):
+    if state.sql_log:
+        meta["sql"] = state.sql_log
+    for name in ("logs_dropped", "denials_dropped", "egress_dropped", "upstream_failures_dropped", "sql_log_dropped"):
         if getattr(state, name):
             meta[name] = getattr(state, name)
 

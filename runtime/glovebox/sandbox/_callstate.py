@@ -5,9 +5,9 @@ A host function looks up the call running on its thread with
 never a process-wide grant. :class:`ActiveCall` binds a state for one call.
 
 Everything a call records is bounded and scrubbed of the call's secrets before
-it is kept: logs by ``limits.log_bytes``; denials, egress entries and upstream
-failures by :data:`RECORD_LIMIT` entries and :data:`RECORD_BYTES` bytes per
-list (the rest is counted in ``denials_dropped``, ``egress_dropped`` and
+it is kept: logs by ``limits.log_bytes``; denials, egress entries, SQL
+statements and upstream failures by :data:`RECORD_LIMIT` entries and :data:`RECORD_BYTES` bytes per
+list (the rest is counted in ``denials_dropped``, ``egress_dropped``, ``sql_dropped`` and
 ``upstream_failures_dropped``), every string in them cut to
 :data:`RECORD_CHARS` characters (marked with :data:`CUT`).
 """
@@ -32,6 +32,7 @@ __all__ = [
     "CallState",
     "Fetcher",
     "HttpRequest",
+    "SqlAccess",
     "clip",
     "current_call",
 ]
@@ -73,6 +74,13 @@ class Fetcher(Protocol):
         """``text`` with the call's secrets replaced."""
 
 
+class SqlAccess(Protocol):
+    """What a call's SQL capability offers the ``query`` host function."""
+
+    def query(self, database: str, statement: str, params: list[Any], state: CallState) -> Any:
+        """Judge and run one statement; return the rows' JSON text or a ``sql-error`` variant."""
+
+
 @dataclass
 class CallState:
     """What one call may do and what it did, seen by the host functions."""
@@ -93,9 +101,16 @@ class CallState:
     egress: list[dict[str, Any]] = field(default_factory=list)
     #: Set by a host function that ran out of the call's time: the call ends as `timeout`.
     timed_out: bool = False
+    #: The call's SQL capability (declared ∩ granted databases), or None when it has none.
+    sql: SqlAccess | None = None
+    #: One entry per statement sent: database, kind, fingerprint, tables, decision, rows.
+    sql_log: list[dict[str, Any]] = field(default_factory=list)
+    #: The first approval request a statement filed (the call ends as ``approval_required``).
+    approval: dict[str, Any] | None = None
     denials_dropped: int = 0
     egress_dropped: int = 0
     upstream_failures_dropped: int = 0
+    sql_log_dropped: int = 0
     _sizes: dict[str, int] = field(default_factory=dict, repr=False)
 
     def add_log(self, level: str, message: str) -> None:
@@ -120,6 +135,15 @@ class CallState:
     def add_egress(self, entry: dict[str, Any]) -> None:
         """Record one outgoing request's summary (bounded, scrubbed)."""
         self._add("egress", entry)
+
+    def add_sql(self, entry: dict[str, Any]) -> None:
+        """Record one statement's summary (bounded, scrubbed)."""
+        self._add("sql_log", entry)
+
+    def note_approval(self, request: dict[str, Any]) -> None:
+        """Keep the first approval request a statement filed."""
+        if self.approval is None:
+            self.approval = request
 
     def add_upstream_failure(self, entry: dict[str, Any]) -> None:
         """Record a failed granted upstream request (bounded, scrubbed)."""

@@ -16,15 +16,26 @@ from typing import Any
 from wasmtime import Engine
 from wasmtime.component import Linker, Variant
 
-from ..core._world import HOST_INTERFACE, LOG_LEVELS
+from ..core._world import HOST_INTERFACE, LOG_LEVELS, SQL_INTERFACE
 from ._callstate import HttpRequest, current_call
-from ._hostabi import CALLBACK, WrongShape, add_func, lift_log, lift_request, lower_response, trap
+from ._hostabi import (
+    CALLBACK,
+    WrongShape,
+    add_func,
+    lift_log,
+    lift_query,
+    lift_request,
+    lower_response,
+    lower_sql,
+    trap,
+)
 
-__all__ = ["http_fetch", "make_linker"]
+__all__ = ["http_fetch", "make_linker", "sql_query"]
 
 logger = logging.getLogger("glovebox.host")
 
 _HOST_ERROR = Variant("network", "host error")
+_SQL_HOST_ERROR = Variant("database", "host error")
 
 
 def http_fetch(request: HttpRequest) -> Any:
@@ -74,10 +85,41 @@ def _log_entry(_data: Any, _context: Any, _ty: Any, args: Any, nargs: int, _resu
     return 0
 
 
+def sql_query(database: str, statement: str, params: list[Any]) -> Any:
+    """Answer one guest statement for the call on this thread: the rows' JSON text or a ``sql-error``."""
+    state = current_call()
+    if state is not None and state.sql is not None:
+        return state.sql.query(database, statement, params, state)
+    reason = "the sql capability is not granted to this call"
+    if state is not None:
+        database = state.clip(database, 64)
+        state.add_denial({"capability": "sql", "database": database, "kind": "unknown", "reason": reason})
+    return Variant("denied", reason)
+
+
+@CALLBACK  # type: ignore[untyped-decorator]
+def _sql_query_entry(_data: Any, _context: Any, _ty: Any, args: Any, nargs: int, results: Any, nresults: int) -> int:
+    try:
+        if nresults != 1:
+            raise WrongShape("query returns one result")
+        database, statement, params = lift_query(args, nargs)
+    except (WrongShape, UnicodeDecodeError) as exc:
+        return trap(f"query: {exc}")
+    try:
+        lower_sql(sql_query(database, statement, params), results)
+    except Exception:  # never raise into wasm
+        logger.exception("sql query host function failed")
+        lower_sql(_SQL_HOST_ERROR, results)
+    return 0
+
+
 def make_linker(engine: Engine) -> Linker:
-    """A component linker defining the whole host interface."""
+    """A component linker defining the whole host interface (``host`` and ``sql``)."""
     linker = Linker(engine)
-    with linker.root() as root, root.add_instance(HOST_INTERFACE) as host:
-        add_func(host, "log", _log_entry)
-        add_func(host, "http-fetch", _http_fetch_entry)
+    with linker.root() as root:
+        with root.add_instance(HOST_INTERFACE) as host:
+            add_func(host, "log", _log_entry)
+            add_func(host, "http-fetch", _http_fetch_entry)
+        with root.add_instance(SQL_INTERFACE) as sql:
+            add_func(sql, "query", _sql_query_entry)
     return linker

@@ -40,8 +40,10 @@ __all__ = [
     "WrongShape",
     "add_func",
     "lift_log",
+    "lift_query",
     "lift_request",
     "lower_response",
+    "lower_sql",
     "trap",
 ]
 
@@ -68,6 +70,9 @@ _RESULT = ffi.WASMTIME_COMPONENT_RESULT.value
 
 _REQUEST_FIELDS = (b"method", b"url", b"headers", b"body")
 _ERROR_KINDS = frozenset({"denied", "timeout", "too-large", "network"})
+_SQL_ERROR_KINDS = frozenset({"denied", "approval-required", "timeout", "database"})
+_S64 = ffi.WASMTIME_COMPONENT_S64.value
+_F64 = ffi.WASMTIME_COMPONENT_F64.value
 
 _PyBUF_READ, _PyBUF_WRITE = 0x100, 0x200
 _memory = ctypes.pythonapi.PyMemoryView_FromMemory
@@ -168,6 +173,40 @@ def lift_log(args: Any, count: int) -> tuple[str, str]:
     if count != 2 or args[0].kind != _ENUM:
         raise WrongShape("log takes a level and a message")
     return _name(args[0].of.enumeration).decode("utf-8"), _string(args[1], "message")
+
+
+def _sql_value(val: Any) -> Any:
+    if val.kind != _VARIANT:
+        raise WrongShape("a parameter is not a sql-value")
+    case = _name(val.of.variant.discriminant)
+    payload = val.of.variant.val
+    if case == b"null":
+        return None
+    if not payload:
+        raise WrongShape(f"sql-value {case.decode(errors='replace')} has no payload")
+    inner = payload[0]
+    if case == b"integer" and inner.kind == _S64:
+        return int(inner.of.s64)
+    if case == b"float" and inner.kind == _F64:
+        return float(inner.of.f64)
+    if case == b"text":
+        return _string(inner, "a text parameter")
+    if case == b"blob":
+        return _bytes(inner, "a blob parameter")
+    raise WrongShape("a parameter is not a sql-value")
+
+
+def lift_query(args: Any, count: int) -> tuple[str, str, list[Any]]:
+    """``query``'s (database, statement, params).
+
+    Raises:
+        WrongShape: the arguments are not two strings and a list of sql-values.
+    """
+    if count != 3 or args[2].kind != _LIST:
+        raise WrongShape("query takes a database, a statement and a list of sql-values")
+    items = args[2].of.list
+    params = [_sql_value(items.data[i]) for i in range(items.size)]
+    return _string(args[0], "database"), _string(args[1], "statement"), params
 
 
 # -- lowering: the host's answer, built and moved into the result slot --------------------------
@@ -277,4 +316,22 @@ def lower_response(answer: Any, slot: Any) -> None:
             raise ValueError(f"HTTP status {status!r} is not a u16")
         pairs = [(name.encode("utf-8"), text.encode("utf-8")) for name, text in answer.headers]
         value = _ok(status, pairs, bytes(answer.body))
+    ctypes.memmove(slot, byref(value), VAL_SIZE)
+
+
+def lower_sql(answer: Any, slot: Any) -> None:
+    """Move ``answer`` (the rows' JSON text, or a ``sql-error`` variant) into the result slot.
+
+    Raises:
+        ValueError: ``answer`` is a variant of an unknown kind.
+        TypeError, AttributeError, UnicodeEncodeError: ``answer`` is neither.
+    """
+    if isinstance(answer, str):
+        payload = _VAL()
+        _string_val(payload, answer.encode("utf-8"))
+        value = _result(True, payload)
+    else:
+        if answer.tag not in _SQL_ERROR_KINDS:
+            raise ValueError(f"unknown sql-error kind {answer.tag!r}")
+        value = _err(answer.tag.encode(), str(answer.payload).encode("utf-8"))
     ctypes.memmove(slot, byref(value), VAL_SIZE)

@@ -20,8 +20,10 @@ The order of precedence:
    payload over ``limits.output_bytes`` is ``output_too_large``.
 2. A host call that ran out of the call's time (epochs do not fire in host
    calls) makes the call a ``timeout``, whatever the guest did next.
-3. A tool that failed (``guest_error`` or ``guest_trap``) after the host
-   refused it a capability failed because of the refusal:
+3. A tool that failed (``guest_error`` or ``guest_trap``) after a SQL
+   statement of a ``require_approval`` kind filed an approval request failed
+   for want of it: ``approval_required``, naming the request; else, after the
+   host refused it a capability, because of the refusal:
    ``capability_denied``; else, after a granted upstream request failed
    (connection, TLS, name resolution, a per-request timeout, or a 5xx
    answer): ``upstream_error``, retryable. The tool's own words stay in
@@ -47,6 +49,7 @@ from typing import Any
 import wasmtime
 
 from ..core._errors import (
+    ApprovalRequired,
     CallError,
     CallTimeout,
     CapabilityDenied,
@@ -101,6 +104,7 @@ class Ending:
         denials: capability requests the host refused.
         upstream_failures: granted upstream requests that failed.
         guest_result: the guest's ``(is_ok, payload)`` when ``call`` returned.
+        approval: the approval request a SQL statement filed, if one did.
     """
 
     limits: Limits
@@ -113,6 +117,7 @@ class Ending:
     denials: Sequence[dict[str, Any]] = ()
     upstream_failures: Sequence[dict[str, Any]] = ()
     guest_result: tuple[bool, str] | None = None
+    approval: dict[str, Any] | None = None
 
 
 def call_error(end: Ending) -> CallError | None:
@@ -163,14 +168,17 @@ def _blame(error: CallError, end: Ending) -> CallError:
     stays in ``details.guest_message``.
     """
     guest = {"guest_code": error.code, "guest_message": error.message}
+    if end.approval is not None:
+        request = end.approval
+        return ApprovalRequired(
+            f"a {request['kind']} statement on the database {request['database']!r} needs approval: ask a "
+            f"principal with the approver scope to run `glovebox approve {request['approval_id']}`, then call again",
+            details={**request, **guest},
+        )
     if end.denials:
         denials = list(end.denials)
         first = denials[0]
-        return CapabilityDenied(
-            f"the tool failed after the host refused {first.get('capability', 'a capability')} access "
-            f"({first.get('method', '')} {first.get('url', '')}): {first.get('reason', 'denied')}",
-            details={"denials": denials, **guest},
-        )
+        return CapabilityDenied(_denied_message(first), details={"denials": denials, **guest})
     if end.upstream_failures:
         failures = list(end.upstream_failures)
         first = failures[0]
@@ -180,6 +188,20 @@ def _blame(error: CallError, end: Ending) -> CallError:
             details={"upstream_failures": failures, **guest},
         )
     return error
+
+
+def _denied_message(first: dict[str, Any]) -> str:
+    if first.get("capability") == "sql":
+        named = next((f", {key} {first[key]!r}" for key in ("table", "column", "function") if key in first), "")
+        about = f"a statement (kind {first.get('kind', 'unknown')}{named})"
+        return (
+            f"the tool failed after the host refused {about} on the database "
+            f"{first.get('database', '')!r}: {first.get('reason', 'denied')}"
+        )
+    return (
+        f"the tool failed after the host refused {first.get('capability', 'a capability')} access "
+        f"({first.get('method', '')} {first.get('url', '')}): {first.get('reason', 'denied')}"
+    )
 
 
 # -- wasmtime -----------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from ..core._errors import CallError, InvalidArtifact
 from ..core._world import EXPORT_NAME
 from ..engine._engine import SharedEngine
 from ..model._manifest import Limits
-from ._callstate import ActiveCall, CallState, Fetcher
+from ._callstate import ActiveCall, CallState, Fetcher, SqlAccess
 from ._fastcall import Instantiation, RawStore, call_tool, post_return
 from ._host import make_linker
 from ._outcome import Ending, call_error
@@ -84,10 +84,17 @@ class Sandbox:
             store.set_wasi(wasmtime.WasiConfig())
         return store
 
-    def run(self, component: Component, input_text: str, limits: Limits, http: Fetcher | None = None) -> Outcome:
+    def run(
+        self,
+        component: Component,
+        input_text: str,
+        limits: Limits,
+        http: Fetcher | None = None,
+        sql: SqlAccess | None = None,
+    ) -> Outcome:
         """Instantiate ``component`` afresh and call it once with ``input_text``."""
         deadline = time.monotonic() + limits.timeout_ms / 1000.0
-        state = CallState(deadline=deadline, log_limit_bytes=limits.log_bytes, http=http)
+        state = CallState(deadline=deadline, log_limit_bytes=limits.log_bytes, http=http, sql=sql)
         with self._live_lock:
             self._live += 1
         try:
@@ -173,6 +180,7 @@ class _Ran:
             timed_out_in_host=state.timed_out,
             denials=state.denials,
             upstream_failures=state.upstream_failures,
+            approval=state.approval,
             guest_result=self.result,
         )
 

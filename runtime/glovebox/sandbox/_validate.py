@@ -4,7 +4,7 @@ The checks run before anything is stored: the bytes are wasm; they are a
 component, not a core module; they compile (in a child process, see
 ``_compile``); the component exports
 ``call: func(input: string) -> result<string, string>``; and it imports
-nothing but the ``glovebox:tool/host@0.1.0`` interface and, for guests built on
+nothing but the ``glovebox:tool/host@0.1.0`` and ``glovebox:tool/sql@0.1.0`` interfaces and, for guests built on
 a WASI libc (Python), the WASI 0.2.x interfaces in ``_world.WASI_INTERFACES``, which
 the sandbox links with nothing granted (see ``_sandbox``). Each refusal says
 which check failed and what to do about it.
@@ -18,7 +18,7 @@ import wasmtime
 from wasmtime.component import Component, ComponentInstanceType, FuncType, ResultType, String
 
 from ..core._errors import InvalidArtifact
-from ..core._world import EXPORT_NAME, HOST_FUNCTIONS, HOST_INTERFACE, is_wasi_import
+from ..core._world import EXPORT_NAME, HOST_FUNCTIONS, HOST_INTERFACE, SQL_FUNCTIONS, SQL_INTERFACE, is_wasi_import
 
 __all__ = [
     "MAX_ARTIFACT_BYTES",
@@ -82,22 +82,26 @@ def imports_wasi(engine: wasmtime.Engine, component: Component) -> bool:
     return any(name.startswith("wasi:") for name in component.type.imports(engine))
 
 
+_PROVIDED = {HOST_INTERFACE: HOST_FUNCTIONS, SQL_INTERFACE: SQL_FUNCTIONS}
+
+
 def _check_imports(imports: Mapping[str, object], engine: wasmtime.Engine, source: str) -> None:
     for name, item in imports.items():
         if is_wasi_import(name):
             continue
-        if name != HOST_INTERFACE:
+        provided = _PROVIDED.get(name)
+        if provided is None:
             raise InvalidArtifact(
                 f"{source} imports `{name}`, which is outside the glovebox world "
-                f"(a tool may import only `{HOST_INTERFACE}`)"
+                f"(a tool may import only `{HOST_INTERFACE}` and `{SQL_INTERFACE}`)"
             )
         ty = item.ty  # type: ignore[attr-defined]
         if not isinstance(ty, ComponentInstanceType):
             raise InvalidArtifact(f"{source} imports `{name}` as something other than an interface")
         funcs = {fname for fname, f in ty.exports(engine).items() if isinstance(f.ty, FuncType)}
-        unknown = sorted(funcs - HOST_FUNCTIONS)
+        unknown = sorted(funcs - provided)
         if unknown:
             raise InvalidArtifact(
                 f"{source} imports `{name}#{unknown[0]}`, which the host does not provide "
-                f"(it provides {', '.join(sorted(HOST_FUNCTIONS))})"
+                f"(it provides {', '.join(sorted(provided))})"
             )

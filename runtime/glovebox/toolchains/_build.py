@@ -21,7 +21,7 @@ import wasmtime
 
 from ..core._errors import BuildError
 from ..core._settings import build_cache_dir
-from ..core._world import HOST_INTERFACE
+from ..core._world import HOST_INTERFACE, SQL_INTERFACE
 from ._binaries import BUILD_HINT, find_tool, require_module, run_tool
 
 __all__ = ["build", "check_c_toolchain", "sdk_dir"]
@@ -108,10 +108,10 @@ def build(src: str | Path, out: str | Path | None = None, *, home: str | Path | 
 
 def _check_core_imports(core: Path, src: Path) -> None:
     module = wasmtime.Module(wasmtime.Engine(), core.read_bytes())
-    foreign = [imp for imp in module.imports if imp.module != HOST_INTERFACE]
+    foreign = [imp for imp in module.imports if imp.module not in (HOST_INTERFACE, SQL_INTERFACE)]
     if not foreign:
         return
     names = ", ".join(f"{imp.module}.{imp.name}" for imp in foreign)
     hints = sorted({_HINTS[imp.name] for imp in foreign if imp.name in _HINTS})
-    advice = "; ".join(hints) or "only the glovebox host interface is available in a sandbox"
+    advice = "; ".join(hints) or "only the glovebox host and sql interfaces are available in a sandbox"
     raise BuildError(f"{src}: the tool imports {names}: {advice}")

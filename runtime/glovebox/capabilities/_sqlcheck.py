@@ -1,0 +1,305 @@
+"""One SQL statement, parsed and judged on the host before any database sees it.
+
+:func:`classify` parses the text with ``sqlglot`` (SQLite dialect) and walks
+the whole tree — common table expressions (data-modifying ones too),
+subqueries, ``SELECT ... INTO``, locking clauses — collecting every kind of
+statement in it, every table, column and function it names, and a
+fingerprint (the statement with its literals replaced by ``?``). It refuses
+text that does not parse, holds more than one statement, holds a MySQL
+executable comment (``/*! ... */``) or only parses as an opaque command.
+
+:func:`judge` holds a :class:`Statement` to a :class:`~glovebox.model._grants.SqlRule`:
+each kind's action (``block`` refuses at once, never offered for approval),
+the tables, the columns (where the rule restricts a table's), and the
+functions (the host's :data:`SAFE_FUNCTIONS` plus the rule's own). A refusal
+is a :class:`SqlRefused` whose ``details`` name the kind and the table,
+column or function refused.
+
+The engine checks again (see ``_sqlite``): what this module misreads, the
+database's own authorizer still refuses.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model._grants import SqlRule
+
+__all__ = ["MAX_STATEMENT_CHARS", "SAFE_FUNCTIONS", "SEVERITY_ORDER", "SqlRefused", "Statement", "classify", "judge"]
+
+#: Accepted statements whose classification is kept (the text is the key).
+CACHED_STATEMENTS = 1024
+#: The longest statement the host parses.
+MAX_STATEMENT_CHARS = 64 * 1024
+#: Kinds from the most to the least dangerous: a statement reports the first it holds.
+SEVERITY_ORDER = ("other", "ddl", "delete", "update", "insert", "select")
+_ACTION_RANK = {"allow": 0, "require_approval": 1, "block": 2}
+
+#: Functions every grant allows (SQLite's names): pure computations on values.
+#: Left out on purpose: load_extension, readfile/writefile/edit (the CLI's), fts3_tokenizer,
+#: zeroblob/randomblob (memory), sqlite_* introspection, and table-valued pragma_* functions.
+SAFE_FUNCTIONS = frozenset(
+    {
+        "abs", "avg", "count", "max", "min", "sum", "total", "group_concat", "string_agg",
+        "coalesce", "ifnull", "iif", "nullif", "length", "octet_length", "lower", "upper",
+        "trim", "ltrim", "rtrim", "substr", "substring", "replace", "instr", "round", "sign",
+        "cast", "hex", "quote", "typeof", "unicode", "char", "printf", "format", "like", "glob",
+        "date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff",
+        "ceil", "ceiling", "floor", "mod", "power", "pow", "sqrt", "random", "changes",
+        "last_insert_rowid", "json", "json_extract", "json_array", "json_object",
+        "json_array_length", "json_type", "json_valid", "json_quote", "json_group_array",
+        "json_group_object", "row_number", "rank", "dense_rank", "percent_rank", "cume_dist",
+        "ntile", "lag", "lead", "first_value", "last_value", "nth_value",
+    }
+)  # fmt: skip
+
+
+class SqlRefused(Exception):
+    """The host refuses a statement; ``details`` say why (kind, table, column, function)."""
+
+    def __init__(self, reason: str, details: dict[str, Any]) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.details = details
+
+
+@dataclass(frozen=True)
+class Statement:
+    """What one statement does, as the host read it."""
+
+    #: The most dangerous kind it holds (see :data:`SEVERITY_ORDER`).
+    kind: str
+    #: Every kind it holds (a SELECT over a deleting CTE holds select and delete).
+    kinds: frozenset[str]
+    #: Tables and views it names (lower case, CTE names left out).
+    tables: tuple[str, ...]
+    #: Functions it calls (SQLite's names, lower case).
+    functions: tuple[str, ...]
+    #: The statement with literals replaced by ``?`` (for the audit log).
+    fingerprint: str
+    #: (table or None when unqualified, column) pairs it names.
+    columns: tuple[tuple[str | None, str], ...] = ()
+    #: Tables it reads every column of (``*``), and the columns an INSERT names per table.
+    star: bool = False
+    insert_columns: dict[str, tuple[str, ...] | None] = field(default_factory=dict)
+    #: Names the statement itself defines (select aliases), allowed as bare columns.
+    aliases: frozenset[str] = frozenset()
+    #: Table alias (or name) -> table.
+    table_aliases: dict[str, str] = field(default_factory=dict)
+    #: Names of the common table expressions it defines.
+    ctes: frozenset[str] = frozenset()
+
+
+@functools.lru_cache(maxsize=CACHED_STATEMENTS)
+def classify(text: str) -> Statement:
+    """Parse and classify ``text`` (a pure function of the text: the last
+    :data:`CACHED_STATEMENTS` accepted texts are kept, so a statement sent again
+    with other parameters is not parsed again; a refused text is never kept).
+
+    Raises:
+        SqlRefused: the text is too long, does not parse, holds more than one
+            statement or a MySQL executable comment, or parses only as an opaque command.
+    """
+    try:
+        import sqlglot  # the parser loads only when a statement is checked
+        from sqlglot import exp
+    except ImportError:
+        raise SqlRefused(
+            "the host cannot check SQL statements: install the sql extra (glovebox-runtime[sql])", {"kind": "unknown"}
+        ) from None
+
+    if len(text) > MAX_STATEMENT_CHARS:
+        raise SqlRefused(f"the statement is over {MAX_STATEMENT_CHARS} characters", {"kind": "unknown"})
+    if "/*!" in text:
+        raise SqlRefused("MySQL executable comments (/*! ... */) are refused", {"kind": "unknown"})
+    try:
+        trees = [tree for tree in sqlglot.parse(text, read="sqlite") if tree is not None]
+    except RecursionError:
+        raise SqlRefused("the statement is nested too deeply to check", {"kind": "unknown"}) from None
+    except Exception as exc:  # sqlglot's ParseError, TokenError and friends: unparseable is refused
+        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise SqlRefused(f"the statement does not parse: {reason}", {"kind": "unknown"}) from None
+    if len(trees) != 1:
+        raise SqlRefused(
+            f"one statement per query: this text holds {len(trees)}", {"kind": "unknown", "statements": len(trees)}
+        )
+    tree = trees[0]
+    if isinstance(tree, exp.Command):
+        kind = "ddl" if str(tree.this).upper() in ("ALTER", "CREATE", "DROP") else "other"
+        raise SqlRefused(
+            f"{str(tree.this).upper()} statements cannot be fully checked and are refused",
+            {"kind": kind, "statement": str(tree.this).upper()},
+        )
+    return _walk(tree, exp)
+
+
+def _walk(tree: Any, exp: Any) -> Statement:
+    kinds = {_root_kind(tree, exp)}
+    ctes: set[str] = set()
+    tables: list[str] = []
+    functions: list[str] = []
+    columns: list[tuple[str | None, str]] = []
+    aliases: set[str] = set()
+    table_aliases: dict[str, str] = {}
+    insert_columns: dict[str, tuple[str, ...] | None] = {}
+    star = False
+    for node in tree.walk():
+        nested = _node_kind(node, exp)
+        if nested is not None:
+            kinds.add(nested)
+        if isinstance(node, exp.CTE):
+            ctes.add(node.alias_or_name.lower())
+        elif isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier):
+            name = _table(node)
+            tables.append(name)
+            table_aliases[node.alias_or_name.lower()] = name
+        elif isinstance(node, exp.Func):
+            function = _function_name(node, exp)
+            if function is not None:
+                functions.append(function)
+        elif isinstance(node, exp.Column):
+            if isinstance(node.this, exp.Star):
+                star = True
+            else:
+                columns.append((node.table.lower() or None, node.name.lower()))
+        elif isinstance(node, exp.Star):
+            star = True
+        elif isinstance(node, exp.Alias):
+            aliases.add(node.alias.lower())
+    if isinstance(tree, exp.Insert):
+        target = tree.this
+        table_node = target.this if isinstance(target, exp.Schema) else target
+        if isinstance(table_node, exp.Table):
+            named = tuple(col.name.lower() for col in target.expressions) if isinstance(target, exp.Schema) else None
+            insert_columns[_table(table_node)] = named
+    real = tuple(dict.fromkeys(name for name in tables if name not in ctes))
+    for alias in [alias for alias, name in table_aliases.items() if name in ctes]:
+        del table_aliases[alias]
+    return Statement(
+        kind=next(kind for kind in SEVERITY_ORDER if kind in kinds),
+        kinds=frozenset(kinds),
+        tables=real,
+        functions=tuple(dict.fromkeys(functions)),
+        fingerprint=_fingerprint(tree, exp),
+        columns=tuple(dict.fromkeys(columns)),
+        star=star,
+        insert_columns=insert_columns,
+        aliases=frozenset(aliases),
+        table_aliases=table_aliases,
+        ctes=frozenset(ctes),
+    )
+
+
+def _table(node: Any) -> str:
+    schema = (node.db or "").lower()
+    if node.catalog or schema not in ("", "main"):
+        where = ".".join(part for part in (node.catalog, node.db) if part)
+        raise SqlRefused(
+            f"table {node.name!r} is qualified with the database {where!r}: only the granted database is reachable",
+            {"kind": "unknown", "table": f"{where}.{node.name}".lower()},
+        )
+    return str(node.name).lower()
+
+
+def _root_kind(tree: Any, exp: Any) -> str:
+    if isinstance(tree, (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Values, exp.Subquery)):
+        return "select"
+    return _node_kind(tree, exp) or "other"
+
+
+def _node_kind(node: Any, exp: Any) -> str | None:
+    if isinstance(node, exp.Insert):
+        return "insert"
+    if isinstance(node, (exp.Update, exp.Merge, exp.Lock)):
+        return "update"
+    if isinstance(node, exp.Delete):
+        return "delete"
+    if isinstance(node, (exp.Create, exp.Drop, exp.Alter, exp.TruncateTable, exp.Into)):
+        return "ddl"
+    if isinstance(node, (exp.Pragma, exp.Attach, exp.Detach, exp.Transaction, exp.Commit, exp.Rollback, exp.Command)):
+        return "other"
+    if isinstance(node, (exp.Set, exp.Use, exp.Analyze, exp.Copy, exp.LoadData)):
+        return "other"
+    return None
+
+
+_CALL = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+_NAMES: dict[type, str | None] = {}
+
+
+def _function_name(node: Any, exp: Any) -> str | None:
+    """The name SQLite knows a function call by (None: syntax that calls no function, e.g. CASE)."""
+    if isinstance(node, exp.Anonymous):
+        return str(node.name).lower()
+    cls = type(node)
+    if cls not in _NAMES:
+        match = _CALL.match(node.sql(dialect="sqlite"))
+        _NAMES[cls] = match.group(1).lower() if match else None
+    return _NAMES[cls]
+
+
+def _fingerprint(tree: Any, exp: Any) -> str:
+    def blank(node: Any) -> Any:
+        return exp.Placeholder() if isinstance(node, exp.Literal) else node
+
+    try:
+        return str(tree.transform(blank, copy=True).sql(dialect="sqlite", comments=False))
+    except Exception:  # generation can fail on odd trees; the audit then keeps the kind only
+        return "(not rendered)"
+
+
+def judge(statement: Statement, rule: SqlRule) -> str:
+    """``allow`` or ``require_approval`` for ``statement`` under ``rule``.
+
+    Raises:
+        SqlRefused: a kind the rule blocks, or a table, column or function it does not grant.
+    """
+    where = f"database {rule.database!r}"
+    action = "allow"
+    for kind in SEVERITY_ORDER:
+        if kind not in statement.kinds:
+            continue
+        verdict = getattr(rule.actions, kind)
+        if verdict == "block":
+            raise SqlRefused(f"{kind} statements are blocked on {where}", {"kind": kind})
+        if _ACTION_RANK[verdict] > _ACTION_RANK[action]:
+            action = verdict
+    base = {"kind": statement.kind}
+    if "*" not in rule.tables:
+        for table in statement.tables:
+            if table not in rule.tables:
+                raise SqlRefused(f"table {table!r} is not granted on {where}", {**base, "table": table})
+    _judge_columns(statement, rule, where, base)
+    allowed = SAFE_FUNCTIONS | set(rule.functions)
+    for function in statement.functions:
+        if function not in allowed:
+            raise SqlRefused(f"function {function}() is not allowed on {where}", {**base, "function": function})
+    return action
+
+
+def _judge_columns(statement: Statement, rule: SqlRule, where: str, base: dict[str, Any]) -> None:
+    restricted = {table: set(rule.columns[table]) for table in statement.tables if table in rule.columns}
+    if not restricted:
+        return
+    if statement.star:
+        table = next(iter(restricted))
+        reason = f"table {table!r} grants only some columns on {where}: name them (no *)"
+        raise SqlRefused(reason, {**base, "table": table})
+    for table, named in statement.insert_columns.items():
+        if table in restricted and (named is None or not set(named) <= restricted[table]):
+            raise SqlRefused(
+                f"an INSERT into {table!r} must name only its granted columns on {where}", {**base, "table": table}
+            )
+    bare = set().union(*restricted.values()) | statement.aliases
+    for qualifier, column in statement.columns:
+        owner = statement.table_aliases.get(qualifier, qualifier) if qualifier else None
+        if owner is not None:
+            if owner in restricted and column not in restricted[owner]:
+                raise SqlRefused(
+                    f"column {owner}.{column} is not granted on {where}", {**base, "table": owner, "column": column}
+                )
+        elif column not in bare:
+            raise SqlRefused(f"column {column!r} is not granted on {where}", {**base, "column": column})

@@ -1,0 +1,161 @@
+"""``glovebox import sql``: a real SQLite database as NAME-query and NAME-execute, attacked through them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+import glovebox
+from glovebox.cli._main import cli
+from glovebox.importers._guest import _sources, _target, sql_guest
+
+from ..capabilities.sqlfixtures import make_shop, snapshot
+
+ATTACKS = [
+    "COMMIT; DROP TABLE orders",
+    "WITH x AS (SELECT 1) DELETE FROM orders",
+    "PRAGMA writable_schema = 1",
+    "ATTACH DATABASE '{tmp}/attached.db' AS x",
+    "VACUUM INTO '{tmp}/copy.db'",
+    "SELECT load_extension('{tmp}/evil')",
+    "SELECT /*! 1; DROP TABLE orders */ 1",
+    "SELECT * INTO stolen FROM orders",
+    "WITH d AS (DELETE FROM orders RETURNING *) SELECT * FROM d",
+    "SELECT readfile('/etc/passwd')",
+    "DROP TABLE orders",
+    "UPDATE orders SET qty = 0",
+]
+
+
+@pytest.fixture(scope="session")
+def sqlop(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The generic SQL guest, built once per session."""
+    return sql_guest(tmp_path_factory.mktemp("sqlop-home"))
+
+
+def _seed(home: Path, sqlop: Path) -> None:
+    """Put the built guest where ``home``'s import looks for it (the cache an import fills)."""
+    target = _target(home, _sources("sqlop"), "sqlop")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(sqlop.read_bytes())
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    return make_shop(tmp_path / "shop.db")
+
+
+@pytest.fixture
+def imported(tmp_path: Path, shop: Path, sqlop: Path) -> tuple[Path, dict[str, Any]]:
+    """A home with the shop imported, and the policy fragment (plus an approver) in force."""
+    home = tmp_path / "home"
+    _seed(home, sqlop)
+    with glovebox.Runtime(home=home) as rt:
+        result = glovebox.import_sql(rt, f"sqlite:///{shop}", name="shop")
+    assert sorted(result.added) == ["shop-execute", "shop-query"]
+    policy = {**result.policy, "principals": {"boss": {"scopes": ["glovebox:approve"]}}}
+    return home, policy
+
+
+def _rt(imported: tuple[Path, dict[str, Any]]) -> glovebox.Runtime:
+    home, policy = imported
+    return glovebox.Runtime(home=home, policy=glovebox.Policy.model_validate(policy))
+
+
+def test_the_tools_describe_the_catalog_and_the_fragment_grants_the_alias(
+    imported: tuple[Path, dict[str, Any]], shop: Path
+) -> None:
+    _, policy = imported
+    with _rt(imported) as rt:
+        query = rt.tool("shop-query")
+    assert "orders(id INTEGER, item TEXT, qty INTEGER)" in query.manifest.description
+    assert "users(id INTEGER, name TEXT, password TEXT)" in query.manifest.description
+    assert query.manifest.capabilities.sql[0].actions.delete == "block"
+    assert policy["grants"] == [{"tool": "shop-*", "sql": [{"database": "shop", "dsn": f"sqlite:///{shop.resolve()}"}]}]
+    assert "dsn" not in query.manifest.to_json()
+
+
+def test_query_returns_columns_and_rows(imported: tuple[Path, dict[str, Any]]) -> None:
+    with _rt(imported) as rt:
+        result = rt.call(
+            "shop-query", {"sql": "SELECT item, qty FROM orders WHERE qty >= ? ORDER BY id", "params": [3]}
+        )
+    assert result.ok, result.to_dict()
+    assert result.output == {
+        "columns": ["item", "qty"],
+        "rows": [["widget", 3], ["gizmo", 7]],
+        "row_count": 2,
+        "truncated": False,
+        "rows_changed": 0,
+    }
+
+
+@pytest.mark.parametrize("tool", ["shop-query", "shop-execute"])
+@pytest.mark.parametrize("sql", ATTACKS)
+def test_each_bypass_through_the_imported_tools(
+    imported: tuple[Path, dict[str, Any]], shop: Path, tmp_path: Path, tool: str, sql: str
+) -> None:
+    before = snapshot(shop)
+    with _rt(imported) as rt:
+        result = rt.call(tool, {"sql": sql.format(tmp=tmp_path)})
+    writes = ("WITH x AS (SELECT 1) DELETE", "WITH d AS (DELETE", "UPDATE orders")
+    expected = "approval_required" if tool == "shop-execute" and sql.startswith(writes) else "capability_denied"
+    assert result.code == expected, result.to_dict()
+    assert snapshot(shop) == before
+    assert not (tmp_path / "attached.db").exists() and not (tmp_path / "copy.db").exists()
+
+
+def test_execute_refuses_drop_and_holds_delete_for_approval(imported: tuple[Path, dict[str, Any]], shop: Path) -> None:
+    before = snapshot(shop)
+    with _rt(imported) as rt:
+        dropped = rt.call("shop-execute", {"sql": "DROP TABLE orders"})
+        deleted = rt.call("shop-execute", {"sql": "DELETE FROM orders WHERE qty < ?", "params": [2]})
+        assert dropped.code == "capability_denied"
+        assert dropped.error.details["denials"][0]["kind"] == "ddl"
+        assert deleted.code == "approval_required"
+        assert snapshot(shop) == before
+        rt.approve(deleted.error.details["approval_id"], principal="boss")
+        other = rt.call("shop-execute", {"sql": "DELETE FROM orders WHERE qty < ?", "params": [100]})
+        assert other.code == "approval_required"
+        assert snapshot(shop) == before
+        done = rt.call("shop-execute", {"sql": "DELETE FROM orders WHERE qty < ?", "params": [2]})
+    assert done.ok and done.output["rows_changed"] == 1
+    assert [row[1] for row in snapshot(shop)["rows"]["orders"]] == ["widget", "gizmo"]
+
+
+def test_a_reimport_of_the_same_database_changes_nothing(imported: tuple[Path, dict[str, Any]], shop: Path) -> None:
+    with _rt(imported) as rt:
+        again = glovebox.import_sql(rt, f"sqlite:///{shop}", name="shop")
+    assert again.added == [] and sorted(again.unchanged) == ["shop-execute", "shop-query"]
+
+
+@pytest.mark.parametrize("dsn", ["postgresql://x/y", "sqlite:///{tmp}/missing.db", "sqlite:///{tmp}/not-a-db.txt"])
+def test_a_bad_dsn_is_refused_by_name(tmp_path: Path, dsn: str) -> None:
+    (tmp_path / "not-a-db.txt").write_text("hello, not a database " * 100)
+    with (
+        glovebox.Runtime(home=tmp_path / "home") as rt,
+        pytest.raises(glovebox.InvalidSpec, match="sqlite|file|catalog"),
+    ):
+        glovebox.import_sql(rt, dsn.format(tmp=tmp_path), name="shop")
+        assert rt.tools() == []
+
+
+def test_the_cli_imports_and_writes_the_fragment(tmp_path: Path, shop: Path, sqlop: Path) -> None:
+    _seed(tmp_path / "home", sqlop)
+    out = tmp_path / "fragment.yaml"
+    runner = CliRunner()
+    env = {"GLOVEBOX_HOME": str(tmp_path / "home")}
+    result = runner.invoke(
+        cli, ["import", "sql", f"sqlite:///{shop}", "--name", "shop", "--policy-out", str(out)], env=env
+    )
+    assert result.exit_code == 0, result.output
+    assert "shop-query" in result.output and "shop-execute" in result.output
+    fragment = yaml.safe_load(out.read_text())
+    assert fragment["grants"][0]["sql"][0]["database"] == "shop"
+    listed = runner.invoke(cli, ["tools", "--json"], env=env)
+    assert {tool["name"] for tool in json.loads(listed.output)} == {"shop-query", "shop-execute"}
