@@ -113,7 +113,6 @@ class PolicyGate:
         self._checked = clock()
         self._lock = threading.Lock()
         self._decisions = Decisions()
-        self.approvals = ApprovalStore(home)
         self.quotas = QuotaUsage(clock)
         if isinstance(source, Policy):
             self._policy = source
@@ -121,6 +120,8 @@ class PolicyGate:
             self.path = Path(source)
             self._stamp = _stamp(self.path)
             self._policy = load_policy(self.path)
+        home.mkdir(parents=True, exist_ok=True)  # only once the policy is known to be good
+        self.approvals = ApprovalStore(home)
 
     def close(self) -> None:
         self.approvals.close()

@@ -86,7 +86,9 @@ class Runtime:
             opentelemetry, no span is made). See ``glovebox.telemetry._tracing``.
 
     Raises:
-        InvalidPolicy: the policy file given at construction cannot be used.
+        InvalidPolicy: the policy file given at construction cannot be used
+            (nothing is created in the home then).
+        NotADirectoryError: ``home`` is a file or lies under one.
 
     Use it as a context manager, or call ``close()`` when done.
     """
@@ -110,15 +112,15 @@ class Runtime:
         self._admission = Admission(max_in_flight, max_queued, maps=mapping_bound())
         self._compute = ComputeSlots(max_running)
         self._tracing = Tracing(tracer_provider)
-        self.home = _settings.home_dir(home)
-        self.home.mkdir(parents=True, exist_ok=True)
+        self.home = _settings.check_home(_settings.home_dir(home))
         if policy is None:
             policy = _settings.policy_file()
+        # The inputs are checked before anything is written in the home.
+        self._grants = load_grants(grants if grants is not None else _settings.grants_file())
         self._gate = PolicyGate(self.home, policy)
         self.policy_path = self._gate.path
         self._policy_given = policy is not None
         self._audit = AuditLog(self.home)
-        self._grants = load_grants(grants if grants is not None else _settings.grants_file())
         self._transport = transport
         self._registry = Registry(self.home)
         bound = self._admission.max_in_flight

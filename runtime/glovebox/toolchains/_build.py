@@ -20,7 +20,7 @@ from pathlib import Path
 import wasmtime
 
 from ..core._errors import BuildError
-from ..core._settings import build_cache_dir
+from ..core._settings import build_cache_dir, zig_cache_dir
 from ..core._world import HOST_INTERFACE
 from ._binaries import BUILD_HINT, find_tool, require_module, run_tool
 
@@ -68,7 +68,8 @@ def build(src: str | Path, out: str | Path | None = None, *, home: str | Path | 
     A Python build also writes the generated manifest ``<out stem>.glovebox.toml``
     and is cached by source digest (see ``_pybuild``) in ``home/cache/build``
     (``home`` defaults to ``GLOVEBOX_HOME``; with neither, the per-user cache
-    directory ``$XDG_CACHE_HOME/glovebox/build``).
+    directory ``$XDG_CACHE_HOME/glovebox/build``). A C build keeps Zig's cache
+    beside it, in ``cache/zig`` (``ZIG_GLOBAL_CACHE_DIR`` overrides).
 
     Raises:
         BuildError: the compiler or the componentizer refused; the message
@@ -89,8 +90,11 @@ def build(src: str | Path, out: str | Path | None = None, *, home: str | Path | 
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="glovebox-build-") as tmp:
         core = Path(tmp) / "core.wasm"
+        zig_cache = str(zig_cache_dir(home))
         run_tool(
-            [sys.executable, "-m", "ziglang", "cc", *ZIG_FLAGS, f"-I{sdk / 'c'}", str(src), "-o", str(core)], "zig cc"
+            [sys.executable, "-m", "ziglang", "cc", *ZIG_FLAGS, f"-I{sdk / 'c'}", str(src), "-o", str(core)],
+            "zig cc",
+            env={"ZIG_GLOBAL_CACHE_DIR": zig_cache, "ZIG_LOCAL_CACHE_DIR": zig_cache},
         )
         _check_core_imports(core, src)
         embedded = Path(tmp) / "embedded.wasm"
