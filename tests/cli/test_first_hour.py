@@ -8,7 +8,12 @@ fail the test) or, where a terminal or a real build matters, a subprocess.
 
 from __future__ import annotations
 
+import json
+import re
+import shlex
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -80,3 +85,147 @@ def test_c_build_keeps_zig_cache_in_the_home(tmp_path: Path, monkeypatch: pytest
     assert result.exit_code == 0, result.stderr
     assert (home / "cache" / "zig").is_dir()
     assert any((home / "cache" / "zig").iterdir())
+
+
+# -- approvals an operator can run from the message ----------------------------------
+
+APPROVAL_POLICY = """
+version: 1
+principals:
+  agent: {scopes: [run]}
+  admin: {scopes: [run, glovebox:approve]}
+rules:
+  - {tool: sensitive, action: require_approval}
+approvals: {ttl_s: 600}
+"""
+ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
+
+
+@pytest.fixture
+def approval_home(tmp_path: Path, build_guest: Callable[[str], Path]) -> tuple[Path, Path]:
+    home, policy = tmp_path / "home", tmp_path / "policy.yaml"
+    policy.write_text(APPROVAL_POLICY)
+    with glovebox.Runtime(home=home) as rt:
+        rt.register(build_guest("echo"), {"name": "sensitive", "description": "echo", "required_scopes": ["run"]})
+    return home, policy
+
+
+def ask(home: Path, policy: Path, value: str) -> dict[str, Any]:
+    result = invoke(
+        "--home", str(home), "--policy", str(policy), "call", "sensitive", "--input", value, "--principal", "agent"
+    )
+    envelope: dict[str, Any] = json.loads(result.stdout)
+    return envelope
+
+
+def test_the_approval_message_holds_a_command_that_works(approval_home: tuple[Path, Path]) -> None:
+    home, policy = approval_home
+    refused = ask(home, policy, '{"q": 1}')
+    assert refused["error"]["code"] == "approval_required"
+    details = refused["error"]["details"]
+    approval_id = details["approval_id"]
+    assert isinstance(details["expires_at"], float) and re.fullmatch(ISO, details["expires_at_iso"])
+    message = refused["error"]["message"]
+    assert f"until {details['expires_at_iso']}" in message
+    command = re.search(r"`(glovebox [^`]*approve [^`]*)`", message)
+    assert command is not None, message
+    assert command.group(1) == f"glovebox --policy {policy} approve {approval_id} --principal APPROVER"
+    argv = shlex.split(command.group(1).replace("APPROVER", "admin"))[1:]
+    approved = invoke("--home", str(home), *argv)
+    assert approved.exit_code == 0, approved.stderr
+    assert re.fullmatch(
+        f"approved {approval_id}: agent may call sensitive@0.0.0 once with that input until {ISO}\n", approved.stdout
+    )
+    ran = ask(home, policy, '{"q": 1}')
+    assert ran["ok"] and ran["output"] == {"q": 1}
+    [row] = [
+        json.loads(line)
+        for line in invoke("--home", str(home), "audit", "tail", "-n", "1", "--json").stdout.splitlines()
+    ]
+    assert row["decision"] == "approved"
+    assert json.loads(row["egress"])["approval"] == {"id": approval_id, "by": "admin"}
+    assert invoke("--home", str(home), "audit", "verify").exit_code == 0
+
+
+def test_approvals_list_and_deny(approval_home: tuple[Path, Path]) -> None:
+    home, policy = approval_home
+    empty = invoke("--home", str(home), "approvals", "list")
+    assert (empty.exit_code, empty.stdout) == (0, "no pending approval requests\n")
+    approval_id = ask(home, policy, '{"q": 2}')["error"]["details"]["approval_id"]
+    listed = invoke("--home", str(home), "approvals", "list")
+    header, line = listed.stdout.splitlines()
+    assert header.split() == ["ID", "PRINCIPAL", "TOOL", "REQUESTED", "EXPIRES", "INPUT"]
+    assert re.fullmatch(rf"{approval_id}\s+agent\s+sensitive@0\.0\.0\s+{ISO}\s+{ISO}\s+sha256:[0-9a-f]{{12}}", line)
+    [entry] = json.loads(invoke("--home", str(home), "approvals", "list", "--json").stdout)
+    assert entry["id"] == approval_id and entry["status"] == "pending"
+    assert isinstance(entry["expires_at"], float) and re.fullmatch(ISO, entry["expires_at_iso"])
+
+    no_reason = invoke(
+        "--home", str(home), "--policy", str(policy), "approvals", "deny", approval_id, "--principal", "admin"
+    )
+    assert no_reason.exit_code == 2 and "error [usage_error]: Missing option '--reason'." in no_reason.stderr
+    base = (
+        "--home",
+        str(home),
+        "--policy",
+        str(policy),
+        "approvals",
+        "deny",
+        approval_id,
+        "--reason",
+        "not on Fridays",
+    )
+    refused = invoke(*base, "--principal", "agent")
+    assert refused.exit_code == 1
+    assert (
+        refused.stderr
+        == "error [permission_denied]: principal 'agent' lacks the approver scope 'glovebox:approve'\n"
+    )
+    denied = invoke(*base, "--principal", "admin")
+    assert denied.exit_code == 0, denied.stderr
+    assert denied.stdout == (
+        f"denied {approval_id}: agent may not call sensitive@0.0.0 with that input: not on Fridays\n"
+    )
+    answer = ask(home, policy, '{"q": 2}')
+    assert answer["error"]["code"] == "permission_denied"
+    assert answer["error"]["message"] == "'admin' denied calling sensitive@0.0.0 with this input: not on Fridays"
+    assert answer["error"]["details"] == {"approval_id": approval_id, "denied_by": "admin", "reason": "not on Fridays"}
+    assert invoke("--home", str(home), "approvals", "list").stdout == "no pending approval requests\n"
+    [row] = [
+        json.loads(line)
+        for line in invoke("--home", str(home), "audit", "tail", "-n", "1", "--json").stdout.splitlines()
+    ]
+    assert (row["decision"], row["outcome"]) == ("denied", "permission_denied")
+    assert json.loads(row["egress"])["approval"] == {"id": approval_id, "by": "admin"}
+    assert invoke("--home", str(home), "audit", "verify").exit_code == 0
+
+
+def test_approving_without_a_policy_says_so(approval_home: tuple[Path, Path]) -> None:
+    home, policy = approval_home
+    approval_id = ask(home, policy, '{"q": 3}')["error"]["details"]["approval_id"]
+    for command in (["approve", approval_id], ["approvals", "deny", approval_id, "--reason", "no"]):
+        result = invoke("--home", str(home), *command, "--principal", "admin")
+        assert result.exit_code == 1
+        assert result.stderr == (
+            "error [permission_denied]: no policy is loaded, so no principal holds the approver scope: "
+            "give the policy that asked for the approval (glovebox --policy FILE, or GLOVEBOX_POLICY)\n"
+        )
+
+
+def test_library_and_process_pool_deny(approval_home: tuple[Path, Path]) -> None:
+    home, policy = approval_home
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        first = rt.call("sensitive", {"q": 4}, principal="agent").error
+        assert first is not None
+        with pytest.raises(ValueError, match="a denial needs a reason"):
+            rt.deny(first.details["approval_id"], principal="admin", reason=" ")
+        denied = rt.deny(first.details["approval_id"], principal="admin", reason="too risky")
+        assert (denied.status, denied.approved_by, denied.reason) == ("denied", "admin", "too risky")
+        assert rt.call("sensitive", {"q": 4}, principal="agent").code == "permission_denied"
+    with glovebox.ProcessPool(processes=1, home=home, policy=policy) as pool:
+        second = pool.call("sensitive", {"q": 5}, principal="agent").error
+        assert second is not None and second.code == "approval_required"
+        pool.deny(second.details["approval_id"], principal="admin", reason="no")
+        again = pool.call("sensitive", {"q": 5}, principal="agent")
+        assert again.code == "permission_denied" and again.error is not None
+        assert again.error.details["reason"] == "no"

@@ -24,7 +24,7 @@ from ..registry._keyring import sign as sign_artifact
 from ..toolchains._build import build as build_tool
 from ._base import GloveboxGroup, dump, home_of, open_runtime
 from ._import import import_group
-from ._policy import approve, audit, policy
+from ._policy import approvals, approve, audit, policy
 from ._serve import export, mcp, serve
 
 __all__ = ["main"]
@@ -244,6 +244,7 @@ def demo(keep: str | None) -> None:
 
 cli.add_command(policy)
 cli.add_command(approve)
+cli.add_command(approvals)
 cli.add_command(audit)
 cli.add_command(serve)
 cli.add_command(mcp)

@@ -1,4 +1,4 @@
-"""The ``policy``, ``approve`` and ``audit`` commands (thin, like the rest of the CLI)."""
+"""The ``policy``, ``approve``, ``approvals`` and ``audit`` commands (thin, like the rest of the CLI)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import sys
 import click
 
 from ..audit._log import AuditLog, record_json
-from ..policy import dead_entries, load_policy, policy_schema
+from ..policy import Approval, dead_entries, iso_time, load_policy, policy_schema
 from ..runtime._runtime import Runtime
 from ._base import dump, home_of, open_runtime
 
-__all__ = ["approve", "audit", "policy"]
+__all__ = ["approvals", "approve", "audit", "policy"]
 
 
 @click.group()
@@ -71,10 +71,60 @@ def schema() -> None:
 @click.option("--principal", required=True, help="Who approves (needs the policy's approver scope).")
 @click.pass_context
 def approve(ctx: click.Context, approval_id: str, principal: str) -> None:
-    """Approve a pending approval_required call, so it can run once."""
+    """Approve a pending approval_required call, so it can run once.
+
+    Give the policy that asked for the approval (--policy or GLOVEBOX_POLICY):
+    it says who holds the approver scope.
+    """
     with open_runtime(ctx) as rt:
         approval = rt.approve(approval_id, principal=principal)
-    click.echo(f"approved {approval.id}: {approval.principal} may call {approval.tool} once with that input")
+    click.echo(
+        f"approved {approval.id}: {approval.principal} may call {approval.tool} once with that input"
+        f" until {iso_time(approval.expires_at)}"
+    )
+
+
+@click.group()
+def approvals() -> None:
+    """List and deny approval requests (approve one with `glovebox approve`)."""
+
+
+@approvals.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (Unix times, each with an ISO 8601 twin).")
+@click.pass_context
+def approvals_list(ctx: click.Context, as_json: bool) -> None:
+    """List the pending, unexpired approval requests, oldest first (times in UTC)."""
+    with open_runtime(ctx) as rt:
+        pending = rt.pending_approvals()
+    if as_json:
+        click.echo(dump([approval.to_dict() for approval in pending]))
+        return
+    if not pending:
+        click.echo("no pending approval requests")
+        return
+    click.echo(_approval_table(pending))
+
+
+def _approval_table(pending: list[Approval]) -> str:
+    rows = [("ID", "PRINCIPAL", "TOOL", "REQUESTED", "EXPIRES", "INPUT")]
+    rows += [
+        (a.id, a.principal, a.tool, iso_time(a.created_at), iso_time(a.expires_at), a.input_digest[:19])
+        for a in pending
+    ]
+    widths = [max(len(row[col]) for row in rows) for col in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+@approvals.command("deny")
+@click.argument("approval_id")
+@click.option("--reason", required=True, help="Why: the waiting caller is told this (permission_denied).")
+@click.option("--principal", required=True, help="Who denies (needs the policy's approver scope).")
+@click.pass_context
+def approvals_deny(ctx: click.Context, approval_id: str, reason: str, principal: str) -> None:
+    """Deny a pending approval request: until it expires, that call answers permission_denied with REASON."""
+    with open_runtime(ctx) as rt:
+        approval = rt.deny(approval_id, principal=principal, reason=reason)
+    click.echo(f"denied {approval.id}: {approval.principal} may not call {approval.tool} with that input: {reason}")
 
 
 @click.group()

@@ -363,14 +363,32 @@ class Runtime:
         """Approve a pending ``approval_required`` call on behalf of ``principal``.
 
         Raises:
-            PermissionDenied: ``principal`` lacks the policy's approver scope, or
-                asked to approve its own request.
+            PermissionDenied: ``principal`` lacks the policy's approver scope,
+                asked to approve its own request, or no policy is loaded.
             ValueError: the id is unknown, expired, or not pending any more.
         """
         self._check_open()
         if not isinstance(principal, str) or not principal:
             raise TypeError("principal must be a non-empty str")
         return self._gate.approve(approval_id, principal)
+
+    def deny(self, approval_id: str, *, principal: str, reason: str) -> Approval:
+        """Deny a pending ``approval_required`` call on behalf of ``principal``, saying why.
+
+        Until the request expires, the caller's call with that input is answered
+        ``permission_denied`` with ``reason`` (``details.reason``, ``details.denied_by``).
+
+        Raises:
+            PermissionDenied: ``principal`` lacks the policy's approver scope, or
+                asked to deny its own request.
+            ValueError: the id is unknown, expired, or not pending any more.
+        """
+        self._check_open()
+        if not isinstance(principal, str) or not principal:
+            raise TypeError("principal must be a non-empty str")
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError("a denial needs a reason (it is what the caller is told)")
+        return self._gate.deny(approval_id, principal, reason)
 
     def pending_approvals(self) -> list[Approval]:
         """Approval requests waiting for an approver."""
