@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
@@ -178,8 +180,7 @@ def test_approvals_list_and_deny(approval_home: tuple[Path, Path]) -> None:
     refused = invoke(*base, "--principal", "agent")
     assert refused.exit_code == 1
     assert (
-        refused.stderr
-        == "error [permission_denied]: principal 'agent' lacks the approver scope 'glovebox:approve'\n"
+        refused.stderr == "error [permission_denied]: principal 'agent' lacks the approver scope 'glovebox:approve'\n"
     )
     denied = invoke(*base, "--principal", "admin")
     assert denied.exit_code == 0, denied.stderr
@@ -229,3 +230,201 @@ def test_library_and_process_pool_deny(approval_home: tuple[Path, Path]) -> None
         again = pool.call("sensitive", {"q": 5}, principal="agent")
         assert again.code == "permission_denied" and again.error is not None
         assert again.error.details["reason"] == "no"
+
+
+# -- manifests as the README says ----------------------------------------------------
+
+
+def test_a_manifest_without_name_takes_the_stem(tmp_path: Path, build_guest: Callable[[str], Path]) -> None:
+    wasm = tmp_path / "greet.wasm"
+    wasm.write_bytes(build_guest("echo").read_bytes())
+    (tmp_path / "greet.glovebox.toml").write_text(
+        'version = "1.0.0"\ndescription = "Echo."\n'
+        '[input_schema]\ntype = "object"\nproperties.q = { type = "integer" }\n'
+    )
+    result = invoke("register", str(wasm))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("registered greet@1.0.0 sha256:") and result.stderr == ""
+
+
+def test_a_folder_manifest_applies_only_to_its_tool(tmp_path: Path) -> None:
+    """`glovebox build mix/square.c` beside slugify's glovebox.toml stays square (a real C build)."""
+    pytest.importorskip("ziglang")
+    mix = tmp_path / "mix"
+    mix.mkdir()
+    (mix / "square.c").write_text((ROOT / "tests" / "guests" / "echo.c").read_text())
+    (mix / "slugify.py").write_text("def slugify(text: str) -> str:\n    return text\n")
+    (mix / "glovebox.toml").write_text('name = "slugify"\nversion = "2.0.0"\ndescription = "Slugs."\n')
+    built = invoke("build", str(mix / "square.c"))
+    assert built.exit_code == 0, built.stderr
+    assert built.stdout == f"{mix / 'square.wasm'}\n"
+    not_used = (
+        f"warning: {mix / 'glovebox.toml'} is not used for square.c: it names slugify and the folder holds 2 tools;"
+        " give this one its own square.glovebox.toml\n"
+    )
+    assert built.stderr == not_used
+    assert not (mix / "square.glovebox.toml").exists()
+    registered = invoke("register", str(mix / "square.wasm"))
+    assert registered.exit_code == 0
+    assert registered.stdout.startswith("registered square@0.0.0 ")
+    assert registered.stderr == (
+        not_used.replace("square.c", "square.wasm")
+        + "warning: square@0.0.0 has no description: agents are told nothing about what it does\n"
+        + "warning: square@0.0.0 accepts any input (input_schema true): agents are told nothing about its parameters\n"
+    )
+
+
+def test_manifest_errors_name_file_line_field_and_value(tmp_path: Path, build_guest: Callable[[str], Path]) -> None:
+    manifest = tmp_path / "bad.toml"
+    manifest.write_text('name = "ok"\nversion = "one"\ndescription = "x"\n\n[limits]\nfuel = -5\ncolour = 1\n')
+    result = invoke("register", str(build_guest("echo")), "--manifest", str(manifest))
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == (
+        f"error [invalid_manifest]: invalid manifest {manifest}:2: version: String should match pattern "
+        "'^\\d+\\.\\d+\\.\\d+(?:[-+][0-9A-Za-z.+-]+)?$' (got 'one'); "
+        f"{manifest}:6: limits.fuel: Input should be greater than 0 (got -5); "
+        f"{manifest}:7: limits.colour: unknown field (not part of the manifest format; see the manifest reference)\n"
+    )
+    as_json = tmp_path / "bad.json"
+    as_json.write_text('{\n  "name": "ok",\n  "limits": {\n    "timeout_ms": "soon"\n  }\n}\n')
+    result = invoke("register", str(build_guest("echo")), "--manifest", str(as_json))
+    assert result.stderr == (
+        f"error [invalid_manifest]: invalid manifest {as_json}:4: limits.timeout_ms: "
+        "Input should be a valid integer, unable to parse string as an integer (got 'soon')\n"
+    )
+
+
+# -- one voice ------------------------------------------------------------------------
+
+
+def _commands(command: click.Command, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
+    found = [(path, command)]
+    if isinstance(command, click.Group):
+        for name in sorted(command.commands):
+            found += _commands(command.commands[name], (*path, name))
+    return found
+
+
+def _undocumented(command: click.Command) -> list[str]:
+    """What ``command``'s help leaves out: what it does, an option's meaning or its default."""
+    missing = [] if (command.help or "").strip() else ["what the command does"]
+    for param in command.params:
+        if not isinstance(param, click.Option) or param.hidden or param.name in ("help", "version"):
+            continue
+        text = (param.help or "").lower()
+        if not text:
+            missing.append(f"{param.opts[0]}: what it is")
+        elif not (param.is_flag or param.required or param.show_default or "default" in text):
+            missing.append(f"{param.opts[0]}: its default")
+    return missing
+
+
+def test_every_help_says_what_it_does_and_its_defaults() -> None:
+    gaps = {}
+    for path, command in _commands(cli):
+        result = invoke(*path, "--help")
+        assert result.exit_code == 0 and result.stdout.startswith("Usage: glovebox"), path
+        if _undocumented(command):
+            gaps[" ".join(path) or "glovebox"] = _undocumented(command)
+    assert gaps == {}
+
+
+def test_a_missing_extra_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "starlette", None)  # what find_spec reports for a package not installed
+    result = invoke("serve", "--insecure-anonymous")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == (
+        "error [missing_extra]: starlette is not installed; "
+        "the servers need the 'serve' extra: pip install 'glovebox-runtime[serve]'\n"
+    )
+
+
+def test_a_stdio_build_error_gives_its_hint_once(tmp_path: Path) -> None:
+    pytest.importorskip("ziglang")
+    src = tmp_path / "noisy.c"
+    src.write_text(
+        '#include <stdio.h>\n#include "glovebox.h"\n'
+        "int gb_tool(const char *input, size_t len, gb_buf *out) {\n"
+        '    printf("hi\\n");\n    gb_buf_puts(out, "{}");\n    return GB_OK;\n}\n'
+    )
+    result = invoke("build", str(src))
+    assert result.exit_code == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"error [build_failed]: {src}: the tool imports ")
+    hint = "stdio and files (printf, puts, fprintf, fopen) are not available in a sandbox; use gb_log()"
+    assert line.endswith(f": {hint}") and line.count("not available") == 1
+
+
+def test_call_without_input_for_a_tool_that_needs_none(build_guest: Callable[[str], Path]) -> None:
+    none_needed = {"type": "object", "properties": {}, "additionalProperties": False}
+    needs_q = {"type": "object", "required": ["q"], "properties": {"q": {"type": "integer"}}}
+    with glovebox.Runtime() as rt:
+        rt.register(build_guest("echo"), {"name": "ping", "description": "Ping.", "input_schema": none_needed})
+        rt.register(build_guest("echo"), {"name": "needy", "description": "Needs q.", "input_schema": needs_q})
+    ping = invoke("call", "ping")
+    assert ping.exit_code == 0, ping.stderr
+    assert json.loads(ping.stdout)["output"] == {}
+    needy = invoke("call", "needy")
+    assert needy.exit_code == 2 and needy.stdout == ""
+    assert needy.stderr.splitlines()[-1] == "error [usage_error]: Missing option '--input': needy requires q"
+    unknown = invoke("call", "nope")
+    assert unknown.exit_code == 1 and json.loads(unknown.stdout)["error"]["code"] == "tool_not_found"
+
+
+def test_help_texts_say_what_happens() -> None:
+    assert "tool.c makes tool.wasm" in " ".join(invoke("build", "--help").stdout.split())
+    signatures = " ".join(invoke("verify", "--help").stdout.split())
+    chain = " ".join(invoke("audit", "verify", "--help").stdout.split())
+    assert "signature" in signatures and "glovebox audit verify" in signatures
+    assert "hash chain" in chain and "glovebox verify" in chain and "signature" in chain
+
+
+def test_policy_explain_without_a_policy_says_what_happens(build_guest: Callable[[str], Path]) -> None:
+    with glovebox.Runtime() as rt:
+        rt.register(build_guest("echo"), {"name": "open", "description": "Echo."})
+        rt.register(build_guest("echo"), {"name": "scoped", "description": "Echo.", "required_scopes": ["run"]})
+    builtin = (
+        "no policy is loaded (glovebox --policy FILE, or GLOVEBOX_POLICY): a tool without required scopes runs,"
+        " granted only the Runtime's grants (GLOVEBOX_GRANTS; none by default); a tool with required scopes is refused"
+    )
+    open_tool = invoke("policy", "explain", "--principal", "agent", "--tool", "open")
+    assert open_tool.stdout.splitlines()[:2] == ["decision: allow", f"  because {builtin}"]
+    scoped = invoke("policy", "explain", "--principal", "agent", "--tool", "scoped")
+    assert scoped.stdout.splitlines()[:3] == [
+        "decision: block",
+        "  because principal 'agent' lacks the scopes ['run'] that scoped requires",
+        f"  because {builtin}",
+    ]
+
+
+def test_audit_export_and_tail_filters(build_guest: Callable[[str], Path]) -> None:
+    with glovebox.Runtime() as rt:
+        rt.register(build_guest("echo"), {"name": "echo", "description": "Echo."})
+        rt.register(build_guest("echo"), {"name": "other", "description": "Echo."})
+        ids = [
+            rt.call("echo", {"n": 1}, principal="ann").meta["call_id"],
+            rt.call("other", {"n": 2}, principal="bob").meta["call_id"],
+            rt.call("echo", {"n": 3}, principal="bob").meta["call_id"],
+            rt.call("nope", {}, principal="ann").meta["call_id"],
+        ]
+
+    def exported(*args: str) -> list[str]:
+        result = invoke("audit", "export", *args)
+        assert result.exit_code == 0, result.stderr
+        return [json.loads(line)["call_id"] for line in result.stdout.splitlines()]
+
+    assert exported() == exported("--jsonl") == ids
+    assert exported("--tool", "echo") == [ids[0], ids[2]]
+    assert exported("--tool", "echo@0.0.0", "--principal", "bob") == [ids[2]]
+    assert exported("--outcome", "tool_not_found") == [ids[3]]
+    assert exported("--call-id", ids[1]) == [ids[1]]
+    assert exported("--since", "1h") == ids
+    assert exported("--since", "2999-01-01") == []
+    tail = invoke("audit", "tail", "-n", "1", "--principal", "bob", "--json")
+    assert [json.loads(line)["call_id"] for line in tail.stdout.splitlines()] == [ids[2]]
+    bad = invoke("audit", "tail", "--since", "yesterday")
+    assert bad.exit_code == 2
+    assert bad.stderr.splitlines()[-1] == (
+        "error [usage_error]: Invalid value for '--since': is neither ISO 8601 (2026-12-01, 2026-12-01T10:00:00Z)"
+        " nor a span (30s, 15m, 2h, 7d)"
+    )

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,7 +31,7 @@ from typing import Any, NoReturn
 
 import click
 
-from ..core._errors import GloveboxError
+from ..core._errors import GloveboxError, ManifestWarning
 from ..core._jsonlimits import escape_surrogates
 from ..core._settings import check_home, home_dir, log_format
 from ..runtime._runtime import Runtime
@@ -95,7 +96,7 @@ class GloveboxGroup(click.Group):
             except ValueError as error:
                 raise click.UsageError(str(error), ctx) from error
         ctx.meta[LOG_FORMAT_KEY] = fmt
-        with _logging(bool(ctx.params.get("verbose")), fmt):
+        with _logging(bool(ctx.params.get("verbose")), fmt), _warnings():
             try:
                 return super().invoke(ctx)
             except GloveboxError as error:
@@ -112,6 +113,23 @@ class GloveboxGroup(click.Group):
                 logger.exception("unexpected error")
                 hint = "" if ctx.params.get("verbose") else "; run with -v for details"
                 _exit(ctx, f"error [internal_error]: unexpected {type(error).__name__}{hint}", 1)
+
+
+@contextmanager
+def _warnings() -> Iterator[None]:
+    """Print each ManifestWarning the command raises as ``warning: message`` on stderr, when it is raised."""
+    shown = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+        if issubclass(category, ManifestWarning):
+            click.echo(f"warning: {message}", err=True)
+        else:
+            shown(message, category, *args, **kwargs)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", ManifestWarning)
+        warnings.showwarning = show
+        yield
 
 
 @contextmanager

