@@ -428,3 +428,67 @@ def test_audit_export_and_tail_filters(build_guest: Callable[[str], Path]) -> No
         "error [usage_error]: Invalid value for '--since': is neither ISO 8601 (2026-12-01, 2026-12-01T10:00:00Z)"
         " nor a span (30s, 15m, 2h, 7d)"
     )
+
+
+# -- glovebox new and sdk-path ---------------------------------------------------------
+
+
+def _run_printed(command: str) -> Result:
+    """Run one command `glovebox new` printed, its `< FILE` redirect included."""
+    argv = shlex.split(command)
+    stdin = None
+    if "<" in argv:
+        at = argv.index("<")
+        stdin, argv = Path(argv[at + 1]).read_text(), argv[:at]
+    assert argv[0] == "glovebox"
+    return invoke(*argv[1:], input=stdin)
+
+
+@pytest.mark.parametrize(
+    ("lang", "source"), [("c", "tool.c"), pytest.param("python", "tool.py", marks=pytest.mark.slow)]
+)
+def test_new_scaffolds_a_tool_that_builds_registers_and_answers(
+    lang: str, source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("ziglang" if lang == "c" else "componentize_py")
+    monkeypatch.chdir(tmp_path)
+    made = invoke("new", "greet-me", "--lang", lang)
+    assert made.exit_code == 0, made.stderr
+    lines = made.stdout.splitlines()
+    assert lines[:3] == [f"wrote greet-me/{source}", "wrote greet-me/glovebox.toml", "wrote greet-me/input.json"]
+    assert lines[3:5] == ["", "build, register and call it:"]
+    commands = [line.strip() for line in lines[5:]]
+    assert commands == [
+        f"glovebox build greet-me/{source} -o greet-me/greet-me.wasm",
+        "glovebox register greet-me/greet-me.wasm",
+        "glovebox call greet-me --input - < greet-me/input.json",
+    ]
+    built, registered, called = (_run_printed(command) for command in commands)
+    assert (built.exit_code, built.stderr) == (0, ""), built.stderr
+    assert (registered.exit_code, registered.stderr) == (0, ""), "no warnings: it has a description and a schema"
+    assert registered.stdout.startswith("registered greet-me@0.1.0 sha256:")
+    assert called.exit_code == 0, called.stdout
+    assert json.loads(called.stdout)["output"] == {"greeting": "Hello, Ada!"}
+    again = invoke("new", "greet-me")
+    assert again.exit_code == 1
+    assert again.stderr == "error [invalid_argument]: greet-me already exists; choose another name or remove it\n"
+
+
+def test_new_refuses_what_it_cannot_make(tmp_path: Path) -> None:
+    bad_name = invoke("new", "My Tool", "--dir", str(tmp_path))
+    assert bad_name.exit_code == 1 and bad_name.stderr.startswith("error [invalid_argument]: 'My Tool' is not a tool")
+    typescript = invoke("new", "x", "--lang", "ts", "--dir", str(tmp_path))
+    assert typescript.exit_code == 2
+    assert typescript.stderr.splitlines()[-1] == (
+        "error [usage_error]: Invalid value for '--lang': 'ts' is not one of 'c', 'python'."
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sdk_path_says_where_the_sdk_is() -> None:
+    result = invoke("sdk-path")
+    assert result.exit_code == 0
+    first, *parts = result.stdout.splitlines()
+    sdk = Path(first)
+    assert (sdk / "c" / "glovebox.h").is_file() and (sdk / "wit").is_dir()
+    assert [part.split()[0] for part in parts] == ["c/glovebox.h", "wit/", "python/", "examples/"]

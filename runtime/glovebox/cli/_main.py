@@ -24,6 +24,8 @@ from ..registry._keyring import Keyring, generate_keypair
 from ..registry._keyring import sign as sign_artifact
 from ..runtime._runtime import Runtime
 from ..toolchains._build import build as build_tool
+from ..toolchains._build import sdk_dir
+from ..toolchains._scaffold import LANGUAGES, scaffold
 from ._base import GloveboxGroup, dump, home_of, open_runtime
 from ._import import import_group
 from ._policy import approvals, approve, audit, policy
@@ -216,6 +218,47 @@ def keys_list(ctx: click.Context) -> None:
 def sign(wasm: str, key_path: str, manifest: str | None) -> None:
     """Sign WASM together with its manifest; writes WASM.sig."""
     click.echo(str(sign_artifact(wasm, key_path, manifest=manifest)))
+
+
+@cli.command()
+@click.argument("name")
+@click.option(
+    "--lang",
+    type=click.Choice(LANGUAGES),
+    default="c",
+    show_default=True,
+    help="The tool's language (JavaScript and TypeScript are not offered yet).",
+)
+@click.option(
+    "-d", "--dir", "parent", default=".", show_default=True, type=click.Path(file_okay=False), help="Where NAME/ goes."
+)
+def new(name: str, lang: str, parent: str) -> None:
+    """Start a tool NAME: its source, manifest and a test input in NAME/, and the commands to try it."""
+    made = scaffold(name, lang, parent)
+    for path in made.files:
+        click.echo(f"wrote {path}")
+    click.echo("\nbuild, register and call it:")
+    for command in made.commands:
+        click.echo(f"  {command}")
+
+
+@cli.command("sdk-path")
+def sdk_path() -> None:
+    """Print where this installation keeps the guest SDK: the C header, the WIT world, the examples.
+
+    The first line is the directory alone (for scripts: `cc -I "$(glovebox sdk-path | head -1)/c"`).
+    """
+    sdk = sdk_dir()
+    click.echo(str(sdk))
+    parts = [
+        ("c/glovebox.h", "the C SDK, one header"),
+        ("wit/", "the WIT world a tool's component implements"),
+        ("python/", "the Python guest helper (glovebox_guest)"),
+        ("examples/", "example tools, each with its manifest"),
+    ]
+    for part, what in parts:
+        if (sdk / part.rstrip("/")).exists():
+            click.echo(f"  {part:<14} {what}")
 
 
 @cli.command()

@@ -156,13 +156,14 @@ def _filter_options(command: F) -> F:
     return command
 
 
-def _record_filter(criteria: dict[str, Any]) -> RecordFilter:
-    since = criteria.pop("since")
+def _record_filter(
+    tool: str | None, principal: str | None, outcome: str | None, since: str | None, call_id: str | None
+) -> RecordFilter:
     try:
         moment = parse_since(since) if since is not None else None
     except ValueError as exc:
         raise click.BadParameter(str(exc).removeprefix(f"--since {since!r} "), param_hint="'--since'") from exc
-    return RecordFilter(since=moment, **criteria)
+    return RecordFilter(tool=tool, principal=principal, outcome=outcome, since=moment, call_id=call_id)
 
 
 @audit.command()
@@ -170,10 +171,19 @@ def _record_filter(criteria: dict[str, Any]) -> RecordFilter:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @_filter_options
 @click.pass_context
-def tail(ctx: click.Context, count: int, as_json: bool, **criteria: Any) -> None:
+def tail(
+    ctx: click.Context,
+    count: int,
+    as_json: bool,
+    tool: str | None,
+    principal: str | None,
+    outcome: str | None,
+    since: str | None,
+    call_id: str | None,
+) -> None:
     """Print the newest audit records (every call, unless filtered), oldest first; times in UTC."""
     log = AuditLog(home_of(ctx))
-    wanted = _record_filter(criteria)
+    wanted = _record_filter(tool, principal, outcome, since, call_id)
     records = newest(wanted.apply(log.records()), count) if wanted else log.tail(count)
     for record in records:
         if as_json:
@@ -210,10 +220,22 @@ def verify(ctx: click.Context, anchor: str | None) -> None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here (default: stdout).")
 @_filter_options
 @click.pass_context
-def export(ctx: click.Context, jsonl: bool, output: str | None, **criteria: Any) -> None:
+def export(
+    ctx: click.Context,
+    jsonl: bool,
+    output: str | None,
+    tool: str | None,
+    principal: str | None,
+    outcome: str | None,
+    since: str | None,
+    call_id: str | None,
+) -> None:
     """Export the audit records (every one, unless filtered), with their hashes, as JSON Lines."""
     log = AuditLog(home_of(ctx))
-    lines = (record_json(record) + "\n" for record in _record_filter(criteria).apply(log.records()))
+    lines = (
+        record_json(record) + "\n"
+        for record in _record_filter(tool, principal, outcome, since, call_id).apply(log.records())
+    )
     if output is None:
         for line in lines:
             click.echo(line, nl=False)

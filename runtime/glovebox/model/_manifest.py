@@ -177,6 +177,7 @@ class Manifest(Frozen):
 
 #: What a tool's files end with: the sources ``glovebox build`` takes and the artifact it makes.
 TOOL_SUFFIXES = (".c", ".py", ".wasm")
+SOURCE_SUFFIXES = (".c", ".py")
 
 
 def _describe(exc: ValidationError, source: str, text: str | None) -> InvalidManifest:
@@ -289,14 +290,17 @@ def folder_manifest(tool_file: Path) -> Path | None:
     """The ``glovebox.toml`` of ``tool_file``'s folder, when it belongs to that tool.
 
     It does when its ``name`` is the tool's default name (its file's stem), or
-    when the folder holds that one tool (its ``.c``, ``.py`` and ``.wasm`` files
-    share one stem). Otherwise it names another tool: it is not used, and a
+    when the folder holds that one tool: for a source, the only ``.c`` or
+    ``.py`` source there (what builds made beside it does not count); for an
+    artifact, its ``.c``, ``.py`` and ``.wasm`` files share one stem.
+    Otherwise it names another tool: it is not used, and a
     :class:`~glovebox.ManifestWarning` says so.
     """
     candidate = tool_file.with_name("glovebox.toml")
     if not candidate.is_file():
         return None
-    stems = {p.stem for p in tool_file.parent.iterdir() if p.suffix in TOOL_SUFFIXES and p.is_file()}
+    kinds = SOURCE_SUFFIXES if tool_file.suffix in SOURCE_SUFFIXES else TOOL_SUFFIXES
+    stems = {p.stem for p in tool_file.parent.iterdir() if p.suffix in kinds and p.is_file()}
     stems.add(tool_file.stem)
     if stems == {tool_file.stem}:
         return candidate
