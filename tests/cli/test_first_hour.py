@@ -9,8 +9,10 @@ fail the test) or, where a terminal or a real build matters, a subprocess.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -492,3 +494,52 @@ def test_sdk_path_says_where_the_sdk_is() -> None:
     sdk = Path(first)
     assert (sdk / "c" / "glovebox.h").is_file() and (sdk / "wit").is_dir()
     assert [part.split()[0] for part in parts] == ["c/glovebox.h", "wit/", "python/", "examples/"]
+
+
+# -- progress on long work -------------------------------------------------------------
+
+
+def _on_a_terminal(*args: str, cwd: Path) -> tuple[int, str, str]:
+    """Run the real ``glovebox`` with stderr on a pseudo-terminal; return (exit code, stdout, terminal text)."""
+    import pty
+
+    leader, follower = pty.openpty()
+    argv = [sys.executable, "-m", "glovebox", *args]
+    with subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=follower, text=True) as proc:
+        os.close(follower)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the terminal closed with the process
+                break
+            if not chunk:
+                break
+            seen += chunk
+        stdout = proc.stdout.read() if proc.stdout else ""
+        code = proc.wait(timeout=600)
+    os.close(leader)
+    return code, stdout, seen.decode()
+
+
+def test_a_build_on_a_terminal_says_what_it_is_doing(tmp_path: Path) -> None:
+    pytest.importorskip("ziglang")
+    assert invoke("new", "chatty", "--dir", str(tmp_path)).exit_code == 0
+    code, stdout, terminal = _on_a_terminal("build", "chatty/tool.c", cwd=tmp_path)
+    assert (code, stdout) == (0, "chatty/tool.wasm\n"), terminal
+    steps = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in terminal.splitlines()]
+    assert steps[0].startswith("... zig cc: compiling tool.c"), terminal
+    assert steps[1] == "... wasm-tools: wrapping the module into a component"
+    assert re.fullmatch(r"\.\.\. built chatty/tool\.wasm in \d+\.\d s", steps[2]), terminal
+    quiet = _on_a_terminal("-q", "build", "chatty/tool.c", cwd=tmp_path)
+    assert quiet == (0, "chatty/tool.wasm\n", "")
+
+
+def test_a_first_c_build_says_it_takes_a_while(tmp_path: Path) -> None:
+    from glovebox.toolchains._build import _zig_step
+
+    cold = _zig_step(Path("tool.c"), tmp_path / "zig")
+    assert cold.endswith("Zig builds its WebAssembly libc first, about 30 s (later builds take a second)")
+    (tmp_path / "zig").mkdir()
+    (tmp_path / "zig" / "h").mkdir()
+    assert _zig_step(Path("tool.c"), tmp_path / "zig") == "zig cc: compiling tool.c"

@@ -24,7 +24,7 @@ import json
 import logging
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
@@ -37,7 +37,7 @@ from ..core._settings import check_home, home_dir, log_format
 from ..runtime._runtime import Runtime
 from ..telemetry._calllog import JsonFormatter
 
-__all__ = ["CliError", "GloveboxGroup", "dump", "home_of", "log_config", "open_runtime"]
+__all__ = ["CliError", "GloveboxGroup", "dump", "home_of", "log_config", "open_runtime", "progress_of"]
 
 logger = logging.getLogger("glovebox")
 #: Where the root group leaves the command's log format (``text`` or ``json``) in ``ctx.meta``.
@@ -171,6 +171,20 @@ def open_runtime(ctx: click.Context, policy: str | None = None, **options: Any) 
     """A Runtime on ``--home`` with ``policy`` (default: ``--policy``, else ``GLOVEBOX_POLICY``);
     ``options`` are further ``Runtime`` keyword arguments."""
     return Runtime(home=_root_param(ctx, "home"), policy=policy or _root_param(ctx, "policy"), **options)
+
+
+def progress_of(ctx: click.Context) -> Callable[[str], None] | None:
+    """Where long work reports its steps: stderr when it is a terminal and ``-q`` is not given, else nowhere."""
+    if _root_param(ctx, "quiet") or not _is_terminal(sys.stderr):
+        return None
+    return lambda line: click.echo(click.style(f"... {line}", dim=True), err=True)
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # replaced or closed: not a terminal
+        return False
 
 
 def dump(value: Any) -> str:

@@ -10,6 +10,7 @@ error (bad flags, --input that is not JSON or breaks the JSON rules).
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from ..runtime._runtime import Runtime
 from ..toolchains._build import build as build_tool
 from ..toolchains._build import sdk_dir
 from ..toolchains._scaffold import LANGUAGES, scaffold
-from ._base import GloveboxGroup, dump, home_of, open_runtime
+from ._base import GloveboxGroup, dump, home_of, open_runtime, progress_of
 from ._import import import_group
 from ._policy import approvals, approve, audit, policy
 from ._serve import export, mcp, serve
@@ -40,13 +41,14 @@ __all__ = ["main"]
 )
 @click.option("--policy", type=click.Path(dir_okay=False), help="Policy file (default: GLOVEBOX_POLICY, else none).")
 @click.option("-v", "--verbose", is_flag=True, help="Log the host's warnings and errors, with tracebacks, to stderr.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines on a terminal (they never go anywhere else).")
 @click.option(
     "--log-format",
     type=click.Choice(["text", "json"], case_sensitive=False),
     help="json: the host's log, one line per call, as JSON lines on stderr (default: GLOVEBOX_LOG_FORMAT, else text).",
 )
 @click.version_option(package_name="glovebox")
-def cli(home: str | None, policy: str | None, verbose: bool, log_format: str | None) -> None:
+def cli(home: str | None, policy: str | None, verbose: bool, quiet: bool, log_format: str | None) -> None:
     """Run AI-agent tools as WebAssembly components, one fresh sandbox per call."""
 
 
@@ -66,7 +68,12 @@ def build(ctx: click.Context, src: str, out: str | None) -> None:
     A glovebox.toml beside SRC that is this tool's is copied beside the output
     as OUT-STEM.glovebox.toml. Caches (Zig's, Python builds') live in the home.
     """
-    click.echo(str(build_tool(src, out, home=ctx.find_root().params.get("home"))))
+    started = time.monotonic()
+    progress = progress_of(ctx)
+    built = build_tool(src, out, home=ctx.find_root().params.get("home"), progress=progress)
+    if progress is not None:
+        progress(f"built {built} in {time.monotonic() - started:.1f} s")
+    click.echo(str(built))
 
 
 @cli.command()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import wasmtime
@@ -67,7 +68,13 @@ def check_c_toolchain() -> str:
     return find_tool("wasm-tools", BUILD_HINT)
 
 
-def build(src: str | Path, out: str | Path | None = None, *, home: str | Path | None = None) -> Path:
+def build(
+    src: str | Path,
+    out: str | Path | None = None,
+    *,
+    home: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
     """Build a tool from C (``.c``) or Python (``.py``) source; return the path of the component written.
 
     A Python build also writes the generated manifest ``<out stem>.glovebox.toml``
@@ -75,6 +82,10 @@ def build(src: str | Path, out: str | Path | None = None, *, home: str | Path | 
     (``home`` defaults to ``GLOVEBOX_HOME``; with neither, the per-user cache
     directory ``$XDG_CACHE_HOME/glovebox/build``). A C build keeps Zig's cache
     beside it, in ``cache/zig`` (``ZIG_GLOBAL_CACHE_DIR`` overrides).
+
+    ``progress``, when given, is told each step that takes time as a line a
+    person reads (a first C build says Zig is building its libc, and roughly
+    how long that takes); ``glovebox build`` prints them on a terminal.
 
     Raises:
         BuildError: the compiler or the componentizer refused; the message
@@ -87,7 +98,7 @@ def build(src: str | Path, out: str | Path | None = None, *, home: str | Path | 
     if src.suffix == ".py":
         from ._pybuild import build_python  # the Python toolchain loads only when needed
 
-        return build_python(src, out, sdk_dir(), build_cache_dir(home))
+        return build_python(src, out, sdk_dir(), build_cache_dir(home), progress)
     if src.suffix != ".c":
         raise BuildError(f"cannot build {src}: only C (.c) and Python (.py) sources are supported")
     tools = check_c_toolchain()
@@ -96,6 +107,8 @@ def build(src: str | Path, out: str | Path | None = None, *, home: str | Path | 
     with tempfile.TemporaryDirectory(prefix="glovebox-build-") as tmp:
         core = Path(tmp) / "core.wasm"
         zig_cache = str(zig_cache_dir(home))
+        if progress is not None:
+            progress(_zig_step(src, Path(zig_cache)))
         run_tool(
             [sys.executable, "-m", "ziglang", "cc", *ZIG_FLAGS, f"-I{sdk / 'c'}", str(src), "-o", str(core)],
             "zig cc",
@@ -106,6 +119,8 @@ def build(src: str | Path, out: str | Path | None = None, *, home: str | Path | 
         run_tool(
             [tools, "component", "embed", str(sdk / "wit"), "--world", "tool", str(core), "-o", str(embedded)], "embed"
         )
+        if progress is not None:
+            progress("wasm-tools: wrapping the module into a component")
         staged = Path(tmp) / "component.wasm"
         run_tool([tools, "component", "new", str(embedded), "-o", str(staged)], "wasm-tools component new")
         shutil.copyfile(staged, out)
@@ -113,6 +128,16 @@ def build(src: str | Path, out: str | Path | None = None, *, home: str | Path | 
     if manifest is not None:
         shutil.copyfile(manifest, out.with_name(out.stem + ".glovebox.toml"))
     return out
+
+
+def _zig_step(src: Path, cache: Path) -> str:
+    """What the compile step says: a first build (an empty Zig cache) takes a while, and says so."""
+    if cache.is_dir() and any(cache.iterdir()):
+        return f"zig cc: compiling {src.name}"
+    return (
+        f"zig cc: compiling {src.name}; first build with this cache ({cache}): Zig builds its WebAssembly libc"
+        " first, about 30 s (later builds take a second)"
+    )
 
 
 def _check_core_imports(core: Path, src: Path) -> None:

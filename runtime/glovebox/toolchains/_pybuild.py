@@ -23,6 +23,7 @@ import shutil
 import sys
 import tempfile
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,8 +62,13 @@ class WitWorld(wit_world.WitWorld):
 """
 
 
-def build_python(src: Path, out: Path, sdk: Path, cache_dir: Path) -> Path:
-    """Build the Python tool ``src`` into ``out`` (cached in ``cache_dir``) and write its manifest beside it."""
+def build_python(
+    src: Path, out: Path, sdk: Path, cache_dir: Path, progress: Callable[[str], None] | None = None
+) -> Path:
+    """Build the Python tool ``src`` into ``out`` (cached in ``cache_dir``) and write its manifest beside it.
+
+    ``progress`` is told each step that takes time, as a line a person reads.
+    """
     text = _read(src)
     spec = analyse(src, text)
     manifest = _manifest(src, spec)
@@ -70,7 +76,11 @@ def build_python(src: Path, out: Path, sdk: Path, cache_dir: Path) -> Path:
     key = _cache_key(text, helper, sdk / "wit")
     cached = cache_dir / f"{key}.wasm"
     if not cached.is_file():
+        if progress is not None:
+            progress(f"componentize-py: bundling CPython with {src.name} (about 15 s; cached by source afterwards)")
         _componentize(src, text, helper, sdk / "wit", cached)
+    elif progress is not None:
+        progress(f"{src.name} is unchanged since its last build: from the cache in {cache_dir}")
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(cached, out)
     out.with_name(out.stem + ".glovebox.toml").write_text(dump_toml(manifest), encoding="utf-8")
