@@ -225,6 +225,10 @@ def test_library_and_process_pool_deny(approval_home: tuple[Path, Path]) -> None
         denied = rt.deny(first.details["approval_id"], principal="admin", reason="too risky")
         assert (denied.status, denied.approved_by, denied.reason) == ("denied", "admin", "too risky")
         assert rt.call("sensitive", {"q": 4}, principal="agent").code == "permission_denied"
+        own = rt.call("sensitive", {"q": 6}, principal="admin").error
+        assert own is not None
+        with pytest.raises(glovebox.PermissionDenied, match="cannot deny its own request"):
+            rt.deny(own.details["approval_id"], principal="admin", reason="mine")
     with glovebox.ProcessPool(processes=1, home=home, policy=policy) as pool:
         second = pool.call("sensitive", {"q": 5}, principal="agent").error
         assert second is not None and second.code == "approval_required"
