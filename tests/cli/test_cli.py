@@ -105,7 +105,7 @@ def test_policy_denial_in_a_call(build_example: Callable[[str], Path]) -> None:
 @pytest.mark.parametrize(
     ("args", "last_line"),
     [
-        (["call", "x"], "error [usage_error]: Missing option '--input'."),
+        (["approvals", "deny", "x", "--principal", "p"], "error [usage_error]: Missing option '--reason'."),
         (["call", "x", "--input", "{}", "--bogus"], "error [usage_error]: No such option '--bogus'."),
         (["frobnicate"], "error [usage_error]: No such command 'frobnicate'."),
         (
