@@ -28,6 +28,10 @@ ROOT = Path(__file__).resolve().parents[1]
 GUESTS = ROOT / "tests" / "guests"
 EXAMPLES = ROOT / "guest" / "examples"
 
+# C builds keep Zig's cache in the home they build for; the tests' homes are fresh
+# per test, so they share one warm cache instead (tests that check where it goes unset this).
+os.environ.setdefault("ZIG_GLOBAL_CACHE_DIR", str(Path.home() / ".cache" / "zig"))
+
 # Guest sources are built into components, never imported on the host.
 collect_ignore_glob = ["guests/*.py"]
 

@@ -52,7 +52,7 @@ def test_entry_point_usage_error_exits_2() -> None:
     result = entry_point("call", "x", "--input", "{not json")
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.splitlines()[-1] == (
-        "Error: Invalid value for '--input': not JSON: "
+        "error [usage_error]: Invalid value for '--input': not JSON: "
         "Expecting property name enclosed in double quotes at line 1 column 2"
     )
 
@@ -105,17 +105,17 @@ def test_policy_denial_in_a_call(build_example: Callable[[str], Path]) -> None:
 @pytest.mark.parametrize(
     ("args", "last_line"),
     [
-        (["call", "x"], "Error: Missing option '--input'."),
-        (["call", "x", "--input", "{}", "--bogus"], "Error: No such option '--bogus'."),
-        (["frobnicate"], "Error: No such command 'frobnicate'."),
+        (["approvals", "deny", "x", "--principal", "p"], "error [usage_error]: Missing option '--reason'."),
+        (["call", "x", "--input", "{}", "--bogus"], "error [usage_error]: No such option '--bogus'."),
+        (["frobnicate"], "error [usage_error]: No such command 'frobnicate'."),
         (
             ["call", "x", "--input", "[1,"],
-            "Error: Invalid value for '--input': not JSON: Expecting value at line 1 column 4",
+            "error [usage_error]: Invalid value for '--input': not JSON: Expecting value at line 1 column 4",
         ),
-        (["remove", "calc"], "Error: 'calc' names every version; give NAME@VERSION or add --all"),
+        (["remove", "calc"], "error [usage_error]: 'calc' names every version; give NAME@VERSION or add --all"),
         (
             ["export", "--format", "nope"],
-            "Error: Invalid value for '--format': 'nope' is not one of 'openai', 'anthropic'.",
+            "error [usage_error]: Invalid value for '--format': 'nope' is not one of 'openai', 'anthropic'.",
         ),
     ],
 )
@@ -148,7 +148,8 @@ def test_library_misuse_and_file_errors_are_one_line_and_exit_1(tmp_path: Path) 
     unwritable = invoke("audit", "export", "--jsonl", "-o", str(tmp_path / "no" / "such" / "dir.jsonl"))
     assert unwritable.exit_code == 1 and unwritable.stdout == ""
     assert (
-        unwritable.stderr == f"error: [Errno 2] No such file or directory: '{tmp_path / 'no' / 'such' / 'dir.jsonl'}'\n"
+        unwritable.stderr
+        == f"error [io_error]: [Errno 2] No such file or directory: '{tmp_path / 'no' / 'such' / 'dir.jsonl'}'\n"
     )
 
 
@@ -224,7 +225,7 @@ def test_keys_sign_verify(tmp_path: Path, build_example: Callable[[str], Path]) 
     )
     again = invoke("keys", "generate", "release", "--dir", str(keys))
     assert (again.exit_code, again.stdout) == (1, "")
-    assert again.stderr == f"error: {keys / 'release.key'} already exists; refusing to overwrite a key\n"
+    assert again.stderr == f"error [io_error]: {keys / 'release.key'} already exists; refusing to overwrite a key\n"
     assert invoke("keys", "list").stdout == "no trusted keys (add one with `glovebox keys trust KEY.pub`)\n"
 
     trusted = invoke("keys", "trust", str(keys / "release.pub"))
@@ -325,7 +326,7 @@ def test_policy_commands(build_example: Callable[[str], Path], tmp_path: Path) -
 def test_hostile_input_is_a_usage_error_without_a_traceback(raw: str, stdin: bytes | None, last_line: str) -> None:
     result = CliRunner().invoke(cli, ["call", "echo", "--input", raw], input=stdin, catch_exceptions=False)
     assert result.exit_code == 2 and result.stdout == ""
-    assert result.stderr.splitlines()[-1] == f"Error: Invalid value for '--input': {last_line}"
+    assert result.stderr.splitlines()[-1] == f"error [usage_error]: Invalid value for '--input': {last_line}"
     assert "Traceback" not in result.stderr
 
 

@@ -162,4 +162,5 @@ def test_a_bad_max_running_is_a_usage_error_naming_the_option(command: str, valu
         env=os.environ.copy(),
     )
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.splitlines()[-1].startswith("Error: Invalid value for '--max-running': "), done.stderr
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith("error [usage_error]: Invalid value for '--max-running': "), done.stderr

@@ -159,3 +159,21 @@ def test_the_cli_imports_and_writes_the_fragment(tmp_path: Path, shop: Path, sql
     assert fragment["grants"][0]["sql"][0]["database"] == "shop"
     listed = runner.invoke(cli, ["tools", "--json"], env=env)
     assert {tool["name"] for tool in json.loads(listed.output)} == {"shop-query", "shop-execute"}
+
+
+def test_a_denied_statement_is_refused_with_the_approvers_reason(
+    imported: tuple[Path, dict[str, Any]], shop: Path
+) -> None:
+    before = snapshot(shop)
+    statement = {"sql": "DELETE FROM orders WHERE qty < ?", "params": [2]}
+    with _rt(imported) as rt:
+        asked = rt.call("shop-execute", statement)
+        assert asked.code == "approval_required"
+        rt.deny(asked.error.details["approval_id"], principal="boss", reason="that is production data")
+        refused = rt.call("shop-execute", statement)
+        assert refused.code == "capability_denied"
+        [denial] = refused.error.details["denials"]
+        assert denial["kind"] == "delete" and "that is production data" in denial["reason"]
+        again = rt.call("shop-execute", {"sql": "DELETE FROM orders WHERE qty < ?", "params": [3]})
+        assert again.code == "approval_required"  # the denial is bound to that one statement
+    assert snapshot(shop) == before

@@ -168,12 +168,12 @@ def test_cli_approve(rt: glovebox.Runtime, tmp_path: Path) -> None:
     assert refused.stderr.startswith("error [permission_denied]: ")
     done = run("approve", approval_id, "--principal", "admin")
     assert (done.exit_code, done.stderr) == (0, "")
-    assert done.stdout == f"approved {approval_id}: agent may call sensitive@0.0.0 once with that input\n"
+    assert done.stdout.startswith(f"approved {approval_id}: agent may call sensitive@0.0.0 once with that input until ")
     again = run("approve", approval_id, "--principal", "admin")  # misuse: a ValueError from the library
     assert (again.exit_code, again.stdout) == (1, "")
-    assert again.stderr == f"error: approval request {approval_id} is approved, not pending\n"
+    assert again.stderr == f"error [invalid_argument]: approval request {approval_id} is approved, not pending\n"
     unknown = run("approve", "nope", "--principal", "admin")
-    assert (unknown.exit_code, unknown.stderr) == (1, "error: no approval request 'nope'\n")
+    assert (unknown.exit_code, unknown.stderr) == (1, "error [invalid_argument]: no approval request 'nope'\n")
     ran = run("call", "sensitive", "--input", '{"q": 6}', "--principal", "agent")
     assert ran.exit_code == 0 and json.loads(ran.stdout)["output"] == {"q": 6}
 

@@ -98,8 +98,8 @@ def test_registration_refuses_every_remote_reference_and_fetches_nothing(
         with pytest.raises(glovebox.InvalidManifest) as refused:
             runtime.register(echo, manifest(input_schema=schema))
         assert refused.value.code == "invalid_manifest"
-        assert f"input_schema: Value error, {place} = " in refused.value.message, refused.value.message
-    with pytest.raises(glovebox.InvalidManifest, match="output_schema: Value error, /\\$ref"):
+        assert f"input_schema: {place} = " in refused.value.message, refused.value.message
+    with pytest.raises(glovebox.InvalidManifest, match="output_schema: /\\$ref"):
         runtime.register(echo, manifest(output_schema={"$ref": f"{server.url}/out.json"}))
     assert runtime.tools() == []
     assert server.hits == []

@@ -4,6 +4,7 @@
 - :mod:`._journal` — append-only files of rows written before they are chained.
 - :mod:`._chain` — hashing prepared rows onto the chain's head.
 - :mod:`._row` — the content of one call's row, decided here and nowhere else.
+- :mod:`._filter` — which records a reader wants (tool, principal, outcome, since, call id).
 
 Imports: :mod:`glovebox.core`, :mod:`glovebox.storage`, :mod:`glovebox.model`.
 """

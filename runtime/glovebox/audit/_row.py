@@ -3,7 +3,9 @@
 A row is built from the call's envelope (``CallResult``: its ``meta`` carries
 the names, the digest, fuel, duration and what the host functions recorded)
 and the few facts the envelope does not carry: the input's digest, the policy
-decision, and whether the policy stores inputs and outputs. The values stored
+decision, the approval it used or was refused by (``egress.approval``: its id
+and who decided; inside the hash chain, and absent from calls without one, so
+older rows verify unchanged), and whether the policy stores inputs and outputs. The values stored
 are redacted (:func:`glovebox.audit._log.redact`); bounding, escaping and
 chaining happen when the log appends the row.
 """
@@ -42,6 +44,7 @@ def call_row(
     *,
     input_digest: str | None = None,
     decision: str | None = None,
+    approval: dict[str, Any] | None = None,
     store_inputs: bool = False,
     store_outputs: bool = False,
     sql_params: list[list[Any]] | None = None,
@@ -69,6 +72,8 @@ def call_row(
     for name in _DROPPED:
         if meta.get(name):
             egress[name] = meta[name]
+    if approval is not None:
+        egress["approval"] = approval
     return {
         "call_id": meta["call_id"],
         "principal": meta["principal"],

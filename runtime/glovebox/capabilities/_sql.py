@@ -44,9 +44,10 @@ logger = logging.getLogger("glovebox.sql")
 MAX_STATEMENTS = 256
 _RANK = {"allow": 0, "require_approval": 1, "block": 2}
 
-#: ``(digest, summary) -> (approved, approval_id, expires_at)``: spends an approval
-#: for this statement digest, or files (or finds) the pending request.
-Approver = Callable[[str], tuple[bool, str, float]]
+#: ``digest -> (verdict, approval_id, expires_at, reason)``: spends an approval for this
+#: statement digest (``"approved"``), finds its denial (``"denied"``, with the approver's
+#: reason), or files (or finds) the pending request (``"pending"``).
+Approver = Callable[[str], tuple[str, str, float, str]]
 
 
 def statement_digest(database: str, statement: str, params: list[Any]) -> str:
@@ -149,13 +150,15 @@ class SqlCapability:
         if self._approver is None:
             reason = f"{statement.kind} statements need approval, and none can be given here"
             return self._deny(entry, state, reason, {})
-        approved, approval_id, expires_at = self._approver(
+        verdict, approval_id, expires_at, reason = self._approver(
             statement_digest(query.database, query.statement, query.params)
         )
         entry["approval_id"] = approval_id
-        if approved:
+        if verdict == "approved":
             entry["decision"] = "approved"
             return None
+        if verdict == "denied":
+            return self._deny(entry, state, f"an approver denied this statement: {reason}", {"kind": statement.kind})
         entry["decision"] = "approval_required"
         state.note_approval(
             {"approval_id": approval_id, "expires_at": expires_at, "database": entry["database"],

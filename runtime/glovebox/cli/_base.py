@@ -1,14 +1,18 @@
 """What every ``glovebox`` command shares: the one error boundary and the global options.
 
-Exit codes (the CLI's contract):
+Every error is one line on stderr, ``error [code]: message``, with the exit
+code the CLI promises:
 
 - 0: success.
-- 1: the library refused: a ``GloveboxError`` (printed ``error [code]: message``;
-  its ``exit_code``), misuse the library reports as ``ValueError`` or a file it
-  cannot read or write (``OSError``; printed ``error: message``), a failed call
-  (the envelope on stdout), a policy with problems, a tampered audit log.
-- 2: a usage error (click's: a bad option, ``--input`` that is not JSON or
-  breaks the rules of ``glovebox.core._jsonlimits``).
+- 1: the library refused: a ``GloveboxError`` (its code; its ``exit_code``),
+  misuse the library reports as ``ValueError`` (``invalid_argument``), a file
+  it cannot read or write or a home that is a file (``OSError``: ``io_error``),
+  a missing optional extra (``missing_extra``, naming the extra to install),
+  a failed call (the envelope on stdout), a policy with problems, a tampered
+  audit log.
+- 2: a usage error (``usage_error``: click's usage line and hint, then the
+  error line: a bad option, ``--input`` that is not JSON or breaks the rules
+  of ``glovebox.core._jsonlimits``).
 
 Anything else that escapes a command is ``error [internal_error]: ...``, exit 1;
 ``-v`` logs its traceback.
@@ -19,25 +23,50 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
-from ..core._errors import GloveboxError
+from ..core._errors import GloveboxError, ManifestWarning
 from ..core._jsonlimits import escape_surrogates
-from ..core._settings import home_dir, log_format
+from ..core._settings import check_home, home_dir, log_format
 from ..runtime._runtime import Runtime
 from ..telemetry._calllog import JsonFormatter
 
-__all__ = ["GloveboxGroup", "dump", "home_of", "log_config", "open_runtime"]
+__all__ = ["CliError", "GloveboxGroup", "dump", "home_of", "log_config", "open_runtime", "progress_of"]
 
 logger = logging.getLogger("glovebox")
 #: Where the root group leaves the command's log format (``text`` or ``json``) in ``ctx.meta``.
 LOG_FORMAT_KEY = "glovebox.log_format"
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class CliError(click.ClickException):
+    """A refusal the CLI itself makes (not the library's): printed ``error [code]: message``, exit 1."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _speak(error: click.ClickException) -> click.ClickException:
+    """Make ``error`` print in the CLI's one voice when click shows it (usage and hint kept)."""
+    code = getattr(error, "code", "usage_error" if isinstance(error, click.UsageError) else "failed")
+
+    def show(file: Any = None) -> None:
+        ctx = getattr(error, "ctx", None)
+        if isinstance(error, click.UsageError) and ctx is not None:
+            names = ctx.command.get_help_option_names(ctx)
+            hint = f"Try '{ctx.command_path} {max(names, key=len)}' for help.\n" if names else ""
+            click.echo(f"{ctx.get_usage()}\n{hint}", err=True)
+        click.echo(f"error [{code}]: {error.format_message()}", err=True)
+
+    error.show = show  # type: ignore[method-assign]
+    return error
 
 
 class GloveboxGroup(click.Group):
@@ -51,6 +80,14 @@ class GloveboxGroup(click.Group):
     JSON lines, with or without ``-v``.
     """
 
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.ClickException as error:
+            raise _speak(error) from error.__cause__
+
     def invoke(self, ctx: click.Context) -> Any:
         fmt = ctx.params.get("log_format")
         if fmt is None:
@@ -59,19 +96,40 @@ class GloveboxGroup(click.Group):
             except ValueError as error:
                 raise click.UsageError(str(error), ctx) from error
         ctx.meta[LOG_FORMAT_KEY] = fmt
-        with _logging(bool(ctx.params.get("verbose")), fmt):
+        with _logging(bool(ctx.params.get("verbose")), fmt), _warnings():
             try:
                 return super().invoke(ctx)
             except GloveboxError as error:
                 _exit(ctx, f"error [{error.code}]: {error.message}", error.exit_code)
-            except (ValueError, OSError) as error:
-                _exit(ctx, f"error: {error}", 1)
-            except (click.ClickException, click.exceptions.Exit, click.Abort):
+            except ValueError as error:
+                _exit(ctx, f"error [invalid_argument]: {error}", 1)
+            except OSError as error:
+                _exit(ctx, f"error [io_error]: {error}", 1)
+            except click.ClickException as error:
+                raise _speak(error) from error.__cause__
+            except (click.exceptions.Exit, click.Abort):
                 raise
             except Exception as error:
                 logger.exception("unexpected error")
                 hint = "" if ctx.params.get("verbose") else "; run with -v for details"
                 _exit(ctx, f"error [internal_error]: unexpected {type(error).__name__}{hint}", 1)
+
+
+@contextmanager
+def _warnings() -> Iterator[None]:
+    """Print each ManifestWarning the command raises as ``warning: message`` on stderr, when it is raised."""
+    shown = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+        if issubclass(category, ManifestWarning):
+            click.echo(f"warning: {message}", err=True)
+        else:
+            shown(message, category, *args, **kwargs)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", ManifestWarning)
+        warnings.showwarning = show
+        yield
 
 
 @contextmanager
@@ -105,14 +163,28 @@ def _root_param(ctx: click.Context, key: str) -> Any:
 
 
 def home_of(ctx: click.Context) -> Path:
-    """The home the command works on: ``--home``, else the settings' default."""
-    return home_dir(_root_param(ctx, "home"))
+    """The home the command works on: ``--home``, else the settings' default (refused when it is a file)."""
+    return check_home(home_dir(_root_param(ctx, "home")))
 
 
 def open_runtime(ctx: click.Context, policy: str | None = None, **options: Any) -> Runtime:
     """A Runtime on ``--home`` with ``policy`` (default: ``--policy``, else ``GLOVEBOX_POLICY``);
     ``options`` are further ``Runtime`` keyword arguments."""
     return Runtime(home=_root_param(ctx, "home"), policy=policy or _root_param(ctx, "policy"), **options)
+
+
+def progress_of(ctx: click.Context) -> Callable[[str], None] | None:
+    """Where long work reports its steps: stderr when it is a terminal and ``-q`` is not given, else nowhere."""
+    if _root_param(ctx, "quiet") or not _is_terminal(sys.stderr):
+        return None
+    return lambda line: click.echo(click.style(f"... {line}", dim=True), err=True)
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # replaced or closed: not a terminal
+        return False
 
 
 def dump(value: Any) -> str:

@@ -14,6 +14,7 @@ import click
 from ..model._result import CallResult
 from ..runtime._runtime import Runtime
 from ..toolchains._build import build, check_c_toolchain, sdk_dir
+from ._base import CliError
 from ._sqldemo import sql_scenarios
 
 __all__ = ["run_demo"]
@@ -45,7 +46,7 @@ def _policy_file() -> Path:
     for candidate in (sdk / "policies", sdk.parent / "policies"):
         if (candidate / "examples" / "team.yaml").is_file():
             return candidate / "examples" / "team.yaml"
-    raise click.ClickException("the example policy is not part of this installation")
+    raise CliError("incomplete_install", "the example policy is not part of this installation")
 
 
 def _examples_dir() -> Path:
@@ -53,7 +54,7 @@ def _examples_dir() -> Path:
     for candidate in (sdk / "examples", sdk.parent / "guest" / "examples"):
         if candidate.is_dir():
             return candidate
-    raise click.ClickException("the example tools are not part of this installation")
+    raise CliError("incomplete_install", "the example tools are not part of this installation")
 
 
 def _build_examples(out_dir: Path) -> list[Path]:

@@ -16,7 +16,7 @@ __all__ = ["import_group"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _WIDENING = "Accept a re-import that lets an existing tool reach more (a new host, method, path or secret)."
-_POLICY_OUT = "Write the policy fragment to FILE instead of printing it."
+_POLICY_OUT = "Write the policy fragment to FILE (default: print it)."
 
 
 def _diff_options(command: F) -> F:
@@ -39,7 +39,7 @@ def import_group() -> None:
 @import_group.command("openapi")
 @click.argument("spec")
 @click.option("--name", help="API name: the tools' and scopes' prefix (default: from info.title).")
-@click.option("--server", help="Base URL to call instead of the spec's first server.")
+@click.option("--server", help="Base URL to call (default: the spec's first server).")
 @click.option("--policy-out", type=click.Path(dir_okay=False), help=_POLICY_OUT)
 @_diff_options
 @click.pass_context
@@ -127,10 +127,18 @@ def _report(result: ImportResult, policy_out: str | None, as_json: bool) -> None
     "header_secrets",
     multiple=True,
     metavar="HEADER=SECRET_NAME",
-    help="Send the environment variable SECRET_NAME in HEADER (repeatable; only the name is stored).",
+    help="Send the environment variable SECRET_NAME in HEADER (repeatable; only the name is stored; default: none).",
 )
-@click.option("--timeout-ms", type=click.IntRange(min=1), help="Deadline of each call (limits.timeout_ms).")
-@click.option("--output-bytes", type=click.IntRange(min=1), help="Largest output of a call (limits.output_bytes).")
+@click.option(
+    "--timeout-ms",
+    type=click.IntRange(min=1),
+    help="Deadline of each call (limits.timeout_ms; default: the manifest default).",
+)
+@click.option(
+    "--output-bytes",
+    type=click.IntRange(min=1),
+    help="Largest output of a call (limits.output_bytes; default: the manifest default).",
+)
 @click.option(
     "--propagate-trace",
     is_flag=True,

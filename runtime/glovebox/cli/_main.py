@@ -10,21 +10,26 @@ error (bad flags, --input that is not JSON or breaks the JSON rules).
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import click
 
+from ..core._errors import GloveboxError
 from ..core._jsonlimits import JsonRejected
 from ..core._jsonlimits import loads as loads_json
 from ..model._result import ToolInfo
 from ..registry._compiled import file_sha256
 from ..registry._keyring import Keyring, generate_keypair
 from ..registry._keyring import sign as sign_artifact
+from ..runtime._runtime import Runtime
 from ..toolchains._build import build as build_tool
-from ._base import GloveboxGroup, dump, home_of, open_runtime
+from ..toolchains._build import sdk_dir
+from ..toolchains._scaffold import LANGUAGES, scaffold
+from ._base import GloveboxGroup, dump, home_of, open_runtime, progress_of
 from ._import import import_group
-from ._policy import approve, audit, policy
+from ._policy import approvals, approve, audit, policy
 from ._serve import export, mcp, serve
 
 __all__ = ["main"]
@@ -36,32 +41,52 @@ __all__ = ["main"]
 )
 @click.option("--policy", type=click.Path(dir_okay=False), help="Policy file (default: GLOVEBOX_POLICY, else none).")
 @click.option("-v", "--verbose", is_flag=True, help="Log the host's warnings and errors, with tracebacks, to stderr.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines on a terminal (they never go anywhere else).")
 @click.option(
     "--log-format",
     type=click.Choice(["text", "json"], case_sensitive=False),
     help="json: the host's log, one line per call, as JSON lines on stderr (default: GLOVEBOX_LOG_FORMAT, else text).",
 )
 @click.version_option(package_name="glovebox")
-def cli(home: str | None, policy: str | None, verbose: bool, log_format: str | None) -> None:
+def cli(home: str | None, policy: str | None, verbose: bool, quiet: bool, log_format: str | None) -> None:
     """Run AI-agent tools as WebAssembly components, one fresh sandbox per call."""
 
 
 @cli.command()
 @click.argument("src", type=click.Path(exists=True, dir_okay=False))
-@click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="Where to write the .wasm component.")
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    type=click.Path(dir_okay=False),
+    help="Where to write the .wasm component (default: SRC with .wasm for its suffix: tool.c makes tool.wasm).",
+)
 @click.pass_context
 def build(ctx: click.Context, src: str, out: str | None) -> None:
-    """Build a tool from C or Python source into a component (SRC.wasm by default)."""
-    click.echo(str(build_tool(src, out, home=ctx.find_root().params.get("home"))))
+    """Build a tool from C (.c) or Python (.py) source into a component; print its path.
+
+    A glovebox.toml beside SRC that is this tool's is copied beside the output
+    as OUT-STEM.glovebox.toml. Caches (Zig's, Python builds') live in the home.
+    """
+    started = time.monotonic()
+    progress = progress_of(ctx)
+    built = build_tool(src, out, home=ctx.find_root().params.get("home"), progress=progress)
+    if progress is not None:
+        progress(f"built {built} in {time.monotonic() - started:.1f} s")
+    click.echo(str(built))
 
 
 @cli.command()
 @click.argument("wasm", type=click.Path(exists=True, dir_okay=False))
-@click.option("--manifest", type=click.Path(exists=True, dir_okay=False), help="Manifest file (.toml or .json).")
+@click.option(
+    "--manifest",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Manifest file, .toml or .json (default: STEM.glovebox.toml beside WASM, else the folder's glovebox.toml).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the registered tool as JSON.")
 @click.pass_context
 def register(ctx: click.Context, wasm: str, manifest: str | None, as_json: bool) -> None:
-    """Validate and register a .wasm component."""
+    """Validate and register a .wasm component (warns when agents would get no description or schema)."""
     with open_runtime(ctx) as rt:
         info = rt.register(wasm, manifest)
     if as_json:
@@ -142,7 +167,7 @@ def gc(ctx: click.Context) -> None:
 
 @cli.command()
 @click.argument("ref")
-@click.option("-m", "--message", default="", help="Why, and what to use instead.")
+@click.option("-m", "--message", default="", help="Why, and what to use instead (default: no message).")
 @click.pass_context
 def deprecate(ctx: click.Context, ref: str, message: str) -> None:
     """Deprecate NAME@VERSION (or every version of NAME)."""
@@ -159,7 +184,15 @@ def keys() -> None:
 
 @keys.command("generate")
 @click.argument("name")
-@click.option("-d", "--dir", "directory", default=".", type=click.Path(file_okay=False), show_default=True)
+@click.option(
+    "-d",
+    "--dir",
+    "directory",
+    default=".",
+    type=click.Path(file_okay=False),
+    show_default=True,
+    help="Where to write the keys.",
+)
 def keys_generate(name: str, directory: str) -> None:
     """Create an Ed25519 key pair NAME.key (private) and NAME.pub in DIR."""
     private, public = generate_keypair(name, directory)
@@ -195,12 +228,56 @@ def sign(wasm: str, key_path: str, manifest: str | None) -> None:
 
 
 @cli.command()
+@click.argument("name")
+@click.option(
+    "--lang",
+    type=click.Choice(LANGUAGES),
+    default="c",
+    show_default=True,
+    help="The tool's language (JavaScript and TypeScript are not offered yet).",
+)
+@click.option(
+    "-d", "--dir", "parent", default=".", show_default=True, type=click.Path(file_okay=False), help="Where NAME/ goes."
+)
+def new(name: str, lang: str, parent: str) -> None:
+    """Start a tool NAME: its source, manifest and a test input in NAME/, and the commands to try it."""
+    made = scaffold(name, lang, parent)
+    for path in made.files:
+        click.echo(f"wrote {path}")
+    click.echo("\nbuild, register and call it:")
+    for command in made.commands:
+        click.echo(f"  {command}")
+
+
+@cli.command("sdk-path")
+def sdk_path() -> None:
+    """Print where this installation keeps the guest SDK: the C header, the WIT world, the examples.
+
+    The first line is the directory alone (for scripts: `cc -I "$(glovebox sdk-path | head -1)/c"`).
+    """
+    sdk = sdk_dir()
+    click.echo(str(sdk))
+    parts = [
+        ("c/glovebox.h", "the C SDK, one header"),
+        ("wit/", "the WIT world a tool's component implements"),
+        ("python/", "the Python guest helper (glovebox_guest)"),
+        ("examples/", "example tools, each with its manifest"),
+    ]
+    for part, what in parts:
+        if (sdk / part.rstrip("/")).exists():
+            click.echo(f"  {part:<14} {what}")
+
+
+@cli.command()
 @click.argument("wasm", type=click.Path(exists=True, dir_okay=False))
 @click.option("--manifest", type=click.Path(exists=True, dir_okay=False), help="Manifest file (default: beside WASM).")
 @click.option("--signature", type=click.Path(dir_okay=False), help="Signature file (default: WASM.sig).")
 @click.pass_context
 def verify(ctx: click.Context, wasm: str, manifest: str | None, signature: str | None) -> None:
-    """Check WASM's signature against its manifest and the trusted keys."""
+    """Check a tool artifact's signature against its manifest and the trusted keys.
+
+    (The audit log's hash chain is checked by `glovebox audit verify`.)
+    """
     signer = Keyring(home_of(ctx)).verify(wasm, manifest=manifest, signature=signature)
     click.echo(f"ok: {Path(wasm).name} sha256:{file_sha256(Path(wasm))} signed by {signer}")
 
@@ -215,26 +292,47 @@ def _parse_input(raw: str) -> Any:
         raise click.BadParameter(message) from exc
 
 
+def _check_needs_no_input(rt: Runtime, name: str) -> None:
+    """Refuse a call without ``--input`` to a tool whose input schema requires fields (click's words)."""
+    try:
+        schema = rt.tool(name).manifest.input_schema
+    except GloveboxError:
+        return  # an unknown or hidden tool: the call's envelope says so
+    required = schema.get("required") if isinstance(schema, dict) else None
+    if required:
+        raise click.UsageError(f"Missing option '--input': {name} requires {', '.join(map(str, required))}")
+
+
 @cli.command()
 @click.argument("name")
-@click.option("--input", "raw_input", required=True, help="The input as JSON text ('-' reads stdin).")
+@click.option(
+    "--input",
+    "raw_input",
+    help="The input as JSON text ('-' reads stdin; default: {} for a tool whose input schema requires nothing).",
+)
 @click.option("--principal", help="Who is calling (default: anonymous).")
 @click.pass_context
-def call(ctx: click.Context, name: str, raw_input: str, principal: str | None) -> None:
-    """Call tool NAME (or NAME@VERSION); print the result envelope."""
+def call(ctx: click.Context, name: str, raw_input: str | None, principal: str | None) -> None:
+    """Call tool NAME (or NAME@VERSION); print the result envelope (exit 1 when the call failed)."""
     try:
-        value = _parse_input(raw_input)
+        value = _parse_input(raw_input) if raw_input is not None else {}
     except click.BadParameter as exc:
         exc.param_hint = "'--input'"
         raise
     with open_runtime(ctx) as rt:
+        if raw_input is None:
+            _check_needs_no_input(rt, name)
         result = rt.call(name, value, principal=principal)
     click.echo(dump(result.to_dict()))
     sys.exit(0 if result.ok else 1)
 
 
 @cli.command()
-@click.option("--keep", type=click.Path(file_okay=False), help="Use (and keep) this home instead of a temporary one.")
+@click.option(
+    "--keep",
+    type=click.Path(file_okay=False),
+    help="Use (and keep) this home (default: a temporary one, removed afterwards).",
+)
 def demo(keep: str | None) -> None:
     """Build the examples, register them in a throw-away home and show the sandbox at work."""
     from ._demo import run_demo
@@ -244,6 +342,7 @@ def demo(keep: str | None) -> None:
 
 cli.add_command(policy)
 cli.add_command(approve)
+cli.add_command(approvals)
 cli.add_command(audit)
 cli.add_command(serve)
 cli.add_command(mcp)

@@ -1,18 +1,23 @@
-"""The ``policy``, ``approve`` and ``audit`` commands (thin, like the rest of the CLI)."""
+"""The ``policy``, ``approve``, ``approvals`` and ``audit`` commands (thin, like the rest of the CLI)."""
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
+from ..audit._filter import RecordFilter, newest, parse_since
 from ..audit._log import AuditLog, record_json
-from ..policy import dead_entries, load_policy, policy_schema
+from ..policy import Approval, dead_entries, iso_time, load_policy, policy_schema
 from ..runtime._runtime import Runtime
 from ._base import dump, home_of, open_runtime
 
-__all__ = ["approve", "audit", "policy"]
+__all__ = ["approvals", "approve", "audit", "policy"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @click.group()
@@ -71,10 +76,60 @@ def schema() -> None:
 @click.option("--principal", required=True, help="Who approves (needs the policy's approver scope).")
 @click.pass_context
 def approve(ctx: click.Context, approval_id: str, principal: str) -> None:
-    """Approve a pending approval_required call, so it can run once."""
+    """Approve a pending approval_required call, so it can run once.
+
+    Give the policy that asked for the approval (--policy or GLOVEBOX_POLICY):
+    it says who holds the approver scope.
+    """
     with open_runtime(ctx) as rt:
         approval = rt.approve(approval_id, principal=principal)
-    click.echo(f"approved {approval.id}: {approval.principal} may call {approval.tool} once with that input")
+    click.echo(
+        f"approved {approval.id}: {approval.principal} may call {approval.tool} once with that input"
+        f" until {iso_time(approval.expires_at)}"
+    )
+
+
+@click.group()
+def approvals() -> None:
+    """List and deny approval requests (approve one with `glovebox approve`)."""
+
+
+@approvals.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (Unix times, each with an ISO 8601 twin).")
+@click.pass_context
+def approvals_list(ctx: click.Context, as_json: bool) -> None:
+    """List the pending, unexpired approval requests, oldest first (times in UTC)."""
+    with open_runtime(ctx) as rt:
+        pending = rt.pending_approvals()
+    if as_json:
+        click.echo(dump([approval.to_dict() for approval in pending]))
+        return
+    if not pending:
+        click.echo("no pending approval requests")
+        return
+    click.echo(_approval_table(pending))
+
+
+def _approval_table(pending: list[Approval]) -> str:
+    rows = [("ID", "PRINCIPAL", "TOOL", "REQUESTED", "EXPIRES", "INPUT")]
+    rows += [
+        (a.id, a.principal, a.tool, iso_time(a.created_at), iso_time(a.expires_at), a.input_digest[:19])
+        for a in pending
+    ]
+    widths = [max(len(row[col]) for row in rows) for col in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+@approvals.command("deny")
+@click.argument("approval_id")
+@click.option("--reason", required=True, help="Why: the waiting caller is told this (permission_denied).")
+@click.option("--principal", required=True, help="Who denies (needs the policy's approver scope).")
+@click.pass_context
+def approvals_deny(ctx: click.Context, approval_id: str, reason: str, principal: str) -> None:
+    """Deny a pending approval request: until it expires, that call answers permission_denied with REASON."""
+    with open_runtime(ctx) as rt:
+        approval = rt.deny(approval_id, principal=principal, reason=reason)
+    click.echo(f"denied {approval.id}: {approval.principal} may not call {approval.tool} with that input: {reason}")
 
 
 @click.group()
@@ -82,14 +137,55 @@ def audit() -> None:
     """Read, verify and export the audit log."""
 
 
+def _filter_options(command: F) -> F:
+    """``--tool --principal --outcome --since --call-id``: which records ``tail`` and ``export`` show."""
+    options = [
+        click.option("--call-id", help="Only the record of this call (default: every call)."),
+        click.option(
+            "--since",
+            metavar="WHEN",
+            help="Only records from WHEN on: ISO 8601 (UTC unless it says) or a span back: 30s, 15m, 2h, 7d"
+            " (default: all time).",
+        ),
+        click.option("--outcome", help="Only records with this outcome: ok or an error code (default: any)."),
+        click.option("--principal", help="Only calls by this principal (default: anyone)."),
+        click.option("--tool", help="Only calls of this tool: NAME or NAME@VERSION (default: every tool)."),
+    ]
+    for option in options:
+        command = option(command)
+    return command
+
+
+def _record_filter(
+    tool: str | None, principal: str | None, outcome: str | None, since: str | None, call_id: str | None
+) -> RecordFilter:
+    try:
+        moment = parse_since(since) if since is not None else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc).removeprefix(f"--since {since!r} "), param_hint="'--since'") from exc
+    return RecordFilter(tool=tool, principal=principal, outcome=outcome, since=moment, call_id=call_id)
+
+
 @audit.command()
-@click.option("-n", "count", default=20, show_default=True, help="How many records.")
+@click.option("-n", "count", default=20, show_default=True, help="How many records (the newest that match).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@_filter_options
 @click.pass_context
-def tail(ctx: click.Context, count: int, as_json: bool) -> None:
-    """Print the newest audit records."""
+def tail(
+    ctx: click.Context,
+    count: int,
+    as_json: bool,
+    tool: str | None,
+    principal: str | None,
+    outcome: str | None,
+    since: str | None,
+    call_id: str | None,
+) -> None:
+    """Print the newest audit records (every call, unless filtered), oldest first; times in UTC."""
     log = AuditLog(home_of(ctx))
-    for record in log.tail(count):
+    wanted = _record_filter(tool, principal, outcome, since, call_id)
+    records = newest(wanted.apply(log.records()), count) if wanted else log.tail(count)
+    for record in records:
         if as_json:
             click.echo(record_json(record))
         else:
@@ -103,11 +199,15 @@ def tail(ctx: click.Context, count: int, as_json: bool) -> None:
 @click.option(
     "--anchor",
     metavar="HASH",
-    help="A head hash printed by an earlier verify and kept off this host: fail unless the chain still holds it.",
+    help="A head hash printed by an earlier verify and kept off this host: fail unless the chain still holds it"
+    " (default: no anchor, the chain is checked against itself).",
 )
 @click.pass_context
 def verify(ctx: click.Context, anchor: str | None) -> None:
-    """Walk the hash chain; exit 1 naming the first changed, inserted or deleted row."""
+    """Check the audit log's hash chain (not a tool's signature: that is `glovebox verify`).
+
+    Exit 1 naming the first changed, inserted or deleted row.
+    """
     result = AuditLog(home_of(ctx)).verify(anchor=anchor)
     if not result.ok:
         click.echo(f"audit log TAMPERED: {result.problem}", err=True)
@@ -116,13 +216,26 @@ def verify(ctx: click.Context, anchor: str | None) -> None:
 
 
 @audit.command()
-@click.option("--jsonl", is_flag=True, required=True, help="JSON Lines (the only format).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
+@click.option("--jsonl", is_flag=True, hidden=True, help="JSON Lines: the only format, and the default.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here (default: stdout).")
+@_filter_options
 @click.pass_context
-def export(ctx: click.Context, jsonl: bool, output: str | None) -> None:
-    """Export every audit record, with its hashes, as JSON Lines."""
+def export(
+    ctx: click.Context,
+    jsonl: bool,
+    output: str | None,
+    tool: str | None,
+    principal: str | None,
+    outcome: str | None,
+    since: str | None,
+    call_id: str | None,
+) -> None:
+    """Export the audit records (every one, unless filtered), with their hashes, as JSON Lines."""
     log = AuditLog(home_of(ctx))
-    lines = (record_json(record) + "\n" for record in log.records())
+    lines = (
+        record_json(record) + "\n"
+        for record in _record_filter(tool, principal, outcome, since, call_id).apply(log.records())
+    )
     if output is None:
         for line in lines:
             click.echo(line, nl=False)

@@ -12,7 +12,7 @@ import click
 
 from ..runtime._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED
 from ..sandbox._compute import DEFAULT_MAX_RUNNING
-from ._base import log_config, open_runtime
+from ._base import CliError, log_config, open_runtime
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -29,7 +29,7 @@ def _require(*modules: str) -> None:
 
     missing = missing_serve_dependency(*modules)
     if missing is not None:
-        raise click.ClickException(f"{missing} is not installed; {SERVE_HINT}")
+        raise CliError("missing_extra", f"{missing} is not installed; {SERVE_HINT}")
 
 
 def _admission_options(command: F) -> F:
@@ -113,7 +113,7 @@ def _calls(
     try:
         opened = open_backend(name, rt.home, rt.policy_path, **chosen, **bounds)
     except ImportError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise CliError("missing_extra", str(exc)) from exc
     with opened:
         yield opened
 
@@ -178,7 +178,13 @@ def export(ctx: click.Context, fmt: str, principal: str | None) -> None:
 
 
 @click.command()
-@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "http"]),
+    default="stdio",
+    show_default=True,
+    help="stdio: one client on stdin/stdout; http: streamable HTTP on --host:--port.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (http).")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="TCP port (http).")
 @click.option("--principal", help="Who the stdio client is (default: anonymous); http uses API keys.")

@@ -68,6 +68,7 @@ __all__ = [
     "InvalidOutput",
     "InvalidPolicy",
     "InvalidSpec",
+    "ManifestWarning",
     "MemoryLimit",
     "OutputTooLarge",
     "Overloaded",
@@ -281,3 +282,9 @@ ERROR_CODES: tuple[str, ...] = (
     "overloaded",
     "rate_limited",
 )
+
+
+class ManifestWarning(UserWarning):
+    """A manifest that works but leaves callers guessing: no description, an input schema that
+    accepts anything, a folder's ``glovebox.toml`` that names another tool. The CLI prints
+    each as ``warning: message`` on stderr; filter them with :mod:`warnings` like any other."""

@@ -6,6 +6,7 @@ variable                        read by
 ``GLOVEBOX_HOME``               :func:`home_dir` (and the build cache)
 ``XDG_DATA_HOME``               :func:`home_dir`, when ``GLOVEBOX_HOME`` is unset
 ``XDG_CACHE_HOME``              :func:`build_cache_dir`, when no home is set
+``ZIG_GLOBAL_CACHE_DIR``        :func:`zig_cache_dir` (Zig's own variable)
 ``GLOVEBOX_POLICY``             :func:`policy_file`
 ``GLOVEBOX_GRANTS``             :func:`grants_file`
 ``GLOVEBOX_REQUIRE_SIGNATURES`` :func:`require_signatures`
@@ -26,6 +27,7 @@ from pathlib import Path
 
 __all__ = [
     "build_cache_dir",
+    "check_home",
     "grants_file",
     "home_dir",
     "log_format",
@@ -33,6 +35,7 @@ __all__ = [
     "quiet_ray_failure_handler",
     "require_signatures",
     "trusted_keys_dir",
+    "zig_cache_dir",
 ]
 
 PathLike = str | os.PathLike[str]
@@ -53,6 +56,26 @@ def home_dir(home: PathLike | None = None) -> Path:
     return Path(data) / "glovebox"
 
 
+def check_home(home: PathLike) -> Path:
+    """``home`` as a Path, once it is known to be usable as a home; nothing is created.
+
+    A home is usable when it is a directory or does not exist yet and no part
+    of its path is a file.
+
+    Raises:
+        NotADirectoryError: ``home``, or a folder above it, is a file (the message names both).
+    """
+    path = Path(home)
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(f"the glovebox home {path} is a file, not a directory")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise NotADirectoryError(f"the glovebox home {path} cannot be made: {parent} is a file")
+            break
+    return path
+
+
 def trusted_keys_dir(home: PathLike | None = None) -> Path:
     """Where a home keeps the public keys it trusts: ``HOME/trusted_keys``."""
     return home_dir(home) / "trusted_keys"
@@ -67,6 +90,13 @@ def build_cache_dir(home: PathLike | None = None) -> Path:
         return Path(home) / "cache" / "build"
     cache = _get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "glovebox" / "build"
+
+
+def zig_cache_dir(home: PathLike | None = None) -> Path:
+    """Where Zig keeps what it compiles for C builds (its libc, its objects): ``zig`` beside
+    :func:`build_cache_dir` (``HOME/cache/zig``, else ``~/.cache/glovebox/zig``), unless
+    ``ZIG_GLOBAL_CACHE_DIR`` names a directory of its own."""
+    return Path(_get("ZIG_GLOBAL_CACHE_DIR") or build_cache_dir(home).parent / "zig")
 
 
 def policy_file() -> Path | None:

@@ -2,10 +2,16 @@
 
 A manifest lives in a TOML (or JSON) file beside the artifact. ``register``
 looks, in order, for an explicit ``manifest=`` argument, ``<stem>.glovebox.toml``
-next to the ``.wasm`` file, then ``glovebox.toml`` in the same directory. With
-none of them, the defaults apply: the name is the file's stem, the version
-``0.0.0``, both schemas accept any JSON value, default limits, no capabilities
-and no required scopes.
+next to the ``.wasm`` file, then ``glovebox.toml`` in the same directory when it
+belongs to that artifact (:func:`folder_manifest`). With none of them, the
+defaults apply: the name is the file's stem, the version ``0.0.0``, both schemas
+accept any JSON value, default limits, no capabilities and no required scopes. A
+manifest without ``name`` takes the stem too.
+
+A manifest that is refused names the file, the line, the field and the value
+given, in the words policy errors use: ``invalid manifest F:LINE: FIELD: what``.
+One that works but tells callers little (no description, an input schema that
+accepts anything) raises :class:`~glovebox.ManifestWarning` at registration.
 """
 
 from __future__ import annotations
@@ -13,13 +19,14 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+import warnings
 from pathlib import Path
 from typing import Any, Literal, Self
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from ..core._canonical import canonical_json
-from ..core._errors import InvalidManifest
+from ..core._errors import InvalidManifest, ManifestWarning
 from ..core._frozen import Frozen
 from ..schema._schemarules import check_schema
 from ._grants import HttpRule, SqlRule
@@ -33,8 +40,10 @@ __all__ = [
     "Operation",
     "SqlOperation",
     "ToolKind",
+    "folder_manifest",
     "load_manifest",
     "find_manifest",
+    "manifest_warnings",
 ]
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
@@ -189,31 +198,98 @@ class Manifest(Frozen):
                 )
 
 
-def _describe(exc: ValidationError, source: str) -> InvalidManifest:
-    problems = []
+#: What a tool's files end with: the sources ``glovebox build`` takes and the artifact it makes.
+TOOL_SUFFIXES = (".c", ".py", ".wasm")
+SOURCE_SUFFIXES = (".c", ".py")
+
+
+def _describe(exc: ValidationError, source: str, text: str | None) -> InvalidManifest:
+    problems: list[dict[str, Any]] = []
     for err in exc.errors():
-        field = ".".join(str(p) for p in err["loc"]) or "(root)"
-        problems.append(f"{field}: {err['msg']}")
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        field = ".".join(str(p) for p in loc) or "(root)"
+        line = _line(text, loc, json_text=source.endswith(".json")) if text is not None else None
+        problems.append({"line": line, "field": field, "message": _message(err)})
+    where = [f"{source}:{p['line']}" if p["line"] is not None else source for p in problems]
+    first = problems[0]
     return InvalidManifest(
-        f"invalid manifest {source}: " + "; ".join(problems),
-        details={"source": source, "problems": problems},
+        "invalid manifest "
+        + "; ".join(f"{w}: {p['field']}: {p['message']}" for w, p in zip(where, problems, strict=True)),
+        details={
+            "source": source,
+            "file": source,
+            "line": first["line"],
+            "field": first["field"],
+            "problems": problems,
+        },
     )
 
 
-def parse_manifest(data: Any, source: str = "(inline)") -> Manifest:
-    """Validate a decoded manifest document (a mapping) into a Manifest."""
+def _message(err: Any) -> str:
+    """A pydantic error in the words of policy errors (``glovebox.policy._loader``), with the value given."""
+    if err["type"] == "extra_forbidden":
+        return "unknown field (not part of the manifest format; see the manifest reference)"
+    if err["type"] == "missing":
+        return "required field is missing"
+    given = repr(err.get("input"))
+    given = given if len(given) <= 80 else given[:77] + "..."
+    return f"{err['msg'].removeprefix('Value error, ')} (got {given})"
+
+
+def _line(text: str, loc: tuple[Any, ...], *, json_text: bool) -> int:
+    """The 1-based line of the deepest key along ``loc`` in a manifest's text (1 when none is found)."""
+    keys = [str(part) for part in loc if isinstance(part, str)]
+    if json_text:
+        line, position = 1, 0
+        for key in keys:
+            found = text.find(json.dumps(key) + ":", position)
+            found = found if found >= 0 else text.find(json.dumps(key), position)
+            if found < 0:
+                break
+            position, line = found, text.count("\n", 0, found) + 1
+        return line
+    best, line, table = 0, 1, []
+    for number, raw in enumerate(text.splitlines(), 1):
+        header = re.match(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?", raw)
+        assigned = None if header else re.match(r"^\s*([A-Za-z0-9_.\"' -]+?)\s*=", raw)
+        if header:
+            path = table = _dotted(header.group(1))
+        elif assigned:
+            path = table + _dotted(assigned.group(1))
+        else:
+            continue
+        depth = len(path) if keys[: len(path)] == path else 0
+        if depth > best:
+            best, line = depth, number
+    return line
+
+
+def _dotted(key: str) -> list[str]:
+    return [part.strip().strip("\"'") for part in key.split(".")]
+
+
+def parse_manifest(
+    data: Any, source: str = "(inline)", *, default_name: str | None = None, text: str | None = None
+) -> Manifest:
+    """Validate a decoded manifest document (a mapping) into a Manifest.
+
+    ``default_name`` is the name of a document without one (the artifact's
+    stem); ``text`` is the document's source text, whose lines errors name.
+    """
     if isinstance(data, Manifest):
         return data
     if not isinstance(data, dict):
         raise InvalidManifest(f"invalid manifest {source}: expected a table/object, got {type(data).__name__}")
+    if default_name is not None and "name" not in data:
+        data = {"name": default_name, **data}
     try:
         return Manifest.model_validate(data)
     except ValidationError as exc:
-        raise _describe(exc, source) from exc
+        raise _describe(exc, source, text) from exc
 
 
-def load_manifest(path: Path) -> Manifest:
-    """Read a manifest file (.toml or .json); errors name the file and the field."""
+def load_manifest(path: Path, *, default_name: str | None = None) -> Manifest:
+    """Read a manifest file (.toml or .json); errors name the file, the line, the field and the value."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -224,12 +300,60 @@ def load_manifest(path: Path) -> Manifest:
         raise InvalidManifest(f"invalid manifest {path}: {exc}") from exc
     except RecursionError as exc:  # both parsers recurse once per nesting level
         raise InvalidManifest(f"invalid manifest {path}: nested too deeply") from exc
-    return parse_manifest(data, str(path))
+    return parse_manifest(data, str(path), default_name=default_name, text=text)
 
 
 def find_manifest(wasm_path: Path) -> Path | None:
     """The manifest file that belongs to an artifact, if there is one."""
-    for candidate in (wasm_path.with_name(wasm_path.stem + ".glovebox.toml"), wasm_path.with_name("glovebox.toml")):
-        if candidate.is_file():
-            return candidate
+    own = wasm_path.with_name(wasm_path.stem + ".glovebox.toml")
+    return own if own.is_file() else folder_manifest(wasm_path)
+
+
+def folder_manifest(tool_file: Path) -> Path | None:
+    """The ``glovebox.toml`` of ``tool_file``'s folder, when it belongs to that tool.
+
+    It does when its ``name`` is the tool's default name (its file's stem), or
+    when the folder holds that one tool: for a source, the only ``.c`` or
+    ``.py`` source there (what builds made beside it does not count); for an
+    artifact, its ``.c``, ``.py`` and ``.wasm`` files share one stem.
+    Otherwise it names another tool: it is not used, and a
+    :class:`~glovebox.ManifestWarning` says so.
+    """
+    candidate = tool_file.with_name("glovebox.toml")
+    if not candidate.is_file():
+        return None
+    kinds = SOURCE_SUFFIXES if tool_file.suffix in SOURCE_SUFFIXES else TOOL_SUFFIXES
+    stems = {p.stem for p in tool_file.parent.iterdir() if p.suffix in kinds and p.is_file()}
+    stems.add(tool_file.stem)
+    if stems == {tool_file.stem}:
+        return candidate
+    try:
+        name = tomllib.loads(candidate.read_text(encoding="utf-8")).get("name")
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        name = None  # unreadable: it is not this tool's either way
+    if name == Manifest.default_for(tool_file).name:
+        return candidate
+    warnings.warn(
+        f"{candidate} is not used for {tool_file.name}: it names {name or 'no tool'!s} and the folder holds "
+        f"{len(stems)} tools; give this one its own {tool_file.stem}.glovebox.toml",
+        ManifestWarning,
+        stacklevel=2,
+    )
     return None
+
+
+def manifest_warnings(manifest: Manifest) -> list[str]:
+    """What a manifest leaves an agent to guess: no description, an input schema that accepts anything."""
+    found = []
+    tool = f"{manifest.name}@{manifest.version}"
+    if not manifest.description.strip():
+        found.append(f"{tool} has no description: agents are told nothing about what it does")
+    schema = manifest.input_schema
+    if (
+        schema is True
+        or schema == {}
+        or (isinstance(schema, dict) and set(schema) <= {"type"} and schema.get("type") == "object")
+    ):
+        shown = json.dumps(schema)
+        found.append(f"{tool} accepts any input (input_schema {shown}): agents are told nothing about its parameters")
+    return found

@@ -1,6 +1,6 @@
 """Policies: documents, the one matcher, the scope checker, approvals and quota counters."""
 
-from ._approvals import Approval, ApprovalStore
+from ._approvals import Approval, ApprovalStore, iso_time
 from ._checker import Decision, dead_entries, decide
 from ._loader import load_policy, parse_policy, policy_schema
 from ._models import NO_POLICY, Policy
@@ -16,6 +16,7 @@ __all__ = [
     "QuotaUsage",
     "dead_entries",
     "decide",
+    "iso_time",
     "load_policy",
     "match_name",
     "match_tool",

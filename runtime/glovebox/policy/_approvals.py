@@ -4,8 +4,11 @@
 ``pending`` until a principal holding the approver scope approves it (never
 its own request); it is then ``approved`` and lets exactly one call with the
 same principal, tool@version and input digest run once, before ``expires_at``;
-that call marks it ``used``. Tools cannot reach this table: approvals happen
-only through ``Runtime.approve`` / ``glovebox approve``.
+that call marks it ``used``. A pending request can be ``denied`` instead (with
+a reason): until it expires, that call is answered ``permission_denied`` with
+the reason, and no new request is made for it. Tools cannot reach this table:
+approvals happen only through ``Runtime.approve``/``Runtime.deny`` and
+``glovebox approve``/``glovebox approvals deny``.
 """
 
 from __future__ import annotations
@@ -14,13 +17,14 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ..core._errors import PermissionDenied
 from ..storage._sqlite import Database
 
-__all__ = ["Approval", "ApprovalStore"]
+__all__ = ["Approval", "ApprovalStore", "iso_time"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS approvals (
@@ -33,16 +37,32 @@ CREATE TABLE IF NOT EXISTS approvals (
     expires_at REAL NOT NULL,
     approved_by TEXT,
     approved_at REAL,
-    used_at REAL
+    used_at REAL,
+    reason TEXT
 );
 CREATE INDEX IF NOT EXISTS approvals_key ON approvals (principal, tool, input_digest, status);
 """
-_COLUMNS = "id, principal, tool, input_digest, status, created_at, expires_at, approved_by, approved_at, used_at"
+_COLUMNS = (
+    "id, principal, tool, input_digest, status, created_at, expires_at, approved_by, approved_at, used_at, reason"
+)
+
+
+def iso_time(seconds: float) -> str:
+    """Unix seconds as ISO 8601 UTC, to the second, as a person reads them.
+
+    >>> iso_time(0)
+    '1970-01-01T00:00:00Z'
+    """
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
 class Approval:
-    """One approval request. ``tool`` is ``name@version``; times are Unix seconds."""
+    """One approval request. ``tool`` is ``name@version``; times are Unix seconds.
+
+    ``approved_by`` and ``approved_at`` name who decided and when, for a
+    denied request too; ``reason`` is the reason a denial gave.
+    """
 
     id: str
     principal: str
@@ -54,6 +74,15 @@ class Approval:
     approved_by: str | None = None
     approved_at: float | None = None
     used_at: float | None = None
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The request as JSON: the Unix times as they are, each with an ISO 8601 UTC twin (``*_iso``)."""
+        data: dict[str, Any] = dict(vars(self))
+        for name in ("created_at", "expires_at", "approved_at", "used_at"):
+            value = data[name]
+            data[f"{name}_iso"] = iso_time(value) if value is not None else None
+        return data
 
 
 class ApprovalStore:
@@ -64,6 +93,13 @@ class ApprovalStore:
         #: Unix seconds now: what requests are stamped with and expire by.
         self.clock = clock
         self._database = Database(self.path, _SCHEMA)
+        self._upgrade()
+
+    def _upgrade(self) -> None:
+        """Give a table made by an earlier glovebox the ``reason`` column."""
+        with self._database.write() as db:
+            if "reason" not in {row[1] for row in db.execute("PRAGMA table_info(approvals)")}:
+                db.execute("ALTER TABLE approvals ADD COLUMN reason TEXT")
 
     def close(self) -> None:
         self._database.close()
@@ -111,6 +147,11 @@ class ApprovalStore:
             )
         return approval
 
+    def denied(self, principal: str, tool: str, input_digest: str) -> Approval | None:
+        """The unexpired denial of exactly this call, if any."""
+        row = self._live(principal, tool, input_digest, "denied", self.clock())
+        return Approval(*row) if row is not None else None
+
     def approve(self, approval_id: str, approver: str) -> Approval:
         """Approve a pending request; the approver's scope is checked by the caller.
 
@@ -118,12 +159,25 @@ class ApprovalStore:
             PermissionDenied: ``approver`` made the request itself.
             ValueError: the id is unknown, expired, or not pending any more.
         """
+        return self._decide(approval_id, approver, "approved", None)
+
+    def deny(self, approval_id: str, approver: str, reason: str) -> Approval:
+        """Deny a pending request with ``reason``; the approver's scope is checked by the caller.
+
+        Raises:
+            PermissionDenied: ``approver`` made the request itself.
+            ValueError: the id is unknown, expired, or not pending any more.
+        """
+        return self._decide(approval_id, approver, "denied", reason)
+
+    def _decide(self, approval_id: str, approver: str, status: str, reason: str | None) -> Approval:
         found = self.get(approval_id)
         if found is None:
             raise ValueError(f"no approval request {approval_id!r}")
         if found.principal == approver:
             raise PermissionDenied(
-                f"principal {approver!r} cannot approve its own request {approval_id}",
+                f"principal {approver!r} cannot {'approve' if status == 'approved' else 'deny'} "
+                f"its own request {approval_id}",
                 details={"approval_id": approval_id},
             )
         if found.status != "pending":
@@ -133,9 +187,9 @@ class ApprovalStore:
             raise ValueError(f"approval request {approval_id} expired")
         with self._database.connection() as db:
             changed = db.execute(
-                "UPDATE approvals SET status = 'approved', approved_by = ?, approved_at = ?"
+                "UPDATE approvals SET status = ?, approved_by = ?, approved_at = ?, reason = ?"
                 " WHERE id = ? AND status = ?",
-                (approver, now, approval_id, "pending"),
+                (status, approver, now, reason, approval_id, "pending"),
             ).rowcount
         if changed != 1:
             raise ValueError(f"approval request {approval_id} is no longer pending")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,18 @@ import wasmtime
 from wasmtime.component import Component
 
 from ..core._canonical import sha256_digest
-from ..core._errors import InvalidArtifact, InvalidManifest, SignatureError
+from ..core._errors import InvalidArtifact, InvalidManifest, ManifestWarning, SignatureError
 from ..engine._compile import precompile
 from ..engine._engine import SharedEngine
-from ..model._manifest import HOST_MAXIMA, Limits, Manifest, find_manifest, load_manifest, parse_manifest
+from ..model._manifest import (
+    HOST_MAXIMA,
+    Limits,
+    Manifest,
+    find_manifest,
+    load_manifest,
+    manifest_warnings,
+    parse_manifest,
+)
 from ..model._result import ToolInfo
 from ..sandbox._sandbox import Sandbox
 from ..sandbox._validate import MAX_ARTIFACT_BYTES, check_component, check_header
@@ -60,7 +69,11 @@ class Registrar:
         """Check, compile, prove and store one artifact; return what was registered."""
         data = _read_artifact(path)
         check_header(data, str(path))
-        return self._register(path, data, [resolve_manifest(path, manifest)], signature, None)[0]
+        resolved = resolve_manifest(path, manifest)
+        info = self._register(path, data, [resolved], signature, None)[0]
+        for warning in manifest_warnings(resolved):
+            warnings.warn(warning, ManifestWarning, stacklevel=3)
+        return info
 
     def register_many(
         self,
@@ -188,13 +201,14 @@ def _read_artifact(path: Path) -> bytes:
 
 def resolve_manifest(path: Path, manifest: ManifestSource) -> Manifest:
     """The manifest for an artifact: the one given, the one beside it, or the defaults."""
+    stem = Manifest.default_for(path).name  # the name of a manifest without one
     if manifest is None:
         found = find_manifest(path)
-        return load_manifest(found) if found is not None else Manifest.default_for(path)
+        return load_manifest(found, default_name=stem) if found is not None else Manifest.default_for(path)
     if isinstance(manifest, (Manifest, dict)):
-        return parse_manifest(manifest)
+        return parse_manifest(manifest, default_name=stem)
     if isinstance(manifest, (str, os.PathLike)):
-        return load_manifest(Path(manifest))
+        return load_manifest(Path(manifest), default_name=stem)
     raise TypeError(f"manifest must be a path, a dict or a Manifest, not {type(manifest).__name__}")
 
 

@@ -81,6 +81,10 @@ class CallBackend(Protocol):
         """Approve a pending ``approval_required`` call on behalf of ``principal``."""
         ...
 
+    def deny(self, approval_id: str, *, principal: str, reason: str) -> Approval:
+        """Deny a pending ``approval_required`` call on behalf of ``principal``, with ``reason``."""
+        ...
+
     def pending_approvals(self) -> list[Approval]:
         """Approval requests waiting for an approver."""
         ...

@@ -28,7 +28,7 @@ from ..audit._row import call_row
 from ..core._canonical import canonical_json, sha256_digest
 from ..core._errors import ApprovalRequired, InvalidInput, InvalidPolicy, PermissionDenied
 from ..model._result import CallResult, ToolInfo
-from ..policy import NO_POLICY, Approval, ApprovalStore, Decision, Policy, QuotaUsage, decide, load_policy
+from ..policy import NO_POLICY, Approval, ApprovalStore, Decision, Policy, QuotaUsage, decide, iso_time, load_policy
 
 if TYPE_CHECKING:
     from ..policy._quotas import QuotaTicket
@@ -58,6 +58,8 @@ class CallTrace:
     input_digest: str | None = None
     decision: str | None = None
     approval_id: str | None = None
+    #: Who approved (or denied) the call's approval request.
+    approved_by: str | None = None
     #: The quota slots the call holds from admission until :meth:`PolicyGate.settle`.
     quota: QuotaTicket | None = None
     #: The parameters of each SQL statement the call sent (stored only with ``audit.store_inputs``).
@@ -71,6 +73,7 @@ class CallTrace:
             value,
             input_digest=self.input_digest,
             decision=self.decision,
+            approval={"id": self.approval_id, "by": self.approved_by} if self.approval_id else None,
             store_inputs=stored.store_inputs,
             store_outputs=stored.store_outputs,
             sql_params=self.sql_params,
@@ -116,7 +119,6 @@ class PolicyGate:
         self._checked = clock()
         self._lock = threading.Lock()
         self._decisions = Decisions()
-        self.approvals = ApprovalStore(home)
         self.quotas = QuotaUsage(clock)
         if isinstance(source, Policy):
             self._policy = source
@@ -124,6 +126,8 @@ class PolicyGate:
             self.path = Path(source)
             self._stamp = _stamp(self.path)
             self._policy = load_policy(self.path)
+        home.mkdir(parents=True, exist_ok=True)  # only once the policy is known to be good
+        self.approvals = ApprovalStore(home)
 
     def close(self) -> None:
         self.approvals.close()
@@ -195,13 +199,26 @@ class PolicyGate:
         tool = f"{info.name}@{info.version}"
         used = self.approvals.consume(principal, tool, trace.input_digest)
         if used is not None:
-            trace.decision, trace.approval_id = "approved", used.id
+            trace.decision, trace.approval_id, trace.approved_by = "approved", used.id, used.approved_by
             return
+        denied = self.approvals.denied(principal, tool, trace.input_digest)
+        if denied is not None:
+            trace.decision, trace.approval_id, trace.approved_by = "denied", denied.id, denied.approved_by
+            raise PermissionDenied(
+                f"{denied.approved_by!r} denied calling {tool} with this input: {denied.reason}",
+                details={"approval_id": denied.id, "denied_by": denied.approved_by, "reason": denied.reason},
+            )
         request = self.approvals.request(principal, tool, trace.input_digest, trace.policy.approvals.ttl_s)
+        trace.approval_id = request.id
         raise ApprovalRequired(
-            f"calling {tool} needs approval: ask a principal with the "
-            f"{trace.policy.approvals.approver_scope!r} scope to run `glovebox approve {request.id}`",
-            details={"approval_id": request.id, "expires_at": request.expires_at},
+            f"calling {tool} needs approval (request {request.id}, until {iso_time(request.expires_at)}): "
+            f"a principal with the {trace.policy.approvals.approver_scope!r} scope runs "
+            f"`{self.approve_command(request.id)}` (or `glovebox approvals deny {request.id} --reason TEXT`)",
+            details={
+                "approval_id": request.id,
+                "expires_at": request.expires_at,
+                "expires_at_iso": iso_time(request.expires_at),
+            },
         )
 
     def statement_approver(self, trace: CallTrace, info: ToolInfo, principal: str) -> Callable[[str], Any]:
@@ -213,25 +230,48 @@ class PolicyGate:
         tool = f"{info.name}@{info.version}"
         ttl_s = trace.policy.approvals.ttl_s
 
-        def approver(digest: str) -> tuple[bool, str, float]:
+        def approver(digest: str) -> tuple[str, str, float, str]:
             used = self.approvals.consume(principal, tool, digest)
             if used is not None:
                 trace.approval_id = trace.approval_id or used.id
-                return True, used.id, used.expires_at
+                trace.approved_by = trace.approved_by or used.approved_by
+                return "approved", used.id, used.expires_at, ""
+            denied = self.approvals.denied(principal, tool, digest)
+            if denied is not None:
+                return "denied", denied.id, denied.expires_at, denied.reason or ""
             request = self.approvals.request(principal, tool, digest, ttl_s)
-            return False, request.id, request.expires_at
+            return "pending", request.id, request.expires_at, ""
 
         return approver
 
-    def approve(self, approval_id: str, principal: str) -> Approval:
-        """Approve ``approval_id`` as ``principal``; raise PermissionDenied without the approver scope."""
+    def approve_command(self, approval_id: str) -> str:
+        """The command an operator runs to approve ``approval_id`` under this policy."""
+        policy = f"--policy {self.path}" if self.path is not None else "--policy POLICY"
+        return f"glovebox {policy} approve {approval_id} --principal APPROVER"
+
+    def _check_approver(self, principal: str) -> None:
         policy = self.current()
+        if policy is NO_POLICY and self.path is None:
+            raise PermissionDenied(
+                "no policy is loaded, so no principal holds the approver scope: "
+                "give the policy that asked for the approval (glovebox --policy FILE, or GLOVEBOX_POLICY)",
+                details={"missing_scopes": [policy.approvals.approver_scope]},
+            )
         scope = policy.approvals.approver_scope
         if scope not in policy.scopes_of(principal):
             raise PermissionDenied(
                 f"principal {principal!r} lacks the approver scope {scope!r}", details={"missing_scopes": [scope]}
             )
+
+    def approve(self, approval_id: str, principal: str) -> Approval:
+        """Approve ``approval_id`` as ``principal``; raise PermissionDenied without the approver scope."""
+        self._check_approver(principal)
         return self.approvals.approve(approval_id, principal)
+
+    def deny(self, approval_id: str, principal: str, reason: str) -> Approval:
+        """Deny ``approval_id`` as ``principal`` with ``reason``; raise PermissionDenied without the approver scope."""
+        self._check_approver(principal)
+        return self.approvals.deny(approval_id, principal, reason)
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import functools
 import logging
 import os
@@ -50,6 +51,11 @@ if TYPE_CHECKING:
 __all__ = ["Runtime", "load_grants", "resolve_manifest"]
 
 logger = logging.getLogger("glovebox")
+#: What ``explain`` says when no policy is loaded: the built-in behaviour.
+NO_POLICY_REASON = (
+    "no policy is loaded (glovebox --policy FILE, or GLOVEBOX_POLICY): a tool without required scopes runs,"
+    " granted only the Runtime's grants (GLOVEBOX_GRANTS; none by default); a tool with required scopes is refused"
+)
 
 
 class Runtime:
@@ -87,7 +93,9 @@ class Runtime:
             opentelemetry, no span is made). See ``glovebox.telemetry._tracing``.
 
     Raises:
-        InvalidPolicy: the policy file given at construction cannot be used.
+        InvalidPolicy: the policy file given at construction cannot be used
+            (nothing is created in the home then).
+        NotADirectoryError: ``home`` is a file or lies under one.
 
     Use it as a context manager, or call ``close()`` when done.
     """
@@ -111,15 +119,15 @@ class Runtime:
         self._admission = Admission(max_in_flight, max_queued, maps=mapping_bound())
         self._compute = ComputeSlots(max_running)
         self._tracing = Tracing(tracer_provider)
-        self.home = _settings.home_dir(home)
-        self.home.mkdir(parents=True, exist_ok=True)
+        self.home = _settings.check_home(_settings.home_dir(home))
         if policy is None:
             policy = _settings.policy_file()
+        # The inputs are checked before anything is written in the home.
+        self._grants = load_grants(grants if grants is not None else _settings.grants_file())
         self._gate = PolicyGate(self.home, policy)
         self.policy_path = self._gate.path
         self._policy_given = policy is not None
         self._audit = AuditLog(self.home)
-        self._grants = load_grants(grants if grants is not None else _settings.grants_file())
         self._transport = transport
         self._registry = Registry(self.home)
         bound = self._admission.max_in_flight
@@ -354,22 +362,49 @@ class Runtime:
         return self._gate.reload()
 
     def explain(self, name: str, *, principal: str | None = None) -> Decision:
-        """What the policy decides for ``principal`` calling tool ``name``, and why."""
+        """What the policy decides for ``principal`` calling tool ``name``, and why.
+
+        Without a policy the reason says so, and what happens then: a tool
+        without required scopes runs with the Runtime's ``grants``; one with
+        required scopes is refused.
+        """
         self._check_open()
-        return self._gate.decide(self._registry.resolve(name), principal or "anonymous")
+        decision = self._gate.decide(self._registry.resolve(name), principal or "anonymous")
+        if self._policy_given:
+            return decision
+        refusal = decision.reason[:1] if decision.missing_scopes else ()
+        return dataclasses.replace(decision, reason=(*refusal, NO_POLICY_REASON))
 
     def approve(self, approval_id: str, *, principal: str) -> Approval:
         """Approve a pending ``approval_required`` call on behalf of ``principal``.
 
         Raises:
-            PermissionDenied: ``principal`` lacks the policy's approver scope, or
-                asked to approve its own request.
+            PermissionDenied: ``principal`` lacks the policy's approver scope,
+                asked to approve its own request, or no policy is loaded.
             ValueError: the id is unknown, expired, or not pending any more.
         """
         self._check_open()
         if not isinstance(principal, str) or not principal:
             raise TypeError("principal must be a non-empty str")
         return self._gate.approve(approval_id, principal)
+
+    def deny(self, approval_id: str, *, principal: str, reason: str) -> Approval:
+        """Deny a pending ``approval_required`` call on behalf of ``principal``, saying why.
+
+        Until the request expires, the caller's call with that input is answered
+        ``permission_denied`` with ``reason`` (``details.reason``, ``details.denied_by``).
+
+        Raises:
+            PermissionDenied: ``principal`` lacks the policy's approver scope, or
+                asked to deny its own request.
+            ValueError: the id is unknown, expired, or not pending any more.
+        """
+        self._check_open()
+        if not isinstance(principal, str) or not principal:
+            raise TypeError("principal must be a non-empty str")
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError("a denial needs a reason (it is what the caller is told)")
+        return self._gate.deny(approval_id, principal, reason)
 
     def pending_approvals(self) -> list[Approval]:
         """Approval requests waiting for an approver."""

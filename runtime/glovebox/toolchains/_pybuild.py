@@ -23,13 +23,14 @@ import shutil
 import sys
 import tempfile
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
 from ..core._errors import BuildError
-from ..model._manifest import MIB, parse_manifest
+from ..model._manifest import MIB, folder_manifest, parse_manifest
 from ._binaries import find_tool, run_tool
 from ._pyanalyze import ToolSpec, analyse
 
@@ -61,8 +62,13 @@ class WitWorld(wit_world.WitWorld):
 """
 
 
-def build_python(src: Path, out: Path, sdk: Path, cache_dir: Path) -> Path:
-    """Build the Python tool ``src`` into ``out`` (cached in ``cache_dir``) and write its manifest beside it."""
+def build_python(
+    src: Path, out: Path, sdk: Path, cache_dir: Path, progress: Callable[[str], None] | None = None
+) -> Path:
+    """Build the Python tool ``src`` into ``out`` (cached in ``cache_dir``) and write its manifest beside it.
+
+    ``progress`` is told each step that takes time, as a line a person reads.
+    """
     text = _read(src)
     spec = analyse(src, text)
     manifest = _manifest(src, spec)
@@ -70,7 +76,11 @@ def build_python(src: Path, out: Path, sdk: Path, cache_dir: Path) -> Path:
     key = _cache_key(text, helper, sdk / "wit")
     cached = cache_dir / f"{key}.wasm"
     if not cached.is_file():
+        if progress is not None:
+            progress(f"componentize-py: bundling CPython with {src.name} (about 15 s; cached by source afterwards)")
         _componentize(src, text, helper, sdk / "wit", cached)
+    elif progress is not None:
+        progress(f"{src.name} is unchanged since its last build: from the cache in {cache_dir}")
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(cached, out)
     out.with_name(out.stem + ".glovebox.toml").write_text(dump_toml(manifest), encoding="utf-8")
@@ -137,15 +147,15 @@ def _manifest(src: Path, spec: ToolSpec) -> dict[str, Any]:
         "output_schema": spec.output_schema,
         "limits": dict(PYTHON_LIMITS),
     }
-    explicit_path = src.with_name("glovebox.toml")
-    if explicit_path.is_file():
+    explicit_path = folder_manifest(src)  # a folder's glovebox.toml, when it is this tool's
+    if explicit_path is not None:
         try:
             explicit = tomllib.loads(explicit_path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise BuildError(f"{explicit_path}: {exc}") from exc
         limits = {**generated["limits"], **explicit.get("limits", {})}
         generated = {**generated, **explicit, "limits": limits}
-    parse_manifest(generated, str(explicit_path if explicit_path.is_file() else src))
+    parse_manifest(generated, str(explicit_path or src))
     return generated
 
 
