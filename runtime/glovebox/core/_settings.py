@@ -32,6 +32,7 @@ __all__ = [
     "policy_file",
     "quiet_ray_failure_handler",
     "require_signatures",
+    "toolchain_cache_dir",
     "trusted_keys_dir",
 ]
 
@@ -67,6 +68,15 @@ def build_cache_dir(home: PathLike | None = None) -> Path:
         return Path(home) / "cache" / "build"
     cache = _get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "glovebox" / "build"
+
+
+def toolchain_cache_dir() -> Path:
+    """Where compiled guest toolchains are kept (QuickJS-NG, esbuild): per user and version, not per home.
+
+    ``$XDG_CACHE_HOME/glovebox/toolchains``, else ``~/.cache/glovebox/toolchains``.
+    """
+    cache = _get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "glovebox" / "toolchains"
 
 
 def policy_file() -> Path | None:
