@@ -21,7 +21,10 @@
 #include <sys/time.h>
 #include <time.h>
 
-#define GB_STACK_BYTES (512 * 1024) /* keep in step with -z stack-size in _jsbuild.py */
+/* How much of the C stack (256 KiB, -z stack-size in _jstoolchain.py) JavaScript  */
+/* may use: deep recursion then throws RangeError (~500 frames) before the wasm    */
+/* stack of the host (512 KiB, about 1,300 frames) runs out and the call traps.    */
+#define GB_JS_STACK_BYTES (160 * 1024)
 
 void gb_js_disable_eval(JSContext *ctx);
 
@@ -351,7 +354,7 @@ const char *gb_init(const char *src, size_t len, const char *name, size_t name_l
     static gb_buf why;
     gb_rt = JS_NewRuntime2(&gb_malloc, NULL);
     if (!gb_rt) return "cannot create the JavaScript runtime";
-    JS_SetMaxStackSize(gb_rt, GB_STACK_BYTES - 96 * 1024);
+    JS_SetMaxStackSize(gb_rt, GB_JS_STACK_BYTES);
     gb_ctx = JS_NewContext(gb_rt);
     if (!gb_ctx) return "cannot create the JavaScript context";
     JSValue global = JS_GetGlobalObject(gb_ctx);

@@ -73,8 +73,12 @@ def build_cache_dir(home: PathLike | None = None) -> Path:
 def toolchain_cache_dir() -> Path:
     """Where compiled guest toolchains are kept (QuickJS-NG, esbuild): per user and version, not per home.
 
-    ``$XDG_CACHE_HOME/glovebox/toolchains``, else ``~/.cache/glovebox/toolchains``.
+    ``GLOVEBOX_TOOLCHAINS`` when set, else ``$XDG_CACHE_HOME/glovebox/toolchains``,
+    else ``~/.cache/glovebox/toolchains``.
     """
+    explicit = _get("GLOVEBOX_TOOLCHAINS")
+    if explicit is not None:
+        return Path(explicit)
     cache = _get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "glovebox" / "toolchains"
 

@@ -47,6 +47,10 @@ _ESBUILD_FLAGS = (
     "--bundle", "--format=iife", f"--global-name={_GLOBAL}", "--platform=neutral", "--target=es2023",
     "--charset=utf8", "--legal-comments=none", "--log-level=error", "--color=false",
 )  # fmt: skip
+_NO_NODE = (
+    "(glovebox: a tool runs in a sandbox without Node.js built-ins, so no files, processes or sockets; "
+    'it reaches the network through `http` from "glovebox", as far as its grants allow)'
+)
 _DROPPED_EXPORTS = frozenset({"_initialize", "gb_init"})
 
 
@@ -81,7 +85,12 @@ def _bundle(src: Path, sdk: Path) -> str:
     argv = [str(esbuild), src.name, *_ESBUILD_FLAGS, f"--alias:glovebox={helper}"]
     with tempfile.TemporaryDirectory(prefix="glovebox-jsbuild-") as tmp:
         bundled = Path(tmp) / "bundle.js"
-        run_tool([*argv, f"--outfile={bundled}"], "esbuild", cwd=src.parent, rename={src.name: str(src)})
+        try:
+            run_tool([*argv, f"--outfile={bundled}"], "esbuild", cwd=src.parent, rename={src.name: str(src)})
+        except BuildError as exc:
+            if "is built into node" in exc.message:
+                raise BuildError(f"{exc.message}\n{_NO_NODE}") from None
+            raise
         return bundled.read_text(encoding="utf-8")
 
 
