@@ -44,9 +44,7 @@ def build_python_guest(src: Path, out_dir: Path, cache_root: Path) -> tuple[Path
     from glovebox.engine._compile import precompile
     from glovebox.engine._engine import get_engine
 
-    name = src.parent.name + src.suffix.replace(".", "-") if src.stem == "tool" else src.stem
-    if src.suffix == ".py":
-        name = name.removesuffix("-py")
+    name = src.parent.name if src.stem == "tool" else src.stem
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("GLOVEBOX_HOME", raising=False)
         mp.setenv("XDG_CACHE_HOME", str(cache_root))
