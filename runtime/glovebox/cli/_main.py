@@ -51,7 +51,7 @@ def cli(home: str | None, policy: str | None, verbose: bool, log_format: str | N
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="Where to write the .wasm component.")
 @click.pass_context
 def build(ctx: click.Context, src: str, out: str | None) -> None:
-    """Build a tool from C or Python source into a component (SRC.wasm by default)."""
+    """Build a tool from C, Python, JavaScript or TypeScript source into a component (SRC.wasm by default)."""
     click.echo(str(build_tool(src, out, home=ctx.find_root().params.get("home"))))
 
 
