@@ -387,6 +387,7 @@ const char *gb_init(const char *src, size_t len, const char *name, size_t name_l
 int gb_tool(const char *input, size_t input_len, gb_buf *out) {
     if (!gb_ctx) return gb_error(out, "glovebox: the JavaScript engine was not initialised at build time");
     JSContext *ctx = gb_ctx;
+    gb_oom = 0; /* whatever the build-time run met, this call starts with none */
     JS_UpdateStackTop(gb_rt);
     JSValue arg = JS_ParseJSON(ctx, input, input_len, "<input>");
     if (JS_IsException(arg)) return gb__fail(ctx, out, "", 0);
