@@ -41,14 +41,18 @@ _PREBUILD = pytest.StashKey["subprocess.Popen[bytes]"]()
 
 
 def build_python_guest(src: Path, out_dir: Path, cache_root: Path) -> tuple[Path, str, Path]:
-    """Build ``src`` (build cache under ``cache_root``) and precompile it; return (wasm, digest, compiled)."""
+    """Build ``src`` (build cache under ``cache_root``) and precompile it; return (wasm, digest, compiled).
+
+    Python, JavaScript and TypeScript guests alike: their components take seconds to compile.
+    """
     from glovebox.engine._compile import precompile
     from glovebox.engine._engine import get_engine
 
-    name = src.parent.name if src.name == "tool.py" else src.stem
+    name = src.parent.name if src.stem == "tool" else src.stem
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("GLOVEBOX_HOME", raising=False)
         mp.setenv("XDG_CACHE_HOME", str(cache_root))
+        mp.setenv("GLOVEBOX_TOOLCHAINS", str(cache_root / "toolchains"))
         out = glovebox.build(src, out_dir / f"{name}.wasm")
     digest = "sha256:" + hashlib.sha256(out.read_bytes()).hexdigest()
     engine = get_engine()
@@ -118,14 +122,43 @@ def build_py(
     return _build
 
 
+@pytest.fixture(scope="session")
+def build_js(cache_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path], Path]:
+    """Build a JavaScript or TypeScript tool once per session and warm the engine's compiled-component cache.
+
+    The toolchain (QuickJS-NG compiled to wasm, esbuild) lives in ``cache_root/toolchains``
+    for every test (see ``_isolated_env``), so a run compiles QuickJS at most once.
+    """
+    from glovebox.engine._engine import get_engine
+
+    out_dir = tmp_path_factory.mktemp("jsbuilt")
+    built: dict[Path, Path] = {}
+
+    def _build(src: Path) -> Path:
+        if src not in built:
+            out, digest, compiled = build_python_guest(src, out_dir, cache_root)
+            engine = get_engine()
+            engine.remember(digest, engine.load(compiled))
+            built[src] = out
+        return built[src]
+
+    return _build
+
+
 @pytest.fixture(autouse=True)
-def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No GLOVEBOX_* variable leaks in; GLOVEBOX_HOME is a fresh tmp dir."""
+def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Path:
+    """No GLOVEBOX_* variable leaks in; GLOVEBOX_HOME is a fresh tmp dir.
+
+    GLOVEBOX_TOOLCHAINS points every test at one toolchain cache in pytest's cache
+    directory: QuickJS-NG is compiled once per checkout, not once per test.
+    """
     for key in list(os.environ):
         if key.startswith("GLOVEBOX_"):
             monkeypatch.delenv(key)
     home = tmp_path / "home"
     monkeypatch.setenv("GLOVEBOX_HOME", str(home))
+    if request.config.cache is not None:
+        monkeypatch.setenv("GLOVEBOX_TOOLCHAINS", str(Path(request.config.cache.mkdir("glovebox")) / "toolchains"))
     return home
 
 

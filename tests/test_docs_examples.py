@@ -68,6 +68,7 @@ def test_no_other_language_claims_to_be_python_or_shell() -> None:
 def test_page_blocks_run(path: Path, tmp_path: Path, cache_root: Path) -> None:
     page = Page(tmp_path / "work", venv_bin(), cache=cache_root / "docs-xdg")
     page.env["ZIG_GLOBAL_CACHE_DIR"] = zig_cache()
+    page.env["GLOVEBOX_TOOLCHAINS"] = os.environ["GLOVEBOX_TOOLCHAINS"]  # QuickJS-NG compiled once per run
     assert page.run(page_blocks(path)) > 0
 
 

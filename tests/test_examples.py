@@ -79,3 +79,17 @@ def test_closed_runtime_refuses_use(build_example: Callable[[str], Path], tmp_pa
         rt.call("x", {})
     with pytest.raises(TypeError):
         glovebox.Runtime(home=tmp_path / "h2").call(42, {})  # type: ignore[arg-type]
+
+
+TEXTS = ["héllo wörld\n", "", "one\n\ntwo  three\t four\r\nfive", "🙂 emoji 𝄞\n\n", "no newline"]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_the_typescript_text_stats_answers_as_the_c_one(
+    runtime: glovebox.Runtime, build_example: Callable[[str], Path], build_js: Callable[[Path], Path], text: str
+) -> None:
+    runtime.register(build_example("text-stats"))
+    runtime.register(build_js(Path(__file__).parents[1] / "guest" / "examples" / "ts-text-stats" / "tool.ts"))
+    c, ts = runtime.call("text-stats", {"text": text}), runtime.call("ts-text-stats", {"text": text})
+    assert ts.ok and c.ok, (ts.to_dict(), c.to_dict())
+    assert ts.output == c.output

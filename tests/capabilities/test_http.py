@@ -509,6 +509,79 @@ def test_weather_example_without_a_grant(_isolated_env: Path, build_example: Bui
     assert result.error.details["denials"][0]["capability"] == "http"
 
 
+@pytest.fixture
+def ts_weather(build_js: Callable[[Path], Path]) -> Path:
+    return build_js(Path(__file__).parents[2] / "guest" / "examples" / "ts-weather" / "tool.ts")
+
+
+def test_the_typescript_weather_example_calls_a_json_api(_isolated_env: Path, ts_weather: Path, server: Server) -> None:
+    manifest = tomllib.loads(ts_weather.with_name("ts-weather.glovebox.toml").read_text())
+    assert manifest["capabilities"]["http"] == [
+        {"host": "api.open-meteo.com", "methods": ["GET"], "paths": ["/v1/forecast"]}
+    ]
+    rule = local_rule(server, paths=["/v1/forecast"])
+    manifest["capabilities"] = {"http": [rule]}
+    value = {"latitude": 52.52, "longitude": 13.405, "api": server.url("")}
+    with glovebox.Runtime(home=_isolated_env, grants={"http": [rule]}) as rt:
+        rt.register(ts_weather, manifest=manifest)
+        result = rt.call("ts-weather", value)
+    assert result.ok, result.to_dict()
+    assert result.output == {"temperature_c": 21.5, "windspeed_kmh": 7.25}
+    assert result.meta["logs"] == [{"level": "info", "message": "forecast for 52.5200,13.4050"}]
+    assert server.seen[0]["path"] == "/v1/forecast?latitude=52.5200&longitude=13.4050&current_weather=true"
+
+
+def test_the_typescript_weather_example_without_a_grant(_isolated_env: Path, ts_weather: Path) -> None:
+    with glovebox.Runtime(home=_isolated_env) as rt:
+        rt.register(ts_weather)
+        result = rt.call("ts-weather", {"latitude": 1, "longitude": 2})
+    assert result.code == "capability_denied"
+    assert result.error is not None
+    assert result.error.details["guest_message"].startswith("http denied: ")
+    assert result.error.details["denials"][0]["capability"] == "http"
+
+
+JS_ECHO = """
+import { http, HttpError } from "glovebox";
+
+export default async function (input) {
+  const posted = await http.post(input.url + "/echo", { hello: "wörld" }, { headers: { "X-Trace": "t-1" } });
+  let refused = null;
+  try {
+    await http.fetch(input.url + "/echo", { method: "DELETE" });
+  } catch (error) {
+    refused = error instanceof HttpError ? error.kind : String(error);
+  }
+  return {
+    status: posted.status,
+    ok: posted.ok,
+    type: posted.header("CONTENT-TYPE"),
+    echoed: posted.json(),
+    refused,
+  };
+}
+"""
+
+
+def test_the_javascript_helper_posts_json_and_reads_the_answer(
+    _isolated_env: Path, build_js: Callable[[Path], Path], server: Server, tmp_path: Path
+) -> None:
+    src = tmp_path / "js_echo.js"
+    src.write_text(JS_ECHO)
+    rule = local_rule(server, methods=["POST"], paths=["/echo"])
+    manifest = {"name": "js-echo", "capabilities": {"http": [rule]}}
+    with glovebox.Runtime(home=_isolated_env, grants={"http": [rule]}) as rt:
+        rt.register(build_js(src), manifest=manifest)
+        result = rt.call("js-echo", {"url": server.url("")})
+    assert result.ok, result.to_dict()
+    output = result.output
+    assert (output["status"], output["ok"], output["type"]) == (200, True, "application/json")
+    assert json.loads(output["echoed"]["body"]) == {"hello": "wörld"}
+    headers = {name.lower(): value for name, value in output["echoed"]["headers"].items()}
+    assert (headers["content-type"], headers["x-trace"]) == ("application/json", "t-1")
+    assert output["refused"] == "denied"  # DELETE is not granted: the host refuses, the tool catches it
+
+
 # -- upstream failures --------------------------------------------------------------------------
 
 

@@ -38,6 +38,18 @@ def test_build_cache_follows_the_home(tmp_path: Path, monkeypatch: pytest.Monkey
     assert _settings.build_cache_dir() == tmp_path / "user" / ".cache" / "glovebox" / "build"
 
 
+def test_toolchain_cache_dir_is_per_user_not_per_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GLOVEBOX_TOOLCHAINS", str(tmp_path / "chains"))
+    monkeypatch.setenv("GLOVEBOX_HOME", str(tmp_path / "env"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _settings.toolchain_cache_dir() == tmp_path / "chains"
+    monkeypatch.setenv("GLOVEBOX_TOOLCHAINS", "")  # empty counts as unset; GLOVEBOX_HOME plays no part
+    assert _settings.toolchain_cache_dir() == tmp_path / "xdg" / "glovebox" / "toolchains"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    assert _settings.toolchain_cache_dir() == tmp_path / "user" / ".cache" / "glovebox" / "toolchains"
+
+
 def test_files_and_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert _settings.policy_file() is None and _settings.grants_file() is None
     assert _settings.require_signatures() is False

@@ -20,6 +20,8 @@ from ._sqldemo import sql_scenarios
 __all__ = ["run_demo"]
 
 EXAMPLES = ("text-stats", "word-freq", "calc", "primes", "stress")
+#: The examples written in TypeScript (``tool.ts``), built by esbuild and QuickJS-NG.
+TS_EXAMPLES = ("ts-text-stats", "ts-weather")
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,12 @@ class Scenario:
 
 SCENARIOS = (
     Scenario("a successful call", "text-stats", {"text": "Agents call tools.\nTools run in a glovebox."}, "ok"),
+    Scenario(
+        "the same tool in TypeScript", "ts-text-stats", {"text": "Agents call tools.\nTools run in a glovebox."}, "ok"
+    ),
+    Scenario(
+        "a TypeScript tool, no http grant", "ts-weather", {"latitude": 52.52, "longitude": 13.405}, "capability_denied"
+    ),
     Scenario("a tool that logs", "word-freq", {"text": "the cat saw the other cat and the dog", "top": 2}, "ok"),
     Scenario("input rejected by the schema", "text-stats", {"txt": 42}, "invalid_input"),
     Scenario("the tool's own error", "calc", {"expression": "2 * (3 + "}, "guest_error"),
@@ -65,6 +73,15 @@ def _build_examples(out_dir: Path) -> list[Path]:
     for name in EXAMPLES:
         started = time.perf_counter()
         path = build(source / name / "tool.c", out_dir / f"{name}.wasm")
+        click.echo(f"  built {path.name:<16} {path.stat().st_size:>7} bytes  in {time.perf_counter() - started:.1f} s")
+        built.append(path)
+    click.secho("Building the TypeScript examples (esbuild -> QuickJS-NG, pre-initialised -> component)", bold=True)
+    click.echo(
+        "  the very first build installs esbuild and compiles QuickJS-NG (about a minute); later ones take ~0.3 s"
+    )
+    for name in TS_EXAMPLES:
+        started = time.perf_counter()
+        path = build(source / name / "tool.ts", out_dir / f"{name}.wasm")
         click.echo(f"  built {path.name:<16} {path.stat().st_size:>7} bytes  in {time.perf_counter() - started:.1f} s")
         built.append(path)
     return built

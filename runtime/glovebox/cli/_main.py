@@ -63,7 +63,7 @@ def cli(home: str | None, policy: str | None, verbose: bool, quiet: bool, log_fo
 )
 @click.pass_context
 def build(ctx: click.Context, src: str, out: str | None) -> None:
-    """Build a tool from C (.c) or Python (.py) source into a component; print its path.
+    """Build a tool from C, Python, JavaScript or TypeScript source into a component; print its path.
 
     A glovebox.toml beside SRC that is this tool's is copied beside the output
     as OUT-STEM.glovebox.toml. Caches (Zig's, Python builds') live in the home.

@@ -34,6 +34,7 @@ __all__ = [
     "policy_file",
     "quiet_ray_failure_handler",
     "require_signatures",
+    "toolchain_cache_dir",
     "trusted_keys_dir",
     "zig_cache_dir",
 ]
@@ -97,6 +98,19 @@ def zig_cache_dir(home: PathLike | None = None) -> Path:
     :func:`build_cache_dir` (``HOME/cache/zig``, else ``~/.cache/glovebox/zig``), unless
     ``ZIG_GLOBAL_CACHE_DIR`` names a directory of its own."""
     return Path(_get("ZIG_GLOBAL_CACHE_DIR") or build_cache_dir(home).parent / "zig")
+
+
+def toolchain_cache_dir() -> Path:
+    """Where compiled guest toolchains are kept (QuickJS-NG, esbuild): per user and version, not per home.
+
+    ``GLOVEBOX_TOOLCHAINS`` when set, else ``$XDG_CACHE_HOME/glovebox/toolchains``,
+    else ``~/.cache/glovebox/toolchains``.
+    """
+    explicit = _get("GLOVEBOX_TOOLCHAINS")
+    if explicit is not None:
+        return Path(explicit)
+    cache = _get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "glovebox" / "toolchains"
 
 
 def policy_file() -> Path | None:

@@ -1,6 +1,7 @@
-"""``glovebox build``: turn a tool's source (C or Python) into a component of the glovebox world.
+"""``glovebox build``: turn a tool's source (C, Python, JavaScript, TypeScript) into a component of the glovebox world.
 
-Dispatch is on the suffix: ``.c`` is built here, ``.py`` by ``_pybuild``.
+Dispatch is on the suffix: ``.c`` is built here, ``.py`` by ``_pybuild``,
+``.js``/``.mjs``/``.ts``/``.mts`` by ``_jsbuild``.
 
 C is compiled with Zig (``python -m ziglang``, from PyPI) as a wasm32-wasi
 reactor with a 64 KiB stack, and the core module is wrapped into a component
@@ -28,6 +29,8 @@ from ..core._settings import build_cache_dir, zig_cache_dir
 from ..core._world import HOST_INTERFACE, SQL_INTERFACE
 from ..model._manifest import folder_manifest
 from ._binaries import BUILD_HINT, find_tool, require_module, run_tool
+
+JS_SUFFIXES = (".js", ".mjs", ".ts", ".mts")  # _jsbuild's, repeated so that a C build does not import it
 
 __all__ = ["build", "check_c_toolchain", "sdk_dir"]
 
@@ -75,10 +78,11 @@ def build(
     home: str | Path | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Path:
-    """Build a tool from C (``.c``) or Python (``.py``) source; return the path of the component written.
+    """Build a tool from C (``.c``), Python (``.py``), JavaScript or TypeScript source; return the component's path.
 
-    A Python build also writes the generated manifest ``<out stem>.glovebox.toml``
-    and is cached by source digest (see ``_pybuild``) in ``home/cache/build``
+    A Python, JavaScript or TypeScript build also writes the generated manifest
+    ``<out stem>.glovebox.toml`` and is cached by digest (see ``_pybuild`` and
+    ``_jsbuild``) in ``home/cache/build``
     (``home`` defaults to ``GLOVEBOX_HOME``; with neither, the per-user cache
     directory ``$XDG_CACHE_HOME/glovebox/build``). A C build keeps Zig's cache
     beside it, in ``cache/zig`` (``ZIG_GLOBAL_CACHE_DIR`` overrides).
@@ -99,8 +103,15 @@ def build(
         from ._pybuild import build_python  # the Python toolchain loads only when needed
 
         return build_python(src, out, sdk_dir(), build_cache_dir(home), progress)
+    if src.suffix in JS_SUFFIXES:
+        from ._jsbuild import build_js  # esbuild and the engine load only when needed
+
+        return build_js(src, out, sdk_dir(), build_cache_dir(home))
     if src.suffix != ".c":
-        raise BuildError(f"cannot build {src}: only C (.c) and Python (.py) sources are supported")
+        raise BuildError(
+            f"cannot build {src}: the sources glovebox builds are C (.c), Python (.py), "
+            "JavaScript (.js, .mjs) and TypeScript (.ts, .mts)"
+        )
     tools = check_c_toolchain()
     sdk = sdk_dir()
     out.parent.mkdir(parents=True, exist_ok=True)

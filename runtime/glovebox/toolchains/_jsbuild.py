@@ -1,0 +1,153 @@
+"""``glovebox build tool.js|tool.ts``: a JavaScript or TypeScript tool into a component.
+
+1. esbuild (from npm, pinned) bundles the module and what it imports, the guest
+   helper ``glovebox`` included, into one script, transpiling TypeScript on the
+   way; its errors are shown as it prints them (file:line:column).
+2. The script is handed to the engine (QuickJS-NG compiled by Zig with
+   ``guest/js/engine.c``, see ``_jstoolchain``), which runs its top level once,
+   at build time, in wasmtime; the memory it leaves becomes the component's
+   initial memory (``_snapshot``). A call starts from there: no engine start-up,
+   no parsing.
+3. ``wasm-tools`` makes the component of the ``js-tool`` world: the glovebox
+   world plus the WASI wall clock and random numbers.
+
+The component is cached by the digest of the bundle, the engine and the WIT, so
+rebuilding unchanged source costs the bundling only. ``<OUT stem>.glovebox.toml``
+is written beside the output: a ``glovebox.toml`` beside the source (as for C),
+with the limits JavaScript needs filled in where it says nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import wasmtime
+
+from ..core._errors import BuildError
+from ..model._manifest import MIB, parse_manifest
+from ._binaries import BUILD_HINT, find_tool, run_tool
+from ._jstoolchain import esbuild_binary, js_engine
+from ._pybuild import dump_toml
+from ._snapshot import initialise, rewrite
+
+__all__ = ["JS_LIMITS", "build_js"]
+
+#: Limits for JavaScript tools unless their manifest says otherwise: the engine
+#: starts with ~1.5 MiB of memory, and interpreted code burns ~10 G fuel per CPU
+#: second (a C tool's loop runs ~100x further on the same fuel).
+JS_LIMITS: dict[str, int] = {"memory_bytes": 32 * MIB, "fuel": 5_000_000_000, "timeout_ms": 5_000}
+_GLOBAL = "__glovebox_tool"
+_ESBUILD_FLAGS = (
+    "--bundle", "--format=iife", f"--global-name={_GLOBAL}", "--platform=neutral", "--target=es2023",
+    "--charset=utf8", "--legal-comments=none", "--log-level=error", "--color=false",
+)  # fmt: skip
+_NO_NODE = (
+    "(glovebox: a tool runs in a sandbox without Node.js built-ins, so no files, processes or sockets; "
+    'it reaches the network through `http` from "glovebox", as far as its grants allow)'
+)
+_DROPPED_EXPORTS = frozenset({"_initialize", "gb_init"})
+
+
+def build_js(src: Path, out: Path, sdk: Path, cache_dir: Path) -> Path:
+    """Build the JavaScript or TypeScript tool ``src`` into ``out`` and write its manifest beside it."""
+    _read(src)
+    manifest = _manifest(src)
+    bundle = _bundle(src, sdk)
+    engine = js_engine(sdk)
+    wit = [*sorted((sdk / "wit").glob("*.wit")), *sorted((sdk / "js" / "wit").rglob("*.wit"))]
+    key = _cache_key(engine.key, bundle, wit)
+    cached = cache_dir / f"js-{key}.wasm"
+    if not cached.is_file():
+        _componentize(src, bundle, sdk, engine.wasm, engine.module, cached)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(cached, out)
+    out.with_name(out.stem + ".glovebox.toml").write_text(dump_toml(manifest), encoding="utf-8")
+    return out
+
+
+def _read(src: Path) -> str:
+    try:
+        return src.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise BuildError(f"{src}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+
+
+def _bundle(src: Path, sdk: Path) -> str:
+    """The tool and its imports as one script that sets ``__glovebox_tool`` to the module's exports."""
+    esbuild = esbuild_binary(sdk)
+    helper = sdk / "js" / "glovebox.js"
+    argv = [str(esbuild), src.name, *_ESBUILD_FLAGS, f"--alias:glovebox={helper}"]
+    with tempfile.TemporaryDirectory(prefix="glovebox-jsbuild-") as tmp:
+        bundled = Path(tmp) / "bundle.js"
+        try:
+            run_tool([*argv, f"--outfile={bundled}"], "esbuild", cwd=src.parent, rename={src.name: str(src)})
+        except BuildError as exc:
+            if "is built into node" in exc.message:
+                raise BuildError(f"{exc.message}\n{_NO_NODE}") from None
+            raise
+        return bundled.read_text(encoding="utf-8")
+
+
+def _cache_key(engine_key: str, bundle: str, wit: list[Path]) -> str:
+    digest = hashlib.sha256(f"{engine_key}\0{bundle}".encode())
+    for path in wit:
+        digest.update(b"\0" + path.name.encode() + b"\0" + path.read_bytes())
+    digest.update(Path(__file__).with_name("_snapshot.py").read_bytes())
+    return digest.hexdigest()[:32]
+
+
+def _componentize(src: Path, bundle: str, sdk: Path, engine_wasm: Path, module: Any, cached: Path) -> None:
+    wasm_engine = wasmtime.Engine(_init_config())
+    snapshot = initialise(wasm_engine, module(wasm_engine), "gb_init", [bundle.encode(), src.name.encode()])
+    if snapshot.error is not None:
+        raise BuildError(f"{src}: the tool's top level failed when the build ran it:\n{snapshot.error}")
+    core_bytes = rewrite(engine_wasm.read_bytes(), snapshot.memory, _DROPPED_EXPORTS)
+    tools = find_tool("wasm-tools", BUILD_HINT)
+    with tempfile.TemporaryDirectory(prefix="glovebox-jsbuild-") as tmp:
+        stage = Path(tmp)
+        wit = _stage_wit(sdk, stage / "wit")
+        core = stage / "core.wasm"
+        core.write_bytes(core_bytes)
+        embedded = stage / "embedded.wasm"
+        run_tool([tools, "component", "embed", str(wit), "--world", "js-tool", str(core), "-o", str(embedded)], "embed")
+        component = stage / "component.wasm"
+        run_tool([tools, "component", "new", str(embedded), "-o", str(component)], "wasm-tools component new")
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_name(f"{cached.name}.tmp{os.getpid()}")
+        shutil.copyfile(component, partial)
+        os.replace(partial, cached)
+
+
+def _init_config() -> wasmtime.Config:
+    config = wasmtime.Config()
+    config.consume_fuel = True
+    return config
+
+
+def _stage_wit(sdk: Path, wit: Path) -> Path:
+    """The glovebox world and the JavaScript world (with its WASI dependencies) in one package directory."""
+    shutil.copytree(sdk / "js" / "wit", wit)
+    for path in (sdk / "wit").glob("*.wit"):
+        shutil.copyfile(path, wit / path.name)
+    return wit
+
+
+def _manifest(src: Path) -> dict[str, Any]:
+    stem = src.parent.name if src.stem == "tool" else src.stem
+    generated: dict[str, Any] = {"name": stem.replace("_", "-").lower(), "limits": dict(JS_LIMITS)}
+    explicit_path = src.with_name("glovebox.toml")
+    if explicit_path.is_file():
+        try:
+            explicit = tomllib.loads(explicit_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise BuildError(f"{explicit_path}: {exc}") from exc
+        limits = {**generated["limits"], **explicit.get("limits", {})}
+        generated = {**generated, **explicit, "limits": limits}
+    parse_manifest(generated, str(explicit_path if explicit_path.is_file() else src))
+    return generated
