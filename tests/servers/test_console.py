@@ -147,3 +147,12 @@ def test_audit_pages_filter_paginate_and_export(console: Console) -> None:
     detail = httpx.get(console.url + "/ui/audit/61", headers=bearer("admin")).text
     assert "&#34;mine&#34;" in detail or "&quot;mine&quot;" in detail
     assert httpx.get(console.url + "/ui/audit/999", headers=bearer("admin")).status_code == 404
+
+
+def test_the_approvals_page_shows_fifty_a_page_with_the_count(console: Console) -> None:
+    ids = [console.request_approval("agent", {"n": n}) for n in range(53)]
+    first = httpx.get(console.url + "/ui/approvals", headers=bearer("admin")).text
+    assert "(53)" in first and "1–50 of 53" in first
+    assert re.findall(r'id="approval-([0-9a-f]+)"', first) == ids[:50]
+    last = httpx.get(console.url + "/ui/approvals?offset=50", headers=bearer("admin")).text
+    assert re.findall(r'id="approval-([0-9a-f]+)"', last) == ids[50:] and "51–53 of 53" in last

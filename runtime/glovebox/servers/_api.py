@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -202,12 +202,16 @@ def create_app(
 
     api = _Api(runtime, max_body_bytes, workers or max(4, os.cpu_count() or 1), insecure_anonymous)
 
+    closers: list[Callable[[], None]] = []
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
             yield
         finally:
             api.pool.shutdown(wait=True)
+            for close in closers:
+                close()
 
     routes: list[BaseRoute] = [
         Route("/v1/tools", api.list_tools, methods=["GET"]),
@@ -219,7 +223,9 @@ def create_app(
     if console:
         from ._console import console_routes
 
-        routes += console_routes(runtime, api.pool, insecure_anonymous)
+        pages, close_console = console_routes(runtime, api.pool, insecure_anonymous)
+        routes += pages
+        closers.append(close_console)
     middleware = [Middleware(count_requests, metrics=api.metrics), Middleware(answer_failures)]
     app = Starlette(routes=routes, middleware=middleware, exception_handlers=exception_handlers(), lifespan=lifespan)
     app.router.redirect_slashes = False  # a redirect would be a non-200 answer that is not an envelope

@@ -50,6 +50,7 @@ from starlette.staticfiles import StaticFiles
 from ..audit._log import AuditLog, record_json
 from ..core._canonical import canonical_json, sha256_digest
 from ..core._errors import GloveboxError
+from ..policy import ApprovalStore
 from ..runtime._backend import CallBackend
 from ._auth import AuthFailure, _key_from, authenticate
 from ._sessions import COOKIE, Session, Sessions, same_token
@@ -115,11 +116,19 @@ class _Console:
         self.insecure_anonymous = insecure_anonymous
         self.sessions = Sessions()
         audit = getattr(runtime, "audit", None)
+        self.own_audit = not isinstance(audit, AuditLog)
         self.audit: AuditLog = audit if isinstance(audit, AuditLog) else AuditLog(runtime.home)
+        # Pages of the home's requests are read here; approving goes through the backend (its scope check).
+        self.requests = ApprovalStore(runtime.home)
         loader = jinja2.FileSystemLoader(str(_UI / "templates"))
         self.templates = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
         self.templates.filters["iso"] = iso
         self.templates.filters["pretty"] = _pretty
+
+    def close(self) -> None:
+        self.requests.close()
+        if self.own_audit:
+            self.audit.close()
 
     async def _run(self, job: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.pool, job)
@@ -231,16 +240,16 @@ class _Console:
         )  # fmt: skip
 
     def _pending_page(self, offset: int) -> tuple[list[dict[str, Any]], int]:
-        pending = self.runtime.pending_approvals()
+        pending, total = self.requests.pending_page(offset, PAGE_ROWS)
         rows = []
-        for approval in pending[offset : offset + PAGE_ROWS]:
+        for approval in pending:
             record = self.audit.for_input(approval.principal, approval.tool, approval.input_digest)
             stored = record.get("input") if record is not None else None
             text = _pretty(stored) if stored is not None else None
             if text is not None and len(text) > INPUT_CHARS:
                 text = text[:INPUT_CHARS] + f"… ({len(text) - INPUT_CHARS} more characters)"
             rows.append({"approval": approval, "input": text})
-        return rows, len(pending)
+        return rows, total
 
     async def approve(self, request: Request) -> Response:
         viewer = self._viewer(request)
@@ -326,14 +335,14 @@ class _Console:
         viewer = self._auditor(request)
         if isinstance(viewer, Response):
             return viewer
-        pending = await self._run(self.runtime.pending_approvals)
+        _, pending = await self._run(functools.partial(self.requests.pending_page, 0, 1))
         facts = {
             "policy digest": policy_digest(self.runtime),
             "policy error": self.runtime.policy_error or "none",
             "calls in flight": getattr(self.runtime, "in_flight", "n/a"),
             "calls queued": getattr(self.runtime, "queued", "n/a"),
             "sandbox instances live": self.runtime.live_instances,
-            "approvals pending": len(pending),
+            "approvals pending": pending,
         }
         return self.page(request, "health.html", viewer, facts=facts)
 
@@ -359,8 +368,10 @@ def _int(text: str | None, default: int) -> int:
     return int(text) if text is not None and text.isdigit() and len(text) < 19 else default
 
 
-def console_routes(runtime: CallBackend, pool: ThreadPoolExecutor, insecure_anonymous: bool) -> list[BaseRoute]:
-    """The console's routes, to add to the HTTP API's app."""
+def console_routes(
+    runtime: CallBackend, pool: ThreadPoolExecutor, insecure_anonymous: bool
+) -> tuple[list[BaseRoute], Callable[[], None]]:
+    """The console's routes, to add to the HTTP API's app, and what releases what they hold."""
     console = _Console(runtime, pool, insecure_anonymous)
     return [
         Route("/ui", console.index, methods=["GET"]),
@@ -376,4 +387,4 @@ def console_routes(runtime: CallBackend, pool: ThreadPoolExecutor, insecure_anon
         Route("/ui/tools", console.tools, methods=["GET"]),
         Route("/ui/health", console.health, methods=["GET"]),
         Mount("/ui/static", app=StaticFiles(directory=str(_UI / "static")), name="console-static"),
-    ]
+    ], console.close
