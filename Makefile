@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint docs docs-serve bench clean
+.PHONY: demo test chromium lint docs docs-serve bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,16 @@ $(MCP_TS_STAMP): $(MCP_TS)/package.json $(MCP_TS)/package-lock.json
 	@if command -v npm >/dev/null; then npm ci --prefix $(MCP_TS) --no-audit --no-fund && touch $@; \
 	else echo "npm not found: the TypeScript MCP client tests will be skipped"; fi
 
-test: $(STAMP) $(MCP_TS_STAMP) lint docs
+# The console's browser tests (tests/servers/test_console_browser.py) drive Debian's chromium
+# through Playwright; Playwright's own browser download is never used. Installed when missing.
+chromium:
+	@if command -v chromium >/dev/null; then :; \
+	elif command -v apt-get >/dev/null; then \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; \
+	else echo "apt-get not found: the console's browser tests will be skipped (no chromium)"; fi
+
+test: $(STAMP) $(MCP_TS_STAMP) chromium lint docs
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)

@@ -235,3 +235,22 @@ def test_identical_requests_from_processes_share_one_pending_id(tmp_path: Path) 
             worker.join(timeout=120)
         assert [worker.exitcode for worker in workers] == [0] * RACERS
         assert len(found) == 1
+
+
+def test_pending_page_reads_one_page_and_the_count(tmp_path: Path) -> None:
+    now = [1000.0]
+    store = ApprovalStore(tmp_path, clock=lambda: now[0])
+    try:
+        made = []
+        for n in range(7):
+            now[0] += 1
+            made.append(store.request("agent", "sensitive@0.0.0", f"sha256:{n:02d}", ttl_s=60 + n).id)
+        store.approve(made[0], "admin")
+        page, total = store.pending_page(2, 3)
+        assert [a.id for a in page] == made[3:6] and total == 6
+        now[0] += 58.5  # request n expires at 1061 + 2n: 1 and 2 have expired
+        page, total = store.pending_page(0, 10)
+        assert [a.id for a in page] == made[3:] and total == 4
+        assert store.pending_page(10, 5) == ([], 4)
+    finally:
+        store.close()

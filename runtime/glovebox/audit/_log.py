@@ -81,6 +81,7 @@ CREATE TABLE IF NOT EXISTS audit (
     input TEXT, output TEXT, prev_hash TEXT NOT NULL, hash TEXT NOT NULL, truncated TEXT
 );
 CREATE INDEX IF NOT EXISTS audit_call_id ON audit (call_id);
+CREATE INDEX IF NOT EXISTS audit_input_digest ON audit (input_digest);
 CREATE TABLE IF NOT EXISTS audit_journal (name TEXT PRIMARY KEY, folded INTEGER NOT NULL);
 """
 logger = logging.getLogger("glovebox.audit")
@@ -340,6 +341,43 @@ class AuditLog:
         with self._database.connection() as db:
             newest = db.execute("SELECT max(seq) FROM audit").fetchone()[0] or 0
         return list(self._pages(max(0, newest - n)))
+
+    def page(self, *, before: int | None = None, limit: int = 50, **equal: str | None) -> list[dict[str, Any]]:
+        """Up to ``limit`` records, newest first, with ``seq`` below ``before`` (all when None).
+
+        ``equal`` filters on ``principal``, ``tool`` and ``outcome`` (a None value
+        filters nothing). The query walks the primary key backwards from
+        ``before``, so a page costs the rows it skips, not the log's size.
+
+        Raises:
+            ValueError: a filter other than those three, or ``limit`` below 1.
+        """
+        unknown = sorted(set(equal) - {"principal", "tool", "outcome"})
+        if unknown or limit < 1:
+            raise ValueError(f"page() filters principal, tool and outcome, not {unknown}" if unknown else "limit < 1")
+        self._fold_for_reading()
+        where = ["seq < ?"]
+        args: list[object] = [before if before is not None else 2**63 - 1]
+        for name, value in sorted(equal.items()):
+            if value is not None:
+                where.append(f"{name} = ?")
+                args.append(value)
+        with self._database.connection() as db:
+            query = f"SELECT * FROM audit WHERE {' AND '.join(where)} ORDER BY seq DESC LIMIT ?"
+            cursor = db.execute(query, (*args, limit))
+            names = [c[0] for c in cursor.description]
+            return [dict(zip(names, values, strict=True)) for values in cursor.fetchall()]
+
+    def for_input(self, principal: str, tool: str, input_digest: str) -> dict[str, Any] | None:
+        """The newest record of ``principal`` calling ``tool`` (``name@version``) on that input digest."""
+        with self._database.connection() as db:
+            cursor = db.execute(
+                "SELECT * FROM audit WHERE input_digest = ? AND principal = ? AND tool = ? ORDER BY seq DESC LIMIT 1",
+                (input_digest, principal, tool),
+            )
+            names = [c[0] for c in cursor.description]
+            row = cursor.fetchone()
+        return dict(zip(names, row, strict=True)) if row else None
 
     def find(self, call_id: str) -> dict[str, Any] | None:
         """The record of one call."""

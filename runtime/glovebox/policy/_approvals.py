@@ -205,3 +205,17 @@ class ApprovalStore:
                 (self.clock(),),
             ).fetchall()
         return [Approval(*row) for row in rows]
+
+    def pending_page(self, offset: int, limit: int) -> tuple[list[Approval], int]:
+        """``limit`` unexpired pending requests from ``offset`` on (oldest first), and how many there are."""
+        now = self.clock()
+        with self._database.connection() as db:
+            rows = db.execute(
+                f"SELECT {_COLUMNS} FROM approvals WHERE status = 'pending' AND expires_at > ?"
+                " ORDER BY created_at LIMIT ? OFFSET ?",
+                (now, limit, offset),
+            ).fetchall()
+            total = db.execute(
+                "SELECT count(*) FROM approvals WHERE status = 'pending' AND expires_at > ?", (now,)
+            ).fetchone()[0]
+        return [Approval(*row) for row in rows], int(total)

@@ -1,8 +1,14 @@
-"""The doors agents come through: an MCP server and an HTTP API.
+"""The doors agents come through: an MCP server and an HTTP API, and the operator console.
 
 Both carry the same checks and the same envelope as ``Runtime.call``. They
-import their frameworks (``mcp``, ``starlette``, ``uvicorn``) lazily: install
-them with ``pip install 'glovebox-runtime[serve]'``.
+import their frameworks (``mcp``, ``starlette``, ``uvicorn``, ``jinja2``) lazily:
+install them with ``pip install 'glovebox-runtime[serve]'``.
+
+- :mod:`._api` — the HTTP API (``create_app``); :mod:`._auth` API keys; :mod:`._apierrors`
+  its error envelopes; :mod:`._metrics` ``/metrics``.
+- :mod:`._console` — the console's pages under ``/ui`` (templates and stylesheet in ``ui/``);
+  :mod:`._sessions` its sign-in sessions and CSRF tokens.
+- :mod:`._mcp` — the MCP server.
 """
 
 import typing

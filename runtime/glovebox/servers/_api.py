@@ -7,6 +7,7 @@ Routes (JSON in and out; every failure carries the envelope shape)::
     POST /v1/tools/{name}/call   body {"input": ...}; answers the envelope
     GET  /healthz                liveness (no key needed)
     GET  /metrics                Prometheus text (no key needed)
+    GET  /ui/...                 the operator console (HTML; see ``servers._console``)
 
 Status codes: 200 for a call that ran or failed inside the tool (the
 envelope says which); 401 no or unknown key; 403 the policy refuses; 404 no
@@ -30,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -39,7 +40,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from ..core._jsonlimits import JsonRejected
 from ..core._jsonlimits import loads as loads_json
@@ -178,6 +179,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     workers: int | None = None,
     insecure_anonymous: bool = False,
+    console: bool = True,
 ) -> Starlette:
     """The HTTP API over ``runtime`` as an ASGI app.
 
@@ -188,6 +190,7 @@ def create_app(
         workers: threads that list and describe tools (default: the CPU count,
             at least 4); calls run through ``runtime.acall`` and its admission bounds.
         insecure_anonymous: serve without a policy; requests without a key run as ``anonymous``.
+        console: serve the operator console's pages under ``/ui`` (``servers._console``).
 
     Raises:
         ValueError: no policy is configured and ``insecure_anonymous`` is False.
@@ -199,20 +202,30 @@ def create_app(
 
     api = _Api(runtime, max_body_bytes, workers or max(4, os.cpu_count() or 1), insecure_anonymous)
 
+    closers: list[Callable[[], None]] = []
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
             yield
         finally:
             api.pool.shutdown(wait=True)
+            for close in closers:
+                close()
 
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/v1/tools", api.list_tools, methods=["GET"]),
         Route("/v1/tools/{name}", api.describe, methods=["GET"]),
         Route("/v1/tools/{name}/call", api.call, methods=["POST"]),
         Route("/healthz", api.healthz, methods=["GET"]),
         Route("/metrics", api.metrics_text, methods=["GET"]),
     ]
+    if console:
+        from ._console import console_routes
+
+        pages, close_console = console_routes(runtime, api.pool, insecure_anonymous)
+        routes += pages
+        closers.append(close_console)
     middleware = [Middleware(count_requests, metrics=api.metrics), Middleware(answer_failures)]
     app = Starlette(routes=routes, middleware=middleware, exception_handlers=exception_handlers(), lifespan=lifespan)
     app.router.redirect_slashes = False  # a redirect would be a non-200 answer that is not an envelope

@@ -1,0 +1,155 @@
+"""How long the console's busiest pages take with a large home, next to an empty one.
+
+Run ``python bench/bench_console.py [--quick]``. A temporary home gets N pending
+approval requests (10,000; 1,000 with ``--quick``) and M audit rows (1,000,000;
+50,000 with ``--quick``), written straight into their SQLite tables (the rows
+carry stored inputs; their hashes are not a valid chain, which no page here
+checks). A real uvicorn on 127.0.0.1 serves ``create_app``; httpx asks each
+page with an API key and the p50/p99 of the answers is printed beside the same
+page of an empty home, as a ratio. The last page filters on a principal with no row:
+the worst case, a walk of the whole log. Nothing here is a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import secrets
+import socket
+import sqlite3
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import uvicorn
+
+import glovebox
+from glovebox import AuditLog
+from glovebox.policy import ApprovalStore, parse_policy
+from glovebox.servers import create_app
+
+KEY = "bench-admin-key"
+POLICY = f"""
+version: 1
+principals:
+  admin:
+    scopes: [glovebox:approve, glovebox:audit]
+    api_key_sha256: [{hashlib.sha256(KEY.encode()).hexdigest()}]
+audit: {{store_inputs: true}}
+"""
+PAGES = [
+    "/ui/approvals",
+    "/ui/approvals?offset={last_offset}",
+    "/ui/audit",
+    "/ui/audit?before={middle}",
+    "/ui/audit?outcome=approval_required",
+    "/ui/audit?principal=agent-7",
+    "/ui/audit?principal=nobody",
+]
+
+
+def _digest(n: int) -> str:
+    return "sha256:" + hashlib.sha256(str(n).encode()).hexdigest()
+
+
+def fill(home: Path, approvals: int, rows: int) -> None:
+    """``approvals`` pending requests and ``rows`` audit rows (one per request among them)."""
+    ApprovalStore(home).close()
+    AuditLog(home).close()
+    now = time.time()
+    with sqlite3.connect(home / "approvals.sqlite") as db:
+        db.executemany(
+            "INSERT INTO approvals (id, principal, tool, input_digest, status, created_at, expires_at)"
+            " VALUES (?, ?, 'sensitive@1.0.0', ?, 'pending', ?, ?)",
+            [
+                (secrets.token_hex(8), f"agent-{n % 50}", _digest(n), now + n / 1e4, now + 3600)
+                for n in range(approvals)
+            ],
+        )
+
+    def audit_rows() -> Iterator[tuple[object, ...]]:
+        for seq in range(1, rows + 1):
+            asked = seq % (rows // approvals or 1) == 0 and seq // (rows // approvals or 1) <= approvals
+            n = seq // (rows // approvals or 1) - 1 if asked else -seq
+            outcome = "approval_required" if asked else "ok"
+            value = json.dumps({"q": n, "note": "x" * 40})
+            yield (seq, f"c{seq}", "2026-12-01T00:00:00+00:00", f"agent-{n % 50}" if asked else f"agent-{seq % 9}",
+                   "sensitive@1.0.0", "sha256:00", _digest(n), "require_approval", outcome, 0, 1.0,
+                   '{"denials":[]}', value, None, "0" * 64, "0" * 64)  # fmt: skip
+
+    with sqlite3.connect(home / "audit.sqlite") as db:
+        db.executemany(
+            "INSERT INTO audit (seq, call_id, time, principal, tool, digest, input_digest, decision, outcome,"
+            " fuel_used, duration_ms, egress, input, output, prev_hash, hash) VALUES"
+            " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            audit_rows(),
+        )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def measure(home: Path, repeat: int, fmt: dict[str, int]) -> dict[str, list[float]]:
+    """Milliseconds per answer of each page in ``PAGES``."""
+    with glovebox.Runtime(home=home, policy=parse_policy(POLICY)) as rt:
+        port = _free_port()
+        server = uvicorn.Server(uvicorn.Config(create_app(rt), host="127.0.0.1", port=port, log_level="warning"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        while not server.started:
+            time.sleep(0.01)
+        times: dict[str, list[float]] = {}
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {KEY}"}) as http:
+            for page in PAGES:
+                url = page.format(**fmt)
+                assert http.get(url, timeout=120).status_code == 200, url  # warm
+                samples = []
+                for _ in range(repeat):
+                    started = time.perf_counter()
+                    answer = http.get(url, timeout=120)
+                    samples.append((time.perf_counter() - started) * 1000)
+                    assert answer.status_code == 200, url
+                times[page] = samples
+        server.should_exit = True
+        thread.join(10)
+    return times
+
+
+def _p(samples: list[float], q: float) -> float:
+    return sorted(samples)[min(len(samples) - 1, int(q * len(samples)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="1,000 approvals and 50,000 audit rows")
+    args = parser.parse_args()
+    approvals, rows, repeat = (1_000, 50_000, 10) if args.quick else (10_000, 1_000_000, 20)
+    with tempfile.TemporaryDirectory() as big, tempfile.TemporaryDirectory() as empty:
+        started = time.perf_counter()
+        fill(Path(big), approvals, rows)
+        took = time.perf_counter() - started
+        print(f"filled {approvals:,} pending approvals and {rows:,} audit rows in {took:.1f} s")
+        fmt = {"last_offset": max(0, approvals - 50), "middle": rows // 2}
+        loaded = measure(Path(big), repeat, fmt)
+        bare = measure(Path(empty), repeat, {"last_offset": 0, "middle": 1})
+    print(f"{'page':44} {'large p50':>10} {'p99':>8} {'empty p50':>10} {'ratio':>7}")
+    for page in PAGES:
+        big_p50, empty_p50 = statistics.median(loaded[page]), statistics.median(bare[page])
+        print(
+            f"{page.format(**fmt):44} {big_p50:8.1f}ms {_p(loaded[page], 0.99):6.1f}ms "
+            f"{empty_p50:8.1f}ms {big_p50 / empty_p50:6.1f}x"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

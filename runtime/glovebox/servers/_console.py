@@ -1,0 +1,390 @@
+"""The operator console: server-rendered pages under ``/ui`` of ``glovebox serve``.
+
+Pages (HTML; Jinja2 templates and a stylesheet shipped in ``servers/ui/``)::
+
+    GET  /ui/signin                 the sign-in form (an API key)
+    POST /ui/signin                 starts a session (cookie), then to /ui/tools
+    POST /ui/signout                ends it
+    GET  /ui/approvals              pending requests (the approver scope)
+    POST /ui/approvals/{id}/approve approve one, as the viewer (the approver scope)
+    GET  /ui/audit                  the log, newest first, filtered, paginated by seq (glovebox:audit)
+    GET  /ui/audit/{seq}            one record (glovebox:audit)
+    POST /ui/audit/verify           walk the chain, show the result (glovebox:audit)
+    GET  /ui/audit/export.jsonl     the whole log as JSON Lines (glovebox:audit)
+    GET  /ui/tools                  the tools the viewer may see (any principal)
+    GET  /ui/health                 policy digest and error, admission counters (glovebox:audit)
+
+Who: a request with an API key header (``Authorization: Bearer KEY`` or
+``X-API-Key``) is that key's principal; otherwise the session cookie names
+one (``HttpOnly``, ``SameSite=Strict``, ``Secure`` over TLS; its value is an
+opaque id, see ``servers._sessions``). A page asked for without either is
+redirected to the sign-in form; a form posted without either answers 401.
+Every form carries a CSRF token (the session's, or for the sign-in form a
+double-submitted cookie) and a post whose token is missing or wrong answers
+403, as does one whose ``Origin`` is another site. Pages a principal lacks the
+scope for answer 403. Every answer carries ``Content-Security-Policy:
+default-src 'self'`` (no inline script or style runs), ``X-Frame-Options:
+DENY`` and ``Cache-Control: no-store``; every value is escaped by Jinja's
+autoescape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import secrets
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlencode
+
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..audit._log import AuditLog, record_json
+from ..core._canonical import canonical_json, sha256_digest
+from ..core._errors import GloveboxError
+from ..policy import ApprovalStore
+from ..runtime._backend import CallBackend
+from ._auth import AuthFailure, _key_from, authenticate
+from ._sessions import COOKIE, Session, Sessions, same_token
+
+__all__ = ["AUDIT_SCOPE", "PAGE_ROWS", "console_routes"]
+
+#: The scope that reads the audit log and the health page.
+AUDIT_SCOPE = "glovebox:audit"
+#: Rows on one page of approvals or audit records.
+PAGE_ROWS = 50
+#: Characters of a stored input shown on the approvals page.
+INPUT_CHARS = 2000
+SIGNIN_COOKIE = "glovebox_signin"
+_UI = Path(__file__).parent / "ui"
+_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",  # no-referrer would make a form's Origin "null"
+    "Cache-Control": "no-store",
+}
+T = TypeVar("T")
+
+
+def iso(seconds: float | None) -> str:
+    """Unix seconds as ISO 8601 UTC (``2026-12-01T16:40:00Z``); empty for None."""
+    if seconds is None:
+        return ""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def policy_digest(runtime: CallBackend) -> str:
+    """``sha256:`` of the policy in force, as canonical JSON."""
+    return sha256_digest(canonical_json(runtime.policy.model_dump(mode="json")))
+
+
+def _pretty(value: Any) -> str:
+    """A JSON value (or JSON text, as the audit stores it) indented; other text as it is."""
+    if isinstance(value, str):
+        text = value
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return text
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+class _Viewer:
+    def __init__(self, principal: str, session: Session | None, session_id: str | None) -> None:
+        self.principal = principal
+        self.session = session
+        self.session_id = session_id
+
+    @property
+    def csrf(self) -> str:
+        return self.session.csrf if self.session is not None else ""
+
+
+class _Console:
+    def __init__(self, runtime: CallBackend, pool: ThreadPoolExecutor, insecure_anonymous: bool) -> None:
+        self.runtime = runtime
+        self.pool = pool
+        self.insecure_anonymous = insecure_anonymous
+        self.sessions = Sessions()
+        audit = getattr(runtime, "audit", None)
+        self.own_audit = not isinstance(audit, AuditLog)
+        self.audit: AuditLog = audit if isinstance(audit, AuditLog) else AuditLog(runtime.home)
+        # Pages of the home's requests are read here; approving goes through the backend (its scope check).
+        self.requests = ApprovalStore(runtime.home)
+        loader = jinja2.FileSystemLoader(str(_UI / "templates"))
+        self.templates = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
+        self.templates.filters["iso"] = iso
+        self.templates.filters["pretty"] = _pretty
+
+    def close(self) -> None:
+        self.requests.close()
+        if self.own_audit:
+            self.audit.close()
+
+    async def _run(self, job: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, job)
+
+    # -- who -----------------------------------------------------------------
+
+    def _viewer(self, request: Request) -> _Viewer | None:
+        if _key_from(request.headers) is not None:
+            who = authenticate(self.runtime, request.headers, False)
+            return None if isinstance(who, AuthFailure) else _Viewer(who, None, None)
+        session_id = request.cookies.get(COOKIE)
+        session = self.sessions.get(session_id, self.runtime.policy)
+        if session is not None:
+            return _Viewer(session.principal, session, session_id)
+        return _Viewer("anonymous", None, None) if self.insecure_anonymous else None
+
+    def _unsigned(self, request: Request) -> Response:
+        if request.method == "GET":
+            target = "/ui/signin?" + urlencode({"next": request.url.path})
+            return _secured(RedirectResponse(target, status_code=303))
+        return self.page(request, "error.html", None, status=401, message="sign in first: no session or API key")
+
+    def _forbidden(self, request: Request, viewer: _Viewer, scope: str) -> Response:
+        message = f"principal {viewer.principal!r} lacks the scope {scope!r} this page needs"
+        return self.page(request, "error.html", viewer, status=403, message=message)
+
+    def _holds(self, viewer: _Viewer, scope: str) -> bool:
+        return scope in self.runtime.policy.scopes_of(viewer.principal)
+
+    async def _form(self, request: Request, viewer: _Viewer | None, expected: str | None) -> dict[str, str] | Response:
+        """The posted form's fields, or the 403 a cross-site or token-less post gets."""
+        origin = request.headers.get("origin")
+        if origin is not None and origin != f"{request.url.scheme}://{request.url.netloc}":
+            return self.page(request, "error.html", viewer, status=403, message="a form posted from another site")
+        body = (await request.body())[: 64 * 1024].decode("utf-8", "replace")
+        form = {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
+        if expected is not None and not same_token(form.get("csrf"), expected):
+            message = "the form's CSRF token is missing or wrong"
+            return self.page(request, "error.html", viewer, status=403, message=message)
+        return form
+
+    async def _posted(self, request: Request, viewer: _Viewer) -> dict[str, str] | Response:
+        # A key in a header cannot be sent by another site's page: only a session's forms need the token.
+        return await self._form(request, viewer, viewer.session.csrf if viewer.session is not None else None)
+
+    def page(
+        self, request: Request, name: str, viewer: _Viewer | None, *, status: int = 200, **values: Any
+    ) -> Response:
+        template = self.templates.get_template(name)
+        html = template.render(viewer=viewer, path=request.url.path, audit_scope=AUDIT_SCOPE, **values)
+        return _secured(HTMLResponse(html, status_code=status))
+
+    # -- sign-in -------------------------------------------------------------
+
+    async def signin_form(self, request: Request) -> Response:
+        token = secrets.token_urlsafe(32)
+        response = self.page(request, "signin.html", None, token=token, next=_local(request.query_params.get("next")))
+        _set_cookie(request, response, SIGNIN_COOKIE, token, path="/ui/signin")
+        return response
+
+    async def signin(self, request: Request) -> Response:
+        form = await self._form(request, None, request.cookies.get(SIGNIN_COOKIE) or secrets.token_hex(16))
+        if isinstance(form, Response):
+            return form
+        key = form.get("api_key", "").strip()
+        principal = self.runtime.policy.principal_for_api_key(key) if key else None
+        if principal is None:
+            token = secrets.token_urlsafe(32)
+            response = self.page(
+                request, "signin.html", None, status=401, token=token, next=_local(form.get("next")),
+                message="the API key matches no principal of the policy",
+            )  # fmt: skip
+            _set_cookie(request, response, SIGNIN_COOKIE, token, path="/ui/signin")
+            return response
+        response = _secured(RedirectResponse(_local(form.get("next")), status_code=303))
+        _set_cookie(request, response, COOKIE, self.sessions.start(principal, key), path="/ui")
+        response.delete_cookie(SIGNIN_COOKIE, path="/ui/signin")
+        return response
+
+    async def signout(self, request: Request) -> Response:
+        viewer = self._viewer(request)
+        if viewer is None:
+            return self._unsigned(request)
+        form = await self._posted(request, viewer)
+        if isinstance(form, Response):
+            return form
+        self.sessions.end(viewer.session_id)
+        response = _secured(RedirectResponse("/ui/signin", status_code=303))
+        response.delete_cookie(COOKIE, path="/ui")
+        return response
+
+    # -- pages ---------------------------------------------------------------
+
+    async def index(self, request: Request) -> Response:
+        return _secured(RedirectResponse("/ui/tools", status_code=303))
+
+    async def approvals(self, request: Request) -> Response:
+        viewer = self._viewer(request)
+        if viewer is None:
+            return self._unsigned(request)
+        scope = self.runtime.policy.approvals.approver_scope
+        if not self._holds(viewer, scope):
+            return self._forbidden(request, viewer, scope)
+        offset = _int(request.query_params.get("offset"), 0)
+        rows, total = await self._run(functools.partial(self._pending_page, offset))
+        return self.page(
+            request, "approvals.html", viewer, rows=rows, total=total, offset=offset, page_rows=PAGE_ROWS,
+            policy_digest=policy_digest(self.runtime), done=request.query_params.get("approved"),
+        )  # fmt: skip
+
+    def _pending_page(self, offset: int) -> tuple[list[dict[str, Any]], int]:
+        pending, total = self.requests.pending_page(offset, PAGE_ROWS)
+        rows = []
+        for approval in pending:
+            record = self.audit.for_input(approval.principal, approval.tool, approval.input_digest)
+            stored = record.get("input") if record is not None else None
+            text = _pretty(stored) if stored is not None else None
+            if text is not None and len(text) > INPUT_CHARS:
+                text = text[:INPUT_CHARS] + f"… ({len(text) - INPUT_CHARS} more characters)"
+            rows.append({"approval": approval, "input": text})
+        return rows, total
+
+    async def approve(self, request: Request) -> Response:
+        viewer = self._viewer(request)
+        if viewer is None:
+            return self._unsigned(request)
+        scope = self.runtime.policy.approvals.approver_scope
+        if not self._holds(viewer, scope):
+            return self._forbidden(request, viewer, scope)
+        form = await self._posted(request, viewer)
+        if isinstance(form, Response):
+            return form
+        approval_id = request.path_params["approval_id"]
+        job = functools.partial(self.runtime.approve, approval_id, principal=viewer.principal)
+        try:
+            await self._run(job)
+        except GloveboxError as exc:  # PermissionDenied: the viewer's own request
+            return self.page(request, "error.html", viewer, status=403, message=exc.message)
+        except ValueError as exc:  # unknown, expired, or no longer pending (a replayed form)
+            return self.page(request, "error.html", viewer, status=409, message=str(exc))
+        return _secured(RedirectResponse("/ui/approvals?" + urlencode({"approved": approval_id}), status_code=303))
+
+    def _auditor(self, request: Request) -> _Viewer | Response:
+        viewer = self._viewer(request)
+        if viewer is None:
+            return self._unsigned(request)
+        if not self._holds(viewer, AUDIT_SCOPE):
+            return self._forbidden(request, viewer, AUDIT_SCOPE)
+        return viewer
+
+    async def audit_page(self, request: Request) -> Response:
+        viewer = self._auditor(request)
+        if isinstance(viewer, Response):
+            return viewer
+        query = request.query_params
+        filters = {name: query.get(name) or None for name in ("principal", "tool", "outcome")}
+        before = _int(query.get("before"), 0) or None
+        rows = await self._run(functools.partial(self.audit.page, before=before, limit=PAGE_ROWS, **filters))
+        older = None
+        if len(rows) == PAGE_ROWS:
+            older = urlencode({**{k: v for k, v in filters.items() if v}, "before": rows[-1]["seq"]})
+        return self.page(request, "audit.html", viewer, rows=rows, filters=filters, older=older)
+
+    async def audit_record(self, request: Request) -> Response:
+        viewer = self._auditor(request)
+        if isinstance(viewer, Response):
+            return viewer
+        seq = request.path_params["seq"]
+        rows = await self._run(functools.partial(self.audit.page, before=seq + 1, limit=1))
+        if not rows or rows[0]["seq"] != seq:
+            return self.page(request, "error.html", viewer, status=404, message=f"no audit record {seq}")
+        return self.page(request, "record.html", viewer, record=rows[0])
+
+    async def audit_verify(self, request: Request) -> Response:
+        viewer = self._auditor(request)
+        if isinstance(viewer, Response):
+            return viewer
+        form = await self._posted(request, viewer)
+        if isinstance(form, Response):
+            return form
+        result = await self._run(self.audit.verify)
+        return self.page(request, "verify.html", viewer, result=result)
+
+    async def audit_export(self, request: Request) -> Response:
+        viewer = self._auditor(request)
+        if isinstance(viewer, Response):
+            return viewer
+
+        def lines() -> Iterator[str]:
+            for record in self.audit.records():
+                yield record_json(record) + "\n"
+
+        headers = {**_HEADERS, "Content-Disposition": 'attachment; filename="audit.jsonl"'}
+        return StreamingResponse(lines(), media_type="application/x-ndjson", headers=headers)
+
+    async def tools(self, request: Request) -> Response:
+        viewer = self._viewer(request)
+        if viewer is None:
+            return self._unsigned(request)
+        infos = await self._run(functools.partial(self.runtime.visible_tools, viewer.principal))
+        return self.page(request, "tools.html", viewer, tools=infos)
+
+    async def health(self, request: Request) -> Response:
+        viewer = self._auditor(request)
+        if isinstance(viewer, Response):
+            return viewer
+        _, pending = await self._run(functools.partial(self.requests.pending_page, 0, 1))
+        facts = {
+            "policy digest": policy_digest(self.runtime),
+            "policy error": self.runtime.policy_error or "none",
+            "calls in flight": getattr(self.runtime, "in_flight", "n/a"),
+            "calls queued": getattr(self.runtime, "queued", "n/a"),
+            "sandbox instances live": self.runtime.live_instances,
+            "approvals pending": pending,
+        }
+        return self.page(request, "health.html", viewer, facts=facts)
+
+
+def _secured(response: Response) -> Response:
+    response.headers.update(_HEADERS)
+    return response
+
+
+def _set_cookie(request: Request, response: Response, name: str, value: str, *, path: str) -> None:
+    secure = request.url.scheme == "https"
+    response.set_cookie(name, value, path=path, httponly=True, samesite="strict", secure=secure)
+
+
+def _local(target: str | None) -> str:
+    """``target`` when it is a console path, else the tools page (no open redirect)."""
+    if target and target.startswith("/ui/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return "/ui/tools"
+
+
+def _int(text: str | None, default: int) -> int:
+    return int(text) if text is not None and text.isdigit() and len(text) < 19 else default
+
+
+def console_routes(
+    runtime: CallBackend, pool: ThreadPoolExecutor, insecure_anonymous: bool
+) -> tuple[list[BaseRoute], Callable[[], None]]:
+    """The console's routes, to add to the HTTP API's app, and what releases what they hold."""
+    console = _Console(runtime, pool, insecure_anonymous)
+    return [
+        Route("/ui", console.index, methods=["GET"]),
+        Route("/ui/signin", console.signin_form, methods=["GET"]),
+        Route("/ui/signin", console.signin, methods=["POST"]),
+        Route("/ui/signout", console.signout, methods=["POST"]),
+        Route("/ui/approvals", console.approvals, methods=["GET"]),
+        Route("/ui/approvals/{approval_id}/approve", console.approve, methods=["POST"]),
+        Route("/ui/audit", console.audit_page, methods=["GET"]),
+        Route("/ui/audit/export.jsonl", console.audit_export, methods=["GET"]),
+        Route("/ui/audit/verify", console.audit_verify, methods=["POST"]),
+        Route("/ui/audit/{seq:int}", console.audit_record, methods=["GET"]),
+        Route("/ui/tools", console.tools, methods=["GET"]),
+        Route("/ui/health", console.health, methods=["GET"]),
+        Mount("/ui/static", app=StaticFiles(directory=str(_UI / "static")), name="console-static"),
+    ], console.close

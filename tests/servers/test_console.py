@@ -1,0 +1,158 @@
+"""The console over real HTTP (uvicorn on 127.0.0.1, httpx): who may see what, sessions, CSRF, headers."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+
+from glovebox.servers._sessions import COOKIE
+
+from .conftest import KEYS, Console, sha
+
+ROW_LINK = re.compile(r'href="/ui/audit/\d+"')
+PAGES = ["/ui/approvals", "/ui/audit", "/ui/audit/1", "/ui/audit/export.jsonl", "/ui/health"]
+
+
+def bearer(who: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {KEYS[who]}"}
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found is not None, html
+    return found.group(1)
+
+
+@contextmanager
+def signed_in(console: Console, who: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=console.url, timeout=30) as client:
+        form = client.get("/ui/signin")
+        data = {"csrf": csrf_of(form.text), "api_key": KEYS[who], "next": "/ui/audit"}
+        answer = client.post("/ui/signin", data=data)
+        assert answer.status_code == 303 and answer.headers["location"] == "/ui/audit", answer.text
+        yield client
+
+
+def test_an_unsigned_page_redirects_to_sign_in_and_an_unsigned_post_is_401(console: Console) -> None:
+    for path in [*PAGES, "/ui/tools"]:
+        answer = httpx.get(console.url + path)
+        assert answer.status_code == 303, path
+        assert answer.headers["location"] == "/ui/signin?" + httpx.QueryParams({"next": path}).__str__()
+    answer = httpx.post(f"{console.url}/ui/approvals/0011/approve", data={"csrf": "x"})
+    assert answer.status_code == 401 and "sign in first" in answer.text
+    assert httpx.get(console.url + "/ui/tools", headers={"Authorization": "Bearer wrong"}).status_code == 303
+
+
+def test_a_principal_without_the_scope_gets_403_on_every_page(console: Console) -> None:
+    console.call("agent", {"q": 1}, tool="plain")  # a row for /ui/audit/1
+    for path in PAGES:
+        answer = httpx.get(console.url + path, headers=bearer("nobody"))
+        assert answer.status_code == 403, path
+        assert "lacks the scope" in answer.text and "sensitive" not in answer.text
+    answer = httpx.post(console.url + "/ui/audit/verify", headers=bearer("nobody"))
+    assert answer.status_code == 403
+    answer = httpx.post(console.url + "/ui/approvals/0011/approve", headers=bearer("agent"))
+    assert answer.status_code == 403 and "glovebox:approve" in answer.text
+    for path in PAGES:
+        assert httpx.get(console.url + path, headers=bearer("agent")).status_code == 403, path
+        assert httpx.get(console.url + path, headers=bearer("admin")).status_code == 200, path
+
+
+def test_the_tools_page_lists_only_what_the_viewer_may_see(console: Console) -> None:
+    seen = httpx.get(console.url + "/ui/tools", headers=bearer("agent")).text
+    assert "sensitive@0.0.0" in seen and "plain@0.0.0" in seen
+    unseen = httpx.get(console.url + "/ui/tools", headers=bearer("nobody"))
+    assert unseen.status_code == 200
+    assert "sensitive" not in unseen.text and "plain" not in unseen.text and "see no tool" in unseen.text
+
+
+def test_the_session_cookie_is_opaque_httponly_and_strict(console: Console) -> None:
+    with httpx.Client(base_url=console.url) as client:
+        form = client.get("/ui/signin")
+        answer = client.post("/ui/signin", data={"csrf": csrf_of(form.text), "api_key": KEYS["admin"]})
+        cookie = next(v for k, v in answer.headers.multi_items() if k == "set-cookie" and v.startswith(COOKIE))
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/ui" in cookie
+        assert "Secure" not in cookie, "plain HTTP: a Secure cookie would never come back"
+        assert KEYS["admin"] not in cookie
+        assert client.get("/ui/health").status_code == 200
+
+
+def test_sign_in_refuses_a_wrong_key_and_a_form_without_its_token(console: Console) -> None:
+    with httpx.Client(base_url=console.url) as client:
+        token = csrf_of(client.get("/ui/signin").text)
+        wrong = client.post("/ui/signin", data={"csrf": token, "api_key": "not-a-key"})
+        assert wrong.status_code == 401 and "matches no principal" in wrong.text
+    with httpx.Client(base_url=console.url) as fresh:
+        fresh.get("/ui/signin")
+        forged = fresh.post("/ui/signin", data={"api_key": KEYS["admin"]})
+        assert forged.status_code == 403 and "CSRF token is missing or wrong" in forged.text
+        assert COOKIE not in forged.cookies
+
+
+def test_a_post_without_the_csrf_token_or_from_another_site_is_403(console: Console) -> None:
+    approval_id = console.request_approval("agent", {"q": "csrf"})
+    with signed_in(console, "admin") as client:
+        token = csrf_of(client.get("/ui/approvals").text)
+        url = f"/ui/approvals/{approval_id}/approve"
+        assert client.post(url, data={}).status_code == 403
+        assert client.post(url, data={"csrf": token + "x"}).status_code == 403
+        other_site = client.post(url, data={"csrf": token}, headers={"Origin": "https://evil.example"})
+        assert other_site.status_code == 403 and "another site" in other_site.text
+        assert [a.id for a in console.runtime.pending_approvals()] == [approval_id], "nothing was approved"
+        assert client.post(url, data={"csrf": token}).status_code == 303
+    assert console.runtime.pending_approvals() == []
+
+
+def test_signing_out_ends_the_session_and_a_key_dropped_from_the_policy_ends_it_too(console: Console) -> None:
+    with signed_in(console, "admin") as client:
+        token = csrf_of(client.get("/ui/health").text)
+        assert client.post("/ui/signout", data={"csrf": token}).status_code == 303
+        assert client.get("/ui/health").status_code == 303
+    with signed_in(console, "boss") as again:
+        assert again.get("/ui/health").status_code == 200
+        text = console.policy.read_text()
+        console.policy.write_text(text.replace(sha(KEYS["boss"]), sha("boss-new-key")))
+        assert console.runtime.reload_policy()
+        assert again.get("/ui/health").status_code == 303, "the key left the policy: its sessions end"
+
+
+def test_every_answer_carries_a_strict_csp_and_no_caching(console: Console) -> None:
+    for path in ["/ui/signin", "/ui/health"]:
+        headers = httpx.get(console.url + path, headers=bearer("admin")).headers
+        assert headers["content-security-policy"].startswith("default-src 'self'")
+        assert headers["x-frame-options"] == "DENY" and headers["cache-control"] == "no-store"
+    css = httpx.get(console.url + "/ui/static/console.css")
+    assert css.status_code == 200 and "text/css" in css.headers["content-type"]
+
+
+def test_audit_pages_filter_paginate_and_export(console: Console) -> None:
+    for n in range(60):
+        console.call("agent", {"n": n}, tool="plain")
+    console.call("admin", {"n": "mine"}, tool="plain")
+    first = httpx.get(console.url + "/ui/audit", headers=bearer("admin")).text
+    assert len(ROW_LINK.findall(first)) == 50
+    older = re.search(r'href="/ui/audit\?(before=\d+)"', first)
+    assert older is not None
+    second = httpx.get(f"{console.url}/ui/audit?{older.group(1)}", headers=bearer("admin")).text
+    assert len(ROW_LINK.findall(second)) == 11 and '/ui/audit/1"' in second
+    mine = httpx.get(console.url + "/ui/audit?principal=admin", headers=bearer("admin")).text
+    assert ROW_LINK.findall(mine) == ['href="/ui/audit/61"']
+    export = httpx.get(console.url + "/ui/audit/export.jsonl", headers=bearer("admin"))
+    rows = [json.loads(line) for line in export.text.splitlines()]
+    assert [r["seq"] for r in rows] == list(range(1, 62))
+    detail = httpx.get(console.url + "/ui/audit/61", headers=bearer("admin")).text
+    assert "&#34;mine&#34;" in detail or "&quot;mine&quot;" in detail
+    assert httpx.get(console.url + "/ui/audit/999", headers=bearer("admin")).status_code == 404
+
+
+def test_the_approvals_page_shows_fifty_a_page_with_the_count(console: Console) -> None:
+    ids = [console.request_approval("agent", {"n": n}) for n in range(53)]
+    first = httpx.get(console.url + "/ui/approvals", headers=bearer("admin")).text
+    assert "(53)" in first and "1–50 of 53" in first
+    assert re.findall(r'id="approval-([0-9a-f]+)"', first) == ids[:50]
+    last = httpx.get(console.url + "/ui/approvals?offset=50", headers=bearer("admin")).text
+    assert re.findall(r'id="approval-([0-9a-f]+)"', last) == ids[50:] and "51–53 of 53" in last

@@ -1,0 +1,138 @@
+"""The console in a real headless Chromium (Debian's, driven by Playwright): sign in, approve, attack.
+
+Every test records JavaScript dialogs and fails on any: markup in a principal,
+a tool description or an input must render as text, never run. Each page is
+photographed into the test's tmp dir (``screens/``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .conftest import KEYS, XSS_DESCRIPTION, XSS_PRINCIPAL, Console
+
+playwright_api = pytest.importorskip("playwright.sync_api", reason="the ui-test extra (playwright) is not installed")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="Debian's chromium is not installed (`make test` installs it with apt-get)"
+)
+XSS_INPUT = {"q": "<script>alert('input')</script>", "note": "</pre><img src=x onerror=alert('pre')>"}
+
+
+@pytest.fixture
+def browser() -> Iterator[playwright_api.Browser]:
+    with playwright_api.sync_playwright() as driver:
+        launched = driver.chromium.launch(executable_path=CHROMIUM, headless=True)
+        yield launched
+        launched.close()
+
+
+class Watched:
+    """A browser context whose pages all report dialogs into one list."""
+
+    def __init__(self, browser: playwright_api.Browser, console: Console, screens: Path) -> None:
+        self.context = browser.new_context(base_url=console.url)
+        self.dialogs: list[str] = []
+        self.screens = screens
+        screens.mkdir(exist_ok=True)
+
+    def page(self) -> playwright_api.Page:
+        page = self.context.new_page()
+        page.on("dialog", lambda dialog: (self.dialogs.append(dialog.message), dialog.dismiss()))
+        return page
+
+    def sign_in(self, who: str, target: str = "/ui/approvals") -> playwright_api.Page:
+        page = self.page()
+        page.goto(target)
+        assert "/ui/signin?next=" in page.url, "an unsigned page sends the browser to sign in"
+        page.get_by_label("API key").fill(KEYS[who])
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(f"**{target}")
+        return page
+
+    def shoot(self, page: playwright_api.Page, name: str) -> Path:
+        path = self.screens / f"{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        return path
+
+
+@pytest.fixture
+def watched(browser: playwright_api.Browser, console: Console, tmp_path: Path) -> Iterator[Watched]:
+    watched = Watched(browser, console, tmp_path / "screens")
+    yield watched
+    watched.context.close()
+    assert watched.dialogs == [], "markup ran as script"
+
+
+def test_approve_in_the_browser_lets_the_waiting_call_run_exactly_once(console: Console, watched: Watched) -> None:
+    approval_id = console.request_approval(XSS_PRINCIPAL, XSS_INPUT)
+    page = watched.sign_in("admin")
+    row = page.locator(f"#approval-{approval_id}")
+    assert row.locator(".principal").inner_text().startswith(XSS_PRINCIPAL), "the principal is shown literally"
+    shown = row.locator("pre.input").inner_text()
+    assert XSS_INPUT["q"] in shown and XSS_INPUT["note"] in shown, "the input is shown literally"
+    assert row.locator("time").inner_text().endswith("Z")
+    assert page.locator("img").count() == 0, "no markup from the input became an element"
+    watched.shoot(page, "approvals")
+    replay = watched.page()
+    replay.goto("/ui/approvals")
+    row.get_by_role("button", name=f"Approve request {approval_id}").click()
+    assert approval_id in page.locator("#notice").inner_text()
+    assert page.locator("#empty").is_visible()
+    assert console.call(XSS_PRINCIPAL, XSS_INPUT)["ok"] is True, "the approved call runs"
+    again = console.call(XSS_PRINCIPAL, XSS_INPUT)
+    assert again["error"]["code"] == "approval_required", "the approval ran exactly one call"  # type: ignore[index]
+    replay.get_by_role("button", name=f"Approve request {approval_id}").click()
+    assert f"approval request {approval_id} is used, not pending" in replay.locator("#message").inner_text()
+    watched.shoot(replay, "approve-replayed")
+
+
+def test_the_browser_shows_the_runtime_refusing_self_approval(console: Console, watched: Watched) -> None:
+    approval_id = console.request_approval("admin", {"q": "mine"})
+    page = watched.sign_in("admin")
+    page.get_by_role("button", name=f"Approve request {approval_id}").click()
+    assert "cannot approve its own request" in page.locator("#message").inner_text()
+    assert [a.id for a in console.runtime.pending_approvals()] == [approval_id]
+
+
+def test_a_post_without_the_csrf_token_from_the_signed_in_browser_is_403(console: Console, watched: Watched) -> None:
+    approval_id = console.request_approval("agent", {"q": "csrf"})
+    page = watched.sign_in("admin")
+    answer = page.request.post(f"/ui/approvals/{approval_id}/approve", form={"other": "1"})
+    assert answer.status == 403 and "CSRF token is missing or wrong" in answer.text()
+    assert [a.id for a in console.runtime.pending_approvals()] == [approval_id]
+
+
+def test_audit_tools_and_health_pages_render_markup_as_text(console: Console, watched: Watched) -> None:
+    console.call(XSS_PRINCIPAL, {"q": "<b>bold</b>"}, tool="plain")
+    page = watched.sign_in("admin", "/ui/audit")
+    assert XSS_PRINCIPAL in page.locator("td.principal").first.inner_text()
+    watched.shoot(page, "audit")
+    page.get_by_role("button", name="Verify the chain").click()
+    assert "The chain verifies: 1 rows" in page.locator("#verdict").inner_text()
+    watched.shoot(page, "verify")
+    page.goto("/ui/audit/1")
+    assert "<b>bold</b>" in page.locator("dl.record").inner_text() and page.locator("b").count() == 0
+    watched.shoot(page, "record")
+    page.goto("/ui/tools")
+    assert page.locator("td.description", has_text="once approved").inner_text() == XSS_DESCRIPTION
+    watched.shoot(page, "tools")
+    page.goto("/ui/health")
+    assert "policy digest" in page.locator("dl.record").inner_text()
+    watched.shoot(page, "health")
+
+
+def test_a_principal_without_the_scopes_gets_403_on_every_page_in_the_browser(
+    console: Console, watched: Watched
+) -> None:
+    page = watched.sign_in("nobody", "/ui/tools")
+    assert "sensitive" not in page.content() and page.locator("#empty").is_visible()
+    for path in ["/ui/approvals", "/ui/audit", "/ui/health", "/ui/audit/export.jsonl"]:
+        answer = page.goto(path)
+        assert answer is not None and answer.status == 403, path
+        assert "lacks the scope" in page.locator("#message").inner_text()
+    watched.shoot(page, "forbidden")
