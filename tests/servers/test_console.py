@@ -107,6 +107,25 @@ def test_a_post_without_the_csrf_token_or_from_another_site_is_403(console: Cons
     assert console.runtime.pending_approvals() == []
 
 
+def test_a_denial_needs_a_reason_and_a_token_and_is_told_to_the_caller(console: Console) -> None:
+    approval_id = console.request_approval("agent", {"q": "deny"})
+    with signed_in(console, "admin") as client:
+        token = csrf_of(client.get("/ui/approvals").text)
+        url = f"/ui/approvals/{approval_id}/deny"
+        assert client.post(url, data={"reason": "no"}).status_code == 403  # no token
+        for reason in ("", "   ", "x" * 501):
+            refused = client.post(url, data={"csrf": token, "reason": reason})
+            assert refused.status_code == 400 and "needs a reason" in refused.text
+        assert [a.id for a in console.runtime.pending_approvals()] == [approval_id], "nothing was denied"
+        assert client.post(url, data={"csrf": token, "reason": "not today"}).status_code == 303
+        replayed = client.post(url, data={"csrf": token, "reason": "not today"})
+        assert replayed.status_code == 409
+    assert console.runtime.pending_approvals() == []
+    refused_call = console.call("agent", {"q": "deny"})
+    assert refused_call["error"]["code"] == "permission_denied"  # type: ignore[index]
+    assert "not today" in refused_call["error"]["message"]  # type: ignore[index]
+
+
 def test_signing_out_ends_the_session_and_a_key_dropped_from_the_policy_ends_it_too(console: Console) -> None:
     with signed_in(console, "admin") as client:
         token = csrf_of(client.get("/ui/health").text)

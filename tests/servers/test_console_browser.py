@@ -91,6 +91,24 @@ def test_approve_in_the_browser_lets_the_waiting_call_run_exactly_once(console: 
     watched.shoot(replay, "approve-replayed")
 
 
+def test_deny_in_the_browser_answers_the_waiting_caller_with_the_reason(console: Console, watched: Watched) -> None:
+    approval_id = console.request_approval("agent", {"q": "drop it"})
+    page = watched.sign_in("admin")
+    row = page.locator(f"#approval-{approval_id}")
+    row.get_by_role("button", name=f"Deny request {approval_id}").click()  # no reason: the browser asks for one
+    assert [a.id for a in console.runtime.pending_approvals()] == [approval_id]
+    row.get_by_label("Reason").fill("<b>not</b> on production")
+    row.get_by_role("button", name=f"Deny request {approval_id}").click()
+    assert approval_id in page.locator("#notice").inner_text()
+    assert page.locator("#empty").is_visible()
+    refused = console.call("agent", {"q": "drop it"})
+    assert refused["error"]["code"] == "permission_denied"  # type: ignore[index]
+    assert "<b>not</b> on production" in refused["error"]["message"]  # type: ignore[index]
+    blank = page.request.post(f"/ui/approvals/{approval_id}/deny", form={"csrf": "x", "reason": " "})
+    assert blank.status == 403  # a wrong token is refused before anything else
+    watched.shoot(page, "denied")
+
+
 def test_the_browser_shows_the_runtime_refusing_self_approval(console: Console, watched: Watched) -> None:
     approval_id = console.request_approval("admin", {"q": "mine"})
     page = watched.sign_in("admin")

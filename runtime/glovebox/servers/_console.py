@@ -7,6 +7,7 @@ Pages (HTML; Jinja2 templates and a stylesheet shipped in ``servers/ui/``)::
     POST /ui/signout                ends it
     GET  /ui/approvals              pending requests (the approver scope)
     POST /ui/approvals/{id}/approve approve one, as the viewer (the approver scope)
+    POST /ui/approvals/{id}/deny    deny one with a reason the caller is told (the approver scope)
     GET  /ui/audit                  the log, newest first, filtered, paginated by seq (glovebox:audit)
     GET  /ui/audit/{seq}            one record (glovebox:audit)
     POST /ui/audit/verify           walk the chain, show the result (glovebox:audit)
@@ -63,6 +64,8 @@ AUDIT_SCOPE = "glovebox:audit"
 PAGE_ROWS = 50
 #: Characters of a stored input shown on the approvals page.
 INPUT_CHARS = 2000
+#: The longest reason a denial may give (it reaches the caller in the error message).
+REASON_CHARS = 500
 SIGNIN_COOKIE = "glovebox_signin"
 _UI = Path(__file__).parent / "ui"
 _HEADERS = {
@@ -237,6 +240,7 @@ class _Console:
         return self.page(
             request, "approvals.html", viewer, rows=rows, total=total, offset=offset, page_rows=PAGE_ROWS,
             policy_digest=policy_digest(self.runtime), done=request.query_params.get("approved"),
+            denied=request.query_params.get("denied"),
         )  # fmt: skip
 
     def _pending_page(self, offset: int) -> tuple[list[dict[str, Any]], int]:
@@ -262,14 +266,23 @@ class _Console:
         if isinstance(form, Response):
             return form
         approval_id = request.path_params["approval_id"]
-        job = functools.partial(self.runtime.approve, approval_id, principal=viewer.principal)
+        if request.url.path.endswith("/deny"):
+            reason = form.get("reason", "").strip()
+            if not reason or len(reason) > REASON_CHARS:
+                message = f"a denial needs a reason of 1 to {REASON_CHARS} characters: the caller is told it"
+                return self.page(request, "error.html", viewer, status=400, message=message)
+            job = functools.partial(self.runtime.deny, approval_id, principal=viewer.principal, reason=reason)
+            done = "denied"
+        else:
+            job = functools.partial(self.runtime.approve, approval_id, principal=viewer.principal)
+            done = "approved"
         try:
             await self._run(job)
         except GloveboxError as exc:  # PermissionDenied: the viewer's own request
             return self.page(request, "error.html", viewer, status=403, message=exc.message)
         except ValueError as exc:  # unknown, expired, or no longer pending (a replayed form)
             return self.page(request, "error.html", viewer, status=409, message=str(exc))
-        return _secured(RedirectResponse("/ui/approvals?" + urlencode({"approved": approval_id}), status_code=303))
+        return _secured(RedirectResponse("/ui/approvals?" + urlencode({done: approval_id}), status_code=303))
 
     def _auditor(self, request: Request) -> _Viewer | Response:
         viewer = self._viewer(request)
@@ -380,6 +393,7 @@ def console_routes(
         Route("/ui/signout", console.signout, methods=["POST"]),
         Route("/ui/approvals", console.approvals, methods=["GET"]),
         Route("/ui/approvals/{approval_id}/approve", console.approve, methods=["POST"]),
+        Route("/ui/approvals/{approval_id}/deny", console.approve, methods=["POST"]),
         Route("/ui/audit", console.audit_page, methods=["GET"]),
         Route("/ui/audit/export.jsonl", console.audit_export, methods=["GET"]),
         Route("/ui/audit/verify", console.audit_verify, methods=["POST"]),
