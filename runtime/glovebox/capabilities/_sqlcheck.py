@@ -210,7 +210,18 @@ def _root_kind(tree: Any, exp: Any) -> str:
     return _node_kind(tree, exp) or "other"
 
 
+_KINDS: dict[type, str | None] = {}
+
+
 def _node_kind(node: Any, exp: Any) -> str | None:
+    """The kind a node of the tree makes its statement hold (None: it adds none); kept per node type."""
+    cls = type(node)
+    if cls not in _KINDS:
+        _KINDS[cls] = _kind_of(node, exp)
+    return _KINDS[cls]
+
+
+def _kind_of(node: Any, exp: Any) -> str | None:
     if isinstance(node, exp.Insert):
         return "insert"
     if isinstance(node, (exp.Update, exp.Merge, exp.Lock)):
@@ -242,11 +253,13 @@ def _function_name(node: Any, exp: Any) -> str | None:
 
 
 def _fingerprint(tree: Any, exp: Any) -> str:
+    """The statement with its literals replaced by ``?`` (the tree is changed in place: it is not used after)."""
+
     def blank(node: Any) -> Any:
         return exp.Placeholder() if isinstance(node, exp.Literal) else node
 
     try:
-        return str(tree.transform(blank, copy=True).sql(dialect="sqlite", comments=False))
+        return str(tree.transform(blank, copy=False).sql(dialect="sqlite", comments=False, copy=False))
     except Exception:  # generation can fail on odd trees; the audit then keeps the kind only
         return "(not rendered)"
 
