@@ -77,6 +77,7 @@ GLOVEBOX = {
     "glovebox.schema._objectroot",
     "glovebox.sandbox._outcome",
     "glovebox.scale._procpool",
+    "glovebox.scale._procwire",  # what ProcessPool sends its workers: json and the JSON rules only
     "glovebox.registry._registration",
     "glovebox.registry._registry",
     "glovebox.model._result",

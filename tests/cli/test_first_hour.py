@@ -451,12 +451,13 @@ def _run_printed(command: str) -> Result:
 
 
 @pytest.mark.parametrize(
-    ("lang", "source"), [("c", "tool.c"), pytest.param("python", "tool.py", marks=pytest.mark.slow)]
+    ("lang", "source"),
+    [("c", "tool.c"), pytest.param("python", "tool.py", marks=pytest.mark.slow), ("ts", "tool.ts")],
 )
 def test_new_scaffolds_a_tool_that_builds_registers_and_answers(
     lang: str, source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("ziglang" if lang == "c" else "componentize_py")
+    pytest.importorskip("componentize_py" if lang == "python" else "ziglang")
     monkeypatch.chdir(tmp_path)
     made = invoke("new", "greet-me", "--lang", lang)
     assert made.exit_code == 0, made.stderr
@@ -483,10 +484,10 @@ def test_new_scaffolds_a_tool_that_builds_registers_and_answers(
 def test_new_refuses_what_it_cannot_make(tmp_path: Path) -> None:
     bad_name = invoke("new", "My Tool", "--dir", str(tmp_path))
     assert bad_name.exit_code == 1 and bad_name.stderr.startswith("error [invalid_argument]: 'My Tool' is not a tool")
-    typescript = invoke("new", "x", "--lang", "ts", "--dir", str(tmp_path))
-    assert typescript.exit_code == 2
-    assert typescript.stderr.splitlines()[-1] == (
-        "error [usage_error]: Invalid value for '--lang': 'ts' is not one of 'c', 'python'."
+    rust = invoke("new", "x", "--lang", "rust", "--dir", str(tmp_path))
+    assert rust.exit_code == 2
+    assert rust.stderr.splitlines()[-1] == (
+        "error [usage_error]: Invalid value for '--lang': 'rust' is not one of 'c', 'python', 'ts'."
     )
     assert list(tmp_path.iterdir()) == []
 

@@ -234,7 +234,7 @@ def sign(wasm: str, key_path: str, manifest: str | None) -> None:
     type=click.Choice(LANGUAGES),
     default="c",
     show_default=True,
-    help="The tool's language (JavaScript and TypeScript are not offered yet).",
+    help="The tool's language: C, Python or TypeScript.",
 )
 @click.option(
     "-d", "--dir", "parent", default=".", show_default=True, type=click.Path(file_okay=False), help="Where NAME/ goes."

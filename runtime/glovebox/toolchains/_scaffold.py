@@ -1,10 +1,10 @@
-"""``glovebox new NAME --lang c|python``: a tool that builds, registers and answers on the first try.
+"""``glovebox new NAME --lang c|python|ts``: a tool that builds, registers and answers on the first try.
 
-:func:`scaffold` writes ``NAME/`` with the source (``tool.c`` or ``tool.py``), its
-manifest ``glovebox.toml`` (name, version, description and, for C, both schemas;
-a Python tool's schemas come from its type hints), and ``input.json``, a test
-input; it returns what it wrote and the commands that build, register and call
-the tool. (JavaScript and TypeScript are not offered: no JS toolchain ships yet.)
+:func:`scaffold` writes ``NAME/`` with the source (``tool.c``, ``tool.py`` or
+``tool.ts``), its manifest ``glovebox.toml`` (name, version, description and, for C
+and TypeScript, both schemas; a Python tool's schemas come from its type hints),
+and ``input.json``, a test input; it returns what it wrote and the commands that
+build, register and call the tool.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..model._manifest import NAME_PATTERN
 
 __all__ = ["LANGUAGES", "Scaffold", "scaffold"]
 
-LANGUAGES = ("c", "python")
+LANGUAGES = ("c", "python", "ts")
 
 _C_SOURCE = """\
 /* {name}: greet someone by name. Build: glovebox build {name}/tool.c -o {name}/{name}.wasm */
@@ -89,6 +89,34 @@ version = "0.1.0"
 description = "Greet someone by name."
 """
 
+_TS_SOURCE = """\
+// {name}: greet someone by name. Build: glovebox build {name}/tool.ts -o {name}/{name}.wasm
+import {{ ToolError, log }} from "glovebox";
+
+interface Input {{
+  name: string;
+}}
+
+export default function greet(input: Input): {{ greeting: string }} {{
+  if (input.name.trim() === "") throw new ToolError("name must not be empty");
+  log("info", "greeting someone");
+  return {{ greeting: `Hello, ${{input.name}}!` }};
+}}
+"""
+
+# A JavaScript engine starts with ~1.5 MiB of memory, and interpreted code needs more fuel than C.
+_TS_MANIFEST = (
+    _C_MANIFEST.replace("fuel = 10_000_000", "fuel = 500_000_000")
+    .replace("memory_bytes = 1_048_576", "memory_bytes = 16_777_216")
+    .replace("timeout_ms = 1000", "timeout_ms = 2000")
+)
+
+_SOURCES = {
+    "c": (".c", _C_SOURCE, _C_MANIFEST),
+    "python": (".py", _PY_SOURCE, _PY_MANIFEST),
+    "ts": (".ts", _TS_SOURCE, _TS_MANIFEST),
+}
+
 _INPUT = '{"name": "Ada"}\n'
 
 
@@ -118,7 +146,7 @@ def scaffold(name: str, lang: str, parent: str | Path = ".") -> Scaffold:
     directory = Path(parent) / name
     if directory.exists():
         raise ValueError(f"{directory} already exists; choose another name or remove it")
-    suffix, source, manifest = (".c", _C_SOURCE, _C_MANIFEST) if lang == "c" else (".py", _PY_SOURCE, _PY_MANIFEST)
+    suffix, source, manifest = _SOURCES[lang]
     texts = {
         f"tool{suffix}": source.format(name=name, function=name.replace("-", "_")),
         "glovebox.toml": manifest.format(name=name),
