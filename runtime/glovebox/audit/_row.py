@@ -1,7 +1,8 @@
 """What one call's audit row holds, decided here and nowhere else.
 
 A row is built from the call's envelope (``CallResult``: its ``meta`` carries
-the names, the digest, fuel, duration and what the host functions recorded)
+the names, the digest, fuel, duration, what the host functions recorded and,
+for a call the policy may retry, ``attempt`` and ``first_call_id``)
 and the few facts the envelope does not carry: the input's digest, the policy
 decision, and whether the policy stores inputs and outputs. The values stored
 are redacted (:func:`glovebox.audit._log.redact`); bounding, escaping and
@@ -45,7 +46,7 @@ def call_row(
     for name in _DROPPED:
         if meta.get(name):
             egress[name] = meta[name]
-    return {
+    row = {
         "call_id": meta["call_id"],
         "principal": meta["principal"],
         "tool": tool,
@@ -59,6 +60,9 @@ def call_row(
         "input": redact(value) if store_inputs and input_digest else None,
         "output": redact(result.output) if store_outputs and result.ok else None,
     }
+    if meta.get("attempt"):  # a call the policy may retry: which attempt, and the first one's call id
+        row["attempt"], row["first_call_id"] = meta["attempt"], meta["first_call_id"]
+    return row
 
 
 def bare_row(result: CallResult, *, input_digest: str | None = None, decision: str | None = None) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import click
 
 from ..audit._log import AuditLog, record_json
 from ..policy import dead_entries, load_policy, policy_schema
+from ..policy._guards import Guards
 from ..runtime._runtime import Runtime
 from ._base import dump, home_of, open_runtime
 
@@ -58,6 +59,17 @@ def explain(ctx: click.Context, principal: str, tool: str, policy_file: str | No
         bounds = quota.model_dump(exclude_none=True, exclude={"tool", "principals"})
         shown = ", ".join(f"{name} {value}" for name, value in bounds.items())
         click.echo(f"  quotas[{index}] (tool {quota.tool!r}, principals {quota.principals}): {shown}, per principal")
+    _echo_guards(decision.guards)
+
+
+def _echo_guards(guards: Guards) -> None:
+    """The ``guards:`` lines of ``policy explain``: what is in force for the tool, and why."""
+    shown = ["idempotent" if guards.idempotent else "not idempotent"]
+    if guards.retries is not None:
+        shown.append(f"retries {guards.retries.attempts} attempts on {', '.join(guards.retries.retry_on)}")
+    click.echo("guards: " + ", ".join(shown))
+    for line in guards.reason:
+        click.echo(f"  because {line}")
 
 
 @policy.command()

@@ -38,6 +38,7 @@ from ..telemetry._tracing import TracedCall, Tracing, step
 from ._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED, Admission, mapping_bound
 from ._envelope import failure, new_meta
 from ._gate import CallTrace, PolicyGate, input_digest
+from ._retry import Attempts
 from ._wasmparts import WasmParts
 
 if TYPE_CHECKING:
@@ -429,10 +430,22 @@ class Runtime:
         started = time.perf_counter()
         running = self._compute.enter()
         try:
-            return self._run(name, input, principal, started, call_id, tracer)
+            return self._attempts(name, input, principal, started, call_id, tracer)
         finally:
             self._compute.leave(running)
             self._admission.leave(time.perf_counter() - started)
+
+    def _attempts(
+        self, name: str, input: Any, principal: str | None, started: float, call_id: str | None, tracer: Any
+    ) -> CallResult:
+        """Run the call, and again while the policy's retries say so (see ``glovebox.runtime._retry``)."""
+        attempts = Attempts(started)
+        result = self._run(name, input, principal, started, attempts, call_id, tracer)
+        while (wait_s := attempts.next_wait(result)) is not None:
+            with waiting():  # a backoff holds no compute slot
+                time.sleep(wait_s)
+            result = self._run(name, input, principal, time.perf_counter(), attempts, None, tracer)
+        return result
 
     def _refuse(
         self, name: str, input: Any, principal: str | None, refusal: Overloaded, call_id: str | None = None
@@ -446,6 +459,7 @@ class Runtime:
         input: Any,
         principal: str | None,
         started: float,
+        attempts: Attempts,
         call_id: str | None = None,
         tracer: Any = None,
     ) -> CallResult:
@@ -453,7 +467,7 @@ class Runtime:
         trace = CallTrace()
         try:
             _admissible(name, meta["principal"] if principal is None else principal, input)
-            output = self._call(name, input, meta, trace, tracer)
+            output = self._call(name, input, meta, trace, attempts, tracer)
             result = CallResult(ok=True, output=output, meta=meta)
         except Exception as error:
             result = failure(error, meta)
@@ -535,11 +549,13 @@ class Runtime:
                 )
             return self._executor
 
-    def _call(self, name: str, value: Any, meta: dict[str, Any], trace: CallTrace, tracer: Any = None) -> Any:
+    def _call(
+        self, name: str, value: Any, meta: dict[str, Any], trace: CallTrace, attempts: Attempts, tracer: Any = None
+    ) -> Any:
         """The steps of an admitted call: resolve, the policy's decision, the input's checks,
         the run (a sandbox, or the remote server of a ``mcp-remote`` tool), the output's checks."""
         info = self._resolve_step(name, value, meta, trace)
-        decision = self._policy_step(info, meta, trace, tracer)
+        decision = attempts.begin(self._policy_step(info, meta, trace, tracer), meta)
         input_text = self._input_step(info, value, tracer)
         self._gate.spend_approval(trace, info, meta["principal"], decision)
         if info.kind == "mcp-remote":

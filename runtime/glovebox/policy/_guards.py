@@ -1,0 +1,132 @@
+"""Guards around a tool's calls: the policy's ``guards`` section and what it means for one tool.
+
+A guard entry names a tool pattern (no principals: a guard is about how a
+tool behaves, whoever calls it) and any of:
+
+- ``idempotent``: whether running the tool twice with one input does no more
+  than running it once. Unset, a tool imported from an API is idempotent when
+  its operation is a read (HTTP ``GET``, ``HEAD`` or ``OPTIONS``, not a
+  GraphQL mutation); every other tool is not.
+- ``retries``: how often a failed call is tried again, and after how long.
+  Only codes that are retryable may be listed (a ``timeout`` is not: the
+  attempt that timed out used the call's whole deadline), and retries apply
+  only to an idempotent tool: a write is never retried unless the policy
+  declares it idempotent.
+
+For each field the first matching entry (in document order) that sets it
+wins; :func:`plan_guards` says which, for ``policy explain``.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Literal, Self
+
+from pydantic import Field, model_validator
+
+from ..core._frozen import Frozen
+from ..model._result import ToolInfo
+from ._patterns import match_tool
+
+__all__ = ["NO_GUARDS", "GuardRule", "Guards", "Retries", "RetryCode", "plan_guards"]
+
+#: The codes a retry may be asked for: those the host marks retryable.
+RetryCode = Literal["upstream_error", "overloaded", "rate_limited"]
+#: HTTP methods that read (RFC 9110 "safe" methods).
+READS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class Retries(Frozen):
+    """How a failed call of an idempotent tool is tried again (each attempt a fresh sandbox)."""
+
+    attempts: int = Field(ge=1, le=10, description="Attempts in all, the first included (1: no retry).")
+    backoff_ms: int = Field(
+        100, ge=0, le=60_000, description="Wait before the second attempt; doubled before each further one."
+    )
+    max_backoff_ms: int = Field(2_000, ge=0, le=600_000, description="The longest wait between two attempts.")
+    retry_on: list[RetryCode] = Field(
+        ["upstream_error", "overloaded"],
+        min_length=1,
+        description="The error codes that are retried (retryable codes only).",
+    )
+
+    @model_validator(mode="after")
+    def _backoff_fits(self) -> Self:
+        if self.max_backoff_ms < self.backoff_ms:
+            raise ValueError(f"max_backoff_ms ({self.max_backoff_ms}) is below backoff_ms ({self.backoff_ms})")
+        return self
+
+    def delay_ms(self, attempt: int, rng: random.Random | None = None) -> float:
+        """The wait before attempt ``attempt`` (2 or more): exponential, capped, with equal jitter."""
+        ceiling = float(min(self.max_backoff_ms, self.backoff_ms * 2 ** (attempt - 2)))
+        return ceiling / 2 + (rng or _RNG).uniform(0, ceiling / 2)
+
+
+_RNG = random.Random()
+
+
+class GuardRule(Frozen):
+    """Guards for the calls of matching tools, whoever calls them."""
+
+    tool: str = Field("*", description="Tool name pattern (fnmatch-style; 'name@version' when it contains '@').")
+    idempotent: bool | None = Field(
+        None,
+        description="Whether the tool may safely run twice on one input (default: imported API reads only).",
+    )
+    retries: Retries | None = Field(None, description="Retries of failed calls (idempotent tools only).")
+
+
+@dataclass(frozen=True)
+class Guards:
+    """The guards in force for one tool, and why (``policy explain``)."""
+
+    idempotent: bool = False
+    retries: Retries | None = None
+    reason: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "idempotent": self.idempotent,
+            "retries": self.retries.model_dump() if self.retries is not None else None,
+            "reason": list(self.reason),
+        }
+
+
+NO_GUARDS = Guards()
+
+
+def idempotent_by_default(info: ToolInfo) -> bool:
+    """Whether a tool is idempotent when no guard entry says: an imported read."""
+    operation = info.manifest.operation
+    if operation is None:
+        return False
+    if operation.graphql is not None:  # sent as a POST either way: the document says which it is
+        return not operation.graphql.query.lstrip().startswith("mutation")
+    return operation.method in READS
+
+
+def plan_guards(rules: list[GuardRule], info: ToolInfo) -> Guards:
+    """The guards of ``info`` under the policy's ``guards`` entries."""
+    matching = [(i, rule) for i, rule in enumerate(rules) if match_tool(rule.tool, info.name, info.version)]
+    if not matching:
+        return NO_GUARDS if not idempotent_by_default(info) else Guards(idempotent=True)
+    reason: list[str] = []
+    declared = next(((i, r.idempotent) for i, r in matching if r.idempotent is not None), None)
+    if declared is not None:
+        idempotent = bool(declared[1])
+        reason.append(f"guards[{declared[0]}] declares {info.name} {'' if idempotent else 'not '}idempotent")
+    else:
+        idempotent = idempotent_by_default(info)
+        kind = "an imported read" if idempotent else "not an imported read"
+        reason.append(f"{info.name} is {kind}: {'' if idempotent else 'not '}idempotent by default")
+    retries = next(((i, r.retries) for i, r in matching if r.retries is not None), None)
+    chosen = None
+    if retries is not None:
+        index, chosen = retries
+        if idempotent:
+            reason.append(f"guards[{index}] retries {list(chosen.retry_on)} up to {chosen.attempts} attempts")
+        else:
+            reason.append(f"guards[{index}] retries are not applied: {info.name} is not idempotent")
+            chosen = None
+    return Guards(idempotent=idempotent, retries=chosen, reason=tuple(reason))
