@@ -9,10 +9,6 @@ is a request the server saw.
 from __future__ import annotations
 
 import json
-import shutil
-import threading
-from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -22,98 +18,8 @@ from click.testing import CliRunner
 
 import glovebox
 from glovebox.cli._main import cli
-from glovebox.importers import import_openapi
 
-from ..capabilities.test_http import QuietHandler, in_thread
-
-SPEC: dict[str, Any] = {
-    "openapi": "3.1.0",
-    "info": {"title": "Flaky", "version": "1.0.0"},
-    "servers": [{"url": "http://127.0.0.1/"}],
-    "paths": {
-        "/items/{id}": {
-            "get": {
-                "operationId": "getItem",
-                "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
-                "responses": {"200": {"description": "the item", "content": {"application/json": {"schema": {}}}}},
-            }
-        },
-        "/items": {
-            "post": {
-                "operationId": "addItem",
-                "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}},
-                "responses": {"200": {"description": "added", "content": {"application/json": {"schema": {}}}}},
-            }
-        },
-    },
-}
-
-
-class FlakyHandler(QuietHandler):
-    server: FlakyServer
-
-    def _handle(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(length)
-        with self.server.lock:
-            self.server.hits.append(f"{self.command} {self.path}")
-            failing = self.server.fail_left > 0
-            self.server.fail_left -= 1
-        if failing:
-            self._reply(500, b'{"error": "down"}', {"Content-Type": "application/json"})
-        else:
-            self._reply(200, json.dumps({"ok": self.path}).encode(), {"Content-Type": "application/json"})
-
-    do_GET = do_POST = _handle
-
-
-class FlakyServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    hits: list[str]
-    fail_left: int
-    lock: threading.Lock
-
-
-@pytest.fixture(scope="module")
-def flaky_server() -> Iterator[FlakyServer]:
-    httpd = FlakyServer(("127.0.0.1", 0), FlakyHandler)
-    httpd.hits, httpd.fail_left, httpd.lock = [], 0, threading.Lock()
-    with in_thread(httpd):
-        yield httpd
-
-
-@pytest.fixture
-def flaky(flaky_server: FlakyServer) -> FlakyServer:
-    flaky_server.hits, flaky_server.fail_left = [], 0
-    return flaky_server
-
-
-def write_policy(path: Path, fragment: dict[str, Any], guards: list[dict[str, Any]], rules: Any = None) -> Path:
-    principals = {"anonymous": {"scopes": ["flaky:read", "flaky:write"]}, **fragment.get("principals", {})}
-    rules = rules or [{"tool": "flaky-*", "action": "allow"}]
-    document = {**fragment, "principals": principals, "rules": rules, "guards": guards}
-    path.write_text(yaml.safe_dump(document), encoding="utf-8")
-    return path
-
-
-@pytest.fixture(scope="module")
-def imported_once(flaky_server: FlakyServer, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    home = tmp_path_factory.mktemp("flaky") / "home"
-    with glovebox.Runtime(home=home) as rt:
-        server = f"http://127.0.0.1:{flaky_server.server_address[1]}"
-        result = import_openapi(rt, SPEC, name="flaky", server=server)
-    return home, result.policy
-
-
-@pytest.fixture
-def imported(imported_once: tuple[Path, dict[str, Any]], tmp_path: Path) -> tuple[Path, dict[str, Any]]:
-    """A home of its own holding the two imported tools (compiled once), and the import's policy fragment."""
-    home = tmp_path / "home"
-    shutil.copytree(imported_once[0], home)
-    return home, imported_once[1]
-
+from ..flaky_api import FlakyServer, write_policy
 
 RETRY = {"attempts": 4, "backoff_ms": 1, "max_backoff_ms": 5}
 

@@ -20,6 +20,7 @@ contract), a ``retryable`` flag and, for the CLI, an ``exit_code``::
     │   ├── UpstreamError              upstream_error (retryable)
     │   ├── RateLimited                rate_limited (retryable)
     │   ├── Overloaded                 overloaded (retryable; details.retry_after_ms)
+    │   ├── CircuitOpen                circuit_open (retryable; details.retry_after_ms, details.scope)
     │   └── InternalError              internal_error
     ├── RegistrationError              (refuses an artifact, a manifest or a build)
     │   ├── InvalidArtifact            invalid_artifact
@@ -55,6 +56,7 @@ __all__ = [
     "CallError",
     "CallTimeout",
     "CapabilityDenied",
+    "CircuitOpen",
     "ERROR_CODES",
     "FuelExhausted",
     "GloveboxError",
@@ -182,6 +184,15 @@ class Overloaded(CallError):
     retryable = True
 
 
+class CircuitOpen(CallError):
+    """A circuit breaker of the policy's guards is open: the tool (``details.scope`` ``tool``) or an
+    upstream host (``host``) failed too often lately, so the call failed fast; retry after
+    ``details.retry_after_ms``."""
+
+    code = "circuit_open"
+    retryable = True
+
+
 class InternalError(CallError):
     """An opaque host-side failure: the detail goes to the log, never to the caller."""
 
@@ -280,4 +291,5 @@ ERROR_CODES: tuple[str, ...] = (
     "internal_error",
     "overloaded",
     "rate_limited",
+    "circuit_open",
 )

@@ -12,6 +12,11 @@ tool behaves, whoever calls it) and any of:
   attempt that timed out used the call's whole deadline), and retries apply
   only to an idempotent tool: a write is never retried unless the policy
   declares it idempotent.
+- ``breaker``: a circuit breaker per tool and per upstream host. After
+  ``failures`` failed calls (codes in ``count``) within ``window_ms`` it opens:
+  calls fail fast with ``circuit_open`` for ``open_ms``; then one probe call
+  goes through (half-open), and its success closes the breaker, its failure
+  opens it again. The state lives in the home (``glovebox.guards``).
 
 For each field the first matching entry (in document order) that sets it
 wins; :func:`plan_guards` says which, for ``policy explain``.
@@ -29,7 +34,7 @@ from ..core._frozen import Frozen
 from ..model._result import ToolInfo
 from ._patterns import match_tool
 
-__all__ = ["NO_GUARDS", "GuardRule", "Guards", "Retries", "RetryCode", "plan_guards"]
+__all__ = ["NO_GUARDS", "Breaker", "BreakerCode", "GuardRule", "Guards", "Retries", "RetryCode", "plan_guards"]
 
 #: The codes a retry may be asked for: those the host marks retryable.
 RetryCode = Literal["upstream_error", "overloaded", "rate_limited"]
@@ -65,6 +70,25 @@ class Retries(Frozen):
 
 _RNG = random.Random()
 
+#: The failures a breaker may count: those an unhealthy tool or upstream causes.
+BreakerCode = Literal["upstream_error", "timeout", "guest_trap", "internal_error"]
+
+
+class Breaker(Frozen):
+    """A circuit breaker for a tool's calls and for the upstream hosts they reach."""
+
+    failures: int = Field(5, ge=1, le=10_000, description="Failures within window_ms that open the breaker.")
+    window_ms: int = Field(30_000, ge=1, le=86_400_000, description="How far back failures are counted.")
+    open_ms: int = Field(
+        10_000, ge=1, le=86_400_000, description="How long an open breaker refuses before a probe may go through."
+    )
+    scopes: list[Literal["tool", "host"]] = Field(
+        ["tool", "host"], min_length=1, description="What is broken off: the tool, each upstream host, or both."
+    )
+    count: list[BreakerCode] = Field(
+        ["upstream_error", "timeout"], min_length=1, description="The error codes that count as failures."
+    )
+
 
 class GuardRule(Frozen):
     """Guards for the calls of matching tools, whoever calls them."""
@@ -75,6 +99,7 @@ class GuardRule(Frozen):
         description="Whether the tool may safely run twice on one input (default: imported API reads only).",
     )
     retries: Retries | None = Field(None, description="Retries of failed calls (idempotent tools only).")
+    breaker: Breaker | None = Field(None, description="A circuit breaker for the tool and its upstream hosts.")
 
 
 @dataclass(frozen=True)
@@ -83,12 +108,14 @@ class Guards:
 
     idempotent: bool = False
     retries: Retries | None = None
+    breaker: Breaker | None = None
     reason: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {
             "idempotent": self.idempotent,
             "retries": self.retries.model_dump() if self.retries is not None else None,
+            "breaker": self.breaker.model_dump() if self.breaker is not None else None,
             "reason": list(self.reason),
         }
 
@@ -129,4 +156,11 @@ def plan_guards(rules: list[GuardRule], info: ToolInfo) -> Guards:
         else:
             reason.append(f"guards[{index}] retries are not applied: {info.name} is not idempotent")
             chosen = None
-    return Guards(idempotent=idempotent, retries=chosen, reason=tuple(reason))
+    breaker = next(((i, r.breaker) for i, r in matching if r.breaker is not None), None)
+    if breaker is not None:
+        index, rule = breaker
+        reason.append(
+            f"guards[{index}] breaks off {' and '.join(rule.scopes)} after {rule.failures} failures"
+            f" ({', '.join(rule.count)}) within {rule.window_ms} ms, for {rule.open_ms} ms"
+        )
+    return Guards(idempotent, chosen, breaker[1] if breaker else None, tuple(reason))

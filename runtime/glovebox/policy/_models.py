@@ -130,7 +130,8 @@ class Policy(Frozen):
     limits: list[LimitOverride] = Field([], description="Limit overrides.")
     quotas: list[Quota] = Field([], description="Quotas per principal; every matching entry applies.")
     guards: list[GuardRule] = Field(
-        [], description="Guards per tool (idempotence, retries); the first matching entry setting a field wins."
+        [],
+        description="Guards per tool (idempotence, retries, breaker); the first matching entry setting a field wins.",
     )
     defaults: Defaults = Field(Defaults(), description="What applies when no rule matches.")
     approvals: ApprovalSettings = Field(ApprovalSettings(), description="Approval settings.")
