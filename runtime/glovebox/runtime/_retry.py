@@ -55,6 +55,8 @@ class Attempts:
         if self.retries is None:
             return decision
         meta["attempt"], meta["first_call_id"] = self.number, self.first_call_id
+        if self.number == 1:  # the first attempt has the whole deadline
+            return decision
         assert self.deadline is not None
         left_ms = int((self.deadline - time.perf_counter()) * 1000)
         if left_ms >= decision.limits.timeout_ms:
