@@ -160,6 +160,7 @@ def _policy_paths() -> set[str]:
     paths |= {f"guards[].{name}" for name in _guards.GuardRule.model_fields}
     paths |= {f"guards[].retries.{name}" for name in _guards.Retries.model_fields}
     paths |= {f"guards[].breaker.{name}" for name in _guards.Breaker.model_fields}
+    paths |= {f"guards[].checks.{name}" for name in _guards.Checks.model_fields}
     paths |= {f"defaults.{name}" for name in _models.Defaults.model_fields}
     paths |= {f"approvals.{name}" for name in _models.ApprovalSettings.model_fields}
     paths |= {f"audit.{name}" for name in _models.AuditSettings.model_fields}

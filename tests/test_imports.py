@@ -108,6 +108,7 @@ GLOVEBOX = {
     "glovebox.guards",  # the breakers' board: sqlite3 and mmap, both light
     "glovebox.guards._breakers",
     "glovebox.runtime._retry",
+    "glovebox.runtime._checks",
     "glovebox.core",
     "glovebox.core._canonical",
     "glovebox.core._version",

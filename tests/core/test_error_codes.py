@@ -197,6 +197,15 @@ def circuit_open(ctx: Ctx) -> glovebox.CallResult:
         return rt.call("weather", value)
 
 
+def evaluation_failed(ctx: Ctx) -> glovebox.CallResult:
+    # The policy's output check forbids what the tool answers.
+    document = {"version": 1, "defaults": {"action": "allow"}}
+    document["guards"] = [{"tool": "echo", "checks": {"forbidden_patterns": ["forbidden"]}}]
+    with glovebox.Runtime(home=ctx.home, policy=parse_policy(json.dumps(document))) as rt:
+        rt.register(ctx.build_guest("echo"), {"name": "echo"})
+        return rt.call("echo", {"text": "a forbidden word"})
+
+
 CASES: dict[str, Callable[[Ctx], glovebox.CallResult]] = {
     case.__name__: case
     for case in (
@@ -217,6 +226,7 @@ CASES: dict[str, Callable[[Ctx], glovebox.CallResult]] = {
         rate_limited,
         overloaded,
         circuit_open,
+        evaluation_failed,
     )
 }
 

@@ -43,6 +43,8 @@ def call_row(
         egress["http"] = meta["egress"]
     if "remote" in meta:
         egress["remote"] = meta["remote"]
+    if "evaluation" in meta:  # the verdict of the policy's output checks
+        egress["evaluation"] = meta["evaluation"]
     for name in _DROPPED:
         if meta.get(name):
             egress[name] = meta[name]

@@ -21,6 +21,7 @@ contract), a ``retryable`` flag and, for the CLI, an ``exit_code``::
     │   ├── RateLimited                rate_limited (retryable)
     │   ├── Overloaded                 overloaded (retryable; details.retry_after_ms)
     │   ├── CircuitOpen                circuit_open (retryable; details.retry_after_ms, details.scope)
+    │   ├── EvaluationFailed           evaluation_failed (details.check, details.reason)
     │   └── InternalError              internal_error
     ├── RegistrationError              (refuses an artifact, a manifest or a build)
     │   ├── InvalidArtifact            invalid_artifact
@@ -58,6 +59,7 @@ __all__ = [
     "CapabilityDenied",
     "CircuitOpen",
     "ERROR_CODES",
+    "EvaluationFailed",
     "FuelExhausted",
     "GloveboxError",
     "GuestError",
@@ -193,6 +195,13 @@ class CircuitOpen(CallError):
     retryable = True
 
 
+class EvaluationFailed(CallError):
+    """An output check of the policy's guards refused the tool's output (``details.check``,
+    ``details.reason``); the output is not returned."""
+
+    code = "evaluation_failed"
+
+
 class InternalError(CallError):
     """An opaque host-side failure: the detail goes to the log, never to the caller."""
 
@@ -292,4 +301,5 @@ ERROR_CODES: tuple[str, ...] = (
     "overloaded",
     "rate_limited",
     "circuit_open",
+    "evaluation_failed",
 )

@@ -17,6 +17,11 @@ tool behaves, whoever calls it) and any of:
   calls fail fast with ``circuit_open`` for ``open_ms``; then one probe call
   goes through (half-open), and its success closes the breaker, its failure
   opens it again. The state lives in the home (``glovebox.guards``).
+- ``checks``: what a successful output must also pass before it reaches the
+  caller: a size bound, an extra JSON Schema, forbidden patterns (ECMA-262,
+  matched by the host's bounded engine) and, unless turned off, that it
+  carries none of the call's own secrets in any encoding the scrubber knows.
+  A failed check turns the call into ``evaluation_failed``.
 
 For each field the first matching entry (in document order) that sets it
 wins; :func:`plan_guards` says which, for ``policy explain``.
@@ -26,15 +31,27 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ..core._frozen import Frozen
 from ..model._result import ToolInfo
+from ..schema._ecmaregex import PatternError, compile_pattern
+from ..schema._schemarules import check_schema
 from ._patterns import match_tool
 
-__all__ = ["NO_GUARDS", "Breaker", "BreakerCode", "GuardRule", "Guards", "Retries", "RetryCode", "plan_guards"]
+__all__ = [
+    "NO_GUARDS",
+    "Breaker",
+    "BreakerCode",
+    "Checks",
+    "GuardRule",
+    "Guards",
+    "Retries",
+    "RetryCode",
+    "plan_guards",
+]
 
 #: The codes a retry may be asked for: those the host marks retryable.
 RetryCode = Literal["upstream_error", "overloaded", "rate_limited"]
@@ -90,6 +107,36 @@ class Breaker(Frozen):
     )
 
 
+class Checks(Frozen):
+    """What a successful output must pass before it reaches the caller (else ``evaluation_failed``)."""
+
+    max_output_bytes: int | None = Field(None, gt=0, description="The largest output (its JSON text, in bytes).")
+    output_schema: dict[str, Any] | bool | None = Field(
+        None, description="A JSON Schema the output must match, besides the tool's own output schema."
+    )
+    forbidden_patterns: list[str] = Field(
+        [], max_length=64, description="ECMA-262 patterns that must match nowhere in the output's JSON text."
+    )
+    secrets: bool = Field(True, description="Refuse an output that carries one of the call's own secrets.")
+
+    @field_validator("output_schema")
+    @classmethod
+    def _usable_schema(cls, schema: dict[str, Any] | bool | None) -> dict[str, Any] | bool | None:
+        if schema is not None:
+            check_schema(schema)
+        return schema
+
+    @field_validator("forbidden_patterns")
+    @classmethod
+    def _usable_patterns(cls, patterns: list[str]) -> list[str]:
+        for index, pattern in enumerate(patterns):
+            try:
+                compile_pattern(pattern)
+            except PatternError as exc:
+                raise ValueError(f"forbidden_patterns[{index}]: {exc}") from exc
+        return patterns
+
+
 class GuardRule(Frozen):
     """Guards for the calls of matching tools, whoever calls them."""
 
@@ -100,6 +147,7 @@ class GuardRule(Frozen):
     )
     retries: Retries | None = Field(None, description="Retries of failed calls (idempotent tools only).")
     breaker: Breaker | None = Field(None, description="A circuit breaker for the tool and its upstream hosts.")
+    checks: Checks | None = Field(None, description="Checks on a successful output (else evaluation_failed).")
 
 
 @dataclass(frozen=True)
@@ -109,6 +157,7 @@ class Guards:
     idempotent: bool = False
     retries: Retries | None = None
     breaker: Breaker | None = None
+    checks: Checks | None = None
     reason: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
@@ -116,6 +165,7 @@ class Guards:
             "idempotent": self.idempotent,
             "retries": self.retries.model_dump() if self.retries is not None else None,
             "breaker": self.breaker.model_dump() if self.breaker is not None else None,
+            "checks": self.checks.model_dump() if self.checks is not None else None,
             "reason": list(self.reason),
         }
 
@@ -163,4 +213,7 @@ def plan_guards(rules: list[GuardRule], info: ToolInfo) -> Guards:
             f"guards[{index}] breaks off {' and '.join(rule.scopes)} after {rule.failures} failures"
             f" ({', '.join(rule.count)}) within {rule.window_ms} ms, for {rule.open_ms} ms"
         )
-    return Guards(idempotent, chosen, breaker[1] if breaker else None, tuple(reason))
+    checks = next(((i, r.checks) for i, r in matching if r.checks is not None), None)
+    if checks is not None:
+        reason.append(f"guards[{checks[0]}] checks every successful output")
+    return Guards(idempotent, chosen, breaker[1] if breaker else None, checks[1] if checks else None, tuple(reason))

@@ -131,7 +131,7 @@ class Policy(Frozen):
     quotas: list[Quota] = Field([], description="Quotas per principal; every matching entry applies.")
     guards: list[GuardRule] = Field(
         [],
-        description="Guards per tool (idempotence, retries, breaker); the first matching entry setting a field wins.",
+        description="Guards per tool (idempotence, retries, breaker, checks); per field, the first matching one wins.",
     )
     defaults: Defaults = Field(Defaults(), description="What applies when no rule matches.")
     approvals: ApprovalSettings = Field(ApprovalSettings(), description="Approval settings.")

@@ -39,6 +39,7 @@ from ..schema._schemas import SchemaCheck, encode_input
 from ..telemetry import _tracing
 from ..telemetry._tracing import TracedCall, Tracing, step
 from ._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED, Admission, mapping_bound
+from ._checks import OutputChecks
 from ._envelope import failure, new_meta
 from ._gate import CallTrace, PolicyGate, input_digest
 from ._retry import Attempts
@@ -135,6 +136,7 @@ class Runtime:
         )
         self._validators: dict[tuple[str, str, str], SchemaCheck] = {}
         self._board: BreakerBoard | None = None
+        self._output_checks: dict[tuple[str, str, str], OutputChecks] = {}
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
@@ -611,7 +613,26 @@ class Runtime:
             text = self._call_remote(info, value, decision, meta)
         else:
             text = self._sandbox_step(info, input_text, decision, meta, tracer, trace.probing)
-        return self._decode_output(info, text, tracer)
+        output = self._decode_output(info, text, tracer)
+        if decision.guards.checks is not None:
+            self._check_step(info, decision, output, text, meta)
+        return output
+
+    def _check_step(self, info: ToolInfo, decision: Decision, output: Any, text: str, meta: dict[str, Any]) -> None:
+        """The policy's output checks (see ``glovebox.runtime._checks``); a failure raises ``EvaluationFailed``."""
+        checks = decision.guards.checks
+        assert checks is not None
+        key = (info.digest, info.name, "checks")
+        kept = self._output_checks.get(key)
+        if kept is None or kept.checks is not checks:
+            kept = self._output_checks[key] = OutputChecks(checks)
+        scrubber = None
+        secrets = self._grants_for(decision).secrets
+        if checks.secrets and secrets:
+            from ..capabilities._secrets import Scrubber, load_secrets
+
+            scrubber = Scrubber(load_secrets(secrets))
+        kept.evaluate(output, text, scrubber, meta)
 
     def _resolve_step(self, name: str, value: Any, meta: dict[str, Any], trace: CallTrace) -> ToolInfo:
         """The tool the call names, its facts in ``meta``; the input's digest and the policy in ``trace``."""
