@@ -3,9 +3,10 @@
 Run ``python bench/bench_guards.py [--quick]``. Two parts, nothing here is a test:
 
 1. **The success path.** ``Runtime.call`` of ``echo`` (``tests/guests/echo.c``)
-   under three policies that allow it: no guards, ``retries`` (the tool declared
-   idempotent, 3 attempts), and a ``breaker`` (tool and host scopes). The setups
-   take turns, ``--rounds`` times, so a load change on a shared machine hits them
+   under four policies that allow it: no guards, ``retries`` (the tool declared
+   idempotent, 3 attempts), a ``breaker`` (tool and host scopes), and ``checks``
+   (a size bound and one forbidden pattern). The setups
+   take turns, ``--rounds`` times, each leading a round in turn, so a load change on a shared machine hits them
    alike; p50 over every round's samples, with the ratio to no guards. Beside
    that, each guard's own work on a call that succeeds, timed alone (best of
    the rounds, in ns): ``Attempts.begin`` + ``next_wait`` for retries, and
@@ -59,6 +60,11 @@ POLICIES = {
         "defaults": {"action": "allow"},
         "guards": [{"tool": "echo", "breaker": {"failures": 5}}],
     },
+    "checks": {
+        "version": 1,
+        "defaults": {"action": "allow"},
+        "guards": [{"tool": "echo", "checks": {"max_output_bytes": 4096, "forbidden_patterns": ["\\d{16}"]}}],
+    },
 }
 
 
@@ -72,8 +78,10 @@ def success_path(home: Path, rounds: int, calls: int) -> dict[str, Any]:
         for rt in runtimes.values():
             for _ in range(200):
                 assert rt.call("echo", INPUT).ok
-        for _ in range(rounds):
-            for name, rt in runtimes.items():
+        names = list(runtimes)
+        for turn in range(rounds):
+            for name in names[turn % len(names) :] + names[: turn % len(names)]:  # each setup leads a round in turn
+                rt = runtimes[name]
                 for _ in range(calls):
                     started = time.perf_counter()
                     result = rt.call("echo", INPUT)
