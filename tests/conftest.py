@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,10 +20,14 @@ import time
 import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import glovebox
+
+from . import flaky_api
+from .capabilities.test_http import in_thread as _in_thread
 
 ROOT = Path(__file__).resolve().parents[1]
 GUESTS = ROOT / "tests" / "guests"
@@ -334,3 +339,41 @@ def fail_on_call(monkeypatch: pytest.MonkeyPatch, owner: object, name: str, nth:
         return original(*args, **kwargs)
 
     monkeypatch.setattr(owner, name, failing)
+
+
+# -- a flaky imported API (tests/flaky_api.py), for the guards' tests ----------------------------------
+
+
+@pytest.fixture(scope="session")
+def flaky_server() -> Iterator[flaky_api.FlakyServer]:
+    httpd = flaky_api.FlakyServer(("127.0.0.1", 0), flaky_api.FlakyHandler)
+    httpd.hits, httpd.fail_left, httpd.lock = [], 0, threading.Lock()
+    with _in_thread(httpd):
+        yield httpd
+
+
+@pytest.fixture
+def flaky(flaky_server: flaky_api.FlakyServer) -> flaky_api.FlakyServer:
+    flaky_server.hits, flaky_server.fail_left = [], 0
+    return flaky_server
+
+
+@pytest.fixture(scope="session")
+def imported_once(
+    flaky_server: flaky_api.FlakyServer, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, dict[str, Any]]:
+    home = tmp_path_factory.mktemp("flaky") / "home"
+    from glovebox.importers import import_openapi
+
+    with glovebox.Runtime(home=home) as rt:
+        server = f"http://127.0.0.1:{flaky_server.server_address[1]}"
+        result = import_openapi(rt, flaky_api.SPEC, name="flaky", server=server)
+    return home, result.policy
+
+
+@pytest.fixture
+def imported(imported_once: tuple[Path, dict[str, Any]], tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    """A home of its own holding the two imported tools (compiled once), and the import's policy fragment."""
+    home = tmp_path / "home"
+    shutil.copytree(imported_once[0], home)
+    return home, imported_once[1]

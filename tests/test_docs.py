@@ -16,7 +16,7 @@ import pytest
 import glovebox
 from glovebox.cli._main import cli
 from glovebox.core._errors import CallError, GloveboxError
-from glovebox.policy import _models
+from glovebox.policy import _guards, _models
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "runtime" / "glovebox"
@@ -165,6 +165,10 @@ def _policy_paths() -> set[str]:
     paths |= {f"rules[].{name}" for name in _models.ToolRule.model_fields}
     paths |= {"grants[].tool", "limits[].tool", "quotas[].tool"}
     paths |= {f"quotas[].{name}" for name in _models.Quota.model_fields if name not in {"tool", "principals"}}
+    paths |= {f"guards[].{name}" for name in _guards.GuardRule.model_fields}
+    paths |= {f"guards[].retries.{name}" for name in _guards.Retries.model_fields}
+    paths |= {f"guards[].breaker.{name}" for name in _guards.Breaker.model_fields}
+    paths |= {f"guards[].checks.{name}" for name in _guards.Checks.model_fields}
     paths |= {f"defaults.{name}" for name in _models.Defaults.model_fields}
     paths |= {f"approvals.{name}" for name in _models.ApprovalSettings.model_fields}
     paths |= {f"audit.{name}" for name in _models.AuditSettings.model_fields}

@@ -105,6 +105,11 @@ GLOVEBOX = {
     "glovebox.policy._models",
     "glovebox.policy._patterns",
     "glovebox.policy._quotas",
+    "glovebox.policy._guards",
+    "glovebox.guards",  # the breakers' board: sqlite3 and mmap, both light
+    "glovebox.guards._breakers",
+    "glovebox.runtime._retry",
+    "glovebox.runtime._checks",
     "glovebox.core",
     "glovebox.core._canonical",
     "glovebox.core._version",

@@ -94,7 +94,8 @@ def test_verify_finds_an_inserted_row(echo_rt: glovebox.Runtime) -> None:
         "UPDATE audit SET seq = seq + 100 WHERE seq >= 4",
         "UPDATE audit SET seq = seq - 99 WHERE seq >= 104",
         "INSERT INTO audit SELECT 4, 'forged', time, principal, tool, digest, input_digest, decision, outcome,"
-        " fuel_used, duration_ms, egress, input, output, hash, hash, truncated FROM audit WHERE seq = 3",
+        " fuel_used, duration_ms, egress, input, output, hash, hash, truncated, attempt, first_call_id"
+        " FROM audit WHERE seq = 3",
     )
     result = echo_rt.audit.verify()
     assert not result.ok and result.seq == 4 and "contents changed" in (result.problem or "")
@@ -373,7 +374,9 @@ def rechain(path: Path, start: int) -> None:
     with db:
         prev = db.execute("SELECT hash FROM audit WHERE seq = ?", (start - 1,)).fetchone()[0]
         for row in db.execute("SELECT * FROM audit WHERE seq >= ? ORDER BY seq", (start,)).fetchall():
-            fields = {k: row[k] for k in row.keys() if k not in ("prev_hash", "hash", "truncated")}
+            fields = {
+                k: row[k] for k in row.keys() if k not in ("prev_hash", "hash", "truncated", "attempt", "first_call_id")
+            }
             text = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
             digest = hashlib.sha256((prev + text).encode()).hexdigest()
             db.execute("UPDATE audit SET prev_hash = ?, hash = ? WHERE seq = ?", (prev, digest, row["seq"]))

@@ -9,6 +9,7 @@ added without showing how a call produces it.
 
 from __future__ import annotations
 
+import json
 import threading
 import tomllib
 from collections.abc import Callable, Iterator
@@ -179,6 +180,32 @@ def overloaded(ctx: Ctx) -> glovebox.CallResult:
     return refused
 
 
+def circuit_open(ctx: Ctx) -> glovebox.CallResult:
+    # Two calls fail against an upstream that answers 503; the tool's breaker opens and the third fails fast.
+    port = ctx.request.getfixturevalue("unavailable")
+    rule = {"host": "127.0.0.1", "schemes": ["http"], "ports": [port], "paths": ["/**"], "allow_private": True}
+    document = {
+        "version": 1,
+        "defaults": {"action": "allow"},
+        "grants": [{"tool": "weather", "http": [rule]}],
+        "guards": [{"tool": "weather", "breaker": {"failures": 2, "scopes": ["tool"]}}],
+    }
+    value = {"latitude": 1, "longitude": 2, "api": f"http://127.0.0.1:{port}"}
+    with glovebox.Runtime(home=ctx.home, policy=parse_policy(json.dumps(document))) as rt:
+        rt.register(ctx.build_example("weather"), weather_manifest(rule))
+        assert [rt.call("weather", value).code for _ in range(2)] == ["upstream_error"] * 2
+        return rt.call("weather", value)
+
+
+def evaluation_failed(ctx: Ctx) -> glovebox.CallResult:
+    # The policy's output check forbids what the tool answers.
+    document = {"version": 1, "defaults": {"action": "allow"}}
+    document["guards"] = [{"tool": "echo", "checks": {"forbidden_patterns": ["forbidden"]}}]
+    with glovebox.Runtime(home=ctx.home, policy=parse_policy(json.dumps(document))) as rt:
+        rt.register(ctx.build_guest("echo"), {"name": "echo"})
+        return rt.call("echo", {"text": "a forbidden word"})
+
+
 CASES: dict[str, Callable[[Ctx], glovebox.CallResult]] = {
     case.__name__: case
     for case in (
@@ -198,11 +225,13 @@ CASES: dict[str, Callable[[Ctx], glovebox.CallResult]] = {
         internal_error,
         rate_limited,
         overloaded,
+        circuit_open,
+        evaluation_failed,
     )
 }
 
 #: The retryable codes; every other call error is not.
-RETRYABLE = {"upstream_error", "rate_limited", "overloaded"}
+RETRYABLE = {"upstream_error", "rate_limited", "overloaded", "circuit_open"}
 
 
 def _call_error_classes(cls: type[glovebox.CallError] = glovebox.CallError) -> set[type[glovebox.CallError]]:

@@ -19,7 +19,10 @@ No call loses its row to its size: a text field over :data:`MAX_TEXT_CHARS`
 cut, a cut JSON field is replaced by ``{"truncated_chars": N, "head": "..."}``,
 and the row's ``truncated`` column names the fields that were cut (NULL when
 none; it is part of the hash when set, so rows written before the column
-existed verify unchanged).
+existed verify unchanged). The columns ``attempt`` and ``first_call_id`` (a
+retried call: which attempt this row is, and the call id of its first attempt)
+are hashed the same way, only when set, so rows without them, old or new,
+hash as they always did.
 
 Each record is written to the writer's journal (``_auditjournal``, one
 ``write`` per call) before ``call`` returns: a process killed afterwards loses
@@ -78,7 +81,8 @@ CREATE TABLE IF NOT EXISTS audit (
     seq INTEGER PRIMARY KEY, call_id TEXT NOT NULL, time TEXT NOT NULL, principal TEXT NOT NULL,
     tool TEXT NOT NULL, digest TEXT, input_digest TEXT, decision TEXT, outcome TEXT NOT NULL,
     fuel_used INTEGER NOT NULL, duration_ms REAL NOT NULL, egress TEXT NOT NULL,
-    input TEXT, output TEXT, prev_hash TEXT NOT NULL, hash TEXT NOT NULL, truncated TEXT
+    input TEXT, output TEXT, prev_hash TEXT NOT NULL, hash TEXT NOT NULL, truncated TEXT,
+    attempt INTEGER, first_call_id TEXT
 );
 CREATE INDEX IF NOT EXISTS audit_call_id ON audit (call_id);
 CREATE INDEX IF NOT EXISTS audit_input_digest ON audit (input_digest);
@@ -107,7 +111,9 @@ MAX_NAME_CHARS = 1024
 _JSON_FIELDS = ("egress", "input", "output")
 #: Rows ``records`` reads per query.
 PAGE_ROWS = 500
-_COLUMNS = (*FIELDS, "prev_hash", "hash", "truncated")
+#: Fields hashed only when set (not None, not empty): columns added after the first release.
+OPTIONAL = ("truncated", "attempt", "first_call_id")
+_COLUMNS = (*FIELDS, "prev_hash", "hash", *OPTIONAL)
 # How egress is stored (not a wire format: the chain hashes the canonical form). Built once.
 _SORTED = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
 _CANONICAL = canonical_json
@@ -134,8 +140,9 @@ def redact(value: Any) -> Any:
 def row_hash(prev_hash: str, record: dict[str, Any]) -> str:
     """The chain hash of one record (every field of FIELDS, in canonical JSON)."""
     fields = {k: record.get(k) for k in FIELDS}
-    if record.get("truncated"):
-        fields["truncated"] = record["truncated"]
+    for name in OPTIONAL:
+        if record.get(name):
+            fields[name] = record[name]
     return sha256_hex(prev_hash + _CANONICAL(fields))
 
 
@@ -145,6 +152,9 @@ def _body(record: dict[str, Any]) -> bytes:
     With its real ``seq`` in place, it is exactly the body :func:`row_hash` hashes.
     """
     row = {k: record.get(k) for k in _STORED}
+    for name in ("attempt", "first_call_id"):
+        if record.get(name):
+            row[name] = record[name]
     row["time"] = row["time"] or datetime.now(UTC).isoformat(timespec="microseconds")
     for key in _JSON_FIELDS:
         value = row[key]
@@ -165,7 +175,8 @@ def _pending(body: bytes) -> Pending:
     """
     cut = body.index(_SEQ_PLACE)
     row = json.loads(body)
-    row.setdefault("truncated", None)
+    for name in OPTIONAL:
+        row.setdefault(name, None)
     return Pending(row, body[:cut] + b',"seq":', body[cut + len(_SEQ_PLACE) - 1 :])
 
 
@@ -202,15 +213,16 @@ class AuditLog:
         self._swept = False
 
     def _upgrade(self) -> None:
-        """Give a log made by an earlier glovebox what it lacks: the ``truncated`` column, the head table.
+        """Give a log made by an earlier glovebox what it lacks: the optional columns, the head table.
 
         A log made before the head had its own table gets one holding its
         last row (the rows themselves, and how they are hashed, are unchanged).
         """
         with self._database.write() as db:
             columns = {row[1] for row in db.execute("PRAGMA table_info(audit)")}
-            if "truncated" not in columns:
-                db.execute("ALTER TABLE audit ADD COLUMN truncated TEXT")
+            for name, kind in (("truncated", "TEXT"), ("attempt", "INTEGER"), ("first_call_id", "TEXT")):
+                if name not in columns:
+                    db.execute(f"ALTER TABLE audit ADD COLUMN {name} {kind}")
             if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'audit_head'").fetchone() is None:
                 db.execute(HEAD_TABLE)
                 last = db.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
@@ -529,6 +541,8 @@ def _chain(db: sqlite3.Connection, rows: list[Pending]) -> int:
 def _bare(row: dict[str, Any]) -> dict[str, Any]:
     """The facts of a row without what can be large (no egress, input or output), numbers SQLite can store."""
     bare = {**{k: row[k] for k in _STORED}, "egress": {}, "input": None, "output": None, "truncated": "all"}
+    for name in ("attempt", "first_call_id"):
+        bare[name] = row.get(name)
     if not (isinstance(bare["fuel_used"], int) and -(2**63) <= bare["fuel_used"] < 2**63):
         bare["fuel_used"] = 0
     return bare

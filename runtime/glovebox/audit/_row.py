@@ -1,7 +1,8 @@
 """What one call's audit row holds, decided here and nowhere else.
 
 A row is built from the call's envelope (``CallResult``: its ``meta`` carries
-the names, the digest, fuel, duration and what the host functions recorded)
+the names, the digest, fuel, duration, what the host functions recorded and,
+for a call the policy may retry, ``attempt`` and ``first_call_id``)
 and the few facts the envelope does not carry: the input's digest, the policy
 decision, the approval it used or was refused by (``egress.approval``: its id
 and who decided; inside the hash chain, and absent from calls without one, so
@@ -69,12 +70,14 @@ def call_row(
         if store_inputs and sql_params:
             for entry, params in zip(egress["sql"], sql_params, strict=False):
                 entry["params"] = redact(_plain(params))
+    if "evaluation" in meta:  # the verdict of the policy's output checks
+        egress["evaluation"] = meta["evaluation"]
     for name in _DROPPED:
         if meta.get(name):
             egress[name] = meta[name]
     if approval is not None:
         egress["approval"] = approval
-    return {
+    row = {
         "call_id": meta["call_id"],
         "principal": meta["principal"],
         "tool": tool,
@@ -88,6 +91,9 @@ def call_row(
         "input": redact(value) if store_inputs and input_digest else None,
         "output": redact(result.output) if store_outputs and result.ok else None,
     }
+    if meta.get("attempt"):  # a call the policy may retry: which attempt, and the first one's call id
+        row["attempt"], row["first_call_id"] = meta["attempt"], meta["first_call_id"]
+    return row
 
 
 def bare_row(result: CallResult, *, input_digest: str | None = None, decision: str | None = None) -> dict[str, Any]:

@@ -32,7 +32,7 @@ import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 from wasmtime.component import Record, Variant
@@ -80,8 +80,26 @@ class _Outgoing:
         return _Outgoing(self.method, url, self.headers, self.body)
 
 
+class HostGuard(Protocol):
+    """The circuit breakers of upstream hosts, as a call sees them (``glovebox.guards.HostBreakers``)."""
+
+    def blocked_ms(self, host: str) -> int | None:
+        """None when a request to ``host`` may go out now, else the milliseconds until one may."""
+        ...
+
+    def settle(self, host: str, failed: bool) -> None:
+        """Report how a request to ``host`` went."""
+        ...
+
+
 class HttpCapability:
-    """What one call may fetch: declared ∩ granted rules, limits and secrets."""
+    """What one call may fetch: declared ∩ granted rules, limits and secrets.
+
+    With ``hosts`` (the policy's host circuit breakers), a request to a host
+    whose breaker is open is not sent: the guest gets ``network`` and the call
+    ends ``circuit_open`` unless the tool copes; every request sent is reported
+    (a connection failure, a timeout or a 5xx is a failure).
+    """
 
     def __init__(
         self,
@@ -91,8 +109,10 @@ class HttpCapability:
         transport: httpx.BaseTransport | None = None,
         *,
         tracer: Any = None,
+        hosts: HostGuard | None = None,
     ) -> None:
         self.declared = list(declared)
+        self.hosts = hosts
         #: The call's tracer (one ``glovebox.http`` span per request), or None when the call is not traced.
         self.tracer = tracer
         #: The last hop's ``url.scheme``, ``server.port`` and ``http.route``, for the request's span.
@@ -148,8 +168,13 @@ class HttpCapability:
             entry["error"] = refusal.kind
             if refusal.kind == "denied":
                 state.add_denial({**request_id, "reason": reason})
+            elif isinstance(refusal, CircuitRefusal):
+                state.add_upstream_failure(
+                    {**request_id, "reason": reason, "circuit_open_ms": refusal.wait_ms, "host": refusal.host}
+                )
             elif refusal.kind == "network" or (refusal.kind == "timeout" and not state.timed_out):
                 state.add_upstream_failure({**request_id, "reason": reason})
+                self._settle(entry, True)
             return Variant(refusal.kind, reason)
         finally:
             entry["ms"] = round((time.monotonic() - started) * 1000, 3)
@@ -157,7 +182,14 @@ class HttpCapability:
         status = entry.get("status", 0)
         if status >= 500:
             state.add_upstream_failure({**request_id, "reason": f"HTTP {status}", "status": status})
+        self._settle(entry, status >= 500)
         return response
+
+    def _settle(self, entry: dict[str, Any], failed: bool) -> None:
+        """Report a request that reached (or tried to reach) its host to the host's breaker."""
+        host = entry.get("host")
+        if self.hosts is not None and host is not None:
+            self.hosts.settle(host, failed)
 
     def _fetch(self, out: _Outgoing, state: CallState, entry: dict[str, Any]) -> Record:
         check_headers(out.headers)
@@ -213,6 +245,8 @@ class HttpCapability:
         timeout = self._deadline.left_s()
         if timeout <= 0:
             raise self._timeout(state, "has passed")
+        if self.hosts is not None and (wait_ms := self.hosts.blocked_ms(target.host)) is not None:
+            raise CircuitRefusal(target.host, wait_ms)
         try:
             address = pin_address(target, rule.allow_private, timeout)
         except Refusal as refusal:
@@ -306,6 +340,15 @@ class HttpCapability:
             client = httpx.Client(transport=transport, trust_env=False, follow_redirects=False)
             self._clients[host] = client
         return client
+
+
+class CircuitRefusal(Refusal):
+    """A request not sent: the circuit breaker of its host is open."""
+
+    def __init__(self, host: str, wait_ms: int) -> None:
+        super().__init__("network", f"the circuit breaker of upstream host {host} is open; retry in {wait_ms} ms")
+        self.wait_ms = wait_ms
+        self.host = host
 
 
 def _parse(method: str, url: str) -> Target:

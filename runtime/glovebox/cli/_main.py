@@ -28,6 +28,7 @@ from ..toolchains._build import build as build_tool
 from ..toolchains._build import sdk_dir
 from ..toolchains._scaffold import LANGUAGES, scaffold
 from ._base import GloveboxGroup, dump, home_of, open_runtime, progress_of
+from ._breaker import breaker, describe_breaker
 from ._import import import_group
 from ._policy import approvals, approve, audit, policy
 from ._serve import export, mcp, serve
@@ -102,21 +103,26 @@ def register(ctx: click.Context, wasm: str, manifest: str | None, as_json: bool)
 @click.option("--signed/--unsigned", default=None, help="Only signed (or only unsigned) versions.")
 @click.pass_context
 def tools(ctx: click.Context, pattern: str | None, as_json: bool, no_deprecated: bool, signed: bool | None) -> None:
-    """List the registered tools (PATTERN filters names, e.g. 'text-*')."""
+    """List the registered tools (PATTERN filters names, e.g. 'text-*'), with any breaker not closed."""
     with open_runtime(ctx) as rt:
         infos = rt.tools(pattern, include_deprecated=not no_deprecated, signed=signed)
+        states = [state for state in rt.breakers() if state.state != "closed"]
     if as_json:
         click.echo(dump([info.to_dict() for info in infos]))
         return
     if not infos:
         click.echo("no tools registered (add one with `glovebox register TOOL.wasm`)")
         return
-    click.echo(_table(infos))
+    tripped = {state.key: describe_breaker(state) for state in states if state.scope == "tool"}
+    click.echo(_table(infos, tripped))
+    for state in states:
+        if state.scope == "host":
+            click.echo(f"breaker of host {state.key}: {describe_breaker(state)}")
 
 
-def _table(infos: list[ToolInfo]) -> str:
+def _table(infos: list[ToolInfo], tripped: dict[str, str]) -> str:
     rows = [("NAME", "VERSION", "KIND", "DIGEST", "DESCRIPTION")]
-    rows += [(i.name, i.version, i.kind, i.digest[7:19], _describe(i)) for i in infos]
+    rows += [(i.name, i.version, i.kind, i.digest[7:19], _describe(i, tripped.get(i.name))) for i in infos]
     widths = [max(len(row[col]) for row in rows) for col in range(4)]
     return "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)) + "  " + row[4]
@@ -124,9 +130,10 @@ def _table(infos: list[ToolInfo]) -> str:
     )
 
 
-def _describe(info: ToolInfo) -> str:
+def _describe(info: ToolInfo, tripped: str | None = None) -> str:
     flags = [f"signed by {info.signer}"] if info.signer else []
     flags += [f"DEPRECATED: {info.deprecated}"] if info.deprecated else []
+    flags += [f"breaker {tripped}"] if tripped else []
     return info.description[:60] + (f"  [{'; '.join(flags)}]" if flags else "")
 
 
@@ -341,6 +348,7 @@ def demo(keep: str | None) -> None:
 
 
 cli.add_command(policy)
+cli.add_command(breaker)
 cli.add_command(approve)
 cli.add_command(approvals)
 cli.add_command(audit)

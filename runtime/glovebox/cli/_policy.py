@@ -11,9 +11,12 @@ import click
 
 from ..audit._filter import RecordFilter, newest, parse_since
 from ..audit._log import AuditLog, record_json
+from ..guards import BreakerState
 from ..policy import Approval, dead_entries, iso_time, load_policy, policy_schema
+from ..policy._guards import Guards
 from ..runtime._runtime import Runtime
 from ._base import dump, home_of, open_runtime
+from ._breaker import describe_breaker
 
 __all__ = ["approvals", "approve", "audit", "policy"]
 
@@ -50,8 +53,13 @@ def explain(ctx: click.Context, principal: str, tool: str, policy_file: str | No
     """Print what the policy decides for PRINCIPAL calling TOOL, and why."""
     with open_runtime(ctx, policy_file) as rt:
         decision = rt.explain(tool, principal=principal)
+        name = rt.tool(tool).name
+        states = [s for s in rt.breakers() if (s.scope, s.key) == ("tool", name)] if decision.guards.breaker else []
     if as_json:
-        click.echo(dump(decision.to_dict()))
+        document = decision.to_dict()
+        if states:
+            document["breaker_state"] = states[0].to_dict()
+        click.echo(dump(document))
         return
     click.echo(f"decision: {decision.action}")
     for line in decision.reason:
@@ -63,6 +71,21 @@ def explain(ctx: click.Context, principal: str, tool: str, policy_file: str | No
         bounds = quota.model_dump(exclude_none=True, exclude={"tool", "principals"})
         shown = ", ".join(f"{name} {value}" for name, value in bounds.items())
         click.echo(f"  quotas[{index}] (tool {quota.tool!r}, principals {quota.principals}): {shown}, per principal")
+    _echo_guards(decision.guards, states)
+
+
+def _echo_guards(guards: Guards, states: list[BreakerState]) -> None:
+    """The ``guards:`` lines of ``policy explain``: what is in force for the tool, and why."""
+    shown = ["idempotent" if guards.idempotent else "not idempotent"]
+    if guards.retries is not None:
+        shown.append(f"retries {guards.retries.attempts} attempts on {', '.join(guards.retries.retry_on)}")
+    if guards.breaker is not None:
+        shown.append(f"breaker on {', '.join(guards.breaker.scopes)}")
+    click.echo("guards: " + ", ".join(shown))
+    for line in guards.reason:
+        click.echo(f"  because {line}")
+    if guards.breaker is not None:
+        click.echo("breaker: " + (describe_breaker(states[0]) if states else "closed"))
 
 
 @policy.command()

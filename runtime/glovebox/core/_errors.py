@@ -20,6 +20,8 @@ contract), a ``retryable`` flag and, for the CLI, an ``exit_code``::
     │   ├── UpstreamError              upstream_error (retryable)
     │   ├── RateLimited                rate_limited (retryable)
     │   ├── Overloaded                 overloaded (retryable; details.retry_after_ms)
+    │   ├── CircuitOpen                circuit_open (retryable; details.retry_after_ms, details.scope)
+    │   ├── EvaluationFailed           evaluation_failed (details.check, details.reason)
     │   └── InternalError              internal_error
     ├── RegistrationError              (refuses an artifact, a manifest or a build)
     │   ├── InvalidArtifact            invalid_artifact
@@ -55,7 +57,9 @@ __all__ = [
     "CallError",
     "CallTimeout",
     "CapabilityDenied",
+    "CircuitOpen",
     "ERROR_CODES",
+    "EvaluationFailed",
     "FuelExhausted",
     "GloveboxError",
     "GuestError",
@@ -183,6 +187,22 @@ class Overloaded(CallError):
     retryable = True
 
 
+class CircuitOpen(CallError):
+    """A circuit breaker of the policy's guards is open: the tool (``details.scope`` ``tool``) or an
+    upstream host (``host``) failed too often lately, so the call failed fast; retry after
+    ``details.retry_after_ms``."""
+
+    code = "circuit_open"
+    retryable = True
+
+
+class EvaluationFailed(CallError):
+    """An output check of the policy's guards refused the tool's output (``details.check``,
+    ``details.reason``); the output is not returned."""
+
+    code = "evaluation_failed"
+
+
 class InternalError(CallError):
     """An opaque host-side failure: the detail goes to the log, never to the caller."""
 
@@ -281,6 +301,8 @@ ERROR_CODES: tuple[str, ...] = (
     "internal_error",
     "overloaded",
     "rate_limited",
+    "circuit_open",
+    "evaluation_failed",
 )
 
 

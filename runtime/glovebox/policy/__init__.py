@@ -1,4 +1,4 @@
-"""Policies: documents, the one matcher, the scope checker, approvals and quota counters."""
+"""Policies: documents, the one matcher, the scope checker, guards (``_guards``), approvals and quota counters."""
 
 from ._approvals import Approval, ApprovalStore, iso_time
 from ._checker import Decision, dead_entries, decide

@@ -6,6 +6,7 @@ is collected and the most restrictive wins (block > require_approval >
 allow); with none, the policy's default action applies. Grants and limit
 overrides of every matching entry are combined: grants add up, limits only
 tighten. Every matching quota entry is listed; each applies on its own.
+The tool's guards (``glovebox.policy._guards``) ride along in the decision.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from ..model._grants import Grants, HttpLimits
 from ..model._manifest import Limits
 from ..model._result import ToolInfo
+from ._guards import NO_GUARDS, Guards, plan_guards
 from ._models import SEVERITY, Action, Policy, Quota, _Targeted
 from ._patterns import match_name, match_tool
 
@@ -33,6 +35,8 @@ class Decision:
     missing_scopes: tuple[str, ...] = ()
     #: The matching ``quotas`` entries, with their index in the policy.
     quotas: tuple[tuple[int, Quota], ...] = ()
+    #: The tool's guards (idempotence, retries), the same for every principal.
+    guards: Guards = NO_GUARDS
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -42,6 +46,7 @@ class Decision:
             "grants": self.grants.model_dump(mode="json"),
             "limits": self.limits.model_dump(),
             "quotas": [quota_dict(index, quota) for index, quota in self.quotas],
+            "guards": self.guards.to_dict(),
         }
 
 
@@ -62,13 +67,14 @@ def decide(policy: Policy, principal: str, info: ToolInfo) -> Decision:
     grants = _grants(policy, principal, info)
     limits = _limits(policy, principal, info)
     quotas = tuple((i, quota) for i, quota in enumerate(policy.quotas) if applies(quota, principal, info))
+    guards = plan_guards(policy.guards, info)
     held = policy.scopes_of(principal)
     missing = tuple(sorted(set(info.manifest.required_scopes) - held))
     if missing:
         why = f"principal {principal!r} lacks the scopes {list(missing)} that {info.name} requires"
-        return Decision("block", (why,), grants, limits, missing, quotas)
+        return Decision("block", (why,), grants, limits, missing, quotas, guards)
     action, reason = _action(policy, principal, info)
-    return Decision(action, tuple(reason), grants, limits, quotas=quotas)
+    return Decision(action, tuple(reason), grants, limits, quotas=quotas, guards=guards)
 
 
 def _action(policy: Policy, principal: str, info: ToolInfo) -> tuple[Action, list[str]]:
@@ -129,4 +135,7 @@ def dead_entries(policy: Policy, tools: Iterable[ToolInfo]) -> list[str]:
                 problems.append(f"{where}: tool pattern {entry.tool!r} matches no registered tool")
             if not any(match_name(p, name) for p in entry.principals for name in known):
                 problems.append(f"{where}: principals {entry.principals} match no principal in the policy")
+    for index, guard in enumerate(policy.guards):
+        if not any(match_tool(guard.tool, i.name, i.version) for i in infos):
+            problems.append(f"guards[{index}]: tool pattern {guard.tool!r} matches no registered tool")
     return problems

@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 
 from ..core._frozen import Frozen
 from ..model._grants import HttpLimits, HttpRule, SecretRule, SqlGrant
+from ._guards import GuardRule
 
 __all__ = [
     "Action",
@@ -129,6 +130,10 @@ class Policy(Frozen):
     grants: list[GrantRule] = Field([], description="Capability grants (network, secrets).")
     limits: list[LimitOverride] = Field([], description="Limit overrides.")
     quotas: list[Quota] = Field([], description="Quotas per principal; every matching entry applies.")
+    guards: list[GuardRule] = Field(
+        [],
+        description="Guards per tool (idempotence, retries, breaker, checks); per field, the first matching one wins.",
+    )
     defaults: Defaults = Field(Defaults(), description="What applies when no rule matches.")
     approvals: ApprovalSettings = Field(ApprovalSettings(), description="Approval settings.")
     audit: AuditSettings = Field(AuditSettings(), description="Audit settings.")

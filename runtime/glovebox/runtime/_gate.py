@@ -31,6 +31,7 @@ from ..model._result import CallResult, ToolInfo
 from ..policy import NO_POLICY, Approval, ApprovalStore, Decision, Policy, QuotaUsage, decide, iso_time, load_policy
 
 if TYPE_CHECKING:
+    from ..policy._guards import Breaker
     from ..policy._quotas import QuotaTicket
 
 __all__ = ["CallTrace", "Decisions", "PolicyGate", "input_digest"]
@@ -64,6 +65,10 @@ class CallTrace:
     quota: QuotaTicket | None = None
     #: The parameters of each SQL statement the call sent (stored only with ``audit.store_inputs``).
     sql_params: list[list[Any]] | None = None
+    #: The tool's name and circuit breaker, when the policy's guards give it one.
+    breaker: tuple[str, Breaker] | None = None
+    #: Hosts whose half-open probe this call took before it ran.
+    probing: set[str] | None = None
 
     def record(self, result: CallResult, value: Any) -> dict[str, Any]:
         """The call's audit row (its content is :func:`glovebox.audit._row.call_row`'s to decide)."""

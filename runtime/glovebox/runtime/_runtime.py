@@ -14,6 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from wasmtime.component import Component
 
@@ -24,9 +25,11 @@ from ..core._errors import CallError, InvalidInput, InvalidOutput, Overloaded, T
 from ..core._jsonlimits import JsonRejected, check_value, escape_surrogates
 from ..core._jsonlimits import loads as loads_json
 from ..engine._settings import EngineSettings
+from ..guards import BreakerBoard, BreakerState, HostBreakers
 from ..model._grants import Grants, GrantsSource, load_grants
 from ..model._result import CallResult, ToolInfo
 from ..policy import Approval, Decision, Policy
+from ..policy._guards import Breaker
 from ..registry._compiled import CompiledCache
 from ..registry._keyring import Keyring
 from ..registry._registration import ManifestSource, Registrar, resolve_manifest
@@ -37,8 +40,10 @@ from ..schema._schemas import SchemaCheck, encode_input
 from ..telemetry import _tracing
 from ..telemetry._tracing import TracedCall, Tracing, step
 from ._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED, Admission, mapping_bound
+from ._checks import OutputChecks
 from ._envelope import failure, new_meta
 from ._gate import CallTrace, PolicyGate, input_digest
+from ._retry import Attempts
 from ._wasmparts import WasmParts
 
 if TYPE_CHECKING:
@@ -139,6 +144,8 @@ class Runtime:
             require_signatures if require_signatures is not None else _settings.require_signatures()
         )
         self._validators: dict[tuple[str, str, str], SchemaCheck] = {}
+        self._board: BreakerBoard | None = None
+        self._output_checks: dict[tuple[str, str, str], OutputChecks] = {}
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
@@ -169,6 +176,8 @@ class Runtime:
         self._registry.close()
         self._audit.close()
         self._gate.close()
+        if self._board is not None:
+            self._board.close()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -186,6 +195,17 @@ class Runtime:
                     )
                 parts = self._wasm_parts
         return parts
+
+    def _breakers(self) -> BreakerBoard:
+        """The circuit breakers of this home, opened on first need."""
+        board = self._board
+        if board is None:
+            with self._lock:
+                self._check_open()
+                if self._board is None:
+                    self._board = BreakerBoard(self.home)
+                board = self._board
+        return board
 
     @property
     def _sandbox(self) -> Sandbox:
@@ -411,6 +431,25 @@ class Runtime:
         self._check_open()
         return self._gate.approvals.pending()
 
+    def breakers(self) -> list[BreakerState]:
+        """The circuit breakers of this home that are open, half-open, or closed with failures counted.
+
+        Shared by every Runtime on the home, in any process (see ``glovebox.guards``).
+        """
+        self._check_open()
+        if self._board is None and not (self.home / "guards.sqlite").exists():
+            return []  # no breaker was ever used on this home: nothing to open
+        return self._breakers().states()
+
+    def reset_breakers(self, *, tool: str | None = None, host: str | None = None) -> int:
+        """Close circuit breakers by hand: ``tool``'s, ``host``'s, or every one; return how many were not closed.
+
+        Raises:
+            ValueError: both ``tool`` and ``host`` are given.
+        """
+        self._check_open()
+        return self._breakers().reset(tool=tool, host=host)
+
     @property
     def audit(self) -> AuditLog:
         """The audit log of this home."""
@@ -465,10 +504,22 @@ class Runtime:
         started = time.perf_counter()
         running = self._compute.enter()
         try:
-            return self._run(name, input, principal, started, call_id, tracer)
+            return self._attempts(name, input, principal, started, call_id, tracer)
         finally:
             self._compute.leave(running)
             self._admission.leave(time.perf_counter() - started)
+
+    def _attempts(
+        self, name: str, input: Any, principal: str | None, started: float, call_id: str | None, tracer: Any
+    ) -> CallResult:
+        """Run the call, and again while the policy's retries say so (see ``glovebox.runtime._retry``)."""
+        attempts = Attempts(started)
+        result = self._run(name, input, principal, started, attempts, call_id, tracer)
+        while (wait_s := attempts.next_wait(result)) is not None:
+            with waiting():  # a backoff holds no compute slot
+                time.sleep(wait_s)
+            result = self._run(name, input, principal, time.perf_counter(), attempts, None, tracer)
+        return result
 
     def _refuse(
         self, name: str, input: Any, principal: str | None, refusal: Overloaded, call_id: str | None = None
@@ -482,6 +533,7 @@ class Runtime:
         input: Any,
         principal: str | None,
         started: float,
+        attempts: Attempts,
         call_id: str | None = None,
         tracer: Any = None,
     ) -> CallResult:
@@ -489,16 +541,26 @@ class Runtime:
         trace = CallTrace()
         try:
             _admissible(name, meta["principal"] if principal is None else principal, input)
-            output = self._call(name, input, meta, trace, tracer)
+            output = self._call(name, input, meta, trace, attempts, tracer)
             result = CallResult(ok=True, output=output, meta=meta)
         except Exception as error:
             result = failure(error, meta)
         finally:
             self._gate.settle(trace, meta["fuel_used"])
+        if trace.breaker is not None:
+            self._report(trace.breaker, result)
             if tracer is not None and trace.decision is not None:
                 _tracing.note_decision(trace.decision)
         meta["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
         return self._record(result, input, trace)
+
+    def _report(self, breaker: tuple[str, Breaker], result: CallResult) -> None:
+        """Tell the tool's breaker how the call went: a success, a failure it counts, or neither."""
+        name, settings = breaker
+        if result.ok:
+            self._breakers().record("tool", name, settings, failed=False)
+        elif result.code in settings.count:
+            self._breakers().record("tool", name, settings, failed=True)
 
     def _record(self, result: CallResult, value: Any, trace: CallTrace) -> CallResult:
         """Commit the audit record; a call that cannot be audited fails closed."""
@@ -571,18 +633,42 @@ class Runtime:
                 )
             return self._executor
 
-    def _call(self, name: str, value: Any, meta: dict[str, Any], trace: CallTrace, tracer: Any = None) -> Any:
+    def _call(
+        self, name: str, value: Any, meta: dict[str, Any], trace: CallTrace, attempts: Attempts, tracer: Any = None
+    ) -> Any:
         """The steps of an admitted call: resolve, the policy's decision, the input's checks,
         the run (a sandbox, or the remote server of a ``mcp-remote`` tool), the output's checks."""
         info = self._resolve_step(name, value, meta, trace)
-        decision = self._policy_step(info, meta, trace, tracer)
+        decision = attempts.begin(self._policy_step(info, meta, trace, tracer), meta)
+        breaker = decision.guards.breaker
+        if breaker is not None:
+            self._breaker_step(info, breaker, trace)
         input_text = self._input_step(info, value, tracer)
         self._gate.spend_approval(trace, info, meta["principal"], decision)
         if info.kind == "mcp-remote":
             text = self._call_remote(info, value, decision, meta)
         else:
             text = self._sandbox_step(info, input_text, decision, meta, tracer, trace)
-        return self._decode_output(info, text, tracer)
+        output = self._decode_output(info, text, tracer)
+        if decision.guards.checks is not None:
+            self._check_step(info, decision, output, text, meta)
+        return output
+
+    def _check_step(self, info: ToolInfo, decision: Decision, output: Any, text: str, meta: dict[str, Any]) -> None:
+        """The policy's output checks (see ``glovebox.runtime._checks``); a failure raises ``EvaluationFailed``."""
+        checks = decision.guards.checks
+        assert checks is not None
+        key = (info.digest, info.name, "checks")
+        kept = self._output_checks.get(key)
+        if kept is None or kept.checks is not checks:
+            kept = self._output_checks[key] = OutputChecks(checks)
+        scrubber = None
+        secrets = self._grants_for(decision).secrets
+        if checks.secrets and secrets:
+            from ..capabilities._secrets import Scrubber, load_secrets
+
+            scrubber = Scrubber(load_secrets(secrets))
+        kept.evaluate(output, text, scrubber, meta)
 
     def _resolve_step(self, name: str, value: Any, meta: dict[str, Any], trace: CallTrace) -> ToolInfo:
         """The tool the call names, its facts in ``meta``; the input's digest and the policy in ``trace``."""
@@ -601,6 +687,18 @@ class Runtime:
             if span is not None:
                 span.set_attribute("glovebox.policy.decision", decision.action)
         return decision
+
+    def _breaker_step(self, info: ToolInfo, breaker: Breaker, trace: CallTrace) -> None:
+        """Fail fast (``circuit_open``) when the tool's breaker, or its imported operation's host's, is open."""
+        board = self._breakers()
+        if "tool" in breaker.scopes:
+            board.check("tool", info.name, breaker)
+            trace.breaker = (info.name, breaker)
+        operation = info.manifest.operation
+        if "host" in breaker.scopes and operation is not None:  # the one host it calls is known before it runs
+            host = urlsplit(operation.url).hostname
+            if host and board.check("host", host, breaker):
+                trace.probing = {host}
 
     def _input_step(self, info: ToolInfo, value: Any, tracer: Any) -> str:
         """The input as the tool receives it, checked against its schema."""
@@ -626,8 +724,8 @@ class Runtime:
         """A fresh instance runs ``call`` under the decision's limits and grants; its output text."""
         component = self._component(info)
         grants = self._grants_for(decision)
-        http = self._http_for(info, grants, tracer)
         trace = trace if trace is not None else CallTrace()
+        http = self._http_for(info, grants, tracer, decision.guards.breaker, trace.probing)
         sql = self._sql_for(info, grants, meta["principal"], trace)
         with step(tracer, "glovebox.sandbox") as span:
             try:
@@ -668,14 +766,25 @@ class Runtime:
         """The capabilities of one call: the policy's grants, or, with no policy, ``grants``."""
         return decision.grants if self._policy_given else self._grants
 
-    def _http_for(self, info: ToolInfo, grants: Grants, tracer: Any = None) -> HttpCapability | None:
+    def _http_for(
+        self,
+        info: ToolInfo,
+        grants: Grants,
+        tracer: Any = None,
+        breaker: Breaker | None = None,
+        probing: set[str] | None = None,
+    ) -> HttpCapability | None:
         declared = info.manifest.capabilities.http
         if not declared or not grants.http:
             return None  # the host function answers `denied` without touching the network
         from ..capabilities._fetch import HttpCapability  # httpx only when a call may use it
         from ..capabilities._secrets import load_secrets
 
-        return HttpCapability(declared, grants, load_secrets(grants.secrets), self._transport, tracer=tracer)
+        hosts = None
+        if breaker is not None and "host" in breaker.scopes:
+            hosts = HostBreakers(self._breakers(), breaker, probing)
+        secrets = load_secrets(grants.secrets)
+        return HttpCapability(declared, grants, secrets, self._transport, tracer=tracer, hosts=hosts)
 
     def _sql_for(self, info: ToolInfo, grants: Grants, principal: str, trace: CallTrace) -> SqlCapability | None:
         declared = info.manifest.capabilities.sql

@@ -26,7 +26,8 @@ The order of precedence:
    host refused it a capability, because of the refusal:
    ``capability_denied``; else, after a granted upstream request failed
    (connection, TLS, name resolution, a per-request timeout, or a 5xx
-   answer): ``upstream_error``, retryable. The tool's own words stay in
+   answer): ``upstream_error``, retryable (``circuit_open`` when the host held a
+   request back because its host's circuit breaker is open). The tool's own words stay in
    ``details.guest_message``. A tool that copes and returns ``ok`` is ``ok``.
 
 A refused ``memory.grow`` is not a trap: it returns -1 and the guest decides
@@ -45,6 +46,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import wasmtime
 
@@ -53,6 +55,7 @@ from ..core._errors import (
     CallError,
     CallTimeout,
     CapabilityDenied,
+    CircuitOpen,
     FuelExhausted,
     GuestError,
     GuestTrap,
@@ -181,6 +184,9 @@ def _blame(error: CallError, end: Ending) -> CallError:
         return CapabilityDenied(_denied_message(first), details={"denials": denials, **guest})
     if end.upstream_failures:
         failures = list(end.upstream_failures)
+        circuit = next((f for f in failures if "circuit_open_ms" in f), None)
+        if circuit is not None:
+            return _circuit_open(circuit, failures, guest)
         first = failures[0]
         return UpstreamError(
             f"the tool failed after an upstream request failed "
@@ -201,6 +207,22 @@ def _denied_message(first: dict[str, Any]) -> str:
     return (
         f"the tool failed after the host refused {first.get('capability', 'a capability')} access "
         f"({first.get('method', '')} {first.get('url', '')}): {first.get('reason', 'denied')}"
+    )
+
+
+def _circuit_open(circuit: dict[str, Any], failures: list[dict[str, Any]], guest: dict[str, Any]) -> CallError:
+    """A tool that failed after the host held a request back because its host's breaker is open."""
+    host = circuit.get("host") or urlsplit(str(circuit.get("url", ""))).hostname or ""
+    return CircuitOpen(
+        f"the tool failed after the host held back a request ({circuit.get('method', '')} {circuit.get('url', '')}):"
+        f" {circuit.get('reason', 'circuit open')}",
+        details={
+            "scope": "host",
+            "host": host,
+            "retry_after_ms": circuit["circuit_open_ms"],
+            "upstream_failures": failures,
+            **guest,
+        },
     )
 
 

@@ -15,14 +15,21 @@ have the client's ``_created`` timestamps):
 - ``glovebox_call_duration_seconds``: a latency histogram.
 - ``glovebox_fuel_used_total{tool}``: fuel burnt.
 - ``glovebox_live_instances``: sandboxes running right now.
+- ``glovebox_breaker_state{scope, key}``: each circuit breaker of the home that
+  is not closed, or is counting failures: 2 open, 1 half-open, 0 closed; and
+  ``glovebox_breaker_failures{scope, key}``, its failures within the window.
+  Keys are registered tool names and upstream hosts the policy granted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from ..guards import BreakerState
 
 __all__ = ["BUCKETS_S", "UNKNOWN_TOOL", "UNMATCHED_ROUTE", "Metrics", "count_requests"]
 
@@ -48,6 +55,7 @@ class Metrics:
 
     Args:
         live_instances: what ``glovebox_live_instances`` reads at each scrape (no such series without it).
+        breakers: what the breaker series read at each scrape (none without it).
 
     >>> m = Metrics()
     >>> m.observe({"ok": True, "meta": {"tool": "calc", "digest": "sha256:..", "duration_ms": 2.0, "fuel_used": 10}})
@@ -58,7 +66,11 @@ class Metrics:
     True
     """
 
-    def __init__(self, live_instances: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        live_instances: Callable[[], int] | None = None,
+        breakers: Callable[[], list[BreakerState]] | None = None,
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._requests = Counter(
             "glovebox_http_requests",
@@ -79,6 +91,8 @@ class Metrics:
         if live_instances is not None:
             live = Gauge("glovebox_live_instances", "Sandbox instances alive right now.", registry=self.registry)
             live.set_function(live_instances)
+        if breakers is not None:
+            self.registry.register(_Breakers(breakers))
 
     def observe_request(self, route: str, status: int) -> None:
         """Count one HTTP answer by route template and status code."""
@@ -96,6 +110,36 @@ class Metrics:
     def render(self) -> str:
         """The Prometheus text exposition (format 0.0.4)."""
         return generate_latest(self.registry).decode("utf-8")
+
+
+#: ``glovebox_breaker_state`` of each state.
+_STATE_VALUE = {"open": 2, "half_open": 1, "closed": 0}
+
+
+class _Breakers:
+    """The breaker series, read from the home at each scrape."""
+
+    def __init__(self, states: Callable[[], list[BreakerState]]) -> None:
+        self._states = states
+
+    def describe(self) -> Iterator[Metric]:  # no scrape at registration
+        yield from self._families([])
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._families(self._states())
+
+    def _families(self, states: list[BreakerState]) -> Iterator[Metric]:
+        state = GaugeMetricFamily(
+            "glovebox_breaker_state", "Circuit breakers: 2 open, 1 half-open, 0 closed.", labels=["scope", "key"]
+        )
+        failures = GaugeMetricFamily(
+            "glovebox_breaker_failures", "Failures counted within a breaker's window.", labels=["scope", "key"]
+        )
+        for entry in states:
+            state.add_metric([entry.scope, entry.key], _STATE_VALUE.get(entry.state, 0))
+            failures.add_metric([entry.scope, entry.key], entry.failures)
+        yield state
+        yield failures
 
 
 def count_requests(app: ASGIApp, metrics: Metrics) -> ASGIApp:
