@@ -337,6 +337,7 @@ def test_explain_lists_the_matching_quotas(_isolated_env: Path, echo: Path, tmp_
         "quotas:\n"
         "  quotas[0] (tool 'echo', principals ['agent']): max_in_flight 2, calls_per_minute 30, per principal\n"
         "  quotas[2] (tool '*', principals ['*']): fuel_per_minute 1000000, per principal\n"
+        "guards: not idempotent\n"  # the guards come last
     )
     as_json = json.loads(runner.invoke(cli, [*args, "--json"], catch_exceptions=False).stdout)
     assert as_json["quotas"][0] == {
@@ -354,7 +355,7 @@ def test_explain_without_quotas_says_none(_isolated_env: Path, echo: Path) -> No
     with glovebox.Runtime(home=_isolated_env) as rt:
         rt.register(echo, {"name": "echo"})
     shown = CliRunner().invoke(cli, ["policy", "explain", "--principal", "a", "--tool", "echo"], catch_exceptions=False)
-    assert shown.stdout.endswith("quotas: none\n")
+    assert shown.stdout.endswith("quotas: none\nguards: not idempotent\n")
 
 
 def test_policy_check_reports_dead_quotas() -> None:

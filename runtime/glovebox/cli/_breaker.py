@@ -33,7 +33,10 @@ def list_breakers(ctx: click.Context, as_json: bool) -> None:
 
 @breaker.command()
 @click.argument("tool", required=False)
-@click.option("--host", help="Reset the breaker of this upstream host instead of a tool's.")
+@click.option(
+    "--host",
+    help="Reset the breaker of this upstream host instead of a tool's (default: none; with neither, every breaker).",
+)
 @click.pass_context
 def reset(ctx: click.Context, tool: str | None, host: str | None) -> None:
     """Close the breaker of TOOL (or of --host H); with neither, close every breaker of the home."""

@@ -549,8 +549,8 @@ class Runtime:
             self._gate.settle(trace, meta["fuel_used"])
         if trace.breaker is not None:
             self._report(trace.breaker, result)
-            if tracer is not None and trace.decision is not None:
-                _tracing.note_decision(trace.decision)
+        if tracer is not None and trace.decision is not None:
+            _tracing.note_decision(trace.decision)
         meta["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
         return self._record(result, input, trace)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..core._errors import BuildError
 
-__all__ = ["BUILD_HINT", "find_tool", "require_module", "run_tool"]
+__all__ = ["BUILD_HINT", "find_tool", "require_module", "run_tool", "tool_env"]
 
 BUILD_HINT = "building tools needs the 'build' extra: pip install 'glovebox-runtime[build]'"
 
@@ -33,7 +33,7 @@ def run_tool(
     ``env`` adds variables to the inherited environment.
     """
     try:
-        env = {**os.environ, "RUST_BACKTRACE": "0", "RUST_LIB_BACKTRACE": "0", **(env or {})}
+        env = tool_env({"RUST_BACKTRACE": "0", "RUST_LIB_BACKTRACE": "0", **(env or {})})
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=cwd, env=env)
     except FileNotFoundError as exc:
         raise BuildError(f"{what}: cannot run {argv[0]}: {exc.strerror}") from exc
@@ -68,3 +68,8 @@ def require_module(module: str) -> None:
         found = False
     if not found:
         raise BuildError(f"{module} is not installed; {BUILD_HINT}")
+
+
+def tool_env(extra: dict[str, str]) -> dict[str, str]:
+    """The environment a toolchain command runs in: this process's, with ``extra`` added."""
+    return {**os.environ, **extra}

@@ -38,7 +38,7 @@ import wasmtime
 
 from ..core._errors import BuildError
 from ..core._settings import toolchain_cache_dir
-from ._binaries import require_module, run_tool
+from ._binaries import require_module, run_tool, tool_env
 
 __all__ = ["ESBUILD_HINT", "QUICKJS_NG", "STACK_BYTES", "JsEngine", "esbuild_binary", "js_engine"]
 
@@ -106,7 +106,7 @@ def _objects(root: Path, key: str, unit: Path) -> list[Path]:
             subprocess.Popen(
                 [sys.executable, "-m", "ziglang", "cc", *_CFLAGS, f"-I{src}", "-c", str(path), "-o",
                  str(staged / f"{name}.o")],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, **_zig_env(root)},
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=tool_env(_zig_env(root)),
             )
             for name, path in zip(_UNITS, inputs, strict=True)
         ]  # fmt: skip
