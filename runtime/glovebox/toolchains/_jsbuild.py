@@ -31,7 +31,7 @@ import wasmtime
 
 from ..core._errors import BuildError
 from ..model._manifest import MIB, parse_manifest
-from ._binaries import BUILD_HINT, find_tool, run_tool
+from ._binaries import BUILD_HINT, deliver, find_tool, read_source, run_tool
 from ._jstoolchain import esbuild_binary, js_engine
 from ._pybuild import dump_toml
 from ._snapshot import initialise, rewrite
@@ -56,7 +56,7 @@ _DROPPED_EXPORTS = frozenset({"_initialize", "gb_init"})
 
 def build_js(src: Path, out: Path, sdk: Path, cache_dir: Path) -> Path:
     """Build the JavaScript or TypeScript tool ``src`` into ``out`` and write its manifest beside it."""
-    _read(src)
+    read_source(src)
     manifest = _manifest(src)
     bundle = _bundle(src, sdk)
     engine = js_engine(sdk)
@@ -65,17 +65,7 @@ def build_js(src: Path, out: Path, sdk: Path, cache_dir: Path) -> Path:
     cached = cache_dir / f"js-{key}.wasm"
     if not cached.is_file():
         _componentize(src, bundle, sdk, engine.wasm, engine.module, cached)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(cached, out)
-    out.with_name(out.stem + ".glovebox.toml").write_text(dump_toml(manifest), encoding="utf-8")
-    return out
-
-
-def _read(src: Path) -> str:
-    try:
-        return src.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise BuildError(f"{src}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    return deliver(cached, out, dump_toml(manifest))
 
 
 def _bundle(src: Path, sdk: Path) -> str:

@@ -31,7 +31,7 @@ import tomli_w
 
 from ..core._errors import BuildError
 from ..model._manifest import MIB, folder_manifest, parse_manifest
-from ._binaries import find_tool, run_tool
+from ._binaries import deliver, find_tool, read_source, run_tool
 from ._pyanalyze import ToolSpec, analyse
 
 __all__ = ["PYTHON_LIMITS", "build_python"]
@@ -69,7 +69,7 @@ def build_python(
 
     ``progress`` is told each step that takes time, as a line a person reads.
     """
-    text = _read(src)
+    text = read_source(src)
     spec = analyse(src, text)
     manifest = _manifest(src, spec)
     helper = sdk / "python" / "glovebox_guest.py"
@@ -81,17 +81,7 @@ def build_python(
         _componentize(src, text, helper, sdk / "wit", cached)
     elif progress is not None:
         progress(f"{src.name} is unchanged since its last build: from the cache in {cache_dir}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(cached, out)
-    out.with_name(out.stem + ".glovebox.toml").write_text(dump_toml(manifest), encoding="utf-8")
-    return out
-
-
-def _read(src: Path) -> str:
-    try:
-        return src.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise BuildError(f"{src}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    return deliver(cached, out, dump_toml(manifest))
 
 
 def _cache_key(text: str, helper: Path, wit: Path) -> str:
