@@ -41,3 +41,18 @@ def test_a_bad_guard_entry_is_refused_naming_the_field(
     with pytest.raises(glovebox.InvalidPolicy) as refused:
         glovebox.load_policy(path)
     assert fragment in refused.value.message and "bad.yaml" in refused.value.message
+
+
+def test_a_fallback_or_evaluator_that_is_not_registered_is_a_dead_entry() -> None:
+    from glovebox.policy import dead_entries, parse_policy
+
+    from .test_policy import tool
+
+    policy = parse_policy(
+        "version: 1\nguards:\n"
+        "  - {tool: calc, fallback: [calc-backup, fetch@1.0.0], checks: {evaluators: [judge, fetch]}}\n"
+    )
+    assert dead_entries(policy, [tool("calc"), tool("fetch")]) == [
+        "guards[0].fallback: 'calc-backup' is not a registered tool",
+        "guards[0].checks.evaluators: 'judge' is not a registered tool",
+    ]

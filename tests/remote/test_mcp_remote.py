@@ -884,3 +884,31 @@ def test_turning_on_propagate_trace_is_a_widening(runtime: glovebox.Runtime, lab
     again = import_mcp(runtime, url, propagate_trace=True, accept_widening=True)
     assert len(again.changed) == 6 and again.versions["lab-add"] == "1.0.1"
     assert import_mcp(runtime, url, propagate_trace=False).versions["lab-add"] == "1.0.2"  # narrowing needs no flag
+
+
+def test_a_host_breaker_guards_a_remote_servers_own_requests(
+    runtime: glovebox.Runtime, lab: tuple[Lab, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two timeouts of one tool open the breaker of the server's host: every tool on it then fails fast,
+    and the server counts no call it did not get."""
+    monkeypatch.setenv("LAB_TOKEN", TOKEN)
+    import_mcp(runtime, lab[1], header_secrets=["Authorization=LAB_TOKEN"], timeout_ms=5000, output_bytes=4096)
+    guarded = POLICY + (
+        "limits:\n  - {tool: lab-slow, limits: {timeout_ms: 300}}\n"
+        "guards:\n  - {tool: 'lab-*', breaker: {failures: 2, open_ms: 60000, scopes: [host]}}\n"
+    )
+    with glovebox.Runtime(home=runtime.home, policy=parse_policy(guarded)) as rt:
+        timeouts = [rt.call("lab-slow", {"seconds": 5}, principal="agent").code for _ in range(2)]
+        refused = rt.call("lab-add", {"a": 1, "b": 2}, principal="agent")
+        states = [(s.scope, s.key, s.state) for s in rt.breakers()]
+        rt.reset_breakers(host="127.0.0.1")
+        healed = rt.call("lab-add", {"a": 1, "b": 2}, principal="agent")
+        failed = rt.call("lab-fail", {}, principal="agent")  # the remote tool's own error: the host answered
+        after = [(s.scope, s.key, s.state, s.failures) for s in rt.breakers()]
+    assert timeouts == ["timeout", "timeout"]
+    assert refused.error is not None and refused.error.code == "circuit_open"
+    assert refused.error.details == {"scope": "host", "host": "127.0.0.1", **refused.error.details}
+    assert states == [("host", "127.0.0.1", "open")]
+    assert healed.ok and healed.output == {"sum": 3}
+    assert failed.error is not None and failed.error.code == "guest_error" and after == []
+    assert lab[0].calls == Counter({"slow": 2, "add": 1, "fail": 1})

@@ -72,6 +72,8 @@ def call_row(
                 entry["params"] = redact(_plain(params))
     if "evaluation" in meta:  # the verdict of the policy's output checks
         egress["evaluation"] = meta["evaluation"]
+    if "routed_from" in meta:  # a fallback: the tool, call id and code it stands in for
+        egress["routed_from"] = meta["routed_from"]
     for name in _DROPPED:
         if meta.get(name):
             egress[name] = meta[name]

@@ -81,6 +81,12 @@ def _echo_guards(guards: Guards, states: list[BreakerState]) -> None:
         shown.append(f"retries {guards.retries.attempts} attempts on {', '.join(guards.retries.retry_on)}")
     if guards.breaker is not None:
         shown.append(f"breaker on {', '.join(guards.breaker.scopes)}")
+    if guards.checks is not None:
+        shown.append(
+            "checks" + (f" judged by {', '.join(guards.checks.evaluators)}" if guards.checks.evaluators else "")
+        )
+    if guards.fallback:
+        shown.append(f"fallback to {', '.join(guards.fallback)}")
     click.echo("guards: " + ", ".join(shown))
     for line in guards.reason:
         click.echo(f"  because {line}")

@@ -35,15 +35,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
-from ..core._errors import CircuitOpen
+from ..core._errors import CallError, CallTimeout, CircuitOpen, UpstreamError
 from ..policy._guards import Breaker
 from ..storage._sqlite import Database
 
 __all__ = ["BreakerBoard", "BreakerState", "HostBreakers"]
 
 Scope = Literal["tool", "host"]
+T = TypeVar("T")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS breaker (
     scope TEXT NOT NULL, key TEXT NOT NULL, state TEXT NOT NULL, until REAL NOT NULL, opened REAL NOT NULL,
@@ -236,6 +237,26 @@ class HostBreakers:
 
     def settle(self, host: str, failed: bool) -> None:
         self._board.record("host", host, self._breaker, failed)
+
+    def exchange(self, host: str, run: Callable[[], T]) -> T:
+        """Run one exchange with ``host`` made outside the HTTP capability (an ``mcp-remote`` tool's server).
+
+        Refused with ``circuit_open`` (``details.scope`` host) before anything is
+        sent when the host's breaker is open; an ``upstream_error`` or a
+        ``timeout`` counts as the host's failure, any other answer (the remote
+        tool's own error included: the server did answer) as its success.
+        """
+        self._board.check("host", host, self._breaker)
+        try:
+            answer = run()
+        except (UpstreamError, CallTimeout):
+            self.settle(host, failed=True)
+            raise
+        except CallError:
+            self.settle(host, failed=False)
+            raise
+        self.settle(host, failed=False)
+        return answer
 
 
 def _refusal(scope: str, key: str, state: str, wait_s: float) -> CircuitOpen:

@@ -29,6 +29,7 @@ from ..core._canonical import canonical_json
 from ..core._errors import InvalidManifest, ManifestWarning
 from ..core._frozen import Frozen
 from ..schema._schemarules import check_schema
+from ._checks import Checks
 from ._grants import HttpRule, SqlRule
 
 __all__ = [
@@ -142,6 +143,8 @@ class Manifest(Frozen):
     kind: ToolKind = "wasm"
     operation: Operation | None = None
     sql_operation: SqlOperation | None = None
+    #: Output checks the tool's author declares (a policy's guards may add to them, never lift them).
+    checks: Checks | None = None
 
     @model_validator(mode="after")
     def _operation_fits_kind(self) -> Self:
@@ -171,8 +174,8 @@ class Manifest(Frozen):
     def to_json(self) -> str:
         """Canonical JSON text (sorted keys, no spaces) of the whole manifest.
 
-        ``kind`` is left out when it is ``wasm``, ``operation`` and
-        ``sql_operation`` when they are unset and ``capabilities.sql`` when
+        ``kind`` is left out when it is ``wasm``, ``operation``,
+        ``sql_operation`` and ``checks`` when they are unset and ``capabilities.sql`` when
         it is empty, so the text (which signatures and the registry's same-version
         check cover) of every manifest written before they existed stays what it was.
         """
@@ -183,6 +186,8 @@ class Manifest(Frozen):
             del document["operation"]
         if document["sql_operation"] is None:
             del document["sql_operation"]
+        if document["checks"] is None:
+            del document["checks"]
         if not document["capabilities"]["sql"]:
             del document["capabilities"]["sql"]
         return canonical_json(document, ascii=True)  # v1 of the signed text: ASCII-escaped

@@ -138,4 +138,9 @@ def dead_entries(policy: Policy, tools: Iterable[ToolInfo]) -> list[str]:
     for index, guard in enumerate(policy.guards):
         if not any(match_tool(guard.tool, i.name, i.version) for i in infos):
             problems.append(f"guards[{index}]: tool pattern {guard.tool!r} matches no registered tool")
+        named = [("fallback", n) for n in guard.fallback or ()]
+        named += [("checks.evaluators", n) for n in (guard.checks.evaluators if guard.checks else ())]
+        for field, name in named:  # a missing fallback or evaluator: the route is dead, the check fails closed
+            if not any(match_tool(name, i.name, i.version) for i in infos):
+                problems.append(f"guards[{index}].{field}: {name!r} is not a registered tool")
     return problems

@@ -21,7 +21,16 @@ tool behaves, whoever calls it) and any of:
   caller: a size bound, an extra JSON Schema, forbidden patterns (ECMA-262,
   matched by the host's bounded engine) and, unless turned off, that it
   carries none of the call's own secrets in any encoding the scrubber knows.
-  A failed check turns the call into ``evaluation_failed``.
+  Evaluator tools (``checks.evaluators``) are registered tools that judge the
+  output: each gets ``{tool, input, output}`` and answers ``{pass, reason}``.
+  A failed check turns the call into ``evaluation_failed``. A manifest may
+  declare ``checks`` too; the call is then held to both.
+- ``fallback``: tools tried in turn, for the same principal, when the tool
+  answers a retryable failure (after its retries) or its breaker is open.
+  A tool that is not idempotent falls back only when it did not run
+  (``circuit_open``, ``overloaded``, ``rate_limited``): a write that may have
+  happened is not made again elsewhere. The fallback's envelope says
+  ``meta.routed_from``.
 
 For each field the first matching entry (in document order) that sets it
 wins; :func:`plan_guards` says which, for ``policy explain``.
@@ -30,15 +39,15 @@ wins; :func:`plan_guards` says which, for ``policy explain``.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
-from typing import Any, Literal, Self
+from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
 from ..core._frozen import Frozen
+from ..model._checks import EVALUATOR_PATTERN, Checks
 from ..model._result import ToolInfo
-from ..schema._ecmaregex import PatternError, compile_pattern
-from ..schema._schemarules import check_schema
 from ._patterns import match_tool
 
 __all__ = [
@@ -107,36 +116,6 @@ class Breaker(Frozen):
     )
 
 
-class Checks(Frozen):
-    """What a successful output must pass before it reaches the caller (else ``evaluation_failed``)."""
-
-    max_output_bytes: int | None = Field(None, gt=0, description="The largest output (its JSON text, in bytes).")
-    output_schema: dict[str, Any] | bool | None = Field(
-        None, description="A JSON Schema the output must match, besides the tool's own output schema."
-    )
-    forbidden_patterns: list[str] = Field(
-        [], max_length=64, description="ECMA-262 patterns that must match nowhere in the output's JSON text."
-    )
-    secrets: bool = Field(True, description="Refuse an output that carries one of the call's own secrets.")
-
-    @field_validator("output_schema")
-    @classmethod
-    def _usable_schema(cls, schema: dict[str, Any] | bool | None) -> dict[str, Any] | bool | None:
-        if schema is not None:
-            check_schema(schema)
-        return schema
-
-    @field_validator("forbidden_patterns")
-    @classmethod
-    def _usable_patterns(cls, patterns: list[str]) -> list[str]:
-        for index, pattern in enumerate(patterns):
-            try:
-                compile_pattern(pattern)
-            except PatternError as exc:
-                raise ValueError(f"forbidden_patterns[{index}]: {exc}") from exc
-        return patterns
-
-
 class GuardRule(Frozen):
     """Guards for the calls of matching tools, whoever calls them."""
 
@@ -148,6 +127,21 @@ class GuardRule(Frozen):
     retries: Retries | None = Field(None, description="Retries of failed calls (idempotent tools only).")
     breaker: Breaker | None = Field(None, description="A circuit breaker for the tool and its upstream hosts.")
     checks: Checks | None = Field(None, description="Checks on a successful output (else evaluation_failed).")
+    fallback: list[str] | None = Field(
+        None,
+        max_length=8,
+        description="Tools tried in turn, for the same principal, when this one answers a retryable failure.",
+    )
+
+    @field_validator("fallback")
+    @classmethod
+    def _tool_names(cls, names: list[str] | None) -> list[str] | None:
+        for index, name in enumerate(names or ()):
+            if not re.match(EVALUATOR_PATTERN, name):
+                raise ValueError(f"fallback[{index}]: {name!r} is not a tool name (NAME or NAME@VERSION)")
+        if names is not None and len(set(names)) != len(names):
+            raise ValueError("fallback: a tool is named twice")
+        return names
 
 
 @dataclass(frozen=True)
@@ -159,6 +153,7 @@ class Guards:
     breaker: Breaker | None = None
     checks: Checks | None = None
     reason: tuple[str, ...] = ()
+    fallback: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -167,6 +162,7 @@ class Guards:
             "breaker": self.breaker.model_dump() if self.breaker is not None else None,
             "checks": self.checks.model_dump() if self.checks is not None else None,
             "reason": list(self.reason),
+            "fallback": list(self.fallback),
         }
 
 
@@ -186,9 +182,14 @@ def idempotent_by_default(info: ToolInfo) -> bool:
 def plan_guards(rules: list[GuardRule], info: ToolInfo) -> Guards:
     """The guards of ``info`` under the policy's ``guards`` entries."""
     matching = [(i, rule) for i, rule in enumerate(rules) if match_tool(rule.tool, info.name, info.version)]
-    if not matching:
-        return NO_GUARDS if not idempotent_by_default(info) else Guards(idempotent=True)
+    declared_checks = getattr(info.manifest, "checks", None)
     reason: list[str] = []
+    if declared_checks is not None:
+        reason.append(f"the manifest of {info.name} checks every successful output (with the policy's, if any)")
+    if not matching:
+        if not reason and not idempotent_by_default(info):
+            return NO_GUARDS
+        return Guards(idempotent=idempotent_by_default(info), reason=tuple(reason))
     declared = next(((i, r.idempotent) for i, r in matching if r.idempotent is not None), None)
     if declared is not None:
         idempotent = bool(declared[1])
@@ -215,5 +216,19 @@ def plan_guards(rules: list[GuardRule], info: ToolInfo) -> Guards:
         )
     checks = next(((i, r.checks) for i, r in matching if r.checks is not None), None)
     if checks is not None:
-        reason.append(f"guards[{checks[0]}] checks every successful output")
-    return Guards(idempotent, chosen, breaker[1] if breaker else None, checks[1] if checks else None, tuple(reason))
+        judged = f", judged by {', '.join(checks[1].evaluators)}" if checks[1].evaluators else ""
+        reason.append(f"guards[{checks[0]}] checks every successful output{judged}")
+    fallback = next(((i, r.fallback) for i, r in matching if r.fallback is not None), None)
+    routes: tuple[str, ...] = ()
+    if fallback is not None:
+        routes = tuple(name for name in fallback[1] if name.split("@")[0] != info.name)
+        when = "a retryable failure" if idempotent else "circuit_open, overloaded or rate_limited (not idempotent)"
+        reason.append(f"guards[{fallback[0]}] falls back to {', '.join(routes) or 'nothing'} on {when}")
+    return Guards(
+        idempotent,
+        chosen,
+        breaker[1] if breaker else None,
+        checks[1] if checks else None,
+        tuple(reason),
+        routes,
+    )

@@ -31,7 +31,7 @@ from ..model._result import CallResult, ToolInfo
 from ..policy import NO_POLICY, Approval, ApprovalStore, Decision, Policy, QuotaUsage, decide, iso_time, load_policy
 
 if TYPE_CHECKING:
-    from ..policy._guards import Breaker
+    from ..policy._guards import Breaker, Guards
     from ..policy._quotas import QuotaTicket
 
 __all__ = ["CallTrace", "Decisions", "PolicyGate", "input_digest"]
@@ -69,6 +69,8 @@ class CallTrace:
     breaker: tuple[str, Breaker] | None = None
     #: Hosts whose half-open probe this call took before it ran.
     probing: set[str] | None = None
+    #: The guards the policy gives the tool (set when the call is admitted, or refused by a quota).
+    guards: Guards | None = None
 
     def record(self, result: CallResult, value: Any) -> dict[str, Any]:
         """The call's audit row (its content is :func:`glovebox.audit._row.call_row`'s to decide)."""
@@ -174,7 +176,7 @@ class PolicyGate:
         once the input has been validated, so invalid input never uses one up.
         """
         decision = self._decisions.get(trace.policy, principal, info)
-        trace.decision = decision.action
+        trace.decision, trace.guards = decision.action, decision.guards
         if decision.missing_scopes:
             missing = list(decision.missing_scopes)
             raise PermissionDenied(decision.reason[0], details={"missing_scopes": missing})

@@ -13,6 +13,18 @@ wait (the backoff, or the error's ``details.retry_after_ms`` when longer)
 that would leave less than :data:`MIN_ATTEMPT_MS` is not taken, and the last
 failure is the answer. A ``require_approval`` call is never retried: its
 approval covers one run.
+
+**Fallbacks.** When the policy's guards name ``fallback`` tools and the call's
+answer (after its retries) is a retryable failure, each fallback is called in
+turn, for the same principal, until one answers something else. A tool that is
+not idempotent falls back only on the codes that mean it did not run
+(:data:`NOT_RUN`). A fallback is a call of its own (its own decision, retries,
+breaker, checks and audit row), inside the first call's deadline, and its
+envelope and row carry ``routed_from``: the tool, call id and code it stands in
+for. Only the first tool's list is followed, so fallbacks never loop.
+
+The Runtime also runs an evaluator tool (``glovebox.runtime._checks``) on an
+``Attempts`` made ``within`` the judged call's deadline.
 """
 
 from __future__ import annotations
@@ -23,20 +35,24 @@ from typing import Any
 
 from ..model._result import CallResult
 from ..policy import Decision
-from ..policy._guards import Retries
+from ..policy._guards import Guards, Retries
 
-__all__ = ["MIN_ATTEMPT_MS", "Attempts"]
+__all__ = ["MIN_ATTEMPT_MS", "NOT_RUN", "Attempts"]
 
 #: The least time worth starting another attempt with (milliseconds).
 MIN_ATTEMPT_MS = 5
+#: Retryable codes that mean the tool did not run: a tool that is not idempotent falls back only on these.
+NOT_RUN = frozenset({"circuit_open", "overloaded", "rate_limited"})
 
 
 class Attempts:
     """Which attempt of a call is running, the first one's call id, and the call's deadline."""
 
-    __slots__ = ("deadline", "first_call_id", "number", "retries", "started")
+    __slots__ = ("deadline", "first_call_id", "guards", "number", "retries", "routed_from", "started", "within")
 
-    def __init__(self, started: float) -> None:
+    def __init__(
+        self, started: float, *, within: float | None = None, routed_from: dict[str, Any] | None = None
+    ) -> None:
         #: When the call was admitted (``time.perf_counter``).
         self.started = started
         self.number = 1
@@ -44,18 +60,28 @@ class Attempts:
         #: When the last attempt must end (``time.perf_counter``); set by the first decision.
         self.deadline: float | None = None
         self.retries: Retries | None = None
+        #: A deadline the call must also keep (``time.perf_counter``): the call it stands in for, or judges.
+        self.within = within
+        #: The tool, call id and code this call stands in for, when it is a fallback.
+        self.routed_from = routed_from
+        #: The guards the policy gave the tool (see :meth:`note`).
+        self.guards: Guards | None = None
 
     def begin(self, decision: Decision, meta: dict[str, Any]) -> Decision:
         """Note an attempt the policy admitted; return its decision, its timeout cut to the time left."""
         if self.number == 1:
             self.first_call_id = meta["call_id"]
-            self.deadline = self.started + decision.limits.timeout_ms / 1000
+            own = self.started + decision.limits.timeout_ms / 1000
+            self.deadline = own if self.within is None else min(own, self.within)
             if decision.action == "allow":
                 self.retries = decision.guards.retries
-        if self.retries is None:
+        if self.routed_from is not None:
+            meta["routed_from"] = self.routed_from
+        if self.retries is not None:
+            meta["attempt"], meta["first_call_id"] = self.number, self.first_call_id
+        elif self.within is None:
             return decision
-        meta["attempt"], meta["first_call_id"] = self.number, self.first_call_id
-        if self.number == 1:  # the first attempt has the whole deadline
+        if self.number == 1 and self.within is None:  # the first attempt has the whole deadline
             return decision
         assert self.deadline is not None
         left_ms = int((self.deadline - time.perf_counter()) * 1000)
@@ -80,3 +106,26 @@ class Attempts:
             return None
         self.number += 1
         return wait_ms / 1000
+
+    def note(self, guards: Guards | None) -> None:
+        """The guards the policy gave the tool, known even when a quota refused the call before :meth:`begin`."""
+        if self.guards is None:
+            self.guards = guards
+
+    def routes(self, result: CallResult) -> tuple[str, ...]:
+        """The fallbacks to try in turn after ``result``: none unless it is a failure the guards route around."""
+        if self.guards is None or not self.guards.fallback or not self.moves_on(result):
+            return ()
+        return self.guards.fallback
+
+    def moves_on(self, result: CallResult) -> bool:
+        """Whether ``result`` is a failure a fallback may stand in for (see :data:`NOT_RUN`)."""
+        error = result.error
+        if error is None or not error.retryable:
+            return False
+        return (self.guards is not None and self.guards.idempotent) or error.code in NOT_RUN
+
+    def routed(self, result: CallResult) -> Attempts:
+        """The attempts of a fallback standing in for ``result``: inside this call's deadline."""
+        origin = {"tool": result.meta["tool"], "call_id": result.meta["call_id"], "code": result.code}
+        return Attempts(time.perf_counter(), within=self.deadline, routed_from=origin)

@@ -512,8 +512,27 @@ class Runtime:
     def _attempts(
         self, name: str, input: Any, principal: str | None, started: float, call_id: str | None, tracer: Any
     ) -> CallResult:
-        """Run the call, and again while the policy's retries say so (see ``glovebox.runtime._retry``)."""
+        """Run the call, and again while the policy's retries say so, then its fallbacks while they
+        answer a retryable failure (see ``glovebox.runtime._retry``)."""
         attempts = Attempts(started)
+        result = self._retried(name, input, principal, started, attempts, call_id, tracer)
+        for route in attempts.routes(result):
+            attempts = attempts.routed(result)
+            result = self._retried(route, input, principal, time.perf_counter(), attempts, None, tracer)
+            if not attempts.moves_on(result):
+                break
+        return result
+
+    def _retried(
+        self,
+        name: str,
+        input: Any,
+        principal: str | None,
+        started: float,
+        attempts: Attempts,
+        call_id: str | None,
+        tracer: Any,
+    ) -> CallResult:
         result = self._run(name, input, principal, started, attempts, call_id, tracer)
         while (wait_s := attempts.next_wait(result)) is not None:
             with waiting():  # a backoff holds no compute slot
@@ -547,6 +566,7 @@ class Runtime:
             result = failure(error, meta)
         finally:
             self._gate.settle(trace, meta["fuel_used"])
+        attempts.note(trace.guards)
         if trace.breaker is not None:
             self._report(trace.breaker, result)
         if tracer is not None and trace.decision is not None:
@@ -650,25 +670,43 @@ class Runtime:
         else:
             text = self._sandbox_step(info, input_text, decision, meta, tracer, trace)
         output = self._decode_output(info, text, tracer)
-        if decision.guards.checks is not None:
-            self._check_step(info, decision, output, text, meta)
+        if decision.guards.checks is not None or info.manifest.checks is not None:
+            self._check_step(info, decision, value, output, text, meta, attempts, tracer)
         return output
 
-    def _check_step(self, info: ToolInfo, decision: Decision, output: Any, text: str, meta: dict[str, Any]) -> None:
-        """The policy's output checks (see ``glovebox.runtime._checks``); a failure raises ``EvaluationFailed``."""
-        checks = decision.guards.checks
-        assert checks is not None
+    def _check_step(
+        self,
+        info: ToolInfo,
+        decision: Decision,
+        value: Any,
+        output: Any,
+        text: str,
+        meta: dict[str, Any],
+        attempts: Attempts,
+        tracer: Any,
+    ) -> None:
+        """The policy's and the manifest's output checks (see ``glovebox.runtime._checks``);
+        a failure raises ``EvaluationFailed``."""
+        checks, declared = decision.guards.checks, info.manifest.checks
         key = (info.digest, info.name, "checks")
         kept = self._output_checks.get(key)
-        if kept is None or kept.checks is not checks:
-            kept = self._output_checks[key] = OutputChecks(checks)
+        if kept is None or not kept.kept_for(checks, declared):
+            kept = self._output_checks[key] = OutputChecks(checks, declared)
         scrubber = None
         secrets = self._grants_for(decision).secrets
-        if checks.secrets and secrets:
+        if kept.secrets and secrets:
             from ..capabilities._secrets import Scrubber, load_secrets
 
             scrubber = Scrubber(load_secrets(secrets))
-        kept.evaluate(output, text, scrubber, meta)
+        judge = functools.partial(self._judge, meta["principal"], attempts.deadline, tracer)
+        kept.evaluate(output, text, scrubber, meta, judge, {"tool": info.name, "input": value})
+
+    def _judge(
+        self, principal: str, deadline: float | None, tracer: Any, name: str, payload: dict[str, Any]
+    ) -> CallResult:
+        """An evaluator tool's call: a fresh sandbox and audit row, same principal, inside the judged deadline."""
+        now = time.perf_counter()
+        return self._run(name, payload, principal, now, Attempts(now, within=deadline), None, tracer)
 
     def _resolve_step(self, name: str, value: Any, meta: dict[str, Any], trace: CallTrace) -> ToolInfo:
         """The tool the call names, its facts in ``meta``; the input's digest and the policy in ``trace``."""
@@ -751,8 +789,12 @@ class Runtime:
         descriptor = load_descriptor(self._registry.descriptor_path(info.digest), info.digest)
         meta["remote"] = {"url": descriptor.origin, "tool": descriptor.tool}
         limits = decision.limits
+        exchange = functools.partial(call_remote, descriptor, value, limits.timeout_ms, limits.output_bytes)
+        breaker, host = decision.guards.breaker, urlsplit(descriptor.origin).hostname
         with waiting():  # the exchange is network I/O: the compute slot is free for others meanwhile
-            return call_remote(descriptor, value, limits.timeout_ms, limits.output_bytes)
+            if breaker is not None and "host" in breaker.scopes and host:  # the server's host has a breaker too
+                return HostBreakers(self._breakers(), breaker).exchange(host, exchange)
+            return exchange()
 
     def _resolve_for(self, name: str, principal: str) -> ToolInfo:
         """The tool a call names; a miss lists only the tools ``principal`` may see."""

@@ -1,0 +1,71 @@
+"""Output checks: what a successful output must also pass, declared by a policy's guards or a manifest.
+
+The same model serves both places (``guards[].checks`` in a policy,
+``checks`` in a tool's manifest). When both declare checks, the call is held
+to the tighter of the two (``glovebox.runtime._checks``): a manifest may add
+checks, never lift the policy's.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from ..core._frozen import Frozen
+from ..schema._ecmaregex import PatternError, compile_pattern
+from ..schema._schemarules import check_schema
+
+__all__ = ["EVALUATOR_PATTERN", "Checks"]
+
+#: An evaluator tool: ``name`` or ``name@version``, as a call names a tool.
+EVALUATOR_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}(@\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]+)?)?$"
+
+
+class Checks(Frozen):
+    """What a successful output must pass before it reaches the caller (else ``evaluation_failed``)."""
+
+    max_output_bytes: int | None = Field(None, gt=0, description="The largest output (its JSON text, in bytes).")
+    output_schema: dict[str, Any] | bool | None = Field(
+        None, description="A JSON Schema the output must match, besides the tool's own output schema."
+    )
+    forbidden_patterns: list[str] = Field(
+        [], max_length=64, description="ECMA-262 patterns that must match nowhere in the output's JSON text."
+    )
+    secrets: bool = Field(True, description="Refuse an output that carries one of the call's own secrets.")
+    evaluators: list[str] = Field(
+        [],
+        max_length=4,
+        description=(
+            "Registered tools that judge the output: each gets {tool, input, output} and answers {pass, reason};"
+            " run in their own sandbox under the policy, for the same principal."
+        ),
+    )
+
+    @field_validator("output_schema")
+    @classmethod
+    def _usable_schema(cls, schema: dict[str, Any] | bool | None) -> dict[str, Any] | bool | None:
+        if schema is not None:
+            check_schema(schema)
+        return schema
+
+    @field_validator("forbidden_patterns")
+    @classmethod
+    def _usable_patterns(cls, patterns: list[str]) -> list[str]:
+        for index, pattern in enumerate(patterns):
+            try:
+                compile_pattern(pattern)
+            except PatternError as exc:
+                raise ValueError(f"forbidden_patterns[{index}]: {exc}") from exc
+        return patterns
+
+    @field_validator("evaluators")
+    @classmethod
+    def _tool_names(cls, names: list[str]) -> list[str]:
+        for index, name in enumerate(names):
+            if not re.match(EVALUATOR_PATTERN, name):
+                raise ValueError(f"evaluators[{index}]: {name!r} is not a tool name (NAME or NAME@VERSION)")
+        if len(set(names)) != len(names):
+            raise ValueError("evaluators: a tool is named twice")
+        return names
