@@ -26,8 +26,8 @@ def run_tool(
     cwd: Path | None = None,
     rename: dict[str, str] | None = None,
     env: dict[str, str] | None = None,
-) -> None:
-    """Run a toolchain command; on failure raise BuildError with its output.
+) -> str:
+    """Run a toolchain command and return what it printed; on failure raise BuildError with its output.
 
     ``rename`` maps staged paths in that output back to the author's files;
     ``env`` adds variables to the inherited environment.
@@ -46,6 +46,7 @@ def run_tool(
         # componentize-py appends the Rust error chain and backtrace: noise to an author.
         output = output.split("\n\nCaused by:", 1)[0].split("\nStack backtrace:", 1)[0]
         raise BuildError(f"{what} failed:\n{output.strip()}")
+    return proc.stdout
 
 
 def find_tool(name: str, install: str) -> str:

@@ -14,7 +14,9 @@
 The component is cached by the digest of the bundle, the engine and the WIT, so
 rebuilding unchanged source costs the bundling only. ``<OUT stem>.glovebox.toml``
 is written beside the output: a ``glovebox.toml`` beside the source (as for C),
-with the limits JavaScript needs filled in where it says nothing.
+with the limits JavaScript needs filled in where it says nothing, and, when it
+gives no ``input_schema``, the schema of the default export's parameter type
+(TypeScript or JSDoc, read by the TypeScript checker: ``_jstypes``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from ..core._errors import BuildError
 from ..model._manifest import MIB, parse_manifest
 from ._binaries import BUILD_HINT, deliver, find_tool, read_source, run_tool
 from ._jstoolchain import esbuild_binary, js_engine
+from ._jstypes import input_types
 from ._pybuild import dump_toml
 from ._snapshot import initialise, rewrite
 
@@ -57,8 +60,8 @@ _DROPPED_EXPORTS = frozenset({"_initialize", "gb_init"})
 def build_js(src: Path, out: Path, sdk: Path, cache_dir: Path) -> Path:
     """Build the JavaScript or TypeScript tool ``src`` into ``out`` and write its manifest beside it."""
     read_source(src)
-    manifest = _manifest(src)
-    bundle = _bundle(src, sdk)
+    bundle = _bundle(src, sdk)  # esbuild's errors (syntax, imports) come first, verbatim
+    manifest = _manifest(src, sdk, cache_dir)
     engine = js_engine(sdk)
     wit = [*sorted((sdk / "wit").glob("*.wit")), *sorted((sdk / "js" / "wit").rglob("*.wit"))]
     key = _cache_key(engine.key, bundle, wit)
@@ -128,7 +131,7 @@ def _stage_wit(sdk: Path, wit: Path) -> Path:
     return wit
 
 
-def _manifest(src: Path) -> dict[str, Any]:
+def _manifest(src: Path, sdk: Path, cache_dir: Path) -> dict[str, Any]:
     stem = src.parent.name if src.stem == "tool" else src.stem
     generated: dict[str, Any] = {"name": stem.replace("_", "-").lower(), "limits": dict(JS_LIMITS)}
     explicit_path = src.with_name("glovebox.toml")
@@ -139,5 +142,11 @@ def _manifest(src: Path) -> dict[str, Any]:
             raise BuildError(f"{explicit_path}: {exc}") from exc
         limits = {**generated["limits"], **explicit.get("limits", {})}
         generated = {**generated, **explicit, "limits": limits}
+    if "input_schema" not in generated:  # no schema given: the default export's parameter type, if it has one
+        schema, description = input_types(src, sdk, cache_dir)
+        if schema is not None:
+            generated["input_schema"] = schema
+        if description and "description" not in generated:
+            generated["description"] = description
     parse_manifest(generated, str(explicit_path if explicit_path.is_file() else src))
     return generated

@@ -13,8 +13,10 @@ is), in :func:`~glovebox.core._settings.toolchain_cache_dir`:
   only relinks (well under a second).
 - ``js-engine-KEY-wasmtime-VERSION.cwasm``: the engine compiled by wasmtime,
   for the build-time initialisation (``_snapshot``) of every tool.
-- ``esbuild-KEY/``: esbuild from npm, installed by ``npm ci`` from
-  ``guest/js/package-lock.json`` (versions and integrity hashes pinned).
+- ``esbuild-KEY/``: esbuild and the TypeScript compiler from npm, installed by
+  ``npm ci`` from ``guest/js/package-lock.json`` (versions and integrity hashes
+  pinned). esbuild bundles; the TypeScript compiler only reads a tool's input
+  type when its manifest gives no input schema (``_jstypes``).
 
 A file lock serialises two builds that fill the same cache.
 """
@@ -40,7 +42,7 @@ from ..core._errors import BuildError
 from ..core._settings import toolchain_cache_dir
 from ._binaries import require_module, run_tool, tool_env
 
-__all__ = ["ESBUILD_HINT", "QUICKJS_NG", "STACK_BYTES", "JsEngine", "esbuild_binary", "js_engine"]
+__all__ = ["ESBUILD_HINT", "QUICKJS_NG", "STACK_BYTES", "JsEngine", "esbuild_binary", "js_engine", "typescript_dir"]
 
 #: The QuickJS-NG release whose C sources the engine is compiled from (the PyPI sdist).
 QUICKJS_NG = "0.17.0.2"
@@ -196,6 +198,15 @@ def esbuild_binary(sdk: Path) -> Path:
     found = _find_esbuild(prefix)
     if found is None:
         raise BuildError(f"npm installed esbuild into {prefix} without a binary for this platform")
+    return found
+
+
+def typescript_dir(sdk: Path) -> Path:
+    """The TypeScript compiler (its JavaScript API), installed by ``npm ci`` beside esbuild."""
+    esbuild = esbuild_binary(sdk)
+    found = esbuild.parents[3] / "typescript"  # PREFIX/node_modules/@esbuild/PLATFORM/bin/esbuild
+    if not (found / "package.json").is_file():
+        raise BuildError(f"npm installed the JavaScript toolchain into {found.parent} without typescript")
     return found
 
 
