@@ -52,6 +52,7 @@ GLOVEBOX = {
     "glovebox.toolchains._build",
     "glovebox.telemetry._calllog",
     "glovebox.sandbox._callstate",
+    "glovebox.model._checks",
     "glovebox.sandbox._compute",
     "glovebox.engine._codegen",
     "glovebox.engine._compile",
