@@ -2,10 +2,10 @@
  * engine.c — QuickJS-NG behind the glovebox world: the engine every
  * JavaScript and TypeScript tool runs on.
  *
- * `glovebox build tool.js` bundles the tool (esbuild) into one script that sets
- * the global `__glovebox_tool` to the module's namespace; the build then runs
- * `gb_init` once on that text, in wasmtime, and snapshots the memory into the
- * component (Wizer-style). A call therefore starts with the runtime, the
+ * `glovebox build tool.js` bundles the tool (esbuild) into one ES module; the
+ * build then runs `gb_init` once on that text, in wasmtime (the module's top
+ * level, a top-level `await` included, to its end), and snapshots the memory
+ * into the component (Wizer-style). A call therefore starts with the runtime, the
  * context and the tool's function already made: `call` parses the input,
  * calls the default export, settles its Promise and returns JSON.
  *
@@ -364,14 +364,33 @@ const char *gb_init(const char *src, size_t len, const char *name, size_t name_l
     JSValue math = JS_GetPropertyStr(gb_ctx, global, "Math");
     JS_SetPropertyStr(gb_ctx, math, "random", JS_NewCFunction(gb_ctx, gb_native_random, "random", 0));
     JS_FreeValue(gb_ctx, math);
-    JSValue ran = JS_Eval(gb_ctx, src, len, name, JS_EVAL_TYPE_GLOBAL);
+    JSValue compiled = JS_Eval(gb_ctx, src, len, name, JS_EVAL_TYPE_MODULE | JS_EVAL_FLAG_COMPILE_ONLY);
+    if (JS_IsException(compiled)) return gb__fail(gb_ctx, &why, "", 1), why.data;
+    JSModuleDef *module = JS_VALUE_GET_PTR(compiled);
+    JSValue ran = JS_EvalFunction(gb_ctx, compiled); /* a Promise of the top level's end */
     if (JS_IsException(ran)) return gb__fail(gb_ctx, &why, "", 1), why.data;
-    JS_FreeValue(gb_ctx, ran);
-    if (gb__drain() < 0) return gb__fail(gb_ctx, &why, "", 1), why.data;
-    JSValue ns = JS_GetPropertyStr(gb_ctx, global, "__glovebox_tool");
+    if (gb__drain() < 0) {
+        JS_FreeValue(gb_ctx, ran);
+        return gb__fail(gb_ctx, &why, "", 1), why.data;
+    }
+    if (JS_IsPromise(ran)) {
+        JSPromiseStateEnum state = JS_PromiseState(gb_ctx, ran);
+        JSValue result = JS_PromiseResult(gb_ctx, ran);
+        JS_FreeValue(gb_ctx, ran);
+        if (state == JS_PROMISE_REJECTED) {
+            JS_Throw(gb_ctx, result);
+            return gb__fail(gb_ctx, &why, "", 1), why.data;
+        }
+        JS_FreeValue(gb_ctx, result);
+        if (state == JS_PROMISE_PENDING)
+            return "the tool's top level awaits something that never settles at build time "
+                   "(there is no network, timer or event while the build runs it)";
+    } else {
+        JS_FreeValue(gb_ctx, ran);
+    }
+    JSValue ns = JS_GetModuleNamespace(gb_ctx, module);
     gb_fn = JS_GetPropertyStr(gb_ctx, ns, "default");
     JS_FreeValue(gb_ctx, ns);
-    gb__delete(gb_ctx, global, "__glovebox_tool");
     gb__delete(gb_ctx, global, "__glovebox_native");
     JS_FreeValue(gb_ctx, global);
     if (!JS_IsFunction(gb_ctx, gb_fn))

@@ -226,6 +226,11 @@ def test_compile_errors_are_shown_with_file_and_line(tmp_path: Path, name: str, 
         ("export const f = () => 1;\n", "the module has no default export that is a function"),
         ('throw new Error("configured wrong");\nexport default () => 1;\n', "Error: configured wrong"),
         ("for (;;) {}\nexport default () => 1;\n", "the tool's top-level code did not finish at build time"),
+        (
+            "await new Promise(() => {});\nexport default () => 1;\n",
+            "the tool's top level awaits something that never settles at build time",
+        ),
+        ('await Promise.reject(new Error("no table"));\nexport default () => 1;\n', "Error: no table"),
     ],
 )
 def test_a_top_level_that_fails_at_build_time_is_a_build_error(tmp_path: Path, source: str, message: str) -> None:
@@ -277,3 +282,18 @@ def test_error_envelopes_reveal_no_host_path(hostile: Callable[..., glovebox.Cal
     for what in ("throw_error", "recursion", "bomb", "eval"):
         text = json.dumps(hostile(what, tool="roomy").to_dict())
         assert str(ROOT) not in text and "glovebox-jsbuild" not in text
+
+
+def test_a_top_level_await_runs_at_build_time_and_calls_start_from_its_result(
+    _isolated_env: Path, tmp_path: Path
+) -> None:
+    src = tmp_path / "lookup.ts"
+    src.write_text(
+        "const table: Record<string, number> = await Promise.resolve({ a: 1, b: 2 });\n"
+        "export default async (input: { key: string }) => table[input.key] ?? null;\n"
+    )
+    out = glovebox.build(src, tmp_path / "lookup.wasm")
+    with glovebox.Runtime() as rt:
+        rt.register(out)
+        answers = [rt.call("lookup", {"key": key}).output for key in ("b", "a", "z")]
+    assert answers == [2, 1, None]

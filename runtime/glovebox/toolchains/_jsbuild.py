@@ -1,9 +1,9 @@
 """``glovebox build tool.js|tool.ts``: a JavaScript or TypeScript tool into a component.
 
 1. esbuild (from npm, pinned) bundles the module and what it imports, the guest
-   helper ``glovebox`` included, into one script, transpiling TypeScript on the
+   helper ``glovebox`` included, into one ES module, transpiling TypeScript on the
    way; its errors are shown as it prints them (file:line:column).
-2. The script is handed to the engine (QuickJS-NG compiled by Zig with
+2. The module is handed to the engine (QuickJS-NG compiled by Zig with
    ``guest/js/engine.c``, see ``_jstoolchain``), which runs its top level once,
    at build time, in wasmtime; the memory it leaves becomes the component's
    initial memory (``_snapshot``). A call starts from there: no engine start-up,
@@ -45,9 +45,8 @@ __all__ = ["JS_LIMITS", "build_js"]
 #: starts with ~1.5 MiB of memory, and interpreted code burns ~10 G fuel per CPU
 #: second (a C tool's loop runs ~100x further on the same fuel).
 JS_LIMITS: dict[str, int] = {"memory_bytes": 32 * MIB, "fuel": 5_000_000_000, "timeout_ms": 5_000}
-_GLOBAL = "__glovebox_tool"
 _ESBUILD_FLAGS = (
-    "--bundle", "--format=iife", f"--global-name={_GLOBAL}", "--platform=neutral", "--target=es2023",
+    "--bundle", "--format=esm", "--platform=neutral", "--target=es2023",
     "--charset=utf8", "--legal-comments=none", "--log-level=error", "--color=false",
 )  # fmt: skip
 _NO_NODE = (
@@ -72,7 +71,7 @@ def build_js(src: Path, out: Path, sdk: Path, cache_dir: Path) -> Path:
 
 
 def _bundle(src: Path, sdk: Path) -> str:
-    """The tool and its imports as one script that sets ``__glovebox_tool`` to the module's exports."""
+    """The tool and its imports as one ES module (the engine evaluates it as a module: top-level ``await`` works)."""
     esbuild = esbuild_binary(sdk)
     helper = sdk / "js" / "glovebox.js"
     argv = [str(esbuild), src.name, *_ESBUILD_FLAGS, f"--alias:glovebox={helper}"]
