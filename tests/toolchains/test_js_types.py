@@ -133,3 +133,14 @@ def test_an_untyped_tool_accepts_any_input_and_registering_it_warns(_isolated_en
         with pytest.warns(glovebox.ManifestWarning):
             rt.register(out)
         assert rt.call("tool", [1, "two"]).output == [1, "two"]
+
+
+def test_tool_ts_built_from_its_own_directory_is_named_after_it(
+    _isolated_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "lookup"
+    folder.mkdir()
+    (folder / "tool.ts").write_text("export default (input: { key: string }) => input.key;\n")
+    monkeypatch.chdir(folder)
+    out = glovebox.build(Path("tool.ts"), tmp_path / "lookup.wasm")
+    assert tomllib.loads(out.with_name("lookup.glovebox.toml").read_text())["name"] == "lookup"

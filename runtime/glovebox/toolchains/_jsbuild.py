@@ -131,7 +131,7 @@ def _stage_wit(sdk: Path, wit: Path) -> Path:
 
 
 def _manifest(src: Path, sdk: Path, cache_dir: Path) -> dict[str, Any]:
-    stem = src.parent.name if src.stem == "tool" else src.stem
+    stem = src.resolve().parent.name if src.stem == "tool" else src.stem  # `tool.ts` in the working directory too
     generated: dict[str, Any] = {"name": stem.replace("_", "-").lower(), "limits": dict(JS_LIMITS)}
     explicit_path = src.with_name("glovebox.toml")
     if explicit_path.is_file():
