@@ -14,7 +14,7 @@ from glovebox.servers._sessions import COOKIE
 from .conftest import KEYS, Console, sha
 
 ROW_LINK = re.compile(r'href="/ui/audit/\d+"')
-PAGES = ["/ui/approvals", "/ui/audit", "/ui/audit/1", "/ui/audit/export.jsonl", "/ui/health"]
+PAGES = ["/ui/approvals", "/ui/approvals/mark", "/ui/audit", "/ui/audit/1", "/ui/audit/export.jsonl", "/ui/health"]
 
 
 def bearer(who: str) -> dict[str, str]:
@@ -171,7 +171,7 @@ def test_audit_pages_filter_paginate_and_export(console: Console) -> None:
 def test_the_approvals_page_shows_fifty_a_page_with_the_count(console: Console) -> None:
     ids = [console.request_approval("agent", {"n": n}) for n in range(53)]
     first = httpx.get(console.url + "/ui/approvals", headers=bearer("admin")).text
-    assert "(53)" in first and "1–50 of 53" in first
+    assert '<span class="count">53</span> waiting' in first and "1–50 of 53" in first
     assert re.findall(r'id="approval-([0-9a-f]+)"', first) == ids[:50]
     last = httpx.get(console.url + "/ui/approvals?offset=50", headers=bearer("admin")).text
     assert re.findall(r'id="approval-([0-9a-f]+)"', last) == ids[50:] and "51–53 of 53" in last

@@ -2,7 +2,8 @@
 
 Every test records JavaScript dialogs and fails on any: markup in a principal,
 a tool description or an input must render as text, never run. Each page is
-photographed into the test's tmp dir (``screens/``).
+photographed into ``build/test-artifacts/console/`` of the checkout (kept after
+the run, for a person to look at; the docs' screenshots are taken from there).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="Debian's chromium is not installed (`make test` installs it with apt-get)"
 )
+#: Where the screenshots are kept after the run.
+ARTIFACTS = Path(__file__).resolve().parents[2] / "build" / "test-artifacts" / "console"
 XSS_INPUT = {"q": "<script>alert('input')</script>", "note": "</pre><img src=x onerror=alert('pre')>"}
 
 
@@ -38,7 +41,7 @@ class Watched:
         self.context = browser.new_context(base_url=console.url)
         self.dialogs: list[str] = []
         self.screens = screens
-        screens.mkdir(exist_ok=True)
+        screens.mkdir(parents=True, exist_ok=True)
 
     def page(self) -> playwright_api.Page:
         page = self.context.new_page()
@@ -62,7 +65,7 @@ class Watched:
 
 @pytest.fixture
 def watched(browser: playwright_api.Browser, console: Console, tmp_path: Path) -> Iterator[Watched]:
-    watched = Watched(browser, console, tmp_path / "screens")
+    watched = Watched(browser, console, ARTIFACTS)
     yield watched
     watched.context.close()
     assert watched.dialogs == [], "markup ran as script"
@@ -89,6 +92,29 @@ def test_approve_in_the_browser_lets_the_waiting_call_run_exactly_once(console: 
     replay.get_by_role("button", name=f"Approve request {approval_id}").click()
     assert f"approval request {approval_id} is used, not pending" in replay.locator("#message").inner_text()
     watched.shoot(replay, "approve-replayed")
+
+
+def test_a_request_arriving_appears_on_the_open_page_without_a_reload(console: Console, watched: Watched) -> None:
+    first = console.request_approval("agent", {"q": "first"})
+    page = watched.sign_in("admin")
+    assert page.locator("script[src='/ui/static/console.js']").count() == 1
+    page.evaluate("window.stayed = true")  # a reload would forget it
+    reason = page.locator(f"#reason-{first}")
+    reason.fill("half-typed")
+    reason.focus()
+    second = console.request_approval(XSS_PRINCIPAL, {"q": "<script>alert('live')</script>"})
+    arrived = page.locator(f"#approval-{second}")
+    arrived.wait_for(timeout=30_000)
+    assert page.evaluate("window.stayed") is True, "the row came without reloading the page"
+    assert arrived.locator(".principal").inner_text().startswith(XSS_PRINCIPAL)
+    assert "<script>alert('live')</script>" in arrived.locator("pre.input").inner_text()
+    assert page.locator("#live-status").inner_text() == "2 waiting"
+    assert page.locator(f"#reason-{first}").input_value() == "half-typed", "what the viewer typed is kept"
+    assert page.evaluate("document.activeElement.id") == f"reason-{first}", "and where the focus was"
+    watched.shoot(page, "approvals-live")
+    arrived.get_by_role("button", name=f"Approve request {second}").click()
+    assert second in page.locator("#notice").inner_text()
+    assert console.call(XSS_PRINCIPAL, {"q": "<script>alert('live')</script>"})["ok"] is True
 
 
 def test_deny_in_the_browser_answers_the_waiting_caller_with_the_reason(console: Console, watched: Watched) -> None:

@@ -206,6 +206,15 @@ class ApprovalStore:
             ).fetchall()
         return [Approval(*row) for row in rows]
 
+    def pending_mark(self) -> str:
+        """A short text that changes whenever the set of unexpired pending requests does (for live pages)."""
+        with self._database.connection() as db:
+            count, newest = db.execute(
+                "SELECT count(*), max(created_at) FROM approvals WHERE status = 'pending' AND expires_at > ?",
+                (self.clock(),),
+            ).fetchone()
+        return f"{count}:{newest or 0}"
+
     def pending_page(self, offset: int, limit: int) -> tuple[list[Approval], int]:
         """``limit`` unexpired pending requests from ``offset`` on (oldest first), and how many there are."""
         now = self.clock()

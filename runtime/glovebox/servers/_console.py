@@ -5,7 +5,8 @@ Pages (HTML; Jinja2 templates and a stylesheet shipped in ``servers/ui/``)::
     GET  /ui/signin                 the sign-in form (an API key)
     POST /ui/signin                 starts a session (cookie), then to /ui/tools
     POST /ui/signout                ends it
-    GET  /ui/approvals              pending requests (the approver scope)
+    GET  /ui/approvals              pending requests (the approver scope), kept live by ui/static/console.js
+    GET  /ui/approvals/mark         {"mark": ...}, which changes whenever the pending requests do (the approver scope)
     POST /ui/approvals/{id}/approve approve one, as the viewer (the approver scope)
     POST /ui/approvals/{id}/deny    deny one with a reason the caller is told (the approver scope)
     GET  /ui/audit                  the log, newest first, filtered, paginated by seq (glovebox:audit)
@@ -24,7 +25,8 @@ Every form carries a CSRF token (the session's, or for the sign-in form a
 double-submitted cookie) and a post whose token is missing or wrong answers
 403, as does one whose ``Origin`` is another site. Pages a principal lacks the
 scope for answer 403. Every answer carries ``Content-Security-Policy:
-default-src 'self'`` (no inline script or style runs), ``X-Frame-Options:
+default-src 'self'`` (no inline script or style runs: the one script is
+``ui/static/console.js``), ``X-Frame-Options:
 DENY`` and ``Cache-Control: no-store``; every value is escaped by Jinja's
 autoescape.
 """
@@ -44,7 +46,7 @@ from urllib.parse import parse_qs, urlencode
 
 import jinja2
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -228,22 +230,38 @@ class _Console:
     async def index(self, request: Request) -> Response:
         return _secured(RedirectResponse("/ui/tools", status_code=303))
 
-    async def approvals(self, request: Request) -> Response:
+    def _approver(self, request: Request) -> _Viewer | Response:
+        """The viewer when it holds the approver scope; else the redirect, 401 or 403 to answer."""
         viewer = self._viewer(request)
         if viewer is None:
             return self._unsigned(request)
         scope = self.runtime.policy.approvals.approver_scope
         if not self._holds(viewer, scope):
             return self._forbidden(request, viewer, scope)
+        return viewer
+
+    async def approvals(self, request: Request) -> Response:
+        viewer = self._approver(request)
+        if isinstance(viewer, Response):
+            return viewer
         offset = _int(request.query_params.get("offset"), 0)
-        rows, total = await self._run(functools.partial(self._pending_page, offset))
+        rows, total, mark = await self._run(functools.partial(self._pending_page, offset))
         return self.page(
             request, "approvals.html", viewer, rows=rows, total=total, offset=offset, page_rows=PAGE_ROWS,
             policy_digest=policy_digest(self.runtime), done=request.query_params.get("approved"),
-            denied=request.query_params.get("denied"),
+            denied=request.query_params.get("denied"), mark=mark,
         )  # fmt: skip
 
-    def _pending_page(self, offset: int) -> tuple[list[dict[str, Any]], int]:
+    async def approvals_mark(self, request: Request) -> Response:
+        """``{"mark": ...}``: changes whenever the pending requests do (the page's script polls it)."""
+        viewer = self._approver(request)
+        if isinstance(viewer, Response):
+            return viewer
+        mark = await self._run(self.requests.pending_mark)
+        return _secured(JSONResponse({"mark": mark}))
+
+    def _pending_page(self, offset: int) -> tuple[list[dict[str, Any]], int, str]:
+        mark = self.requests.pending_mark()  # read first: a request arriving meanwhile changes it again
         pending, total = self.requests.pending_page(offset, PAGE_ROWS)
         rows = []
         for approval in pending:
@@ -253,15 +271,12 @@ class _Console:
             if text is not None and len(text) > INPUT_CHARS:
                 text = text[:INPUT_CHARS] + f"… ({len(text) - INPUT_CHARS} more characters)"
             rows.append({"approval": approval, "input": text})
-        return rows, total
+        return rows, total, mark
 
     async def approve(self, request: Request) -> Response:
-        viewer = self._viewer(request)
-        if viewer is None:
-            return self._unsigned(request)
-        scope = self.runtime.policy.approvals.approver_scope
-        if not self._holds(viewer, scope):
-            return self._forbidden(request, viewer, scope)
+        viewer = self._approver(request)
+        if isinstance(viewer, Response):
+            return viewer
         form = await self._posted(request, viewer)
         if isinstance(form, Response):
             return form
@@ -392,6 +407,7 @@ def console_routes(
         Route("/ui/signin", console.signin, methods=["POST"]),
         Route("/ui/signout", console.signout, methods=["POST"]),
         Route("/ui/approvals", console.approvals, methods=["GET"]),
+        Route("/ui/approvals/mark", console.approvals_mark, methods=["GET"]),
         Route("/ui/approvals/{approval_id}/approve", console.approve, methods=["POST"]),
         Route("/ui/approvals/{approval_id}/deny", console.approve, methods=["POST"]),
         Route("/ui/audit", console.audit_page, methods=["GET"]),
