@@ -7,7 +7,10 @@ carry stored inputs; their hashes are not a valid chain, which no page here
 checks). A real uvicorn on 127.0.0.1 serves ``create_app``; httpx asks each
 page with an API key and the p50/p99 of the answers is printed beside the same
 page of an empty home, as a ratio. The last page filters on a principal with no row:
-the worst case, a walk of the whole log. Nothing here is a test.
+the worst case without an index on principal (a walk of the whole log), one
+look-up with it. Last, the cost of those indexes on writing: the same records
+appended through ``AuditLog`` (journal, then folded into the chain) with the
+filter indexes and with them dropped. Nothing here is a test.
 """
 
 from __future__ import annotations
@@ -51,7 +54,12 @@ PAGES = [
     "/ui/audit?outcome=approval_required",
     "/ui/audit?principal=agent-7",
     "/ui/audit?principal=nobody",
+    "/ui/audit?since=1h",
+    "/ui/tools",
+    "/ui/health",
 ]
+#: The indexes the console's filters and its tools page read through (their cost is paid on every append).
+FILTER_INDEXES = ("audit_principal", "audit_tool", "audit_outcome")
 
 
 def _digest(n: int) -> str:
@@ -90,6 +98,29 @@ def fill(home: Path, approvals: int, rows: int) -> None:
             " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             audit_rows(),
         )
+
+
+def append_cost(rows: int) -> dict[str, float]:
+    """Seconds to append and fold ``rows`` records through AuditLog, with and without FILTER_INDEXES."""
+    record = {
+        "call_id": "", "principal": "agent-1", "tool": "sensitive@1.0.0", "digest": "sha256:00",
+        "input_digest": _digest(1), "decision": "allow", "outcome": "ok", "fuel_used": 1, "duration_ms": 1.0,
+        "egress": {"denials": []}, "input": None, "output": None,
+    }  # fmt: skip
+    took = {}
+    for label in ("with filter indexes", "without them"):
+        with tempfile.TemporaryDirectory() as home:
+            log = AuditLog(Path(home))
+            if label == "without them":
+                with sqlite3.connect(Path(home) / "audit.sqlite") as db:
+                    for name in FILTER_INDEXES:
+                        db.execute(f"DROP INDEX {name}")
+            started = time.perf_counter()
+            for n in range(rows):
+                log.append({**record, "call_id": f"c{n}", "principal": f"agent-{n % 50}"})
+            log.close()
+            took[label] = time.perf_counter() - started
+    return took
 
 
 def _free_port() -> int:
@@ -148,6 +179,13 @@ def main() -> int:
             f"{page.format(**fmt):44} {big_p50:8.1f}ms {_p(loaded[page], 0.99):6.1f}ms "
             f"{empty_p50:8.1f}ms {big_p50 / empty_p50:6.1f}x"
         )
+    appended = 20_000 if args.quick else 100_000
+    cost = append_cost(appended)
+    with_index, without = cost["with filter indexes"], cost["without them"]
+    print(
+        f"append and fold {appended:,} records: {with_index * 1e6 / appended:.1f} us/record with the filter "
+        f"indexes, {without * 1e6 / appended:.1f} us/record without: {with_index / without:.2f}x"
+    )
     return 0
 
 

@@ -339,16 +339,17 @@ class Runtime:
             raise ValueError(f"{ref!r} names every version; give NAME@VERSION or pass all_versions=True")
         return self._registry.remove(ref)
 
-    def gc(self) -> list[Path]:
+    def gc(self, *, progress: Callable[[str], None] | None = None) -> list[Path]:
         """Delete what interrupted registrations and removals left in this home; return the paths.
 
         Staging folders and partial files of registrations or rebuilds whose
         process died (skipped while any process is staging, so a live
         registration is never touched), and blobs and compiled components no
         registered tool refers to. Safe to run at any time, from any process.
+        ``progress`` is told each step (what is checked, how much goes), for a terminal.
         """
         self._check_open()
-        return self._registry.gc()
+        return self._registry.gc(progress)
 
     def deprecate(self, ref: str, message: str = "") -> list[ToolInfo]:
         """Mark ``name@version`` (or every version of ``name``) deprecated.

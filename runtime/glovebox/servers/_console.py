@@ -9,12 +9,14 @@ Pages (HTML; Jinja2 templates and a stylesheet shipped in ``servers/ui/``)::
     GET  /ui/approvals/mark         {"mark": ...}, which changes whenever the pending requests do (the approver scope)
     POST /ui/approvals/{id}/approve approve one, as the viewer (the approver scope)
     POST /ui/approvals/{id}/deny    deny one with a reason the caller is told (the approver scope)
-    GET  /ui/audit                  the log, newest first, filtered, paginated by seq (glovebox:audit)
+    GET  /ui/audit                  the log, newest first, filtered (principal, tool, outcome, since,
+                                    until), paginated by seq (glovebox:audit)
     GET  /ui/audit/{seq}            one record (glovebox:audit)
     POST /ui/audit/verify           walk the chain, show the result (glovebox:audit)
     GET  /ui/audit/export.jsonl     the whole log as JSON Lines (glovebox:audit)
-    GET  /ui/tools                  the tools the viewer may see (any principal)
-    GET  /ui/health                 policy digest and error, admission counters (glovebox:audit)
+    GET  /ui/tools                  the tools the viewer may see, each with its last calls' outcomes (any principal)
+    GET  /ui/health                 policy digest and error, admission counters, breakers, and charts of
+                                    the last 30 minutes' calls by outcome and p50/p99 (glovebox:audit)
 
 Who: a request with an API key header (``Authorization: Bearer KEY`` or
 ``X-API-Key``) is that key's principal; otherwise the session cookie names
@@ -39,7 +41,7 @@ import json
 import secrets
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlencode
@@ -50,11 +52,13 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from ..audit._filter import parse_since
 from ..audit._log import AuditLog, record_json
 from ..core._canonical import canonical_json, sha256_digest
 from ..core._errors import GloveboxError
 from ..policy import ApprovalStore
 from ..runtime._backend import CallBackend
+from . import _charts
 from ._auth import AuthFailure, _key_from, authenticate
 from ._sessions import COOKIE, Session, Sessions, same_token
 
@@ -64,6 +68,8 @@ __all__ = ["AUDIT_SCOPE", "PAGE_ROWS", "console_routes"]
 AUDIT_SCOPE = "glovebox:audit"
 #: Rows on one page of approvals or audit records.
 PAGE_ROWS = 50
+#: Outcomes of a tool's last calls shown on the tools page.
+RECENT_CALLS = 10
 #: Characters of a stored input shown on the approvals page.
 INPUT_CHARS = 2000
 #: The longest reason a denial may give (it reaches the caller in the error message).
@@ -120,9 +126,7 @@ class _Console:
         self.pool = pool
         self.insecure_anonymous = insecure_anonymous
         self.sessions = Sessions()
-        audit = getattr(runtime, "audit", None)
-        self.own_audit = not isinstance(audit, AuditLog)
-        self.audit: AuditLog = audit if isinstance(audit, AuditLog) else AuditLog(runtime.home)
+        self.audit: AuditLog = runtime.audit
         # Pages of the home's requests are read here; approving goes through the backend (its scope check).
         self.requests = ApprovalStore(runtime.home)
         loader = jinja2.FileSystemLoader(str(_UI / "templates"))
@@ -132,8 +136,6 @@ class _Console:
 
     def close(self) -> None:
         self.requests.close()
-        if self.own_audit:
-            self.audit.close()
 
     async def _run(self, job: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.pool, job)
@@ -312,9 +314,18 @@ class _Console:
         if isinstance(viewer, Response):
             return viewer
         query = request.query_params
-        filters = {name: query.get(name) or None for name in ("principal", "tool", "outcome")}
+        filters = {name: query.get(name) or None for name in ("principal", "tool", "outcome", "since", "until")}
+        try:
+            moments = {name: parse_since(filters[name] or "") for name in ("since", "until") if filters[name]}
+        except ValueError as exc:
+            message = f"{exc}".replace("--since", "the time")
+            return self.page(request, "error.html", viewer, status=400, message=message)
         before = _int(query.get("before"), 0) or None
-        rows = await self._run(functools.partial(self.audit.page, before=before, limit=PAGE_ROWS, **filters))
+        job = functools.partial(
+            self.audit.page, before=before, limit=PAGE_ROWS, since=moments.get("since"), until=moments.get("until"),
+            principal=filters["principal"], tool=filters["tool"], outcome=filters["outcome"],
+        )  # fmt: skip
+        rows = await self._run(job)
         older = None
         if len(rows) == PAGE_ROWS:
             older = urlencode({**{k: v for k, v in filters.items() if v}, "before": rows[-1]["seq"]})
@@ -357,22 +368,37 @@ class _Console:
         if viewer is None:
             return self._unsigned(request)
         infos = await self._run(functools.partial(self.runtime.visible_tools, viewer.principal))
-        return self.page(request, "tools.html", viewer, tools=infos)
+        recent = await self._run(functools.partial(self._recent_outcomes, infos))
+        return self.page(request, "tools.html", viewer, tools=infos, recent=recent)
+
+    def _recent_outcomes(self, infos: list[Any]) -> dict[str, list[tuple[str, str]]]:
+        """Each tool's last :data:`RECENT_CALLS` outcomes, newest first (through the audit's tool index)."""
+        refs = [f"{info.name}@{info.version}" for info in infos]
+        return {ref: self.audit.last_outcomes(ref, RECENT_CALLS) for ref in refs}
 
     async def health(self, request: Request) -> Response:
         viewer = self._auditor(request)
         if isinstance(viewer, Response):
             return viewer
         _, pending = await self._run(functools.partial(self.requests.pending_page, 0, 1))
+        breakers = await self._run(self.runtime.breakers)
+        now = datetime.now(UTC)
+        since = now - timedelta(minutes=_charts.WINDOW_MIN)
+        rows = await self._run(functools.partial(self.audit.since, since, limit=_charts.MAX_ROWS))
+        data = _charts.minutes(rows, now, capped=len(rows) == _charts.MAX_ROWS)
         facts = {
             "policy digest": policy_digest(self.runtime),
             "policy error": self.runtime.policy_error or "none",
-            "calls in flight": getattr(self.runtime, "in_flight", "n/a"),
-            "calls queued": getattr(self.runtime, "queued", "n/a"),
+            "calls in flight": self.runtime.in_flight,
+            "calls queued": self.runtime.queued,
             "sandbox instances live": self.runtime.live_instances,
             "approvals pending": pending,
         }
-        return self.page(request, "health.html", viewer, facts=facts)
+        return self.page(
+            request, "health.html", viewer, facts=facts, breakers=breakers, minutes=data,
+            outcomes_svg=_charts.outcomes_svg(data), latency_svg=_charts.latency_svg(data),
+            totals=_charts.outcome_totals(data), shade=_charts.shade, window=_charts.WINDOW_MIN,
+        )  # fmt: skip
 
 
 def _secured(response: Response) -> Response:
