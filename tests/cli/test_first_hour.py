@@ -597,3 +597,25 @@ def test_an_import_on_a_terminal_says_what_it_is_doing(tmp_path: Path) -> None:
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert [line for line in piped.stderr.splitlines() if not line.startswith("note: ")] == [], "no steps on a pipe"
+
+
+def test_approvals_list_shows_a_page_and_says_how_to_see_the_next(tmp_path: Path) -> None:
+    from glovebox.policy import ApprovalStore
+
+    home = tmp_path / "home"
+    with glovebox.Runtime(home=home):
+        pass
+    store = ApprovalStore(home)
+    try:
+        made = [store.request("agent", "sensitive@1.0.0", f"sha256:{n:064d}", ttl_s=600).id for n in range(3)]
+    finally:
+        store.close()
+    first = invoke("--home", str(home), "approvals", "list", "--limit", "2")
+    assert first.exit_code == 0 and [line.split()[0] for line in first.stdout.splitlines()[1:]] == made[:2]
+    assert first.stderr == "more are waiting: glovebox approvals list --offset 2\n"
+    rest = invoke("--home", str(home), "approvals", "list", "--limit", "2", "--offset", "2")
+    assert [line.split()[0] for line in rest.stdout.splitlines()[1:]] == made[2:] and rest.stderr == ""
+    past = invoke("--home", str(home), "approvals", "list", "--offset", "3")
+    assert past.stdout == "no pending approval requests from offset 3\n"
+    with glovebox.Runtime(home=home) as rt:
+        assert [a.id for a in rt.pending_approvals(offset=1, limit=1)] == made[1:2]

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from glovebox.guards import BreakerBoard
+from glovebox.policy._guards import Breaker
+
 from .conftest import KEYS, XSS_DESCRIPTION, XSS_PRINCIPAL, Console
 
 playwright_api = pytest.importorskip("playwright.sync_api", reason="the ui-test extra (playwright) is not installed")
@@ -83,14 +86,17 @@ def test_approve_in_the_browser_lets_the_waiting_call_run_exactly_once(console: 
     watched.shoot(page, "approvals")
     replay = watched.page()
     replay.goto("/ui/approvals")
+    token = replay.locator(f"#approval-{approval_id} input[name=csrf]").first.get_attribute("value")
     row.get_by_role("button", name=f"Approve request {approval_id}").click()
     assert approval_id in page.locator("#notice").inner_text()
     assert page.locator("#empty").is_visible()
     assert console.call(XSS_PRINCIPAL, XSS_INPUT)["ok"] is True, "the approved call runs"
     again = console.call(XSS_PRINCIPAL, XSS_INPUT)
     assert again["error"]["code"] == "approval_required", "the approval ran exactly one call"  # type: ignore[index]
-    replay.get_by_role("button", name=f"Approve request {approval_id}").click()
-    assert f"approval request {approval_id} is used, not pending" in replay.locator("#message").inner_text()
+    # The second tab's live update has dropped the form by now: replay it as it was, with that tab's cookie.
+    replayed = replay.request.post(f"/ui/approvals/{approval_id}/approve", form={"csrf": token})
+    assert replayed.status == 409 and f"approval request {approval_id} is used, not pending" in replayed.text()
+    assert replay.locator(f"#approval-{approval_id}").count() == 0, "the live page no longer offers it"
     watched.shoot(replay, "approve-replayed")
 
 
@@ -162,11 +168,25 @@ def test_audit_tools_and_health_pages_render_markup_as_text(console: Console, wa
     page.goto("/ui/audit/1")
     assert "<b>bold</b>" in page.locator("dl.record").inner_text() and page.locator("b").count() == 0
     watched.shoot(page, "record")
+    for n in range(5):
+        console.call("agent", {"n": n}, tool="plain")
+    console.request_approval("agent", {"n": "asked"})
     page.goto("/ui/tools")
     assert page.locator("td.description", has_text="once approved").inner_text() == XSS_DESCRIPTION
+    recent = page.get_by_role("list", name="Last calls of plain@0.0.0").get_by_role("listitem")
+    assert recent.all_inner_texts() == ["ok"] * 6
     watched.shoot(page, "tools")
+    board = BreakerBoard(console.runtime.home)
+    try:
+        board.record("tool", "plain", Breaker(failures=1), True)
+    finally:
+        board.close()
     page.goto("/ui/health")
     assert "policy digest" in page.locator("dl.record").inner_text()
+    assert page.locator("#breakers td", has_text="open").count() == 1
+    assert page.get_by_role("img", name="Calls per minute by outcome, last 30 minutes").is_visible()
+    assert page.get_by_role("img", name="Call duration p50 and p99 per minute, last 30 minutes").is_visible()
+    assert "approval_required (1)" in page.locator("#chart-outcomes figcaption").inner_text()
     watched.shoot(page, "health")
 
 

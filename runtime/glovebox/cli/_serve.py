@@ -226,7 +226,10 @@ def _check_elicitation(transport: str, principal: str | None, asked: bool, appro
     help="Off by default. A call needing approval asks the client's user (as --approver) through "
     "elicitation/create, instead of answering approval_required (stdio).",
 )
-@click.option("--approver", help="The principal the client's user approves as (with --approve-via-elicitation).")
+@click.option(
+    "--approver",
+    help="The principal the client's user approves as (default: none; required by --approve-via-elicitation).",
+)
 @click.option("--processes", type=click.IntRange(1), help=f"{_PROCESSES_HELP[:-1]} (http).")
 @_backend_options
 @click.option("--poll-seconds", default=0.5, show_default=True, type=click.FloatRange(0.05), help="List-change check.")

@@ -197,12 +197,15 @@ class ApprovalStore:
         assert result is not None
         return result
 
-    def pending(self) -> list[Approval]:
-        """Unexpired pending requests, oldest first."""
+    def pending(self, *, offset: int = 0, limit: int | None = None) -> list[Approval]:
+        """Unexpired pending requests, oldest first: ``limit`` of them (all when None) from ``offset`` on."""
+        if offset < 0 or (limit is not None and limit < 0):
+            raise ValueError("offset and limit must not be negative")
         with self._database.connection() as db:
             rows = db.execute(
-                f"SELECT {_COLUMNS} FROM approvals WHERE status = 'pending' AND expires_at > ? ORDER BY created_at",
-                (self.clock(),),
+                f"SELECT {_COLUMNS} FROM approvals WHERE status = 'pending' AND expires_at > ? ORDER BY created_at"
+                " LIMIT ? OFFSET ?",
+                (self.clock(), -1 if limit is None else limit, offset),
             ).fetchall()
         return [Approval(*row) for row in rows]
 

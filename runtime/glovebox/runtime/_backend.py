@@ -102,8 +102,8 @@ class CallBackend(Protocol):
         """Deny a pending ``approval_required`` call on behalf of ``principal``, with ``reason``."""
         ...
 
-    def pending_approvals(self) -> list[Approval]:
-        """Approval requests waiting for an approver."""
+    def pending_approvals(self, *, offset: int = 0, limit: int | None = None) -> list[Approval]:
+        """Approval requests waiting for an approver, oldest first (``limit`` of them from ``offset``)."""
         ...
 
     def breakers(self) -> list[BreakerState]:

@@ -427,10 +427,10 @@ class Runtime:
             raise ValueError("a denial needs a reason (it is what the caller is told)")
         return self._gate.deny(approval_id, principal, reason)
 
-    def pending_approvals(self) -> list[Approval]:
-        """Approval requests waiting for an approver."""
+    def pending_approvals(self, *, offset: int = 0, limit: int | None = None) -> list[Approval]:
+        """Approval requests waiting for an approver, oldest first: ``limit`` (all when None) from ``offset``."""
         self._check_open()
-        return self._gate.approvals.pending()
+        return self._gate.approvals.pending(offset=offset, limit=limit)
 
     def breakers(self) -> list[BreakerState]:
         """The circuit breakers of this home that are open, half-open, or closed with failures counted.

@@ -102,9 +102,9 @@ class FrontRuntime:
         """As :meth:`glovebox.Runtime.deny` (the approvals live in the home)."""
         return self._front.deny(approval_id, principal=principal, reason=reason)
 
-    def pending_approvals(self) -> list[Approval]:
+    def pending_approvals(self, *, offset: int = 0, limit: int | None = None) -> list[Approval]:
         """As :meth:`glovebox.Runtime.pending_approvals`."""
-        return self._front.pending_approvals()
+        return self._front.pending_approvals(offset=offset, limit=limit)
 
     def remove(self, ref: str, *, all_versions: bool = False) -> list[ToolInfo]:
         """As :meth:`glovebox.Runtime.remove` (workers stop seeing it at their next call)."""
