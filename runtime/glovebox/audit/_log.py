@@ -92,6 +92,8 @@ CREATE INDEX IF NOT EXISTS audit_outcome ON audit (outcome);
 CREATE TABLE IF NOT EXISTS audit_journal (name TEXT PRIMARY KEY, folded INTEGER NOT NULL);
 """
 logger = logging.getLogger("glovebox.audit")
+#: The filter columns of :meth:`AuditLog.page`, most selective first (each has an index).
+_BY_SELECTIVITY = ("principal", "tool", "outcome")
 #: How long the folding thread lets rows gather after the first one arrives (seconds).
 FOLD_DELAY_S = 0.02
 #: Rows a fold prepares between two chances for other threads to take the GIL.
@@ -390,8 +392,10 @@ class AuditLog:
             if value is not None:
                 where.append(f"{name} = ?")
                 args.append(value)
+        # The most selective filter's index, named: left to itself the planner may take tool's (few values).
+        index = next((f" INDEXED BY audit_{name}" for name in _BY_SELECTIVITY if equal.get(name) is not None), "")
         with self._database.connection() as db:
-            query = f"SELECT * FROM audit WHERE {' AND '.join(where)} ORDER BY seq DESC LIMIT ?"
+            query = f"SELECT * FROM audit{index} WHERE {' AND '.join(where)} ORDER BY seq DESC LIMIT ?"
             cursor = db.execute(query, (*args, limit))
             names = [c[0] for c in cursor.description]
             return [dict(zip(names, values, strict=True)) for values in cursor.fetchall()]
@@ -440,7 +444,10 @@ class AuditLog:
         """The newest record of ``principal`` calling ``tool`` (``name@version``) on that input digest."""
         with self._database.connection() as db:
             cursor = db.execute(
-                "SELECT * FROM audit WHERE input_digest = ? AND principal = ? AND tool = ? ORDER BY seq DESC LIMIT 1",
+                # INDEXED BY: without it the planner may walk the tool or principal index (one value for
+                # most rows) in seq order instead of the input digest's, which is nearly unique.
+                "SELECT * FROM audit INDEXED BY audit_input_digest"
+                " WHERE input_digest = ? AND principal = ? AND tool = ? ORDER BY seq DESC LIMIT 1",
                 (input_digest, principal, tool),
             )
             names = [c[0] for c in cursor.description]
