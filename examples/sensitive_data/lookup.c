@@ -7,7 +7,7 @@ int gb_tool(const char *input, size_t input_len, gb_buf *out) {
     size_t val_len;
     gb_buf url = {0}, body = {0}, reason = {0};
     int status = 0;
-    if (!gb_json_find(input, input_len, "url", &val, &val_len) || gb_json_string(val, val_len, &url) != 0)
+    if (gb_json_get(input, input_len, "url", &val, &val_len) != 0 || gb_json_string(val, val_len, &url) != 0)
         return gb_error(out, "input must have a string field \"url\"");
     gb_buf_append(&url, "", 1); /* a C string for gb_http_get */
     gb_http_status st = gb_http_get(url.data, &status, &body, &reason);

@@ -36,6 +36,20 @@
 #define GB_OK 0
 #define GB_ERR 1
 
+/*
+ * One convention for every helper that can fail: 0 (GB_OK) when it did what
+ * it says, -1 when it did not (a missing key, a value of another type, no
+ * memory). Test it with `== 0` or `!= 0`. Before 0.2 one helper differed:
+ * gb_json_find returned 1 when it found the key. It still does, so no tool
+ * breaks, but it is deprecated (a compiler warning names its replacement,
+ * gb_json_get); define GB_NO_DEPRECATED before the #include to leave it out.
+ */
+#if defined(__GNUC__) || defined(__clang__)
+#define GB_DEPRECATED(why) __attribute__((deprecated(why)))
+#else
+#define GB_DEPRECATED(why)
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* A growable byte buffer. A failed allocation sets `oom`; later appends are  */
 /* ignored, and the glue reports an out-of-memory result as memory_limit.   */
@@ -179,37 +193,46 @@ static const char *gb__skip(const char *p, const char *end) {
     return p;
 }
 
-/* Find `key` in the top-level JSON object json[0..len). On success sets      */
-/* *val and *val_len to the raw value text and returns 1; returns 0 otherwise.    */
-static int gb_json_find(const char *json, size_t len, const char *key, const char **val,
-                        size_t *val_len) {
+/* Find `key` in the top-level JSON object json[0..len). Sets *val and         */
+/* *val_len to the raw value text and returns 0 when it is there; returns -1  */
+/* otherwise (no such key, or not an object).                                  */
+static int gb_json_get(const char *json, size_t len, const char *key, const char **val,
+                       size_t *val_len) {
     const char *p = json, *end = json + len;
     size_t klen = strlen(key);
     p = gb__ws(p, end);
-    if (p >= end || *p != '{') return 0;
+    if (p >= end || *p != '{') return -1;
     p++;
     for (;;) {
         p = gb__ws(p, end);
-        if (p >= end || *p != '"') return 0;
+        if (p >= end || *p != '"') return -1;
         const char *kstart = p + 1;
         const char *kend = gb__skip(p, end);
-        if (!kend) return 0;
+        if (!kend) return -1;
         int match = (size_t)(kend - 1 - kstart) == klen && memcmp(kstart, key, klen) == 0;
         p = gb__ws(kend, end);
-        if (p >= end || *p != ':') return 0;
+        if (p >= end || *p != ':') return -1;
         p = gb__ws(p + 1, end);
         const char *vend = gb__skip(p, end);
-        if (!vend) return 0;
+        if (!vend) return -1;
         if (match) {
             *val = p;
             *val_len = (size_t)(vend - p);
-            return 1;
+            return 0;
         }
         p = gb__ws(vend, end);
-        if (p >= end || *p != ',') return 0;
+        if (p >= end || *p != ',') return -1;
         p++;
     }
 }
+
+#ifndef GB_NO_DEPRECATED
+/* Deprecated: gb_json_get, with the opposite result (this returns 1 when found). */
+GB_DEPRECATED("use gb_json_get, which returns 0 when it finds the key, like every helper")
+static int gb_json_find(const char *json, size_t len, const char *key, const char **val, size_t *val_len) {
+    return gb_json_get(json, len, key, val, val_len) == 0;
+}
+#endif
 
 static int gb__hex4(const char *p, unsigned *out) {
     unsigned v = 0;

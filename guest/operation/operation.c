@@ -22,7 +22,7 @@
 #define MAX_HEADERS 32
 
 static int find(const char *json, size_t len, const char *key, const char **val, size_t *val_len) {
-    return json && gb_json_find(json, len, key, val, val_len);
+    return json && gb_json_get(json, len, key, val, val_len) == 0;
 }
 
 /* Iterate an array: *p starts at '['; returns 1 with the next element in val. */
@@ -231,7 +231,7 @@ static int answer(const request *r, const gb_http_response *resp, const char *op
 int gb_tool(const char *input, size_t len, gb_buf *out) {
     const char *op, *in;
     size_t op_len, in_len;
-    if (!gb_json_find(input, len, "operation", &op, &op_len) || !gb_json_find(input, len, "input", &in, &in_len))
+    if (gb_json_get(input, len, "operation", &op, &op_len) != 0 || gb_json_get(input, len, "input", &in, &in_len) != 0)
         return gb_error(out, "expected {\"operation\": ..., \"input\": ...}");
     request r = {0};
     int rc = build(op, op_len, in, in_len, &r, out);

@@ -57,22 +57,22 @@ static int param(const char *val, size_t len, gb_sql_value *out, gb_buf *text) {
 int gb_tool(const char *input, size_t len, gb_buf *out) {
     const char *op, *in, *v;
     size_t op_len, in_len, v_len;
-    if (!gb_json_find(input, len, "operation", &op, &op_len) || !gb_json_find(input, len, "input", &in, &in_len))
+    if (gb_json_get(input, len, "operation", &op, &op_len) != 0 || gb_json_get(input, len, "input", &in, &in_len) != 0)
         return gb_error(out, "sqlop: the host did not send an operation and an input");
     gb_buf database = {0}, statement = {0}, reason = {0};
     gb_buf texts[MAX_PARAMS];
     gb_sql_value params[MAX_PARAMS];
     size_t count = 0;
     int rc = GB_OK;
-    if (!gb_json_find(op, op_len, "database", &v, &v_len) || gb_json_string(v, v_len, &database) != 0) {
+    if (gb_json_get(op, op_len, "database", &v, &v_len) != 0 || gb_json_string(v, v_len, &database) != 0) {
         rc = gb_error(out, "sqlop: the operation names no database");
         goto done;
     }
-    if (!gb_json_find(in, in_len, "sql", &v, &v_len) || gb_json_string(v, v_len, &statement) != 0) {
+    if (gb_json_get(in, in_len, "sql", &v, &v_len) != 0 || gb_json_string(v, v_len, &statement) != 0) {
         rc = gb_error(out, "the input needs \"sql\": one statement as a string");
         goto done;
     }
-    if (gb_json_find(in, in_len, "params", &v, &v_len)) {
+    if (gb_json_get(in, in_len, "params", &v, &v_len) == 0) {
         const char *p = v, *end = v + v_len, *item;
         size_t item_len;
         while (next_item(&p, end, &item, &item_len)) {

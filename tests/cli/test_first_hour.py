@@ -548,3 +548,74 @@ def test_a_first_c_build_says_it_takes_a_while(tmp_path: Path) -> None:
     (tmp_path / "zig").mkdir()
     (tmp_path / "zig" / "h").mkdir()
     assert _zig_step(Path("tool.c"), tmp_path / "zig") == "zig cc: compiling tool.c"
+
+
+def _steps(terminal: str) -> list[str]:
+    return [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in terminal.splitlines() if line.strip()]
+
+
+def test_gc_on_a_terminal_says_what_it_checks_and_removes(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with glovebox.Runtime(home=home):
+        pass
+    stray = home / "blobs" / "sha256" / ("0" * 64 + ".wasm")
+    stray.write_bytes(b"\0asm" + b"\0" * 4096)
+    code, stdout, terminal = _on_a_terminal("--home", str(home), "gc", cwd=tmp_path)
+    assert code == 0 and stdout == f"removed {stray}\n1 leftover file(s) removed\n", terminal
+    assert _steps(terminal) == [
+        "... gc: sweeping what interrupted registrations staged",
+        "... gc: 1 stored files checked against 0 registered artifacts; 1 to remove (4.1 kB)",
+    ]
+    stray.write_bytes(b"\0asm")
+    assert _on_a_terminal("-q", "--home", str(home), "gc", cwd=tmp_path)[2] == ""
+    stray.write_bytes(b"\0asm")
+    piped = subprocess.run(
+        [sys.executable, "-m", "glovebox", "--home", str(home), "gc"], capture_output=True, text=True, check=True
+    )
+    assert piped.stderr == "" and piped.stdout.endswith("1 leftover file(s) removed\n"), "nothing on a pipe"
+
+
+def test_an_import_on_a_terminal_says_what_it_is_doing(tmp_path: Path) -> None:
+    pytest.importorskip("ziglang")
+    spec = Path(__file__).parents[1] / "fixtures" / "petstore.yaml"
+    home = str(tmp_path / "home")
+    code, stdout, terminal = _on_a_terminal("--home", home, "import", "openapi", str(spec), cwd=tmp_path)
+    assert code == 0 and stdout.startswith("imported petstore (openapi): "), terminal
+    steps = _steps(terminal)
+    assert steps[0] == f"... reading and planning {spec}", terminal
+    assert re.fullmatch(r"\.\.\. \d+ operations of 'petstore' to compare with the registry", steps[1]), terminal
+    assert steps[2].startswith("... building the generic HTTP-operation guest for this home, once"), terminal
+    assert re.fullmatch(r"\.\.\. registering \d+ tool versions and deprecating 0, in one transaction", steps[3])
+    assert re.fullmatch(r"\.\.\. done in \d+\.\d s", steps[4]), terminal
+    again = _on_a_terminal("--home", home, "import", "openapi", str(spec), cwd=tmp_path)
+    assert not any("building the generic" in step for step in _steps(again[2])), "built once per home"
+    quiet = _on_a_terminal("-q", "--home", home, "import", "openapi", str(spec), "--dry-run", cwd=tmp_path)
+    assert quiet[0] == 0 and quiet[1].startswith("would import petstore")
+    assert [step for step in _steps(quiet[2]) if not step.startswith("note: ")] == [], "only the spec's notes"
+    piped = subprocess.run(
+        [sys.executable, "-m", "glovebox", "--home", home, "import", "openapi", str(spec), "--dry-run"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert [line for line in piped.stderr.splitlines() if not line.startswith("note: ")] == [], "no steps on a pipe"
+
+
+def test_approvals_list_shows_a_page_and_says_how_to_see_the_next(tmp_path: Path) -> None:
+    from glovebox.policy import ApprovalStore
+
+    home = tmp_path / "home"
+    with glovebox.Runtime(home=home):
+        pass
+    store = ApprovalStore(home)
+    try:
+        made = [store.request("agent", "sensitive@1.0.0", f"sha256:{n:064d}", ttl_s=600).id for n in range(3)]
+    finally:
+        store.close()
+    first = invoke("--home", str(home), "approvals", "list", "--limit", "2")
+    assert first.exit_code == 0 and [line.split()[0] for line in first.stdout.splitlines()[1:]] == made[:2]
+    assert first.stderr == "more are waiting: glovebox approvals list --offset 2\n"
+    rest = invoke("--home", str(home), "approvals", "list", "--limit", "2", "--offset", "2")
+    assert [line.split()[0] for line in rest.stdout.splitlines()[1:]] == made[2:] and rest.stderr == ""
+    past = invoke("--home", str(home), "approvals", "list", "--offset", "3")
+    assert past.stdout == "no pending approval requests from offset 3\n"
+    with glovebox.Runtime(home=home) as rt:
+        assert [a.id for a in rt.pending_approvals(offset=1, limit=1)] == made[1:2]

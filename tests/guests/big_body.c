@@ -7,9 +7,9 @@ int gb_tool(const char *input, size_t len, gb_buf *out) {
     const char *val;
     size_t val_len;
     gb_buf url = {0};
-    if (!gb_json_find(input, len, "url", &val, &val_len) || gb_json_string(val, val_len, &url) != 0) return GB_ERR;
+    if (gb_json_get(input, len, "url", &val, &val_len) != 0 || gb_json_string(val, val_len, &url) != 0) return GB_ERR;
     size_t n = 0;
-    if (gb_json_find(input, len, "bytes", &val, &val_len)) n = (size_t)strtoull(val, NULL, 10);
+    if (gb_json_get(input, len, "bytes", &val, &val_len) == 0) n = (size_t)strtoull(val, NULL, 10);
     char *body = malloc(n ? n : 1);
     if (!body) return GB_ERR;
     memset(body, 'x', n);

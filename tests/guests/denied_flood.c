@@ -8,7 +8,7 @@ static double number(const char *input, size_t len, const char *key, double fall
     const char *val;
     size_t val_len;
     double n;
-    if (!gb_json_find(input, len, key, &val, &val_len) || gb_json_number(val, val_len, &n) != 0) return fallback;
+    if (gb_json_get(input, len, key, &val, &val_len) != 0 || gb_json_number(val, val_len, &n) != 0) return fallback;
     return n;
 }
 
@@ -16,7 +16,7 @@ int gb_tool(const char *input, size_t len, gb_buf *out) {
     const char *val;
     size_t val_len;
     gb_buf url = {0};
-    if (!gb_json_find(input, len, "url", &val, &val_len) || gb_json_string(val, val_len, &url) != 0)
+    if (gb_json_get(input, len, "url", &val, &val_len) != 0 || gb_json_string(val, val_len, &url) != 0)
         return gb_error(out, "input needs a \"url\"");
     size_t pad = (size_t)number(input, len, "pad", 0);
     int count = (int)number(input, len, "count", 1);

@@ -8,7 +8,7 @@ static char *field(const char *input, size_t len, const char *key, const char *f
     const char *val;
     size_t val_len;
     gb_buf s = {0};
-    if (!gb_json_find(input, len, key, &val, &val_len) || gb_json_string(val, val_len, &s) != 0) {
+    if (gb_json_get(input, len, key, &val, &val_len) != 0 || gb_json_string(val, val_len, &s) != 0) {
         gb_buf_free(&s);
         return fallback ? strdup(fallback) : NULL;
     }

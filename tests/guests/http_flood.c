@@ -8,8 +8,8 @@ int gb_tool(const char *input, size_t len, gb_buf *out) {
     size_t val_len;
     double count = 0;
     gb_buf url = {0}, reason = {0};
-    if (!gb_json_find(input, len, "count", &val, &val_len) || gb_json_number(val, val_len, &count) != 0 ||
-        !gb_json_find(input, len, "url", &val, &val_len) || gb_json_string(val, val_len, &url) != 0) {
+    if (gb_json_get(input, len, "count", &val, &val_len) != 0 || gb_json_number(val, val_len, &count) != 0 ||
+        gb_json_get(input, len, "url", &val, &val_len) != 0 || gb_json_string(val, val_len, &url) != 0) {
         gb_buf_puts(out, "input needs \"url\" and \"count\"");
         return GB_ERR;
     }

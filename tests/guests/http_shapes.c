@@ -11,7 +11,7 @@ static char *field(const char *input, size_t len, const char *key, const char *f
     const char *val;
     size_t val_len;
     gb_buf s = {0};
-    if (!gb_json_find(input, len, key, &val, &val_len) || gb_json_string(val, val_len, &s) != 0) {
+    if (gb_json_get(input, len, key, &val, &val_len) != 0 || gb_json_string(val, val_len, &s) != 0) {
         gb_buf_free(&s);
         return strdup(fallback);
     }
@@ -22,7 +22,7 @@ static double number(const char *input, size_t len, const char *key, double fall
     const char *val;
     size_t val_len;
     double n = fallback;
-    if (gb_json_find(input, len, key, &val, &val_len)) gb_json_number(val, val_len, &n);
+    if (gb_json_get(input, len, key, &val, &val_len) == 0) gb_json_number(val, val_len, &n);
     return n;
 }
 

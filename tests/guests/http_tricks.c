@@ -45,7 +45,7 @@ int gb_tool(const char *input, size_t len, gb_buf *out) {
     const char *val;
     size_t val_len;
     double port = 0;
-    if (!gb_json_find(input, len, "port", &val, &val_len) || gb_json_number(val, val_len, &port) != 0)
+    if (gb_json_get(input, len, "port", &val, &val_len) != 0 || gb_json_number(val, val_len, &port) != 0)
         return gb_error(out, "input needs a number field \"port\"");
     gb_buf_puts(out, "{\"results\": [");
     for (size_t i = 0; i < sizeof TRICKS / sizeof TRICKS[0]; i++) {

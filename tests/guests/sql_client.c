@@ -11,17 +11,17 @@ int gb_tool(const char *input, size_t len, gb_buf *out) {
     gb_sql_value params[2];
     size_t count = 0;
     double number;
-    if (gb_json_find(input, len, "database", &v, &v_len)) gb_json_string(v, v_len, &database);
-    if (gb_json_find(input, len, "sql", &v, &v_len)) gb_json_string(v, v_len, &statement);
-    if (gb_json_find(input, len, "int", &v, &v_len) && gb_json_number(v, v_len, &number) == 0)
+    if (gb_json_get(input, len, "database", &v, &v_len) == 0) gb_json_string(v, v_len, &database);
+    if (gb_json_get(input, len, "sql", &v, &v_len) == 0) gb_json_string(v, v_len, &statement);
+    if (gb_json_get(input, len, "int", &v, &v_len) == 0 && gb_json_number(v, v_len, &number) == 0)
         params[count++] = gb_sql_integer((int64_t)number);
-    if (gb_json_find(input, len, "text", &v, &v_len) && gb_json_string(v, v_len, &text) == 0) {
+    if (gb_json_get(input, len, "text", &v, &v_len) == 0 && gb_json_string(v, v_len, &text) == 0) {
         params[count].type = GB_SQL_TEXT;
         params[count].of.bytes.ptr = text.data ? text.data : "";
         params[count].of.bytes.len = text.len;
         count++;
     }
-    int cope = gb_json_find(input, len, "cope", &v, &v_len) && v_len == 4 && memcmp(v, "true", 4) == 0;
+    int cope = gb_json_get(input, len, "cope", &v, &v_len) == 0 && v_len == 4 && memcmp(v, "true", 4) == 0;
     gb_sql_status st = gb_sql_query(database.data ? database.data : "", statement.data ? statement.data : "",
                                     params, count, out, &reason);
     int rc = GB_OK;

@@ -254,3 +254,17 @@ def test_pending_page_reads_one_page_and_the_count(tmp_path: Path) -> None:
         assert store.pending_page(10, 5) == ([], 4)
     finally:
         store.close()
+
+
+def test_pending_reads_a_page_when_asked_and_all_otherwise(tmp_path: Path) -> None:
+    store = ApprovalStore(tmp_path)
+    try:
+        made = [store.request("agent", "sensitive@0.0.0", f"sha256:{n:02d}", ttl_s=600).id for n in range(5)]
+        assert [a.id for a in store.pending()] == made
+        assert [a.id for a in store.pending(offset=1, limit=2)] == made[1:3]
+        assert [a.id for a in store.pending(offset=4, limit=10)] == made[4:]
+        assert store.pending(offset=9) == []
+        with pytest.raises(ValueError, match="must not be negative"):
+            store.pending(limit=-1)
+    finally:
+        store.close()

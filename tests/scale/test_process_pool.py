@@ -333,6 +333,18 @@ def test_acall(pool: glovebox.ProcessPool) -> None:
     assert {r.meta["principal"] for r in results} == {"ann"}
 
 
+def test_the_pool_is_a_call_backend_with_its_counters_and_the_homes_audit(pool: glovebox.ProcessPool) -> None:
+    assert isinstance(pool, glovebox.CallBackend)
+    assert (pool.in_flight, pool.queued) == (0, 0)
+
+    async def many() -> list[glovebox.CallResult]:
+        return await asyncio.gather(*(pool.acall("echo", {"n": i}) for i in range(4)))
+
+    results = asyncio.run(many())
+    assert (pool.in_flight, pool.queued) == (0, 0), "every answered call left the count"
+    assert {row["call_id"] for row in pool.audit.records()} >= {r.meta["call_id"] for r in results}
+
+
 def test_close_is_idempotent_and_a_call_after_it_raises(home: Path) -> None:
     pool = glovebox.ProcessPool(processes=1, home=home)
     pids = pool.pids

@@ -14,7 +14,7 @@ from glovebox.servers._sessions import COOKIE
 from .conftest import KEYS, Console, sha
 
 ROW_LINK = re.compile(r'href="/ui/audit/\d+"')
-PAGES = ["/ui/approvals", "/ui/audit", "/ui/audit/1", "/ui/audit/export.jsonl", "/ui/health"]
+PAGES = ["/ui/approvals", "/ui/approvals/mark", "/ui/audit", "/ui/audit/1", "/ui/audit/export.jsonl", "/ui/health"]
 
 
 def bearer(who: str) -> dict[str, str]:
@@ -171,7 +171,56 @@ def test_audit_pages_filter_paginate_and_export(console: Console) -> None:
 def test_the_approvals_page_shows_fifty_a_page_with_the_count(console: Console) -> None:
     ids = [console.request_approval("agent", {"n": n}) for n in range(53)]
     first = httpx.get(console.url + "/ui/approvals", headers=bearer("admin")).text
-    assert "(53)" in first and "1–50 of 53" in first
+    assert '<span class="count">53</span> waiting' in first and "1–50 of 53" in first
     assert re.findall(r'id="approval-([0-9a-f]+)"', first) == ids[:50]
     last = httpx.get(console.url + "/ui/approvals?offset=50", headers=bearer("admin")).text
     assert re.findall(r'id="approval-([0-9a-f]+)"', last) == ids[50:] and "51–53 of 53" in last
+
+
+def test_the_audit_page_filters_by_time(console: Console) -> None:
+    for n in range(3):
+        console.call("agent", {"n": n}, tool="plain")
+    page = console.url + "/ui/audit"
+    recent = httpx.get(page, params={"since": "1h"}, headers=bearer("admin")).text
+    assert len(ROW_LINK.findall(recent)) == 3 and 'value="1h"' in recent
+    assert "No record matches" in httpx.get(page, params={"since": "2999-01-01"}, headers=bearer("admin")).text
+    assert "No record matches" in httpx.get(page, params={"until": "2000-01-01"}, headers=bearer("admin")).text
+    both = {"since": "2000-01-01T00:00:00Z", "until": "2999-01-01", "principal": "agent"}
+    assert len(ROW_LINK.findall(httpx.get(page, params=both, headers=bearer("admin")).text)) == 3
+    bad = httpx.get(page, params={"since": "yesterday"}, headers=bearer("admin"))
+    assert bad.status_code == 400 and "the time &#39;yesterday&#39; is neither ISO 8601" in bad.text
+
+
+def test_the_health_page_shows_admission_breakers_and_charts_of_the_last_calls(console: Console) -> None:
+    from glovebox.guards import BreakerBoard
+    from glovebox.policy._guards import Breaker
+
+    for n in range(4):
+        console.call("agent", {"n": n}, tool="plain")
+    console.request_approval("agent", {"n": "<b>ask</b>"})
+    quiet = httpx.get(console.url + "/ui/health", headers=bearer("admin")).text
+    assert "Every breaker is closed" in quiet
+    assert "<dt>calls in flight</dt><dd><code>0</code>" in quiet and "<dt>calls queued</dt><dd><code>0</code>" in quiet
+    board = BreakerBoard(console.runtime.home)
+    try:
+        board.record("tool", "plain", Breaker(failures=1), True)
+    finally:
+        board.close()
+    health = httpx.get(console.url + "/ui/health", headers=bearer("admin")).text
+    assert re.search(r"<td>tool</td><td><code>plain</code></td><td class=\"outcome-fail\">open</td>", health)
+    assert health.count("<svg xmlns") == 2 and "<script" not in health and "style=" not in health
+    assert ": 5 calls." in health
+    ok_bars = re.findall(r"<title>\d\d:\d\d ok: (\d+)</title>", health)
+    asked = re.findall(r"<title>\d\d:\d\d approval_required: (\d+)</title>", health)
+    assert sum(map(int, ok_bars)) == 4 and sum(map(int, asked)) == 1
+    assert "ok (4)" in health and "approval_required (1)" in health
+    assert re.search(r'<polyline points="[0-9., ]+" fill="none" stroke="#1f5fbf"', health), "the p50 line"
+
+
+def test_the_tools_page_shows_each_tools_last_outcomes(console: Console) -> None:
+    console.call("agent", {"n": 1}, tool="plain")
+    console.request_approval("agent", {"n": 2})
+    seen = httpx.get(console.url + "/ui/tools", headers=bearer("agent")).text
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"<code>(\w+)@0\.0\.0</code>(.*?)</tr>", seen, re.S)}
+    assert re.findall(r'class="outcome-\w+" title="[^"]+">(\w+)</span>', rows["plain"]) == ["ok"]
+    assert re.findall(r'class="outcome-\w+" title="[^"]+">(\w+)</span>', rows["sensitive"]) == ["approval_required"]

@@ -2,7 +2,8 @@
 
 Every test records JavaScript dialogs and fails on any: markup in a principal,
 a tool description or an input must render as text, never run. Each page is
-photographed into the test's tmp dir (``screens/``).
+photographed into ``build/test-artifacts/console/`` of the checkout (kept after
+the run, for a person to look at; the docs' screenshots are taken from there).
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from glovebox.guards import BreakerBoard
+from glovebox.policy._guards import Breaker
+
 from .conftest import KEYS, XSS_DESCRIPTION, XSS_PRINCIPAL, Console
 
 playwright_api = pytest.importorskip("playwright.sync_api", reason="the ui-test extra (playwright) is not installed")
@@ -20,6 +24,8 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="Debian's chromium is not installed (`make test` installs it with apt-get)"
 )
+#: Where the screenshots are kept after the run.
+ARTIFACTS = Path(__file__).resolve().parents[2] / "build" / "test-artifacts" / "console"
 XSS_INPUT = {"q": "<script>alert('input')</script>", "note": "</pre><img src=x onerror=alert('pre')>"}
 
 
@@ -38,7 +44,7 @@ class Watched:
         self.context = browser.new_context(base_url=console.url)
         self.dialogs: list[str] = []
         self.screens = screens
-        screens.mkdir(exist_ok=True)
+        screens.mkdir(parents=True, exist_ok=True)
 
     def page(self) -> playwright_api.Page:
         page = self.context.new_page()
@@ -62,7 +68,7 @@ class Watched:
 
 @pytest.fixture
 def watched(browser: playwright_api.Browser, console: Console, tmp_path: Path) -> Iterator[Watched]:
-    watched = Watched(browser, console, tmp_path / "screens")
+    watched = Watched(browser, console, ARTIFACTS)
     yield watched
     watched.context.close()
     assert watched.dialogs == [], "markup ran as script"
@@ -80,15 +86,41 @@ def test_approve_in_the_browser_lets_the_waiting_call_run_exactly_once(console: 
     watched.shoot(page, "approvals")
     replay = watched.page()
     replay.goto("/ui/approvals")
+    token = replay.locator(f"#approval-{approval_id} input[name=csrf]").first.get_attribute("value")
     row.get_by_role("button", name=f"Approve request {approval_id}").click()
     assert approval_id in page.locator("#notice").inner_text()
     assert page.locator("#empty").is_visible()
     assert console.call(XSS_PRINCIPAL, XSS_INPUT)["ok"] is True, "the approved call runs"
     again = console.call(XSS_PRINCIPAL, XSS_INPUT)
     assert again["error"]["code"] == "approval_required", "the approval ran exactly one call"  # type: ignore[index]
-    replay.get_by_role("button", name=f"Approve request {approval_id}").click()
-    assert f"approval request {approval_id} is used, not pending" in replay.locator("#message").inner_text()
+    # The second tab's live update has dropped the form by now: replay it as it was, with that tab's cookie.
+    replayed = replay.request.post(f"/ui/approvals/{approval_id}/approve", form={"csrf": token})
+    assert replayed.status == 409 and f"approval request {approval_id} is used, not pending" in replayed.text()
+    assert replay.locator(f"#approval-{approval_id}").count() == 0, "the live page no longer offers it"
     watched.shoot(replay, "approve-replayed")
+
+
+def test_a_request_arriving_appears_on_the_open_page_without_a_reload(console: Console, watched: Watched) -> None:
+    first = console.request_approval("agent", {"q": "first"})
+    page = watched.sign_in("admin")
+    assert page.locator("script[src='/ui/static/console.js']").count() == 1
+    page.evaluate("window.stayed = true")  # a reload would forget it
+    reason = page.locator(f"#reason-{first}")
+    reason.fill("half-typed")
+    reason.focus()
+    second = console.request_approval(XSS_PRINCIPAL, {"q": "<script>alert('live')</script>"})
+    arrived = page.locator(f"#approval-{second}")
+    arrived.wait_for(timeout=30_000)
+    assert page.evaluate("window.stayed") is True, "the row came without reloading the page"
+    assert arrived.locator(".principal").inner_text().startswith(XSS_PRINCIPAL)
+    assert "<script>alert('live')</script>" in arrived.locator("pre.input").inner_text()
+    assert page.locator("#live-status").inner_text() == "2 waiting"
+    assert page.locator(f"#reason-{first}").input_value() == "half-typed", "what the viewer typed is kept"
+    assert page.evaluate("document.activeElement.id") == f"reason-{first}", "and where the focus was"
+    watched.shoot(page, "approvals-live")
+    arrived.get_by_role("button", name=f"Approve request {second}").click()
+    assert second in page.locator("#notice").inner_text()
+    assert console.call(XSS_PRINCIPAL, {"q": "<script>alert('live')</script>"})["ok"] is True
 
 
 def test_deny_in_the_browser_answers_the_waiting_caller_with_the_reason(console: Console, watched: Watched) -> None:
@@ -136,11 +168,25 @@ def test_audit_tools_and_health_pages_render_markup_as_text(console: Console, wa
     page.goto("/ui/audit/1")
     assert "<b>bold</b>" in page.locator("dl.record").inner_text() and page.locator("b").count() == 0
     watched.shoot(page, "record")
+    for n in range(5):
+        console.call("agent", {"n": n}, tool="plain")
+    console.request_approval("agent", {"n": "asked"})
     page.goto("/ui/tools")
     assert page.locator("td.description", has_text="once approved").inner_text() == XSS_DESCRIPTION
+    recent = page.get_by_role("list", name="Last calls of plain@0.0.0").get_by_role("listitem")
+    assert recent.all_inner_texts() == ["ok"] * 6
     watched.shoot(page, "tools")
+    board = BreakerBoard(console.runtime.home)
+    try:
+        board.record("tool", "plain", Breaker(failures=1), True)
+    finally:
+        board.close()
     page.goto("/ui/health")
     assert "policy digest" in page.locator("dl.record").inner_text()
+    assert page.locator("#breakers td", has_text="open").count() == 1
+    assert page.get_by_role("img", name="Calls per minute by outcome, last 30 minutes").is_visible()
+    assert page.get_by_role("img", name="Call duration p50 and p99 per minute, last 30 minutes").is_visible()
+    assert "approval_required (1)" in page.locator("#chart-outcomes figcaption").inner_text()
     watched.shoot(page, "health")
 
 

@@ -14,7 +14,7 @@ int gb_tool(const char *input, size_t input_len, gb_buf *out) {
     const char *val;
     size_t val_len;
     double n;
-    if (!gb_json_find(input, input_len, "n", &val, &val_len) || gb_json_number(val, val_len, &n) != 0)
+    if (gb_json_get(input, input_len, "n", &val, &val_len) != 0 || gb_json_number(val, val_len, &n) != 0)
         return gb_error(out, "input must be an object with a number field \"n\"");
     uint64_t count = 0, largest = 0;
     for (uint64_t k = 2; k <= (uint64_t)n; k++) {

@@ -8,10 +8,10 @@ int gb_tool(const char *input, size_t input_len, gb_buf *out) {
     size_t val_len;
     gb_buf mode = {0};
     double amount = 0;
-    if (!gb_json_find(input, input_len, "mode", &val, &val_len) || gb_json_string(val, val_len, &mode) != 0)
+    if (gb_json_get(input, input_len, "mode", &val, &val_len) != 0 || gb_json_string(val, val_len, &mode) != 0)
         return gb_error(out, "input must have a string field \"mode\"");
-    if (gb_json_find(input, input_len, "steps", &val, &val_len) ||
-        gb_json_find(input, input_len, "mib", &val, &val_len))
+    if (gb_json_get(input, input_len, "steps", &val, &val_len) == 0 ||
+        gb_json_get(input, input_len, "mib", &val, &val_len) == 0)
         gb_json_number(val, val_len, &amount);
 
     if (strcmp(mode.data, "spin") == 0) {

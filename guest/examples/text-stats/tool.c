@@ -5,7 +5,7 @@ int gb_tool(const char *input, size_t input_len, gb_buf *out) {
     const char *val;
     size_t val_len;
     gb_buf text = {0};
-    if (!gb_json_find(input, input_len, "text", &val, &val_len) ||
+    if (gb_json_get(input, input_len, "text", &val, &val_len) != 0 ||
         gb_json_string(val, val_len, &text) != 0)
         return gb_error(out, "input must be an object with a string field \"text\"");
     size_t chars = 0, words = 0, lines = 0, in_word = 0;

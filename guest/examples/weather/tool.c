@@ -8,7 +8,7 @@
 static int number(const char *json, size_t len, const char *key, double *out) {
     const char *val;
     size_t val_len;
-    return gb_json_find(json, len, key, &val, &val_len) && gb_json_number(val, val_len, out) == 0;
+    return gb_json_get(json, len, key, &val, &val_len) == 0 && gb_json_number(val, val_len, out) == 0;
 }
 
 int gb_tool(const char *input, size_t len, gb_buf *out) {
@@ -18,7 +18,7 @@ int gb_tool(const char *input, size_t len, gb_buf *out) {
     gb_buf api = {0}, url = {0}, body = {0}, reason = {0};
     const char *val;
     size_t val_len;
-    if (!gb_json_find(input, len, "api", &val, &val_len) || gb_json_string(val, val_len, &api) != 0) {
+    if (gb_json_get(input, len, "api", &val, &val_len) != 0 || gb_json_string(val, val_len, &api) != 0) {
         api.len = 0;
         gb_buf_puts(&api, "https://api.open-meteo.com");
     }
@@ -34,7 +34,7 @@ int gb_tool(const char *input, size_t len, gb_buf *out) {
                       reason.data ? reason.data : "");
     } else if (status != 200) {
         rc = gb_error(out, "weather API answered HTTP %d", status);
-    } else if (!gb_json_find(body.data, body.len, "current_weather", &cw, &cw_len) ||
+    } else if (gb_json_get(body.data, body.len, "current_weather", &cw, &cw_len) != 0 ||
                !number(cw, cw_len, "temperature", &temp) || !number(cw, cw_len, "windspeed", &wind)) {
         rc = gb_error(out, "weather API answered without current_weather.temperature/windspeed");
     } else {

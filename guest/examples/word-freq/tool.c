@@ -45,9 +45,9 @@ int gb_tool(const char *input, size_t input_len, gb_buf *out) {
     size_t val_len;
     double top = 5;
     gb_buf text = {0};
-    if (!gb_json_find(input, input_len, "text", &val, &val_len) || gb_json_string(val, val_len, &text) != 0)
+    if (gb_json_get(input, input_len, "text", &val, &val_len) != 0 || gb_json_string(val, val_len, &text) != 0)
         return gb_error(out, "input must be an object with a string field \"text\"");
-    if (gb_json_find(input, input_len, "top", &val, &val_len)) gb_json_number(val, val_len, &top);
+    if (gb_json_get(input, input_len, "top", &val, &val_len) == 0) gb_json_number(val, val_len, &top);
     for (size_t i = 0; i < text.len; i++)
         if (text.data[i] >= 'A' && text.data[i] <= 'Z') text.data[i] += 'a' - 'A';
 

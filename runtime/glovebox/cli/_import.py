@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from ..importers import ImportResult, import_graphql, import_openapi, import_sql
-from ._base import dump, open_runtime
+from ._base import dump, open_runtime, progress_of
 
 __all__ = ["import_group"]
 
@@ -82,9 +82,14 @@ def _import(
     policy_out: str | None = None,
     **options: Any,
 ) -> None:
-    """Run one import with the command's options and print its result."""
+    """Run one import with the command's options and print its result (steps on a terminal, unless -q)."""
+    import time
+
+    say, started = progress_of(ctx), time.perf_counter()
     with open_runtime(ctx) as rt:
-        result = run(rt, source, **options)
+        result = run(rt, source, progress=say, **options)
+    if say is not None:
+        say(f"done in {time.perf_counter() - started:.1f} s")
     _report(result, policy_out, as_json)
 
 

@@ -164,9 +164,9 @@ def remove(ctx: click.Context, ref: str, all_versions: bool) -> None:
 @cli.command()
 @click.pass_context
 def gc(ctx: click.Context) -> None:
-    """Delete leftovers of interrupted registrations and removals."""
+    """Delete leftovers of interrupted registrations and removals (steps on a terminal, unless -q)."""
     with open_runtime(ctx) as rt:
-        removed = rt.gc()
+        removed = rt.gc(progress=progress_of(ctx))
     for path in removed:
         click.echo(f"removed {path}")
     click.echo(f"{len(removed)} leftover file(s) removed")

@@ -125,18 +125,23 @@ def approvals() -> None:
 
 @approvals.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (Unix times, each with an ISO 8601 twin).")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1), help="Requests shown at most.")
+@click.option("--offset", default=0, show_default=True, type=click.IntRange(0), help="Requests skipped first.")
 @click.pass_context
-def approvals_list(ctx: click.Context, as_json: bool) -> None:
-    """List the pending, unexpired approval requests, oldest first (times in UTC)."""
+def approvals_list(ctx: click.Context, as_json: bool, limit: int, offset: int) -> None:
+    """List the pending, unexpired approval requests, oldest first (times in UTC), a page at a time."""
     with open_runtime(ctx) as rt:
-        pending = rt.pending_approvals()
+        pending = rt.pending_approvals(offset=offset, limit=limit + 1)  # one more says whether a page follows
+    more, pending = len(pending) > limit, pending[:limit]
     if as_json:
         click.echo(dump([approval.to_dict() for approval in pending]))
         return
     if not pending:
-        click.echo("no pending approval requests")
+        click.echo("no pending approval requests" + (f" from offset {offset}" if offset else ""))
         return
     click.echo(_approval_table(pending))
+    if more:
+        click.echo(f"more are waiting: glovebox approvals list --offset {offset + limit}", err=True)
 
 
 def _approval_table(pending: list[Approval]) -> str:

@@ -177,6 +177,26 @@ def export(ctx: click.Context, fmt: str, principal: str | None) -> None:
     click.echo(json.dumps(definitions, indent=2, ensure_ascii=False))
 
 
+def _check_elicitation(transport: str, principal: str | None, asked: bool, approver: str | None) -> None:
+    """Refuse an elicitation set-up that would let a caller approve its own calls."""
+    if approver is not None and not asked:
+        raise click.UsageError("--approver is for --approve-via-elicitation")
+    if not asked:
+        return
+    if transport != "stdio":
+        raise click.UsageError(
+            "--approve-via-elicitation is for stdio: over http the client's user is whoever holds the "
+            "calling key, so approving as another principal would let a caller approve its own calls"
+        )
+    if approver is None:
+        raise click.UsageError(
+            "--approve-via-elicitation needs --approver PRINCIPAL: who the client's user approves as "
+            "(a principal with the approver scope, not --principal)"
+        )
+    if approver == (principal or "anonymous"):
+        raise click.UsageError(f"--approver {approver!r} is the caller (--principal): nobody approves their own calls")
+
+
 @click.command()
 @click.option(
     "--transport",
@@ -200,6 +220,16 @@ def export(ctx: click.Context, fmt: str, principal: str | None) -> None:
     is_flag=True,
     help="Serve without a policy (stdio: as --principal or anonymous; http: anyone reaching the port).",
 )
+@click.option(
+    "--approve-via-elicitation",
+    is_flag=True,
+    help="Off by default. A call needing approval asks the client's user (as --approver) through "
+    "elicitation/create, instead of answering approval_required (stdio).",
+)
+@click.option(
+    "--approver",
+    help="The principal the client's user approves as (default: none; required by --approve-via-elicitation).",
+)
 @click.option("--processes", type=click.IntRange(1), help=f"{_PROCESSES_HELP[:-1]} (http).")
 @_backend_options
 @click.option("--poll-seconds", default=0.5, show_default=True, type=click.FloatRange(0.05), help="List-change check.")
@@ -213,6 +243,8 @@ def mcp(
     principal: str | None,
     mode: str,
     insecure_anonymous: bool,
+    approve_via_elicitation: bool,
+    approver: str | None,
     processes: int | None,
     backend: str,
     address: str | None,
@@ -236,11 +268,12 @@ def mcp(
         raise click.UsageError("--principal is for stdio; over http each request's API key names the principal")
     if transport == "stdio" and (processes is not None or backend != "local"):
         raise click.UsageError("--processes and --backend are for --transport http; stdio serves one client")
+    _check_elicitation(transport, principal, approve_via_elicitation, approver)
     bounds: dict[str, Any] = {"max_in_flight": max_in_flight, "max_queued": max_queued, "max_running": max_running}
     with open_runtime(ctx, **bounds) as rt:
         options: dict[str, Any] = {"mode": mode, "insecure_anonymous": insecure_anonymous, "poll_s": poll_seconds}
         if transport == "stdio":
-            service = McpService(rt, principal=principal, **options)
+            service = McpService(rt, principal=principal, approver=approver, **options)
             check_stdio(service)  # before stdin is read: the client sees the refusal on stderr
             anyio.run(run_stdio, service)
             return

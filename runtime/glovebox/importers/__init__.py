@@ -23,6 +23,8 @@ from ._fragment import SecretHint
 from ._importresult import ImportResult
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..model._result import ToolInfo
     from ..runtime._runtime import Runtime
 
@@ -45,6 +47,7 @@ def import_openapi(
     server: str | None = None,
     accept_widening: bool = False,
     dry_run: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> ImportResult:
     """Register every operation of an OpenAPI 3.0/3.1 document as a tool (all or none).
 
@@ -56,6 +59,8 @@ def import_openapi(
         server: the base URL to call instead of the document's first server.
         accept_widening: let a re-import give an existing operation a new host, method or path.
         dry_run: compute the diff and the policy fragment; register nothing.
+        progress: called with one line per slow step (reading, planning, building the
+            generic guest, registering), for a terminal; None (the default): silent.
 
     Returns:
         What was added, changed, removed (deprecated), and the policy fragment.
@@ -68,8 +73,11 @@ def import_openapi(
     from ._openapi import plan_openapi
 
     source = spec if isinstance(spec, dict) else _source(spec)
+    say = progress or _silent
+    say(f"reading and planning {'the document' if isinstance(source, dict) else source}")
     api, planned, secrets, notes = plan_openapi(source, name=name, server=server)
-    return _apply(runtime, "openapi", api, planned, secrets, notes, accept_widening, dry_run)
+    say(f"{len(planned)} operations of {api!r} to compare with the registry")
+    return _apply(runtime, "openapi", api, planned, secrets, notes, accept_widening, dry_run, say)
 
 
 def import_graphql(
@@ -81,6 +89,7 @@ def import_graphql(
     depth: int = 2,
     accept_widening: bool = False,
     dry_run: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> ImportResult:
     """Register every Query field (a read) and Mutation field (a write) of a GraphQL schema as a tool.
 
@@ -92,6 +101,8 @@ def import_graphql(
         depth: how many levels of object fields each tool selects, 1 to 8 (cycles are cut).
         accept_widening: let a re-import give an existing operation a new host, method or path.
         dry_run: compute the diff and the policy fragment; register nothing.
+        progress: called with one line per slow step (reading, planning, building the
+            generic guest, registering), for a terminal; None (the default): silent.
 
     Raises:
         InvalidSpec: the schema does not parse, is over 8 MiB, or nests an argument's type too
@@ -101,11 +112,21 @@ def import_graphql(
     """
     from ._graphql import plan_graphql
 
+    say = progress or _silent
+    say(f"reading and planning {schema}")
     api, planned, secrets, notes = plan_graphql(Path(schema), endpoint=endpoint, name=name, depth=depth)
-    return _apply(runtime, "graphql", api, planned, secrets, notes, accept_widening, dry_run)
+    say(f"{len(planned)} fields of {api!r} to compare with the registry")
+    return _apply(runtime, "graphql", api, planned, secrets, notes, accept_widening, dry_run, say)
 
 
-def import_sql(runtime: Runtime, dsn: str, *, name: str, dry_run: bool = False) -> ImportResult:
+def import_sql(
+    runtime: Runtime,
+    dsn: str,
+    *,
+    name: str,
+    dry_run: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> ImportResult:
     """Register a database as two tools: ``<name>-query`` (SELECT only) and ``<name>-execute``.
 
     Args:
@@ -129,7 +150,10 @@ def import_sql(runtime: Runtime, dsn: str, *, name: str, dry_run: bool = False) 
     from ._sql import plan_sql, sql_fragment
 
     internals(runtime).check_open()
+    say = progress or _silent
     api, planned, granted = plan_sql(dsn, name)
+    if not dry_run and cached_sql_guest(runtime.home) is None:
+        say(_FIRST_GUEST.format(kind="SQL"))
     artifact = cached_sql_guest(runtime.home) if dry_run else sql_guest(runtime.home)
 
     def owns(info: ToolInfo) -> bool:
@@ -137,7 +161,15 @@ def import_sql(runtime: Runtime, dsn: str, *, name: str, dry_run: bool = False) 
 
     source = Source(api, "sql", owns, f"removed from {api} by a re-import")
     fragment = functools.partial(sql_fragment, dsn=granted)
-    return apply(runtime, planned, artifact, source, dry_run=dry_run, fragment=fragment)
+    return apply(runtime, planned, artifact, source, dry_run=dry_run, fragment=fragment, progress=say)
+
+
+#: What a first import says while the generic guest is built.
+_FIRST_GUEST = "building the generic {kind} guest for this home, once (a C build; about 30 s on a cold Zig cache)"
+
+
+def _silent(line: str) -> None:
+    """No progress."""
 
 
 def _source(spec: str | os.PathLike[str]) -> str | Path:
@@ -154,11 +186,14 @@ def _apply(
     notes: list[str],
     accept_widening: bool,
     dry_run: bool,
+    progress: Callable[[str], None],
 ) -> ImportResult:
     from ._batch import Source, apply
     from ._guest import cached_operation_guest, operation_guest
 
     internals(runtime).check_open()
+    if not dry_run and cached_operation_guest(runtime.home) is None:
+        progress(_FIRST_GUEST.format(kind="HTTP-operation"))
     artifact = cached_operation_guest(runtime.home) if dry_run else operation_guest(runtime.home)
 
     def owns(info: ToolInfo) -> bool:
@@ -174,4 +209,5 @@ def _apply(
         notes=notes,
         accept_widening=accept_widening,
         dry_run=dry_run,
+        progress=progress,
     )

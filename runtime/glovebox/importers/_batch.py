@@ -97,6 +97,7 @@ def apply(
     accept_widening: bool = False,
     dry_run: bool = False,
     fragment: Callable[..., dict[str, Any]] = policy_fragment,
+    progress: Callable[[str], None] | None = None,
 ) -> ImportResult:
     """Diff ``planned`` against the previous import of ``source`` and register the difference, all or none.
 
@@ -111,6 +112,7 @@ def apply(
         accept_widening: let a changed tool reach more than its previous version.
         dry_run: compute the diff and the policy fragment; register nothing.
         fragment: makes the policy fragment from (api, manifests, actions, secrets).
+        progress: told each slow step (the diff's size, the registration), for a terminal.
 
     Raises:
         InvalidSpec (or ``source.refusal``): a planned name is held by a tool the source did not make.
@@ -142,6 +144,8 @@ def apply(
         result.policy = fragment(source.api, manifests, actions, [*secrets])
     if not dry_run:
         deprecate = _deprecations(runtime, source, result.removed)
+        if progress is not None:
+            progress(f"registering {len(register)} tool versions and deprecating {len(deprecate)}, in one transaction")
         _store(runtime, register, artifact, deprecate)
         result.tools = [internals(runtime).registry.resolve(result.ref(plan.manifest.name)) for plan in planned]
     return result

@@ -197,14 +197,26 @@ class ApprovalStore:
         assert result is not None
         return result
 
-    def pending(self) -> list[Approval]:
-        """Unexpired pending requests, oldest first."""
+    def pending(self, *, offset: int = 0, limit: int | None = None) -> list[Approval]:
+        """Unexpired pending requests, oldest first: ``limit`` of them (all when None) from ``offset`` on."""
+        if offset < 0 or (limit is not None and limit < 0):
+            raise ValueError("offset and limit must not be negative")
         with self._database.connection() as db:
             rows = db.execute(
-                f"SELECT {_COLUMNS} FROM approvals WHERE status = 'pending' AND expires_at > ? ORDER BY created_at",
-                (self.clock(),),
+                f"SELECT {_COLUMNS} FROM approvals WHERE status = 'pending' AND expires_at > ? ORDER BY created_at"
+                " LIMIT ? OFFSET ?",
+                (self.clock(), -1 if limit is None else limit, offset),
             ).fetchall()
         return [Approval(*row) for row in rows]
+
+    def pending_mark(self) -> str:
+        """A short text that changes whenever the set of unexpired pending requests does (for live pages)."""
+        with self._database.connection() as db:
+            count, newest = db.execute(
+                "SELECT count(*), max(created_at) FROM approvals WHERE status = 'pending' AND expires_at > ?",
+                (self.clock(),),
+            ).fetchone()
+        return f"{count}:{newest or 0}"
 
     def pending_page(self, offset: int, limit: int) -> tuple[list[Approval], int]:
         """``limit`` unexpired pending requests from ``offset`` on (oldest first), and how many there are."""

@@ -29,7 +29,7 @@ import os
 import sqlite3
 import tempfile
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -75,6 +75,8 @@ Row = tuple[str, str, str, str, int, str, str | None, str | None]
 _REMOVED = ".removed-"
 #: The file name ending of a stored remote MCP tool descriptor (see ``glovebox.remote._proxy``).
 DESCRIPTOR_SUFFIX = ".mcp-remote.json"
+#: ``gc`` tells its progress after every this many files removed.
+GC_PROGRESS_EVERY = 500
 
 
 @dataclass(frozen=True)
@@ -408,15 +410,22 @@ class Registry:
     def _compiled_files(self, digest: str) -> list[Path]:
         return list(self.compiled_dir.glob(f"{digest}-*.cwasm"))
 
-    def gc(self) -> list[Path]:
-        """Delete leftovers (see ``sweep_leftovers`` and ``collect_garbage``); return what went."""
-        return self.sweep_leftovers() + self.collect_garbage()
+    def gc(self, progress: Callable[[str], None] | None = None) -> list[Path]:
+        """Delete leftovers (see ``sweep_leftovers`` and ``collect_garbage``); return what went.
+
+        ``progress`` is told each step: the sweep, what is checked, and every
+        :data:`GC_PROGRESS_EVERY` files removed.
+        """
+        say = progress or (lambda line: None)
+        say("gc: sweeping what interrupted registrations staged")
+        swept = self.sweep_leftovers()
+        return swept + self.collect_garbage(say)
 
     def sweep_leftovers(self) -> list[Path]:
         """Delete staged files of dead registrations and rebuilds; none while one is live."""
         return sweep_staging(self.staging, self.blob_dir, self.compiled_dir) or []
 
-    def collect_garbage(self) -> list[Path]:
+    def collect_garbage(self, progress: Callable[[str], None] | None = None) -> list[Path]:
         """Delete stored files no registered tool refers to; return them.
 
         Blobs, compiled components and their index rows whose artifact no tool
@@ -431,9 +440,17 @@ class Registry:
             stored = [*self.blob_dir.glob("*.wasm"), *self.blob_dir.glob("*" + DESCRIPTOR_SUFFIX)]
             blobs = [path for path in stored if not path.name.startswith(".")]
             found += [path for path in blobs if "sha256:" + path.name.partition(".")[0] not in used]
-            found += [path for path in self.compiled_dir.glob("sha256:*.cwasm") if _cwasm_digest(path) not in used]
-            for path in found:
+            compiled = list(self.compiled_dir.glob("sha256:*.cwasm"))
+            found += [path for path in compiled if _cwasm_digest(path) not in used]
+            say = progress or (lambda line: None)
+            say(
+                f"gc: {len(blobs) + len(compiled)} stored files checked against {len(used)} registered "
+                f"artifacts; {len(found)} to remove ({_size(found)})"
+            )
+            for count, path in enumerate(found, 1):
                 path.unlink(missing_ok=True)
+                if count % GC_PROGRESS_EVERY == 0 and count < len(found):
+                    say(f"gc: removed {count} of {len(found)}")
         return found
 
     def deprecate(self, ref: str, message: str) -> list[ToolInfo]:
@@ -451,6 +468,17 @@ class Registry:
         """Mark each ``name@version`` in ``refs`` deprecated with its message, in one transaction."""
         with self._write() as db:
             _deprecate(db, refs)
+
+
+def _size(paths: list[Path]) -> str:
+    """The total size of ``paths`` for a person (files already gone count 0)."""
+    total = 0
+    for path in paths:
+        try:
+            total += path.stat().st_size if path.is_file() else 0
+        except OSError:
+            pass
+    return f"{total / 1e6:.1f} MB" if total >= 100_000 else f"{total / 1e3:.1f} kB"
 
 
 def _deprecate(db: sqlite3.Connection, refs: dict[str, str]) -> None:

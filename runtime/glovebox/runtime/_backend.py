@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from ..audit._log import AuditLog
+    from ..guards import BreakerState
     from ..model._result import CallResult, ToolInfo
     from ..policy import Approval, Decision, Policy
 
@@ -49,6 +51,21 @@ class CallBackend(Protocol):
     @property
     def live_instances(self) -> int:
         """Sandbox instances running in this process right now."""
+        ...
+
+    @property
+    def in_flight(self) -> int:
+        """Calls this backend has started and not answered yet (running, or waiting in a worker)."""
+        ...
+
+    @property
+    def queued(self) -> int:
+        """Calls waiting here for a slot (or a worker) before they start."""
+        ...
+
+    @property
+    def audit(self) -> AuditLog:
+        """The audit log of the home (every call's row, from every worker)."""
         ...
 
     def call(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
@@ -85,8 +102,12 @@ class CallBackend(Protocol):
         """Deny a pending ``approval_required`` call on behalf of ``principal``, with ``reason``."""
         ...
 
-    def pending_approvals(self) -> list[Approval]:
-        """Approval requests waiting for an approver."""
+    def pending_approvals(self, *, offset: int = 0, limit: int | None = None) -> list[Approval]:
+        """Approval requests waiting for an approver, oldest first (``limit`` of them from ``offset``)."""
+        ...
+
+    def breakers(self) -> list[BreakerState]:
+        """The home's circuit breakers that are open, half-open, or closed with failures counted."""
         ...
 
     def close(self) -> None:

@@ -339,16 +339,17 @@ class Runtime:
             raise ValueError(f"{ref!r} names every version; give NAME@VERSION or pass all_versions=True")
         return self._registry.remove(ref)
 
-    def gc(self) -> list[Path]:
+    def gc(self, *, progress: Callable[[str], None] | None = None) -> list[Path]:
         """Delete what interrupted registrations and removals left in this home; return the paths.
 
         Staging folders and partial files of registrations or rebuilds whose
         process died (skipped while any process is staging, so a live
         registration is never touched), and blobs and compiled components no
         registered tool refers to. Safe to run at any time, from any process.
+        ``progress`` is told each step (what is checked, how much goes), for a terminal.
         """
         self._check_open()
-        return self._registry.gc()
+        return self._registry.gc(progress)
 
     def deprecate(self, ref: str, message: str = "") -> list[ToolInfo]:
         """Mark ``name@version`` (or every version of ``name``) deprecated.
@@ -426,10 +427,10 @@ class Runtime:
             raise ValueError("a denial needs a reason (it is what the caller is told)")
         return self._gate.deny(approval_id, principal, reason)
 
-    def pending_approvals(self) -> list[Approval]:
-        """Approval requests waiting for an approver."""
+    def pending_approvals(self, *, offset: int = 0, limit: int | None = None) -> list[Approval]:
+        """Approval requests waiting for an approver, oldest first: ``limit`` (all when None) from ``offset``."""
         self._check_open()
-        return self._gate.approvals.pending()
+        return self._gate.approvals.pending(offset=offset, limit=limit)
 
     def breakers(self) -> list[BreakerState]:
         """The circuit breakers of this home that are open, half-open, or closed with failures counted.

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import os
+    from collections.abc import Callable
 
     from ..audit._log import AuditLog
+    from ..guards import BreakerState
     from ..model._result import ToolInfo
     from ..policy import Approval, Decision, Policy
     from ..runtime._runtime import Runtime
@@ -70,6 +72,10 @@ class FrontRuntime:
         """The audit log of the home (every worker appends to it)."""
         return self._front.audit
 
+    def breakers(self) -> list[BreakerState]:
+        """As :meth:`glovebox.Runtime.breakers` (the breakers live in the home, shared by every worker)."""
+        return self._front.breakers()
+
     def tools(
         self, pattern: str | None = None, *, include_deprecated: bool = True, signed: bool | None = None
     ) -> list[ToolInfo]:
@@ -96,9 +102,9 @@ class FrontRuntime:
         """As :meth:`glovebox.Runtime.deny` (the approvals live in the home)."""
         return self._front.deny(approval_id, principal=principal, reason=reason)
 
-    def pending_approvals(self) -> list[Approval]:
+    def pending_approvals(self, *, offset: int = 0, limit: int | None = None) -> list[Approval]:
         """As :meth:`glovebox.Runtime.pending_approvals`."""
-        return self._front.pending_approvals()
+        return self._front.pending_approvals(offset=offset, limit=limit)
 
     def remove(self, ref: str, *, all_versions: bool = False) -> list[ToolInfo]:
         """As :meth:`glovebox.Runtime.remove` (workers stop seeing it at their next call)."""
@@ -108,9 +114,9 @@ class FrontRuntime:
         """As :meth:`glovebox.Runtime.deprecate`."""
         return self._front.deprecate(ref, message)
 
-    def gc(self) -> list[Path]:
+    def gc(self, *, progress: Callable[[str], None] | None = None) -> list[Path]:
         """As :meth:`glovebox.Runtime.gc`."""
-        return self._front.gc()
+        return self._front.gc(progress=progress)
 
     def _register_front(
         self, wasm_path: str | os.PathLike[str], manifest: Any, signature: str | os.PathLike[str] | None

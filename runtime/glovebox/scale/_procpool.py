@@ -157,6 +157,7 @@ class ProcessPool(FrontRuntime):
         self._cond = threading.Condition()
         self._closed = False
         self._turn = 0
+        self._waiting = 0
         self._restart_delay = 0.1
         self._workers: list[_Worker] = [self._start() for _ in range(count)]
 
@@ -218,6 +219,18 @@ class ProcessPool(FrontRuntime):
         """Register in the pool's home, as :meth:`Runtime.register`; every worker sees it at its next call."""
         return self._register_front(wasm_path, manifest, signature)
 
+    @property
+    def in_flight(self) -> int:
+        """Calls sent to the workers and not answered yet (running there, or in a worker's line)."""
+        with self._cond:
+            return sum(len(worker.pending) for worker in self._workers)
+
+    @property
+    def queued(self) -> int:
+        """Calls waiting here for a live worker (while every worker is being replaced)."""
+        with self._cond:
+            return self._waiting
+
     # -- calls ------------------------------------------------------------------
 
     def call(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
@@ -263,7 +276,11 @@ class ProcessPool(FrontRuntime):
                 live = [worker for worker in self._workers if worker.alive]
                 if live:
                     break
-                self._cond.wait()
+                self._waiting += 1
+                try:
+                    self._cond.wait()
+                finally:
+                    self._waiting -= 1
             self._turn += 1
             turn = self._turn
             chosen = min(range(len(live)), key=lambda i: (len(live[i].pending), (i - turn) % len(live)))

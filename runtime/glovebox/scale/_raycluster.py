@@ -219,7 +219,7 @@ class RayRuntime(FrontRuntime):
                 target.write_bytes(source.read_bytes())
         return info
 
-    def gc(self) -> list[Path]:
+    def gc(self, *, progress: Callable[[str], None] | None = None) -> list[Path]:
         """As :meth:`Runtime.gc`, and the kept signatures (``signatures/``) no registered tool refers to.
 
         A signature is collected with the last tool of its digest, deprecated or not.
@@ -229,7 +229,7 @@ class RayRuntime(FrontRuntime):
         at this very moment may lose the file it rewrites: replicas whose homes
         require signatures then refuse the tool, they never run it unverified.)
         """
-        removed = self._front.gc()
+        removed = self._front.gc(progress=progress)
         with self._signatures_lock:
             kept = sorted((self.home / "signatures").glob("*.sig"))
             held = {info.digest.removeprefix("sha256:") for info in self._front.tools()}
@@ -347,6 +347,17 @@ class RayRuntime(FrontRuntime):
         # As JSON text, as a ProcessPool worker gets it: a replica unpickles nothing the caller chose.
         ref = slot.actor.call.remote(_procwire.encode(call_id, name, value, principal, None), artifact)
         return _Booked(slot, ref, call_id, name, value, principal)
+
+    @property
+    def in_flight(self) -> int:
+        """Calls booked on the replicas and not answered yet (running there, or in a replica's line)."""
+        with self._lock:
+            return sum(slot.pending for slot in self._slots if slot.alive)
+
+    @property
+    def queued(self) -> int:
+        """Always 0: a call finding every replica at ``max_pending`` answers ``overloaded``, it does not wait here."""
+        return 0
 
     def _choose(self, digest: str) -> _Slot | None:
         """The replica for a tool: the first by rendezvous rank with an idle thread, else the least loaded."""

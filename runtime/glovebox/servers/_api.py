@@ -44,7 +44,6 @@ from starlette.routing import BaseRoute, Route
 
 from ..core._jsonlimits import JsonRejected
 from ..core._jsonlimits import loads as loads_json
-from ..guards import BreakerBoard, BreakerState
 from ..model._result import ToolInfo
 from ..runtime._backend import CallBackend
 from ..telemetry import _tracing
@@ -77,19 +76,10 @@ class _TooLarge(Exception):
 class _Api:
     def __init__(self, runtime: CallBackend, max_body_bytes: int, workers: int, insecure_anonymous: bool) -> None:
         self.runtime = runtime
-        self._board: BreakerBoard | None = None
         self.max_body_bytes = max_body_bytes
         self.insecure_anonymous = insecure_anonymous
-        self.metrics = Metrics(lambda: runtime.live_instances, self._breaker_states)
+        self.metrics = Metrics(lambda: runtime.live_instances, runtime.breakers)
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="glovebox-http")
-
-    def _breaker_states(self) -> list[BreakerState]:
-        """The home's breakers, for ``/metrics`` (its guards database opened by the first scrape that finds it)."""
-        if self._board is None:
-            if not (self.runtime.home / "guards.sqlite").exists():
-                return []
-            self._board = BreakerBoard(self.runtime.home)
-        return self._board.states()
 
     async def _run(self, job: functools.partial[T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.pool, job)

@@ -5,15 +5,18 @@ Pages (HTML; Jinja2 templates and a stylesheet shipped in ``servers/ui/``)::
     GET  /ui/signin                 the sign-in form (an API key)
     POST /ui/signin                 starts a session (cookie), then to /ui/tools
     POST /ui/signout                ends it
-    GET  /ui/approvals              pending requests (the approver scope)
+    GET  /ui/approvals              pending requests (the approver scope), kept live by ui/static/console.js
+    GET  /ui/approvals/mark         {"mark": ...}, which changes whenever the pending requests do (the approver scope)
     POST /ui/approvals/{id}/approve approve one, as the viewer (the approver scope)
     POST /ui/approvals/{id}/deny    deny one with a reason the caller is told (the approver scope)
-    GET  /ui/audit                  the log, newest first, filtered, paginated by seq (glovebox:audit)
+    GET  /ui/audit                  the log, newest first, filtered (principal, tool, outcome, since,
+                                    until), paginated by seq (glovebox:audit)
     GET  /ui/audit/{seq}            one record (glovebox:audit)
     POST /ui/audit/verify           walk the chain, show the result (glovebox:audit)
     GET  /ui/audit/export.jsonl     the whole log as JSON Lines (glovebox:audit)
-    GET  /ui/tools                  the tools the viewer may see (any principal)
-    GET  /ui/health                 policy digest and error, admission counters (glovebox:audit)
+    GET  /ui/tools                  the tools the viewer may see, each with its last calls' outcomes (any principal)
+    GET  /ui/health                 policy digest and error, admission counters, breakers, and charts of
+                                    the last 30 minutes' calls by outcome and p50/p99 (glovebox:audit)
 
 Who: a request with an API key header (``Authorization: Bearer KEY`` or
 ``X-API-Key``) is that key's principal; otherwise the session cookie names
@@ -24,7 +27,8 @@ Every form carries a CSRF token (the session's, or for the sign-in form a
 double-submitted cookie) and a post whose token is missing or wrong answers
 403, as does one whose ``Origin`` is another site. Pages a principal lacks the
 scope for answer 403. Every answer carries ``Content-Security-Policy:
-default-src 'self'`` (no inline script or style runs), ``X-Frame-Options:
+default-src 'self'`` (no inline script or style runs: the one script is
+``ui/static/console.js``), ``X-Frame-Options:
 DENY`` and ``Cache-Control: no-store``; every value is escaped by Jinja's
 autoescape.
 """
@@ -37,22 +41,24 @@ import json
 import secrets
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlencode
 
 import jinja2
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from ..audit._filter import parse_since
 from ..audit._log import AuditLog, record_json
 from ..core._canonical import canonical_json, sha256_digest
 from ..core._errors import GloveboxError
 from ..policy import ApprovalStore
 from ..runtime._backend import CallBackend
+from . import _charts
 from ._auth import AuthFailure, _key_from, authenticate
 from ._sessions import COOKIE, Session, Sessions, same_token
 
@@ -62,6 +68,8 @@ __all__ = ["AUDIT_SCOPE", "PAGE_ROWS", "console_routes"]
 AUDIT_SCOPE = "glovebox:audit"
 #: Rows on one page of approvals or audit records.
 PAGE_ROWS = 50
+#: Outcomes of a tool's last calls shown on the tools page.
+RECENT_CALLS = 10
 #: Characters of a stored input shown on the approvals page.
 INPUT_CHARS = 2000
 #: The longest reason a denial may give (it reaches the caller in the error message).
@@ -118,9 +126,7 @@ class _Console:
         self.pool = pool
         self.insecure_anonymous = insecure_anonymous
         self.sessions = Sessions()
-        audit = getattr(runtime, "audit", None)
-        self.own_audit = not isinstance(audit, AuditLog)
-        self.audit: AuditLog = audit if isinstance(audit, AuditLog) else AuditLog(runtime.home)
+        self.audit: AuditLog = runtime.audit
         # Pages of the home's requests are read here; approving goes through the backend (its scope check).
         self.requests = ApprovalStore(runtime.home)
         loader = jinja2.FileSystemLoader(str(_UI / "templates"))
@@ -130,8 +136,6 @@ class _Console:
 
     def close(self) -> None:
         self.requests.close()
-        if self.own_audit:
-            self.audit.close()
 
     async def _run(self, job: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.pool, job)
@@ -228,22 +232,38 @@ class _Console:
     async def index(self, request: Request) -> Response:
         return _secured(RedirectResponse("/ui/tools", status_code=303))
 
-    async def approvals(self, request: Request) -> Response:
+    def _approver(self, request: Request) -> _Viewer | Response:
+        """The viewer when it holds the approver scope; else the redirect, 401 or 403 to answer."""
         viewer = self._viewer(request)
         if viewer is None:
             return self._unsigned(request)
         scope = self.runtime.policy.approvals.approver_scope
         if not self._holds(viewer, scope):
             return self._forbidden(request, viewer, scope)
+        return viewer
+
+    async def approvals(self, request: Request) -> Response:
+        viewer = self._approver(request)
+        if isinstance(viewer, Response):
+            return viewer
         offset = _int(request.query_params.get("offset"), 0)
-        rows, total = await self._run(functools.partial(self._pending_page, offset))
+        rows, total, mark = await self._run(functools.partial(self._pending_page, offset))
         return self.page(
             request, "approvals.html", viewer, rows=rows, total=total, offset=offset, page_rows=PAGE_ROWS,
             policy_digest=policy_digest(self.runtime), done=request.query_params.get("approved"),
-            denied=request.query_params.get("denied"),
+            denied=request.query_params.get("denied"), mark=mark,
         )  # fmt: skip
 
-    def _pending_page(self, offset: int) -> tuple[list[dict[str, Any]], int]:
+    async def approvals_mark(self, request: Request) -> Response:
+        """``{"mark": ...}``: changes whenever the pending requests do (the page's script polls it)."""
+        viewer = self._approver(request)
+        if isinstance(viewer, Response):
+            return viewer
+        mark = await self._run(self.requests.pending_mark)
+        return _secured(JSONResponse({"mark": mark}))
+
+    def _pending_page(self, offset: int) -> tuple[list[dict[str, Any]], int, str]:
+        mark = self.requests.pending_mark()  # read first: a request arriving meanwhile changes it again
         pending, total = self.requests.pending_page(offset, PAGE_ROWS)
         rows = []
         for approval in pending:
@@ -253,15 +273,12 @@ class _Console:
             if text is not None and len(text) > INPUT_CHARS:
                 text = text[:INPUT_CHARS] + f"… ({len(text) - INPUT_CHARS} more characters)"
             rows.append({"approval": approval, "input": text})
-        return rows, total
+        return rows, total, mark
 
     async def approve(self, request: Request) -> Response:
-        viewer = self._viewer(request)
-        if viewer is None:
-            return self._unsigned(request)
-        scope = self.runtime.policy.approvals.approver_scope
-        if not self._holds(viewer, scope):
-            return self._forbidden(request, viewer, scope)
+        viewer = self._approver(request)
+        if isinstance(viewer, Response):
+            return viewer
         form = await self._posted(request, viewer)
         if isinstance(form, Response):
             return form
@@ -297,9 +314,18 @@ class _Console:
         if isinstance(viewer, Response):
             return viewer
         query = request.query_params
-        filters = {name: query.get(name) or None for name in ("principal", "tool", "outcome")}
+        filters = {name: query.get(name) or None for name in ("principal", "tool", "outcome", "since", "until")}
+        try:
+            moments = {name: parse_since(filters[name] or "") for name in ("since", "until") if filters[name]}
+        except ValueError as exc:
+            message = f"{exc}".replace("--since", "the time")
+            return self.page(request, "error.html", viewer, status=400, message=message)
         before = _int(query.get("before"), 0) or None
-        rows = await self._run(functools.partial(self.audit.page, before=before, limit=PAGE_ROWS, **filters))
+        job = functools.partial(
+            self.audit.page, before=before, limit=PAGE_ROWS, since=moments.get("since"), until=moments.get("until"),
+            principal=filters["principal"], tool=filters["tool"], outcome=filters["outcome"],
+        )  # fmt: skip
+        rows = await self._run(job)
         older = None
         if len(rows) == PAGE_ROWS:
             older = urlencode({**{k: v for k, v in filters.items() if v}, "before": rows[-1]["seq"]})
@@ -342,22 +368,37 @@ class _Console:
         if viewer is None:
             return self._unsigned(request)
         infos = await self._run(functools.partial(self.runtime.visible_tools, viewer.principal))
-        return self.page(request, "tools.html", viewer, tools=infos)
+        recent = await self._run(functools.partial(self._recent_outcomes, infos))
+        return self.page(request, "tools.html", viewer, tools=infos, recent=recent)
+
+    def _recent_outcomes(self, infos: list[Any]) -> dict[str, list[tuple[str, str]]]:
+        """Each tool's last :data:`RECENT_CALLS` outcomes, newest first (through the audit's tool index)."""
+        refs = [f"{info.name}@{info.version}" for info in infos]
+        return {ref: self.audit.last_outcomes(ref, RECENT_CALLS) for ref in refs}
 
     async def health(self, request: Request) -> Response:
         viewer = self._auditor(request)
         if isinstance(viewer, Response):
             return viewer
         _, pending = await self._run(functools.partial(self.requests.pending_page, 0, 1))
+        breakers = await self._run(self.runtime.breakers)
+        now = datetime.now(UTC)
+        since = now - timedelta(minutes=_charts.WINDOW_MIN)
+        rows = await self._run(functools.partial(self.audit.since, since, limit=_charts.MAX_ROWS))
+        data = _charts.minutes(rows, now, capped=len(rows) == _charts.MAX_ROWS)
         facts = {
             "policy digest": policy_digest(self.runtime),
             "policy error": self.runtime.policy_error or "none",
-            "calls in flight": getattr(self.runtime, "in_flight", "n/a"),
-            "calls queued": getattr(self.runtime, "queued", "n/a"),
+            "calls in flight": self.runtime.in_flight,
+            "calls queued": self.runtime.queued,
             "sandbox instances live": self.runtime.live_instances,
             "approvals pending": pending,
         }
-        return self.page(request, "health.html", viewer, facts=facts)
+        return self.page(
+            request, "health.html", viewer, facts=facts, breakers=breakers, minutes=data,
+            outcomes_svg=_charts.outcomes_svg(data), latency_svg=_charts.latency_svg(data),
+            totals=_charts.outcome_totals(data), shade=_charts.shade, window=_charts.WINDOW_MIN,
+        )  # fmt: skip
 
 
 def _secured(response: Response) -> Response:
@@ -392,6 +433,7 @@ def console_routes(
         Route("/ui/signin", console.signin, methods=["POST"]),
         Route("/ui/signout", console.signout, methods=["POST"]),
         Route("/ui/approvals", console.approvals, methods=["GET"]),
+        Route("/ui/approvals/mark", console.approvals_mark, methods=["GET"]),
         Route("/ui/approvals/{approval_id}/approve", console.approve, methods=["POST"]),
         Route("/ui/approvals/{approval_id}/deny", console.approve, methods=["POST"]),
         Route("/ui/audit", console.audit_page, methods=["GET"]),

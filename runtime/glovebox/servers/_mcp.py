@@ -26,6 +26,10 @@ the SDK sees the request and again by every handler. ``/.well-known/*``
 answers 404 before any key check: no OAuth metadata, so no client starts an
 OAuth flow.
 
+Approvals through the client (off by default, ``approver=``): a call answered
+``approval_required`` asks the client's user through ``elicitation/create``
+(``servers._elicit``).
+
 List changes: a watcher compares a fingerprint of the registry and the policy
 every ``poll_s`` and, on a change, notifies handshake-era sessions
 (``notifications/tools/list_changed``) and 2026-era ``subscriptions/listen``
@@ -61,6 +65,7 @@ from ._auth import (
     envelope_error,
     unauthorized_body,
 )
+from ._elicit import elicit_approval
 
 __all__ = ["McpService", "Mode", "check_stdio", "describe", "run_stdio", "streamable_http_app"]
 
@@ -171,6 +176,9 @@ class McpService:
         mode: ``full`` or ``search``.
         insecure_anonymous: HTTP without keys runs as ``anonymous``.
         poll_s: how often to look for a changed tool list.
+        approver: ask the client's user, as this principal, to approve a call answered
+            ``approval_required`` (``elicitation/create``; see ``servers._elicit``). None
+            (the default): never ask.
     """
 
     def __init__(
@@ -181,6 +189,7 @@ class McpService:
         mode: Mode = "full",
         insecure_anonymous: bool = False,
         poll_s: float = 0.5,
+        approver: str | None = None,
     ) -> None:
         if mode not in ("full", "search"):
             raise ValueError(f"unknown MCP mode {mode!r}; choose full or search")
@@ -189,6 +198,7 @@ class McpService:
         self.mode = mode
         self.insecure_anonymous = insecure_anonymous
         self.poll_s = poll_s
+        self.approver = approver
         self.bus = InMemorySubscriptionBus()
         self._sessions: dict[int, ServerSession] = {}
         self.server: Server[Any] = _Server(
@@ -227,7 +237,9 @@ class McpService:
             return types.ListToolsResult(tools=[SEARCH_TOOL, CALL_TOOL])
         return types.ListToolsResult(tools=describe(await self._visible(who)))
 
-    async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def _call_tool(
+        self, ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
         self._remember(ctx)
         who = self._who(ctx)
         if isinstance(who, AuthFailure):
@@ -242,10 +254,12 @@ class McpService:
             name, value = arguments.get("name"), arguments.get("input")
             if not isinstance(name, str):
                 return _error_result("invalid_input", "call_tool needs a tool name", {"principal": who})
-            return await self._run(name, value, who, ctx)
-        return await self._run(params.name, arguments, who, ctx)
+            return await self._run(name, value, who, ctx, params.input_responses)
+        return await self._run(params.name, arguments, who, ctx, params.input_responses)
 
-    async def _run(self, name: str, arguments: Any, principal: str, ctx: Any = None) -> types.CallToolResult:
+    async def _run(
+        self, name: str, arguments: Any, principal: str, ctx: Any = None, responses: dict[str, Any] | None = None
+    ) -> types.CallToolResult | types.InputRequiredResult:
         """Call ``name`` with what a client sent (unwrapped from ``{"input": ...}`` where
         the tool's input is not an object) and shape the result as the listing described it.
 
@@ -260,6 +274,11 @@ class McpService:
             result = await self.runtime.acall(name, value, principal=principal)
         finally:
             _tracing.detach(token)
+        if self.approver is not None and result.code == "approval_required":
+            asked = await elicit_approval(self.runtime, self.approver, ctx, responses, (name, value, principal), result)
+            if isinstance(asked, types.InputRequiredResult):
+                return asked
+            result = asked
         if not result.ok:
             return tool_result(result)
         ran = f"{result.meta['tool']}@{result.meta['version']}"

@@ -27,7 +27,7 @@ int gb_tool(const char *input, size_t input_len, gb_buf *out) {{
     const char *val;
     size_t val_len;
     gb_buf who = {{0}}, text = {{0}};
-    if (!gb_json_find(input, input_len, "name", &val, &val_len) || gb_json_string(val, val_len, &who) != 0)
+    if (gb_json_get(input, input_len, "name", &val, &val_len) != 0 || gb_json_string(val, val_len, &who) != 0)
         return gb_error(out, "input must have a string field \\"name\\"");
     gb_log(GB_INFO, "greeting someone");
     gb_buf_printf(&text, "Hello, %.*s!", (int)who.len, who.data);
