@@ -91,18 +91,29 @@ class Statement:
     table_aliases: dict[str, str] = field(default_factory=dict)
     #: Names of the common table expressions it defines.
     ctes: frozenset[str] = frozenset()
+    #: The engine whose grammar read it: ``sqlite`` or ``postgresql``.
+    engine: str = "sqlite"
 
 
 @functools.lru_cache(maxsize=CACHED_STATEMENTS)
-def classify(text: str) -> Statement:
-    """Parse and classify ``text`` (a pure function of the text: the last
-    :data:`CACHED_STATEMENTS` accepted texts are kept, so a statement sent again
-    with other parameters is not parsed again; a refused text is never kept).
+def classify(text: str, engine: str = "sqlite") -> Statement:
+    """Parse and classify ``text`` in the grammar of ``engine`` (a pure function of
+    both: the last :data:`CACHED_STATEMENTS` accepted texts are kept, so a statement
+    sent again with other parameters is not parsed again; a refused text is never kept).
+    PostgreSQL statements are read by PostgreSQL's own parser (``_pgcheck``).
 
     Raises:
         SqlRefused: the text is too long, does not parse, holds more than one
             statement or a MySQL executable comment, or parses only as an opaque command.
     """
+    if len(text) > MAX_STATEMENT_CHARS:
+        raise SqlRefused(f"the statement is over {MAX_STATEMENT_CHARS} characters", {"kind": "unknown"})
+    if "/*!" in text:
+        raise SqlRefused("MySQL executable comments (/*! ... */) are refused", {"kind": "unknown"})
+    if engine == "postgresql":
+        from ._pgcheck import classify_postgres
+
+        return classify_postgres(text)
     try:
         import sqlglot  # the parser loads only when a statement is checked
         from sqlglot import exp
@@ -110,11 +121,6 @@ def classify(text: str) -> Statement:
         raise SqlRefused(
             "the host cannot check SQL statements: install the sql extra (glovebox-runtime[sql])", {"kind": "unknown"}
         ) from None
-
-    if len(text) > MAX_STATEMENT_CHARS:
-        raise SqlRefused(f"the statement is over {MAX_STATEMENT_CHARS} characters", {"kind": "unknown"})
-    if "/*!" in text:
-        raise SqlRefused("MySQL executable comments (/*! ... */) are refused", {"kind": "unknown"})
     try:
         trees = [tree for tree in sqlglot.parse(text, read="sqlite") if tree is not None]
     except RecursionError:
@@ -286,7 +292,15 @@ def judge(statement: Statement, rule: SqlRule) -> str:
             if table not in rule.tables:
                 raise SqlRefused(f"table {table!r} is not granted on {where}", {**base, "table": table})
     _judge_columns(statement, rule, where, base)
-    allowed = SAFE_FUNCTIONS | set(rule.functions)
+    if statement.engine == "postgresql":
+        from ._pgcheck import PG_SAFE_FUNCTIONS
+
+        for table in statement.tables:
+            if table.startswith("pg_") and table not in rule.tables:
+                raise SqlRefused(f"the system catalog {table!r} is not granted on {where}", {**base, "table": table})
+        allowed = PG_SAFE_FUNCTIONS | set(rule.functions)
+    else:
+        allowed = SAFE_FUNCTIONS | set(rule.functions)
     for function in statement.functions:
         if function not in allowed:
             raise SqlRefused(f"function {function}() is not allowed on {where}", {**base, "function": function})
