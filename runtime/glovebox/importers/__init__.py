@@ -105,13 +105,19 @@ def import_graphql(
     return _apply(runtime, "graphql", api, planned, secrets, notes, accept_widening, dry_run)
 
 
-def import_sql(runtime: Runtime, dsn: str, *, name: str, dry_run: bool = False) -> ImportResult:
+def import_sql(
+    runtime: Runtime, dsn: str, *, name: str, password: dict[str, str] | None = None, dry_run: bool = False
+) -> ImportResult:
     """Register a database as two tools: ``<name>-query`` (SELECT only) and ``<name>-execute``.
 
     Args:
         runtime: the Runtime whose registry receives the tools.
-        dsn: ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` (an existing file).
+        dsn: ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` (an existing file),
+            or ``postgresql://user@host:port/dbname`` (never with a password in it).
         name: the database alias and the tools' prefix.
+        password: PostgreSQL only: where the host reads the password,
+            ``{"provider": "env" | "file", "source": NAME_OR_PATH}`` (it reads it
+            here for the catalog, and the fragment grants the same source).
         dry_run: compute the diff and the policy fragment; register nothing.
 
     Returns:
@@ -119,7 +125,7 @@ def import_sql(runtime: Runtime, dsn: str, *, name: str, dry_run: bool = False) 
         alias (with the DSN, absolute) to both tools.
 
     Raises:
-        InvalidSpec: the DSN is not a SQLite file, or its catalog cannot be read.
+        InvalidSpec: the DSN is neither a SQLite file nor a PostgreSQL DSN, or its catalog cannot be read.
         BuildError: the generic guest must be built and the ``build`` extra is missing.
     """
     import functools
@@ -129,14 +135,14 @@ def import_sql(runtime: Runtime, dsn: str, *, name: str, dry_run: bool = False) 
     from ._sql import plan_sql, sql_fragment
 
     internals(runtime).check_open()
-    api, planned, granted = plan_sql(dsn, name)
+    api, planned, granted = plan_sql(dsn, name, password)
     artifact = cached_sql_guest(runtime.home) if dry_run else sql_guest(runtime.home)
 
     def owns(info: ToolInfo) -> bool:
         return info.manifest.sql_operation is not None and info.manifest.sql_operation.api == api
 
     source = Source(api, "sql", owns, f"removed from {api} by a re-import")
-    fragment = functools.partial(sql_fragment, dsn=granted)
+    fragment = functools.partial(sql_fragment, granted=granted)
     return apply(runtime, planned, artifact, source, dry_run=dry_run, fragment=fragment)
 
 

@@ -220,14 +220,10 @@ class SqlGrant(SqlRule):
 
 def _postgres_dsn(value: str) -> str:
     parts = urlsplit(value)
-    if parts.password is not None:
-        raise ValueError(
-            "a PostgreSQL DSN never carries the password: name its secret provider in the grant's password"
-        )
+    if parts.password is not None or "password" in parse_qs(parts.query):
+        raise ValueError("a PostgreSQL DSN never carries the password: name its secret provider in `password`")
     if not parts.hostname or not parts.username or parts.path in ("", "/") or parts.fragment:
         raise ValueError(f"{value!r}: a PostgreSQL DSN names user, host and database (postgresql://user@host/dbname)")
-    if "password" in parse_qs(parts.query):
-        raise ValueError("a PostgreSQL DSN never carries the password: name its secret provider in `password`")
     return value
 
 
