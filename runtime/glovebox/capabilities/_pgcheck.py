@@ -59,6 +59,10 @@ _SELECTS = frozenset({"SelectStmt"})
 _ROOT_KINDS = {"SelectStmt": "select", "InsertStmt": "insert", "UpdateStmt": "update", "DeleteStmt": "delete"}
 _DDL_PREFIXES = ("Create", "Alter", "Drop", "Truncate", "Rename", "Index", "View", "Comment", "Grant", "Reindex")
 _MODIFYING = {"InsertStmt": "insert", "UpdateStmt": "update", "DeleteStmt": "delete"}
+_SPECIAL = frozenset(
+    {*_MODIFYING, "MergeStmt", "intoClause", "lockingClause", "RangeVar", "relation", "rel", "FuncCall",
+     "ColumnRef", "CommonTableExpr", "ResTarget"}
+)  # fmt: skip
 _CONSTANTS = frozenset({"SCONST", "ICONST", "FCONST", "BCONST", "XCONST", "USCONST"})
 _COMMENTS = frozenset({"SQL_COMMENT", "C_COMMENT"})
 _PUBLIC = ("", "public")
@@ -102,17 +106,23 @@ class _Walk:
         return name
 
     def visit(self, value: Any, parent: str = "", owner: str = "") -> None:
-        """Walk ``value``; ``parent`` is the key it hangs from, ``owner`` the statement node it is in."""
-        if isinstance(value, list):
+        """Walk ``value``; ``parent`` is the key it hangs from, ``owner`` the statement node it is in.
+
+        Only dicts and lists are walked (a scalar never holds a node), and only the keys
+        that matter are looked at: this walk is most of the check's cost."""
+        if type(value) is list:
             for item in value:
-                self.visit(item, parent, owner)
-            return
-        if not isinstance(value, dict):
+                if type(item) is dict or type(item) is list:
+                    self.visit(item, parent, owner)
             return
         for key, child in value.items():
-            self.kind_of(key)
-            self.node(key, child, parent, owner)
-            self.visit(child, key, key if key[0].isupper() and key.endswith("Stmt") else owner)
+            if type(child) is not dict and type(child) is not list:
+                continue
+            statement = key[0].isupper() and key.endswith("Stmt")
+            if key in _SPECIAL or statement:
+                self.kind_of(key)
+                self.node(key, child, parent, owner)
+            self.visit(child, key, key if statement else owner)
 
     def kind_of(self, key: str) -> None:
         """The kind a node (by its key) adds to the statement."""
