@@ -211,6 +211,22 @@ static int gb_json_find(const char *json, size_t len, const char *key, const cha
     }
 }
 
+/* Walk the JSON array json[0..len): set `p = json`, then each call sets *val and */
+/* *val_len to the next element's raw text and returns 1; it returns 0 after the   */
+/* last element (or at malformed input). Elements may be any JSON value.          */
+static int gb_json_next(const char **p, const char *end, const char **val, size_t *val_len) {
+    const char *q = gb__ws(*p, end);
+    if (q >= end || (*q != '[' && *q != ',')) return 0;
+    q = gb__ws(q + 1, end);
+    if (q >= end || *q == ']') return 0;
+    const char *stop = gb__skip(q, end);
+    if (!stop) return 0;
+    *val = q;
+    *val_len = (size_t)(stop - q);
+    *p = gb__ws(stop, end);
+    return 1;
+}
+
 static int gb__hex4(const char *p, unsigned *out) {
     unsigned v = 0;
     for (int i = 0; i < 4; i++) {
