@@ -175,3 +175,24 @@ def test_the_approvals_page_shows_fifty_a_page_with_the_count(console: Console) 
     assert re.findall(r'id="approval-([0-9a-f]+)"', first) == ids[:50]
     last = httpx.get(console.url + "/ui/approvals?offset=50", headers=bearer("admin")).text
     assert re.findall(r'id="approval-([0-9a-f]+)"', last) == ids[50:] and "51–53 of 53" in last
+
+
+def test_a_sql_request_shows_the_approver_its_statement(console: Console) -> None:
+    from glovebox.policy import ApprovalStore
+
+    store = ApprovalStore(console.runtime.home)  # as the sql capability files it (tests/capabilities/test_sql.py)
+    shown = {
+        "database": "shop", "kind": "delete", "fingerprint": "DELETE FROM orders WHERE id = ?",
+        "statement": "DELETE FROM orders WHERE id = ? -- <b>x</b>", "params": [7],
+    }  # fmt: skip
+    try:
+        asked = store.request("agent", "client@0.0.0", "sql:sha256:" + "0" * 64, 600, shown)
+    finally:
+        store.close()
+    with signed_in(console, "admin") as client:
+        page = client.get("/ui/approvals").text
+    row = page[page.index(f'id="approval-{asked.id}"') :]
+    row = row[: row.index("</tr>")]
+    assert "SQL delete on <code>shop</code>" in row
+    assert "DELETE FROM orders WHERE id = ? -- &lt;b&gt;x&lt;/b&gt;" in row and "<b>x</b>" not in row
+    assert "[7]" in row

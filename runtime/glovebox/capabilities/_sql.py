@@ -46,10 +46,12 @@ logger = logging.getLogger("glovebox.sql")
 MAX_STATEMENTS = 256
 _RANK = {"allow": 0, "require_approval": 1, "block": 2}
 
-#: ``digest -> (verdict, approval_id, expires_at, reason)``: spends an approval for this
-#: statement digest (``"approved"``), finds its denial (``"denied"``, with the approver's
-#: reason), or files (or finds) the pending request (``"pending"``).
-Approver = Callable[[str], tuple[str, str, float, str]]
+#: ``(digest, shown) -> (verdict, approval_id, expires_at, reason)``: spends an approval for
+#: this statement digest (``"approved"``), finds its denial (``"denied"``, with the approver's
+#: reason), or files (or finds) the pending request (``"pending"``), showing the approver
+#: ``shown`` (database, kind, fingerprint, statement, params: the runtime keeps of it what
+#: the audit would keep).
+Approver = Callable[[str, dict[str, Any]], tuple[str, str, float, str]]
 
 
 def statement_digest(database: str, statement: str, params: list[Any]) -> str:
@@ -153,8 +155,12 @@ class SqlCapability:
         if self._approver is None:
             reason = f"{statement.kind} statements need approval, and none can be given here"
             return self._deny(entry, state, reason, {})
+        shown = {
+            "database": query.database, "kind": statement.kind, "fingerprint": statement.fingerprint,
+            "statement": query.statement, "params": query.params,
+        }  # fmt: skip
         verdict, approval_id, expires_at, reason = self._approver(
-            statement_digest(query.database, query.statement, query.params)
+            statement_digest(query.database, query.statement, query.params), shown
         )
         entry["approval_id"] = approval_id
         if verdict == "approved":

@@ -65,9 +65,14 @@ def graphql(ctx: click.Context, /, schema: str, **options: Any) -> None:
 @click.argument("dsn")
 @click.option("--name", required=True, help="Database alias: the tools are NAME-query and NAME-execute.")
 @click.option("--policy-out", type=click.Path(dir_okay=False), help=_POLICY_OUT)
-@click.option("--password-env", metavar="VAR", help="PostgreSQL: the environment variable holding the password.")
 @click.option(
-    "--password-file", metavar="PATH", type=click.Path(dir_okay=False), help="PostgreSQL: a file holding the password."
+    "--password-env", metavar="VAR", help="PostgreSQL: the environment variable holding the password (default: none)."
+)
+@click.option(
+    "--password-file",
+    metavar="PATH",
+    type=click.Path(dir_okay=False),
+    help="PostgreSQL: a file holding the password (default: none).",
 )
 @click.option("--dry-run", is_flag=True, help="Show what would change; register nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
