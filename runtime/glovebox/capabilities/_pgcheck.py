@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ._sqlcheck import SEVERITY_ORDER, SqlRefused, Statement
+from ._sqlstatement import SEVERITY_ORDER, SqlRefused, Statement
 
 __all__ = ["PG_SAFE_FUNCTIONS", "classify_postgres"]
 

@@ -24,10 +24,10 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..model._grants import SqlRule
+from ._sqlstatement import SEVERITY_ORDER, SqlRefused, Statement
 
 __all__ = ["MAX_STATEMENT_CHARS", "SAFE_FUNCTIONS", "SEVERITY_ORDER", "SqlRefused", "Statement", "classify", "judge"]
 
@@ -35,8 +35,6 @@ __all__ = ["MAX_STATEMENT_CHARS", "SAFE_FUNCTIONS", "SEVERITY_ORDER", "SqlRefuse
 CACHED_STATEMENTS = 1024
 #: The longest statement the host parses.
 MAX_STATEMENT_CHARS = 64 * 1024
-#: Kinds from the most to the least dangerous: a statement reports the first it holds.
-SEVERITY_ORDER = ("other", "ddl", "delete", "update", "insert", "select")
 _ACTION_RANK = {"allow": 0, "require_approval": 1, "block": 2}
 
 #: Functions every grant allows (SQLite's names): pure computations on values.
@@ -56,44 +54,6 @@ SAFE_FUNCTIONS = frozenset(
         "ntile", "lag", "lead", "first_value", "last_value", "nth_value",
     }
 )  # fmt: skip
-
-
-class SqlRefused(Exception):
-    """The host refuses a statement; ``details`` say why (kind, table, column, function)."""
-
-    def __init__(self, reason: str, details: dict[str, Any]) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.details = details
-
-
-@dataclass(frozen=True)
-class Statement:
-    """What one statement does, as the host read it."""
-
-    #: The most dangerous kind it holds (see :data:`SEVERITY_ORDER`).
-    kind: str
-    #: Every kind it holds (a SELECT over a deleting CTE holds select and delete).
-    kinds: frozenset[str]
-    #: Tables and views it names (lower case, CTE names left out).
-    tables: tuple[str, ...]
-    #: Functions it calls (SQLite's names, lower case).
-    functions: tuple[str, ...]
-    #: The statement with literals replaced by ``?`` (for the audit log).
-    fingerprint: str
-    #: (table or None when unqualified, column) pairs it names.
-    columns: tuple[tuple[str | None, str], ...] = ()
-    #: Tables it reads every column of (``*``), and the columns an INSERT names per table.
-    star: bool = False
-    insert_columns: dict[str, tuple[str, ...] | None] = field(default_factory=dict)
-    #: Names the statement itself defines (select aliases), allowed as bare columns.
-    aliases: frozenset[str] = frozenset()
-    #: Table alias (or name) -> table.
-    table_aliases: dict[str, str] = field(default_factory=dict)
-    #: Names of the common table expressions it defines.
-    ctes: frozenset[str] = frozenset()
-    #: The engine whose grammar read it: ``sqlite`` or ``postgresql``.
-    engine: str = "sqlite"
 
 
 @functools.lru_cache(maxsize=CACHED_STATEMENTS)
