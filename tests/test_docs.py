@@ -142,7 +142,7 @@ def test_every_http_rule_field_has_a_row_and_every_row_is_a_field() -> None:
 def test_every_sql_rule_field_has_a_row_and_every_row_is_a_field() -> None:
     rows = table("manifest", "SQL rules", "field")
     assert set(column(rows, "field")) == set(glovebox.SqlRule.model_fields)
-    assert set(glovebox.SqlGrant.model_fields) - set(glovebox.SqlRule.model_fields) == {"dsn"}
+    assert set(glovebox.SqlGrant.model_fields) - set(glovebox.SqlRule.model_fields) == {"dsn", "password"}
 
 
 @pytest.mark.parametrize(

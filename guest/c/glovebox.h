@@ -233,6 +233,22 @@ static int gb_json_find(const char *json, size_t len, const char *key, const cha
     return gb_json_get(json, len, key, val, val_len) == 0;
 }
 #endif
+/* Walk a JSON array: set `p` to the array's first byte, then each call sets    */
+/* *val and *val_len to the next element's raw text and returns 0; it returns  */
+/* -1 after the last element (or at malformed input). Elements may be any JSON */
+/* value: `while (gb_json_next(&p, end, &v, &n) == 0) { ... }`.                */
+static int gb_json_next(const char **p, const char *end, const char **val, size_t *val_len) {
+    const char *q = gb__ws(*p, end);
+    if (q >= end || (*q != '[' && *q != ',')) return -1;
+    q = gb__ws(q + 1, end);
+    if (q >= end || *q == ']') return -1;
+    const char *stop = gb__skip(q, end);
+    if (!stop) return -1;
+    *val = q;
+    *val_len = (size_t)(stop - q);
+    *p = gb__ws(stop, end);
+    return 0;
+}
 
 static int gb__hex4(const char *p, unsigned *out) {
     unsigned v = 0;

@@ -251,6 +251,83 @@ done:
     return result;
 }
 
+/* query(database, statement, params: [null | boolean | number | bigint | string | Uint8Array]) */
+/*   -> {text: the rows' JSON} or {error: kind, reason}                                        */
+static JSValue gb_native_query(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
+    (void)this_val;
+    if (argc < 3) return JS_ThrowTypeError(ctx, "query needs (database, statement, params)");
+    int64_t n = 0;
+    if (JS_GetLength(ctx, argv[2], &n) || n < 0 || n > 256)
+        return JS_ThrowTypeError(ctx, "params must be a list of at most 256 values");
+    gb_sql_value *params = calloc((size_t)(n ? n : 1), sizeof *params);
+    const char **texts = calloc((size_t)(n ? n : 1), sizeof *texts);
+    const char *database = NULL, *statement = NULL;
+    JSValue result = JS_EXCEPTION;
+    if (!params || !texts) {
+        free(params);
+        free(texts);
+        return JS_ThrowOutOfMemory(ctx);
+    }
+    database = JS_ToCString(ctx, argv[0]);
+    statement = JS_ToCString(ctx, argv[1]);
+    if (!database || !statement) goto done;
+    for (int64_t i = 0; i < n; i++) {
+        JSValue v = JS_GetPropertyInt64(ctx, argv[2], i);
+        size_t len;
+        uint8_t *bytes;
+        if (JS_IsNull(v) || JS_IsUndefined(v)) {
+            params[i] = gb_sql_null();
+        } else if (JS_IsBool(v)) {
+            params[i] = gb_sql_integer(JS_ToBool(ctx, v));
+        } else if (JS_IsBigInt(v)) {
+            int64_t big;
+            if (JS_ToBigInt64(ctx, &big, v)) { JS_FreeValue(ctx, v); goto done; }
+            params[i] = gb_sql_integer(big);
+        } else if (JS_IsNumber(v)) {
+            double d;
+            JS_ToFloat64(ctx, &d, v);
+            if (d == (double)(int64_t)d && d > -9007199254740992.0 && d < 9007199254740992.0)
+                params[i] = gb_sql_integer((int64_t)d);
+            else
+                params[i] = gb_sql_float(d);
+        } else if (JS_IsString(v)) {
+            texts[i] = JS_ToCStringLen(ctx, &len, v);
+            if (!texts[i]) { JS_FreeValue(ctx, v); goto done; }
+            params[i].type = GB_SQL_TEXT;
+            params[i].of.bytes.ptr = texts[i];
+            params[i].of.bytes.len = len;
+        } else if ((bytes = JS_GetUint8Array(ctx, &len, v)) != NULL) {
+            params[i] = gb_sql_blob(bytes, len); /* the array outlives the call: argv holds it */
+        } else {
+            JS_FreeValue(ctx, JS_GetException(ctx));
+            JS_FreeValue(ctx, v);
+            JS_ThrowTypeError(ctx, "param %d is not null, a boolean, a number, a bigint, a string or a Uint8Array",
+                              (int)i);
+            goto done;
+        }
+        JS_FreeValue(ctx, v);
+    }
+    gb_buf rows = {0}, reason = {0};
+    gb_sql_status st = gb_sql_query(database, statement, params, (size_t)n, &rows, &reason);
+    result = JS_NewObject(ctx);
+    if (st == GB_SQL_OK) {
+        JS_SetPropertyStr(ctx, result, "text", JS_NewStringLen(ctx, rows.data ? rows.data : "", rows.len));
+    } else {
+        JS_SetPropertyStr(ctx, result, "error", JS_NewString(ctx, gb_sql_status_name(st)));
+        JS_SetPropertyStr(ctx, result, "reason", JS_NewStringLen(ctx, reason.data ? reason.data : "", reason.len));
+    }
+    gb_buf_free(&rows);
+    gb_buf_free(&reason);
+done:
+    for (int64_t i = 0; i < n; i++)
+        if (texts[i]) JS_FreeCString(ctx, texts[i]);
+    if (database) JS_FreeCString(ctx, database);
+    if (statement) JS_FreeCString(ctx, statement);
+    free(params);
+    free(texts);
+    return result;
+}
+
 /* decode(bytes: Uint8Array) -> string: UTF-8, invalid sequences replaced. */
 static JSValue gb_native_decode(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
     (void)this_val;
@@ -264,6 +341,7 @@ static const JSCFunctionListEntry gb_natives[] = {
     JS_CFUNC_DEF("log", 2, gb_native_log),
     JS_CFUNC_DEF("decode", 1, gb_native_decode),
     JS_CFUNC_DEF("fetch", 4, gb_native_fetch),
+    JS_CFUNC_DEF("query", 3, gb_native_query),
 };
 
 /* ---- errors into text ----------------------------------------------------- */

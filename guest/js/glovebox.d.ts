@@ -43,6 +43,29 @@ declare module "glovebox" {
     post(url: string, body?: unknown, init?: Omit<RequestInit, "method" | "body">): Promise<Response>;
   };
 
+  /** The host did not run the statement. */
+  export class SqlError extends ToolError {
+    readonly kind: "denied" | "approval-required" | "timeout" | "database";
+    readonly reason: string;
+  }
+
+  /** A value bound to a placeholder: booleans are sent as 1/0, Uint8Array as a blob. */
+  export type SqlValue = null | boolean | number | bigint | string | Uint8Array;
+
+  /** One statement's answer. */
+  export interface SqlRows {
+    columns: string[];
+    rows: unknown[][];
+    row_count: number;
+    truncated: boolean;
+    rows_changed: number;
+  }
+
+  /** SQL through the host's sql capability, on a database named by its alias. Rejects with SqlError. */
+  export const sql: {
+    query(database: string, statement: string, params?: SqlValue[]): Promise<SqlRows>;
+  };
+
   /** Append a line to the call's log (meta.logs). */
   export function log(level: "debug" | "info" | "warn" | "error", ...message: unknown[]): void;
 }

@@ -3,7 +3,7 @@
 // A tool is a module whose default export takes the call's input (a JSON value)
 // and returns its output (a JSON value), or a Promise of it:
 //
-//     import { http, log, ToolError } from "glovebox";
+//     import { http, log, sql, ToolError } from "glovebox";
 //
 //     export default async function (input) {
 //       if (!input.city) throw new ToolError("city is empty"); // -> guest_error
@@ -133,6 +133,31 @@ export const http = {
   /** POST url with a body (a string, a Uint8Array, or a value sent as JSON). */
   post(url, body, init = {}) {
     return http.fetch(url, { ...init, method: "POST", body });
+  },
+};
+
+/** The host did not run the statement: `kind` is denied, approval-required, timeout or database. */
+export class SqlError extends ToolError {
+  constructor(kind, reason) {
+    super(`sql ${kind}: ${reason}`);
+    this.name = "SqlError";
+    this.kind = kind;
+    this.reason = reason;
+  }
+}
+
+/** SQL through the host's sql capability: a database named by its alias, only what the call was granted. */
+export const sql = {
+  /**
+   * Run one statement with its parameters (null, booleans as 1/0, numbers, bigints, strings,
+   * Uint8Array blobs): `?` placeholders on SQLite, `$1, $2` on PostgreSQL. Resolves to
+   * {columns, rows, row_count, truncated, rows_changed}; rejects with SqlError.
+   */
+  async query(database, statement, params = []) {
+    if (!Array.isArray(params)) throw new TypeError("params must be an array");
+    const answer = native.query(String(database), String(statement), params);
+    if (answer.error !== undefined) throw new SqlError(answer.error, answer.reason);
+    return JSON.parse(answer.text);
   },
 };
 

@@ -26,19 +26,6 @@ static int find(const char *json, size_t len, const char *key, const char **val,
 }
 
 /* Iterate an array: *p starts at '['; returns 1 with the next element in val. */
-static int next_item(const char **p, const char *end, const char **val, size_t *val_len) {
-    const char *q = gb__ws(*p, end);
-    if (q >= end || (*q != '[' && *q != ',')) return 0;
-    q = gb__ws(q + 1, end);
-    if (q >= end || *q == ']') return 0;
-    const char *stop = gb__skip(q, end);
-    if (!stop) return 0;
-    *val = q;
-    *val_len = (size_t)(stop - q);
-    *p = gb__ws(stop, end);
-    return 1;
-}
-
 static void encode(gb_buf *out, const char *s, size_t n) {
     static const char hex[] = "0123456789ABCDEF";
     for (size_t i = 0; i < n; i++) {
@@ -105,13 +92,13 @@ static int build_query(const char *names, size_t names_len, const char *in, size
     const char *p = names, *end = names + names_len, *item, *val, *elem;
     size_t item_len, val_len, elem_len;
     int first = 1;
-    while (next_item(&p, end, &item, &item_len)) {
+    while (gb_json_next(&p, end, &item, &item_len) == 0) {
         gb_buf name = {0};
         if (gb_json_string(item, item_len, &name) != 0 || !name.data) return gb_error(out, "bad query name");
         if (find(in, in_len, name.data, &val, &val_len)) {
             if (*val == '[') {
                 const char *q = val;
-                while (next_item(&q, val + val_len, &elem, &elem_len))
+                while (gb_json_next(&q, val + val_len, &elem, &elem_len) == 0)
                     query_pair(url, &first, name.data, name.len, elem, elem_len);
             } else if (*val != '{' && !(val_len == 4 && memcmp(val, "null", 4) == 0)) {
                 query_pair(url, &first, name.data, name.len, val, val_len);
@@ -126,7 +113,7 @@ static int build_headers(const char *names, size_t names_len, const char *in, si
                          size_t *count, gb_buf *out) {
     const char *p = names, *end = names + names_len, *item, *val;
     size_t item_len, val_len;
-    while (next_item(&p, end, &item, &item_len)) {
+    while (gb_json_next(&p, end, &item, &item_len) == 0) {
         gb_buf name = {0};
         if (gb_json_string(item, item_len, &name) != 0 || !name.data) return gb_error(out, "bad header name");
         if (find(in, in_len, name.data, &val, &val_len)) {

@@ -10,19 +10,6 @@
 
 #define MAX_PARAMS 256
 
-static int next_item(const char **p, const char *end, const char **val, size_t *val_len) {
-    const char *q = gb__ws(*p, end);
-    if (q >= end || (*q != '[' && *q != ',')) return 0;
-    q = gb__ws(q + 1, end);
-    if (q >= end || *q == ']') return 0;
-    const char *stop = gb__skip(q, end);
-    if (!stop) return 0;
-    *val = q;
-    *val_len = (size_t)(stop - q);
-    *p = gb__ws(stop, end);
-    return 1;
-}
-
 static int is_integer(const char *val, size_t len) {
     for (size_t i = 0; i < len; i++)
         if (val[i] == '.' || val[i] == 'e' || val[i] == 'E') return 0;
@@ -75,7 +62,7 @@ int gb_tool(const char *input, size_t len, gb_buf *out) {
     if (gb_json_get(in, in_len, "params", &v, &v_len) == 0) {
         const char *p = v, *end = v + v_len, *item;
         size_t item_len;
-        while (next_item(&p, end, &item, &item_len)) {
+        while (gb_json_next(&p, end, &item, &item_len) == 0) {
             if (count == MAX_PARAMS) {
                 rc = gb_error(out, "at most %d params", MAX_PARAMS);
                 goto done;

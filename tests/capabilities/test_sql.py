@@ -349,3 +349,64 @@ def test_a_query_imported_with_other_types_traps(
         result = rt.call("wrong", {})
     assert result.code == "guest_trap", result.to_dict()
     assert "other types than the glovebox world" in result.error.message
+
+
+@pytest.mark.parametrize("store", [False, True])
+def test_the_approver_sees_the_statement_as_the_audit_would_keep_it(
+    tmp_path: Path, shop: Path, build_guest: Callable[[str], Path], store: bool
+) -> None:
+    from click.testing import CliRunner
+
+    from glovebox.cli._main import cli
+
+    document = shop_policy(f"sqlite:///{shop}")
+    document["audit"] = {"store_inputs": store}
+    policy_file = tmp_path / "policy.json"
+    policy_file.write_text(json.dumps(document))
+    home = tmp_path / "home"
+    with glovebox.Runtime(home=home, policy=glovebox.Policy.model_validate(document)) as rt:
+        rt.register(
+            build_guest("sql_client"), manifest={"name": "client", "capabilities": {"sql": [{"database": "shop"}]}}
+        )
+        asked = _call(rt, "DELETE FROM orders WHERE id = ? AND item <> 'keep'", int=1)
+        assert asked.code == "approval_required"
+        [pending] = rt.pending_approvals()
+    shown = {"database": "shop", "kind": "delete", "fingerprint": "DELETE FROM orders WHERE id = ? AND item <> ?"}
+    if store:
+        shown.update(statement="DELETE FROM orders WHERE id = ? AND item <> 'keep'", params=[1])
+    assert pending.shown == shown and pending.to_dict()["statement"] == shown
+    listed = CliRunner().invoke(cli, ["--home", str(home), "--policy", str(policy_file), "approvals", "list"])
+    assert listed.exit_code == 0, listed.output
+    header, row = listed.output.splitlines()[:2]
+    assert header.split()[-1] == "STATEMENT"
+    expected = "DELETE FROM orders WHERE id = ? AND item <> 'keep' [1]" if store else shown["fingerprint"]
+    assert row.endswith(f"shop delete: {expected}")
+
+
+# -- the JavaScript guest helper ----------------------------------------------------------------------
+
+JS_SQL = Path(__file__).resolve().parents[1] / "guests" / "js_sql.js"
+
+
+def test_the_javascript_helper_queries_and_reports_refusals(
+    tmp_path: Path, shop: Path, build_js: Callable[[Path], Path]
+) -> None:
+    before = snapshot(shop)
+    policy = glovebox.Policy.model_validate(shop_policy(f"sqlite:///{shop}", tables=["orders"]))
+    with glovebox.Runtime(home=tmp_path / "home", policy=policy) as rt:
+        rt.register(build_js(JS_SQL), manifest={"name": "js-sql", "capabilities": {"sql": [{"database": "shop"}]}})
+
+        def call(statement: str, params: list[Any] | None = None) -> glovebox.CallResult:
+            return rt.call("js-sql", {"database": "shop", "statement": statement, "params": params or []})
+
+        rows = call("SELECT item FROM orders WHERE qty = ?", [7])
+        typed = call("SELECT ?, ?, ?, ?, ?", [None, 1.5, "x", True, 2**40])
+        dropped = call("DROP TABLE orders")
+        deleted = call("DELETE FROM orders")
+        bad = call("SELECT ?", [{"not": "a value"}])
+    assert rows.ok and rows.output["rows"] == [["gizmo"]] and rows.output["columns"] == ["item"], rows.to_dict()
+    assert typed.ok and typed.output["rows"] == [[None, 1.5, "x", 1, 2**40]], typed.to_dict()
+    assert dropped.ok and dropped.output["error"] == "denied" and "ddl" in dropped.output["reason"]
+    assert deleted.ok and deleted.output["error"] == "approval-required", deleted.to_dict()
+    assert bad.code == "guest_error" and "param 0 is not null" in bad.error.message
+    assert snapshot(shop) == before

@@ -139,7 +139,7 @@ def test_a_bad_dsn_is_refused_by_name(tmp_path: Path, dsn: str) -> None:
     (tmp_path / "not-a-db.txt").write_text("hello, not a database " * 100)
     with (
         glovebox.Runtime(home=tmp_path / "home") as rt,
-        pytest.raises(glovebox.InvalidSpec, match="sqlite|file|catalog"),
+        pytest.raises(glovebox.InvalidSpec, match="sqlite|file|catalog|user, host and database"),
     ):
         glovebox.import_sql(rt, dsn.format(tmp=tmp_path), name="shop")
         assert rt.tools() == []

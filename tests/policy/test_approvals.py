@@ -268,3 +268,29 @@ def test_pending_reads_a_page_when_asked_and_all_otherwise(tmp_path: Path) -> No
             store.pending(limit=-1)
     finally:
         store.close()
+
+
+def test_an_older_home_gains_the_statement_column_and_keeps_its_requests(tmp_path: Path) -> None:
+    import sqlite3
+
+    tmp_path.mkdir(exist_ok=True)
+    old = sqlite3.connect(tmp_path / "approvals.sqlite")
+    old.executescript(  # the table as a release before reasons and statements made it
+        "CREATE TABLE approvals (id TEXT PRIMARY KEY, principal TEXT NOT NULL, tool TEXT NOT NULL,"
+        " input_digest TEXT NOT NULL, status TEXT NOT NULL, created_at REAL NOT NULL, expires_at REAL NOT NULL,"
+        " approved_by TEXT, approved_at REAL, used_at REAL);"
+        "INSERT INTO approvals VALUES ('0ld', 'agent', 'x@1', 'sha256:a', 'pending', 1, 4e9, NULL, NULL, NULL);"
+    )
+    old.commit()
+    old.close()
+    store = ApprovalStore(tmp_path)
+    try:
+        kept = store.get("0ld")
+        assert kept is not None and kept.statement is None and kept.shown is None
+        assert kept.to_dict()["statement"] is None
+        shown = {"database": "shop", "kind": "delete", "fingerprint": "DELETE FROM orders WHERE id = ?"}
+        new = store.request("agent", "x@1", "sql:sha256:b", 60, shown)
+        assert store.get(new.id) == new and new.shown == shown
+        assert [a.id for a in store.pending()] == ["0ld", new.id]
+    finally:
+        store.close()

@@ -224,3 +224,24 @@ def test_the_tools_page_shows_each_tools_last_outcomes(console: Console) -> None
     rows = {m.group(1): m.group(2) for m in re.finditer(r"<code>(\w+)@0\.0\.0</code>(.*?)</tr>", seen, re.S)}
     assert re.findall(r'class="outcome-\w+" title="[^"]+">(\w+)</span>', rows["plain"]) == ["ok"]
     assert re.findall(r'class="outcome-\w+" title="[^"]+">(\w+)</span>', rows["sensitive"]) == ["approval_required"]
+
+
+def test_a_sql_request_shows_the_approver_its_statement(console: Console) -> None:
+    from glovebox.policy import ApprovalStore
+
+    store = ApprovalStore(console.runtime.home)  # as the sql capability files it (tests/capabilities/test_sql.py)
+    shown = {
+        "database": "shop", "kind": "delete", "fingerprint": "DELETE FROM orders WHERE id = ?",
+        "statement": "DELETE FROM orders WHERE id = ? -- <b>x</b>", "params": [7],
+    }  # fmt: skip
+    try:
+        asked = store.request("agent", "client@0.0.0", "sql:sha256:" + "0" * 64, 600, shown)
+    finally:
+        store.close()
+    with signed_in(console, "admin") as client:
+        page = client.get("/ui/approvals").text
+    row = page[page.index(f'id="approval-{asked.id}"') :]
+    row = row[: row.index("</tr>")]
+    assert "SQL delete on <code>shop</code>" in row
+    assert "DELETE FROM orders WHERE id = ? -- &lt;b&gt;x&lt;/b&gt;" in row and "<b>x</b>" not in row
+    assert "[7]" in row

@@ -18,13 +18,13 @@ from typing import Any
 from ..model._result import CallResult
 from ._log import redact
 
-__all__ = ["bare_row", "call_row"]
+__all__ = ["bare_row", "call_row", "plain_params"]
 
 #: The counters of what the host functions dropped, kept in a row's ``egress``.
 _DROPPED = ("denials_dropped", "egress_dropped", "upstream_failures_dropped", "sql_log_dropped")
 
 
-def _plain(params: list[Any]) -> list[Any]:
+def plain_params(params: list[Any]) -> list[Any]:
     """Parameters as JSON values (a blob as ``{"base64": ...}``, a non-finite float as its text)."""
     import base64
     import math
@@ -69,7 +69,7 @@ def call_row(
         egress["sql"] = [dict(entry) for entry in meta["sql"]]
         if store_inputs and sql_params:
             for entry, params in zip(egress["sql"], sql_params, strict=False):
-                entry["params"] = redact(_plain(params))
+                entry["params"] = redact(plain_params(params))
     if "evaluation" in meta:  # the verdict of the policy's output checks
         egress["evaluation"] = meta["evaluation"]
     if "routed_from" in meta:  # a fallback: the tool, call id and code it stands in for

@@ -4,7 +4,11 @@
   ports, used both to validate grant models and to enforce them.
 - :mod:`._fetch` — the enforcing HTTP client behind ``http-fetch``.
 - :mod:`._secrets` — secret providers and the scrubbing of secret values.
+- :mod:`._sql` — the ``sql`` capability of one call; :mod:`._sqlstatement` — what the
+  classifiers make of a statement; :mod:`._sqlcheck` (SQLite, sqlglot) and :mod:`._pgcheck`
+  (PostgreSQL, pglast) — the host's classifiers; :mod:`._sqlite` and :mod:`._postgres`
+  (psycopg) — the engines, which enforce the grant again.
 
 This package imports nothing heavy: ``_fetch`` (httpx) is imported only when a
-call is granted HTTP.
+call is granted HTTP, and the SQL parsers and drivers only when a statement is checked or run.
 """

@@ -29,7 +29,7 @@ from urllib.parse import quote
 from ..model._grants import SecretRule
 from ..model._rules import host_matches
 
-__all__ = ["REDACTED", "Scrubber", "Secret", "guard_logs", "load_secrets"]
+__all__ = ["REDACTED", "Scrubber", "Secret", "guard_logs", "load_secrets", "read_secret"]
 
 REDACTED = "[REDACTED]"
 logger = logging.getLogger("glovebox.secrets")
@@ -52,13 +52,18 @@ class Secret:
         return scheme in self.rule.schemes and host_matches(self.rule.host, host)
 
 
-def _read(rule: SecretRule) -> str | None:
-    if rule.provider == "env":
-        return os.environ.get(rule.source) or None
+def read_secret(provider: str, source: str) -> str | None:
+    """The value of one secret: an environment variable (``env``) or a file's stripped text (``file``)."""
+    if provider == "env":
+        return os.environ.get(source) or None
     try:
-        return Path(rule.source).read_text(encoding="utf-8").strip() or None
+        return Path(source).read_text(encoding="utf-8").strip() or None
     except (OSError, UnicodeDecodeError):
         return None
+
+
+def _read(rule: SecretRule) -> str | None:
+    return read_secret(rule.provider, rule.source)
 
 
 def load_secrets(rules: Sequence[SecretRule]) -> list[Secret]:

@@ -11,7 +11,8 @@ column restrictions of both, the smaller limits. Each ``query``:
 3. for a kind whose action is ``require_approval``, spends an approval bound
    to this exact (alias, statement, parameters) — one use, as a call's is — or
    answers ``approval-required`` naming the new request;
-4. runs it on the engine (``_sqlite``), which enforces the grant again, within
+4. runs it on the engine (``_sqlite``, or ``_postgres`` with the password read
+   from the grant's secret provider), which enforces the grant again, within
    the grant's statement timeout and the call's deadline.
 
 Every statement leaves one entry in the call's ``sql`` record (fingerprint,
@@ -33,8 +34,9 @@ from wasmtime.component import Variant
 
 from ..core._canonical import canonical_json, sha256_digest
 from ..model._grants import SQL_KINDS, SqlActions, SqlGrant, SqlRule
+from ._secrets import read_secret
 from ._sqlcheck import SqlRefused, Statement, classify, judge
-from ._sqlite import EngineRefused, EngineTimeout, Plan, run_sqlite
+from ._sqlite import Answer, EngineFailed, EngineRefused, EngineTimeout, Plan, run_sqlite
 
 __all__ = ["MAX_STATEMENTS", "Approver", "SqlCapability", "effective_rule", "statement_digest"]
 
@@ -44,10 +46,12 @@ logger = logging.getLogger("glovebox.sql")
 MAX_STATEMENTS = 256
 _RANK = {"allow": 0, "require_approval": 1, "block": 2}
 
-#: ``digest -> (verdict, approval_id, expires_at, reason)``: spends an approval for this
-#: statement digest (``"approved"``), finds its denial (``"denied"``, with the approver's
-#: reason), or files (or finds) the pending request (``"pending"``).
-Approver = Callable[[str], tuple[str, str, float, str]]
+#: ``(digest, shown) -> (verdict, approval_id, expires_at, reason)``: spends an approval for
+#: this statement digest (``"approved"``), finds its denial (``"denied"``, with the approver's
+#: reason), or files (or finds) the pending request (``"pending"``), showing the approver
+#: ``shown`` (database, kind, fingerprint, statement, params: the runtime keeps of it what
+#: the audit would keep).
+Approver = Callable[[str, dict[str, Any]], tuple[str, str, float, str]]
 
 
 def statement_digest(database: str, statement: str, params: list[Any]) -> str:
@@ -77,6 +81,7 @@ def effective_rule(declared: SqlRule, granted: SqlGrant) -> SqlGrant:
     return SqlGrant(
         database=granted.database,
         dsn=granted.dsn,
+        password=granted.password,
         actions=actions,
         tables=tables,
         columns=columns,
@@ -133,7 +138,7 @@ class SqlCapability:
         if rule is None:
             return self._deny(entry, state, f"the database {query.database!r} is not granted to this call", {})
         try:
-            statement = classify(query.statement)
+            statement = classify(query.statement, rule.engine)
             entry.update(kind=statement.kind, fingerprint=statement.fingerprint, tables=list(statement.tables))
             action = judge(statement, rule)
         except SqlRefused as refusal:
@@ -150,8 +155,12 @@ class SqlCapability:
         if self._approver is None:
             reason = f"{statement.kind} statements need approval, and none can be given here"
             return self._deny(entry, state, reason, {})
+        shown = {
+            "database": query.database, "kind": statement.kind, "fingerprint": statement.fingerprint,
+            "statement": query.statement, "params": query.params,
+        }  # fmt: skip
         verdict, approval_id, expires_at, reason = self._approver(
-            statement_digest(query.database, query.statement, query.params)
+            statement_digest(query.database, query.statement, query.params), shown
         )
         entry["approval_id"] = approval_id
         if verdict == "approved":
@@ -170,7 +179,7 @@ class SqlCapability:
         entry.setdefault("decision", "allow")
         stop = min(state.deadline, time.monotonic() + rule.timeout_ms / 1000.0)
         try:
-            answer = run_sqlite(rule.dsn, query.statement, query.params, Plan(rule, statement, stop))
+            answer = self._engine(rule, query, Plan(rule, statement, stop))
         except EngineRefused as refusal:
             return self._deny(entry, state, f"the database refused it: {refusal}", {"kind": statement.kind})
         except EngineTimeout:
@@ -181,8 +190,25 @@ class SqlCapability:
         except sqlite3.Error as exc:
             entry["error"] = "database"
             return Variant("database", state.clip(f"{type(exc).__name__}: {exc}"))
+        except EngineFailed as exc:
+            entry["error"] = "database"
+            return Variant("database", state.clip(str(exc)))
         entry.update(rows_returned=answer.row_count, rows_changed=answer.rows_changed, truncated=answer.truncated)
         return answer.text
+
+    @staticmethod
+    def _engine(rule: SqlGrant, query: _Query, plan: Plan) -> Answer:
+        if rule.engine == "sqlite":
+            return run_sqlite(rule.dsn, query.statement, query.params, plan)
+        from ._postgres import run_postgres
+
+        password = None
+        if rule.password is not None:
+            password = read_secret(rule.password.provider, rule.password.source)
+            if password is None:
+                logger.warning("the password secret of database %r has no usable value", rule.database)
+                raise EngineFailed("the database's password secret has no usable value on this host")
+        return run_postgres(rule.dsn, password, query.statement, query.params, plan)
 
     def _deny(self, entry: dict[str, Any], state: Any, reason: str, details: dict[str, Any]) -> Any:
         entry.update(decision="denied", reason=reason)

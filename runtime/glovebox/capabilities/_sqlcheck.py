@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+import threading
 from typing import Any
 
 from ..model._grants import SqlRule
+from ._sqlstatement import SEVERITY_ORDER, SqlRefused, Statement
 
 __all__ = ["MAX_STATEMENT_CHARS", "SAFE_FUNCTIONS", "SEVERITY_ORDER", "SqlRefused", "Statement", "classify", "judge"]
 
@@ -34,8 +35,6 @@ __all__ = ["MAX_STATEMENT_CHARS", "SAFE_FUNCTIONS", "SEVERITY_ORDER", "SqlRefuse
 CACHED_STATEMENTS = 1024
 #: The longest statement the host parses.
 MAX_STATEMENT_CHARS = 64 * 1024
-#: Kinds from the most to the least dangerous: a statement reports the first it holds.
-SEVERITY_ORDER = ("other", "ddl", "delete", "update", "insert", "select")
 _ACTION_RANK = {"allow": 0, "require_approval": 1, "block": 2}
 
 #: Functions every grant allows (SQLite's names): pure computations on values.
@@ -57,52 +56,25 @@ SAFE_FUNCTIONS = frozenset(
 )  # fmt: skip
 
 
-class SqlRefused(Exception):
-    """The host refuses a statement; ``details`` say why (kind, table, column, function)."""
-
-    def __init__(self, reason: str, details: dict[str, Any]) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.details = details
-
-
-@dataclass(frozen=True)
-class Statement:
-    """What one statement does, as the host read it."""
-
-    #: The most dangerous kind it holds (see :data:`SEVERITY_ORDER`).
-    kind: str
-    #: Every kind it holds (a SELECT over a deleting CTE holds select and delete).
-    kinds: frozenset[str]
-    #: Tables and views it names (lower case, CTE names left out).
-    tables: tuple[str, ...]
-    #: Functions it calls (SQLite's names, lower case).
-    functions: tuple[str, ...]
-    #: The statement with literals replaced by ``?`` (for the audit log).
-    fingerprint: str
-    #: (table or None when unqualified, column) pairs it names.
-    columns: tuple[tuple[str | None, str], ...] = ()
-    #: Tables it reads every column of (``*``), and the columns an INSERT names per table.
-    star: bool = False
-    insert_columns: dict[str, tuple[str, ...] | None] = field(default_factory=dict)
-    #: Names the statement itself defines (select aliases), allowed as bare columns.
-    aliases: frozenset[str] = frozenset()
-    #: Table alias (or name) -> table.
-    table_aliases: dict[str, str] = field(default_factory=dict)
-    #: Names of the common table expressions it defines.
-    ctes: frozenset[str] = frozenset()
-
-
 @functools.lru_cache(maxsize=CACHED_STATEMENTS)
-def classify(text: str) -> Statement:
-    """Parse and classify ``text`` (a pure function of the text: the last
-    :data:`CACHED_STATEMENTS` accepted texts are kept, so a statement sent again
-    with other parameters is not parsed again; a refused text is never kept).
+def classify(text: str, engine: str = "sqlite") -> Statement:
+    """Parse and classify ``text`` in the grammar of ``engine`` (a pure function of
+    both: the last :data:`CACHED_STATEMENTS` accepted texts are kept, so a statement
+    sent again with other parameters is not parsed again; a refused text is never kept).
+    PostgreSQL statements are read by PostgreSQL's own parser (``_pgcheck``).
 
     Raises:
         SqlRefused: the text is too long, does not parse, holds more than one
             statement or a MySQL executable comment, or parses only as an opaque command.
     """
+    if len(text) > MAX_STATEMENT_CHARS:
+        raise SqlRefused(f"the statement is over {MAX_STATEMENT_CHARS} characters", {"kind": "unknown"})
+    if "/*!" in text:
+        raise SqlRefused("MySQL executable comments (/*! ... */) are refused", {"kind": "unknown"})
+    if engine == "postgresql":
+        from ._pgcheck import classify_postgres
+
+        return classify_postgres(text)
     try:
         import sqlglot  # the parser loads only when a statement is checked
         from sqlglot import exp
@@ -110,13 +82,10 @@ def classify(text: str) -> Statement:
         raise SqlRefused(
             "the host cannot check SQL statements: install the sql extra (glovebox-runtime[sql])", {"kind": "unknown"}
         ) from None
-
-    if len(text) > MAX_STATEMENT_CHARS:
-        raise SqlRefused(f"the statement is over {MAX_STATEMENT_CHARS} characters", {"kind": "unknown"})
-    if "/*!" in text:
-        raise SqlRefused("MySQL executable comments (/*! ... */) are refused", {"kind": "unknown"})
     try:
-        trees = [tree for tree in sqlglot.parse(text, read="sqlite") if tree is not None]
+        tokenizer, parser = _readers(sqlglot)
+        tokens = tokenizer.tokenize(text)
+        trees = [tree for tree in parser.parse(tokens, text) if tree is not None]
     except RecursionError:
         raise SqlRefused("the statement is nested too deeply to check", {"kind": "unknown"}) from None
     except Exception as exc:  # sqlglot's ParseError, TokenError and friends: unparseable is refused
@@ -133,61 +102,93 @@ def classify(text: str) -> Statement:
             f"{str(tree.this).upper()} statements cannot be fully checked and are refused",
             {"kind": kind, "statement": str(tree.this).upper()},
         )
-    return _walk(tree, exp)
+    return _walk(tree, exp, _fingerprint(text, tokens))
 
 
-def _walk(tree: Any, exp: Any) -> Statement:
-    kinds = {_root_kind(tree, exp)}
-    ctes: set[str] = set()
-    tables: list[str] = []
-    functions: list[str] = []
-    columns: list[tuple[str | None, str]] = []
-    aliases: set[str] = set()
-    table_aliases: dict[str, str] = {}
-    insert_columns: dict[str, tuple[str, ...] | None] = {}
-    star = False
-    for node in tree.walk():
-        nested = _node_kind(node, exp)
-        if nested is not None:
-            kinds.add(nested)
-        if isinstance(node, exp.CTE):
-            ctes.add(node.alias_or_name.lower())
-        elif isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier):
+_local = threading.local()
+
+
+def _readers(sqlglot: Any) -> tuple[Any, Any]:
+    """This thread's SQLite tokenizer and parser, made once per thread: making them (and looking the
+    dialect up by name) on every statement cost as much as the parse itself. Each resets its state
+    per call, so a thread reuses its own; threads never share one."""
+    readers = getattr(_local, "readers", None)
+    if readers is None:
+        dialect = sqlglot.Dialect.get_or_raise("sqlite")
+        readers = _local.readers = (dialect.tokenizer(), dialect.parser())
+    return readers
+
+
+class _Found:
+    """What one walk of a sqlglot tree collects."""
+
+    def __init__(self, kinds: set[str]) -> None:
+        self.kinds = kinds
+        self.ctes: set[str] = set()
+        self.tables: list[str] = []
+        self.functions: list[str] = []
+        self.columns: list[tuple[str | None, str]] = []
+        self.aliases: set[str] = set()
+        self.table_aliases: dict[str, str] = {}
+        self.star = False
+
+    def add(self, role: int, node: Any, exp: Any) -> None:
+        if role == _CTE:
+            self.ctes.add(node.alias_or_name.lower())
+        elif role == _TABLE and isinstance(node.this, exp.Identifier):
             name = _table(node)
-            tables.append(name)
-            table_aliases[node.alias_or_name.lower()] = name
-        elif isinstance(node, exp.Func):
+            self.tables.append(name)
+            self.table_aliases[node.alias_or_name.lower()] = name
+        elif role == _FUNC:
             function = _function_name(node, exp)
             if function is not None:
-                functions.append(function)
-        elif isinstance(node, exp.Column):
+                self.functions.append(function)
+        elif role == _COLUMN:
             if isinstance(node.this, exp.Star):
-                star = True
+                self.star = True
             else:
-                columns.append((node.table.lower() or None, node.name.lower()))
-        elif isinstance(node, exp.Star):
-            star = True
-        elif isinstance(node, exp.Alias):
-            aliases.add(node.alias.lower())
+                self.columns.append((node.table.lower() or None, node.name.lower()))
+        elif role == _STAR:
+            self.star = True
+        elif role == _ALIAS:
+            self.aliases.add(node.alias.lower())
+
+
+def _walk(tree: Any, exp: Any, fingerprint: str) -> Statement:
+    found = _Found({_root_kind(tree, exp)})
+    roles = _ROLES
+    for node in tree.walk():
+        cls = type(node)
+        role = roles.get(cls)
+        if role is None:
+            role = roles[cls] = _role_of(node, exp)
+        if role == _NOTHING:
+            continue
+        nested = _node_kind(node, exp)
+        if nested is not None:
+            found.kinds.add(nested)
+        found.add(role, node, exp)
+    insert_columns: dict[str, tuple[str, ...] | None] = {}
     if isinstance(tree, exp.Insert):
         target = tree.this
         table_node = target.this if isinstance(target, exp.Schema) else target
         if isinstance(table_node, exp.Table):
             named = tuple(col.name.lower() for col in target.expressions) if isinstance(target, exp.Schema) else None
             insert_columns[_table(table_node)] = named
-    real = tuple(dict.fromkeys(name for name in tables if name not in ctes))
+    ctes, table_aliases = found.ctes, found.table_aliases
+    real = tuple(dict.fromkeys(name for name in found.tables if name not in ctes))
     for alias in [alias for alias, name in table_aliases.items() if name in ctes]:
         del table_aliases[alias]
     return Statement(
-        kind=next(kind for kind in SEVERITY_ORDER if kind in kinds),
-        kinds=frozenset(kinds),
+        kind=next(kind for kind in SEVERITY_ORDER if kind in found.kinds),
+        kinds=frozenset(found.kinds),
         tables=real,
-        functions=tuple(dict.fromkeys(functions)),
-        fingerprint=_fingerprint(tree, exp),
-        columns=tuple(dict.fromkeys(columns)),
-        star=star,
+        functions=tuple(dict.fromkeys(found.functions)),
+        fingerprint=fingerprint,
+        columns=tuple(dict.fromkeys(found.columns)),
+        star=found.star,
         insert_columns=insert_columns,
-        aliases=frozenset(aliases),
+        aliases=frozenset(found.aliases),
         table_aliases=table_aliases,
         ctes=frozenset(ctes),
     )
@@ -237,6 +238,19 @@ def _kind_of(node: Any, exp: Any) -> str | None:
     return None
 
 
+_NOTHING, _CTE, _TABLE, _FUNC, _COLUMN, _STAR, _ALIAS, _KIND_ONLY = range(8)
+#: What the walk does with a node, per node type (a dict look-up instead of a chain of isinstance checks).
+_ROLES: dict[type, int] = {}
+
+
+def _role_of(node: Any, exp: Any) -> int:
+    for cls, role in ((exp.CTE, _CTE), (exp.Table, _TABLE), (exp.Func, _FUNC), (exp.Column, _COLUMN),
+                      (exp.Star, _STAR), (exp.Alias, _ALIAS)):  # fmt: skip
+        if isinstance(node, cls):
+            return role
+    return _KIND_ONLY if _node_kind(node, exp) is not None else _NOTHING
+
+
 _CALL = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 _NAMES: dict[type, str | None] = {}
 
@@ -252,16 +266,37 @@ def _function_name(node: Any, exp: Any) -> str | None:
     return _NAMES[cls]
 
 
-def _fingerprint(tree: Any, exp: Any) -> str:
-    """The statement with its literals replaced by ``?`` (the tree is changed in place: it is not used after)."""
+_LITERALS = ("STRING", "NUMBER", "HEX_STRING", "BIT_STRING", "BYTE_STRING", "NATIONAL_STRING", "RAW_STRING")
+_NAMES_KEPT = ("VAR", "IDENTIFIER")
+#: (literal token types, name token types), as TokenType members (an enum's .name is slow to read).
+_TOKEN_SETS: list[tuple[frozenset[Any], frozenset[Any]]] = []
+_TIGHT = ((" ,", ","), (" )", ")"), (" (", "("), ("( ", "("), (" . ", "."), (" ;", ";"))
 
-    def blank(node: Any) -> Any:
-        return exp.Placeholder() if isinstance(node, exp.Literal) else node
 
-    try:
-        return str(tree.transform(blank, copy=False).sql(dialect="sqlite", comments=False, copy=False))
-    except Exception:  # generation can fail on odd trees; the audit then keeps the kind only
-        return "(not rendered)"
+def _fingerprint(text: str, tokens: list[Any]) -> str:
+    """The statement with its literals replaced by ``?``, comments left out, keywords in upper case
+    (made from the tokens the parse already read: rendering the tree again would cost more than the parse)."""
+    if not tokens:
+        return ""
+    if not _TOKEN_SETS:
+        names = type(tokens[0].token_type).__members__
+        _TOKEN_SETS.append(
+            (frozenset(names[n] for n in _LITERALS if n in names), frozenset(names[n] for n in _NAMES_KEPT))
+        )
+    literals, kept = _TOKEN_SETS[0]
+    parts = []
+    for token in tokens:
+        kind = token.token_type
+        if kind in literals:
+            parts.append("?")
+        elif kind in kept:
+            parts.append(text[token.start : token.end + 1])
+        else:
+            parts.append(text[token.start : token.end + 1].upper())
+    rendered = " ".join(parts)
+    for loose, tight in _TIGHT:
+        rendered = rendered.replace(loose, tight)
+    return rendered
 
 
 def judge(statement: Statement, rule: SqlRule) -> str:
@@ -286,7 +321,15 @@ def judge(statement: Statement, rule: SqlRule) -> str:
             if table not in rule.tables:
                 raise SqlRefused(f"table {table!r} is not granted on {where}", {**base, "table": table})
     _judge_columns(statement, rule, where, base)
-    allowed = SAFE_FUNCTIONS | set(rule.functions)
+    if statement.engine == "postgresql":
+        from ._pgcheck import PG_SAFE_FUNCTIONS
+
+        for table in statement.tables:
+            if table.startswith("pg_") and table not in rule.tables:
+                raise SqlRefused(f"the system catalog {table!r} is not granted on {where}", {**base, "table": table})
+        allowed = PG_SAFE_FUNCTIONS | set(rule.functions)
+    else:
+        allowed = SAFE_FUNCTIONS | set(rule.functions)
     for function in statement.functions:
         if function not in allowed:
             raise SqlRefused(f"function {function}() is not allowed on {where}", {**base, "function": function})

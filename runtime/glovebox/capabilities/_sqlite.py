@@ -38,7 +38,7 @@ from urllib.parse import quote
 from ..model._grants import SqlRule
 from ._sqlcheck import SAFE_FUNCTIONS, Statement
 
-__all__ = ["Answer", "EngineRefused", "EngineTimeout", "Plan", "run_sqlite", "sqlite_path"]
+__all__ = ["Answer", "EngineFailed", "EngineRefused", "EngineTimeout", "Plan", "collect", "run_sqlite", "sqlite_path"]
 
 #: Virtual-machine steps between two looks at the clock.
 PROGRESS_STEPS = 1000
@@ -47,6 +47,10 @@ _FETCH = 64
 
 class EngineRefused(Exception):
     """The database's authorizer refused part of the statement (the classifier missed it)."""
+
+
+class EngineFailed(Exception):
+    """The database failed the statement (a constraint, a missing table, a connection that could not be made)."""
 
 
 class EngineTimeout(Exception):
@@ -95,7 +99,7 @@ def run_sqlite(dsn: str, text: str, params: list[Any], plan: Plan) -> Answer:
         connection.set_progress_handler(_progress(plan.stop), PROGRESS_STEPS)
         try:
             cursor = connection.execute(text, params)
-            answer = _collect(cursor, plan.rule, plan.statement)
+            answer = collect(cursor, plan.rule, plan.statement, _value)
         except sqlite3.DatabaseError as exc:
             if refused:
                 raise EngineRefused(refused[0]) from exc
@@ -193,16 +197,17 @@ class _Authorizer:
         return None
 
 
-def _collect(cursor: sqlite3.Cursor, rule: SqlRule, statement: Statement) -> Answer:
+def collect(cursor: Any, rule: SqlRule, statement: Statement, value: Callable[[Any], Any]) -> Answer:
+    """The rows of ``cursor`` as the guest's JSON text, cut at the rule's row and byte limits."""
     columns = [item[0] for item in cursor.description or ()]
     rows: list[str] = []
     used, truncated = 0, False
-    while not truncated:
+    while not truncated and cursor.description is not None:
         batch = cursor.fetchmany(_FETCH)
         if not batch:
             break
         for row in batch:
-            encoded = json.dumps([_value(value) for value in row], ensure_ascii=False, allow_nan=False)
+            encoded = json.dumps([value(item) for item in row], ensure_ascii=False, allow_nan=False)
             if len(rows) >= rule.max_rows or used + len(encoded) > rule.max_bytes:
                 truncated = True
                 break

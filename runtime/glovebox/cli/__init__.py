@@ -2,7 +2,7 @@
 
 - :mod:`._main` — the root group and the commands on one tool.
 - :mod:`._base` — the error boundary (exit codes) and the global options.
-- :mod:`._policy`, :mod:`._breaker`, :mod:`._serve`, :mod:`._import` — command groups.
+- :mod:`._policy`, :mod:`._breaker`, :mod:`._serve`, :mod:`._import`, :mod:`._sql` — command groups.
 - :mod:`._demo` — ``glovebox demo``.
 
 Imports: anything; nothing imports it.

@@ -65,12 +65,29 @@ def graphql(ctx: click.Context, /, schema: str, **options: Any) -> None:
 @click.argument("dsn")
 @click.option("--name", required=True, help="Database alias: the tools are NAME-query and NAME-execute.")
 @click.option("--policy-out", type=click.Path(dir_okay=False), help=_POLICY_OUT)
+@click.option(
+    "--password-env", metavar="VAR", help="PostgreSQL: the environment variable holding the password (default: none)."
+)
+@click.option(
+    "--password-file",
+    metavar="PATH",
+    type=click.Path(dir_okay=False),
+    help="PostgreSQL: a file holding the password (default: none).",
+)
 @click.option("--dry-run", is_flag=True, help="Show what would change; register nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
-def sql(ctx: click.Context, /, dsn: str, **options: Any) -> None:
-    """Register the database DSN (sqlite:///path.db) as two tools: NAME-query (SELECT only) and NAME-execute."""
-    _import(ctx, import_sql, dsn, **options)
+def sql(ctx: click.Context, /, dsn: str, password_env: str | None, password_file: str | None, **options: Any) -> None:
+    """Register the database DSN (sqlite:///path.db or postgresql://user@host/db) as two tools:
+    NAME-query (SELECT only) and NAME-execute."""
+    if password_env and password_file:
+        raise click.UsageError("give --password-env or --password-file, not both")
+    password = None
+    if password_env:
+        password = {"provider": "env", "source": password_env}
+    elif password_file:
+        password = {"provider": "file", "source": str(Path(password_file).resolve())}
+    _import(ctx, import_sql, dsn, password=password, **options)
 
 
 def _import(

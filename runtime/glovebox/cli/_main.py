@@ -32,6 +32,7 @@ from ._breaker import breaker, describe_breaker
 from ._import import import_group
 from ._policy import approvals, approve, audit, policy
 from ._serve import export, mcp, serve
+from ._sql import sql
 
 __all__ = ["main"]
 
@@ -356,6 +357,7 @@ cli.add_command(serve)
 cli.add_command(mcp)
 cli.add_command(export)
 cli.add_command(import_group)
+cli.add_command(sql)
 
 
 def main() -> None:

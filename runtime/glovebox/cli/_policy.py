@@ -145,13 +145,27 @@ def approvals_list(ctx: click.Context, as_json: bool, limit: int, offset: int) -
 
 
 def _approval_table(pending: list[Approval]) -> str:
-    rows = [("ID", "PRINCIPAL", "TOOL", "REQUESTED", "EXPIRES", "INPUT")]
+    statements = any(a.statement for a in pending)
+    rows = [("ID", "PRINCIPAL", "TOOL", "REQUESTED", "EXPIRES", "INPUT", *(["STATEMENT"] if statements else []))]
     rows += [
-        (a.id, a.principal, a.tool, iso_time(a.created_at), iso_time(a.expires_at), a.input_digest[:19])
+        (a.id, a.principal, a.tool, iso_time(a.created_at), iso_time(a.expires_at), a.input_digest[:19],
+         *([_statement(a)] if statements else []))
         for a in pending
-    ]
+    ]  # fmt: skip
     widths = [max(len(row[col]) for row in rows) for col in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+def _statement(approval: Approval) -> str:
+    """A SQL request's statement on one line: ``database kind: text [params]`` (the fingerprint
+    when the policy does not store inputs); ``-`` for a call's request."""
+    shown = approval.shown
+    if shown is None:
+        return "-"
+    text = " ".join(str(shown.get("statement") or shown.get("fingerprint", "")).split())
+    params = f" {json.dumps(shown['params'], ensure_ascii=False)}" if shown.get("params") else ""
+    line = f"{shown.get('database', '?')} {shown.get('kind', '?')}: {text}{params}"
+    return line if len(line) <= 200 else line[:199] + "…"
 
 
 @approvals.command("deny")

@@ -124,6 +124,7 @@ def import_sql(
     dsn: str,
     *,
     name: str,
+    password: dict[str, str] | None = None,
     dry_run: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> ImportResult:
@@ -131,8 +132,12 @@ def import_sql(
 
     Args:
         runtime: the Runtime whose registry receives the tools.
-        dsn: ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` (an existing file).
+        dsn: ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` (an existing file),
+            or ``postgresql://user@host:port/dbname`` (never with a password in it).
         name: the database alias and the tools' prefix.
+        password: PostgreSQL only: where the host reads the password,
+            ``{"provider": "env" | "file", "source": NAME_OR_PATH}`` (it reads it
+            here for the catalog, and the fragment grants the same source).
         dry_run: compute the diff and the policy fragment; register nothing.
 
     Returns:
@@ -140,7 +145,7 @@ def import_sql(
         alias (with the DSN, absolute) to both tools.
 
     Raises:
-        InvalidSpec: the DSN is not a SQLite file, or its catalog cannot be read.
+        InvalidSpec: the DSN is neither a SQLite file nor a PostgreSQL DSN, or its catalog cannot be read.
         BuildError: the generic guest must be built and the ``build`` extra is missing.
     """
     import functools
@@ -151,7 +156,7 @@ def import_sql(
 
     internals(runtime).check_open()
     say = progress or _silent
-    api, planned, granted = plan_sql(dsn, name)
+    api, planned, granted = plan_sql(dsn, name, password)
     if not dry_run and cached_sql_guest(runtime.home) is None:
         say(_FIRST_GUEST.format(kind="SQL"))
     artifact = cached_sql_guest(runtime.home) if dry_run else sql_guest(runtime.home)
@@ -160,7 +165,7 @@ def import_sql(
         return info.manifest.sql_operation is not None and info.manifest.sql_operation.api == api
 
     source = Source(api, "sql", owns, f"removed from {api} by a re-import")
-    fragment = functools.partial(sql_fragment, dsn=granted)
+    fragment = functools.partial(sql_fragment, granted=granted)
     return apply(runtime, planned, artifact, source, dry_run=dry_run, fragment=fragment, progress=say)
 
 

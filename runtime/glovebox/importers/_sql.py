@@ -9,7 +9,8 @@ need approval, DDL and everything else are blocked), so it answers
 ``capability_denied`` for ``DROP TABLE`` and ``approval_required`` for
 ``DELETE``. The descriptions list the tables and columns read from the
 database's catalog. The policy fragment allows both tools (the statement
-decides) and grants the alias with its DSN; the manifests never hold the DSN.
+decides) and grants the alias with its DSN (and, for PostgreSQL, where the
+host reads the password); the manifests never hold the DSN.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from ..core._errors import InvalidSpec
 from ..model._grants import SqlGrant
@@ -59,15 +60,27 @@ SQL_OUTPUT_SCHEMA: dict[str, Any] = {
 _READ_ONLY = {"select": "allow", "insert": "block", "update": "block", "delete": "block", "ddl": "block"}
 
 
-def plan_sql(dsn: str, name: str) -> tuple[str, list[Planned], str]:
-    """The two tools of one database, and the DSN the fragment grants (absolute).
+def plan_sql(dsn: str, name: str, password: dict[str, str] | None = None) -> tuple[str, list[Planned], dict[str, Any]]:
+    """The two tools of one database, and the grant entry the fragment holds (DSN absolute, password source).
 
     Raises:
-        InvalidSpec: the DSN is not ``sqlite:///path``, or the file is not a SQLite database.
+        InvalidSpec: the DSN is neither ``sqlite:///path`` nor ``postgresql://user@host/db``, the
+            file is not a SQLite database, or the server's catalog cannot be read.
     """
     api = api_name(name, "--name")
-    path = _path(dsn)
-    catalog = _catalog(path, dsn)
+    granted: dict[str, Any]
+    if dsn.startswith(("postgresql://", "postgres://")):
+        grant = _postgres_grant(dsn, password)
+        catalog = _pg_catalog(grant, dsn)
+        dialect, marks, granted = "PostgreSQL", "$1, $2 placeholders", {"dsn": dsn}
+        if grant.password is not None:
+            granted["password"] = grant.password.model_dump()
+    else:
+        if password is not None:
+            raise InvalidSpec("a password source is for PostgreSQL DSNs only (SQLite files have none)")
+        path = _path(dsn)
+        catalog = _catalog(path, dsn)
+        dialect, marks, granted = "SQLite dialect", "? placeholders", {"dsn": f"sqlite:///{path}"}
     tables = ", ".join(f"{table}({', '.join(columns)})" for table, columns in catalog) or "(no tables)"
     if len(tables) > MAX_DESCRIPTION_CHARS:
         tables = tables[: MAX_DESCRIPTION_CHARS - 1] + "…"
@@ -76,7 +89,7 @@ def plan_sql(dsn: str, name: str) -> tuple[str, list[Planned], str]:
         {
             **common,
             "name": f"{api}-query",
-            "description": f"Run one read-only SQL statement (SELECT, SQLite dialect, ? placeholders) on the "
+            "description": f"Run one read-only SQL statement (SELECT, {dialect}, {marks}) on the "
             f"database {api}. Tables: {tables}",
             "sql_operation": {"api": api, "database": api, "mode": "query"},
             "capabilities": {"sql": [{"database": api, "actions": _READ_ONLY}]},
@@ -86,8 +99,8 @@ def plan_sql(dsn: str, name: str) -> tuple[str, list[Planned], str]:
         {
             **common,
             "name": f"{api}-execute",
-            "description": f"Run one SQL statement that changes data (INSERT, UPDATE, DELETE; SQLite dialect, ? "
-            f"placeholders) on the database {api}; writes wait for approval, schema changes are refused. "
+            "description": f"Run one SQL statement that changes data (INSERT, UPDATE, DELETE; {dialect}, "
+            f"{marks}) on the database {api}; writes wait for approval, schema changes are refused. "
             f"Tables: {tables}",
             "sql_operation": {"api": api, "database": api, "mode": "execute"},
             "capabilities": {"sql": [{"database": api}]},
@@ -97,14 +110,63 @@ def plan_sql(dsn: str, name: str) -> tuple[str, list[Planned], str]:
         Planned(query, "allow", f"{dsn} (query)"),
         Planned(execute, "allow", f"{dsn} (execute)"),
     ]
-    return api, planned, f"sqlite:///{path}"
+    return api, planned, granted
+
+
+def _postgres_grant(dsn: str, password: dict[str, str] | None) -> SqlGrant:
+    try:
+        return SqlGrant(database="x", dsn=dsn, password=password)
+    except ValueError as exc:
+        problem = exc.errors()[0]["msg"] if hasattr(exc, "errors") else str(exc)
+        raise InvalidSpec(f"{_safe(dsn)}: {problem}") from None
+
+
+def _safe(dsn: str) -> str:
+    """The DSN as an error may show it: never with a password."""
+    parts = urlsplit(dsn)
+    netloc = parts.netloc if parts.password is None else parts.netloc.replace(f":{parts.password}@", ":[REDACTED]@")
+    return urlunsplit((parts.scheme, netloc, parts.path, "[query left out]" if parts.query else "", ""))
+
+
+def _pg_catalog(grant: SqlGrant, dsn: str) -> list[tuple[str, list[str]]]:
+    """(table or view, its columns with their types) of the public schema, read in a read-only transaction."""
+    from ..capabilities._secrets import read_secret
+
+    try:
+        import psycopg
+    except ImportError:
+        raise InvalidSpec(
+            "importing a PostgreSQL database needs the postgres extra (glovebox-runtime[postgres])"
+        ) from None
+    secret = None
+    if grant.password is not None:
+        secret = read_secret(grant.password.provider, grant.password.source)
+        if secret is None:
+            raise InvalidSpec(f"{dsn}: the password source ({grant.password.provider}) has no usable value")
+    try:
+        with psycopg.connect(dsn, password=secret, connect_timeout=10, autocommit=True) as connection:
+            connection.execute("BEGIN READ ONLY")
+            rows = connection.execute(
+                "SELECT table_name, column_name, data_type FROM information_schema.columns"
+                " WHERE table_schema = 'public' ORDER BY table_name, ordinal_position"
+            ).fetchall()
+            connection.execute("ROLLBACK")
+    except psycopg.Error as exc:
+        raise InvalidSpec(f"{dsn}: cannot read the database's catalog ({type(exc).__name__})") from None
+    found: dict[str, list[str]] = {}
+    for table, column, kind in rows:
+        found.setdefault(str(table), []).append(f"{column} {kind}")
+    return list(found.items())
 
 
 def _path(dsn: str) -> Path:
     try:
         SqlGrant(database="x", dsn=dsn)
     except ValueError as exc:
-        raise InvalidSpec(f"{dsn!r}: only sqlite:///path DSNs can be imported (sqlite:////abs/path.db)") from exc
+        raise InvalidSpec(
+            f"{_safe(dsn)!r}: only sqlite:///path (sqlite:////abs/path.db) and postgresql://user@host/db DSNs "
+            "can be imported"
+        ) from exc
     path = Path(dsn.removeprefix("sqlite:///")).resolve()
     if not path.is_file():
         raise InvalidSpec(f"{dsn}: {path} is not a file (a grant never creates a database)")
@@ -132,7 +194,7 @@ def _catalog(path: Path, dsn: str) -> list[tuple[str, list[str]]]:
 
 
 def sql_fragment(
-    api: str, manifests: list[Manifest], actions: list[str], _secrets: list[Any], dsn: str = ""
+    api: str, manifests: list[Manifest], actions: list[str], _secrets: list[Any], granted: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """The policy fragment of an imported database: both tools allowed, the alias granted with its DSN."""
     rules = [
@@ -149,5 +211,5 @@ def sql_fragment(
         "version": 1,
         "description": f"imported database {api}: reads allowed, writes held for approval, schema changes refused",
         "rules": rules,
-        "grants": [{"tool": f"{api}-*", "sql": [{"database": api, "dsn": dsn}]}],
+        "grants": [{"tool": f"{api}-*", "sql": [{"database": api, **(granted or {})}]}],
     }

@@ -15,6 +15,7 @@ import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import parse_qs, urlsplit
 
 from pydantic import AfterValidator, Field, ValidationError, field_validator
 
@@ -31,6 +32,7 @@ __all__ = [
     "SecretRule",
     "SqlActions",
     "SqlGrant",
+    "SqlPassword",
     "SqlRule",
     "load_grants",
 ]
@@ -179,17 +181,50 @@ class SqlRule(Frozen):
         return {table.lower(): [column.lower() for column in columns] for table, columns in value.items()}
 
 
-class SqlGrant(SqlRule):
-    """A granted database: the rule plus where it is (``sqlite:///relative.db``, ``sqlite:////abs/path.db``)."""
+class SqlPassword(Frozen):
+    """Where the host reads a PostgreSQL password: never in the DSN, never seen by the guest or the audit."""
 
-    dsn: str = Field(description="sqlite:///path (SQLAlchemy form: four slashes for an absolute path).")
+    provider: Literal["env", "file"] = "env"
+    source: str = Field(min_length=1, description="Environment variable name (env) or file path (file).")
+
+
+class SqlGrant(SqlRule):
+    """A granted database: the rule plus where it is (``sqlite:///path.db`` or ``postgresql://user@host/db``)."""
+
+    dsn: str = Field(
+        description="sqlite:///path (four slashes for an absolute path) or postgresql://user@host:port/dbname "
+        "(no password: see password)."
+    )
+    password: SqlPassword | None = Field(
+        None, description="PostgreSQL only: the secret provider the host reads the login password from."
+    )
 
     @field_validator("dsn")
     @classmethod
     def _dsn(cls, value: str) -> str:
-        if not value.startswith("sqlite:///") or len(value) == len("sqlite:///") or "?" in value or "\0" in value:
-            raise ValueError(f"{value!r}: only sqlite:///path DSNs are supported (no query string)")
+        if "\0" in value:
+            raise ValueError("a DSN never holds a NUL character")
+        if value.startswith(("postgresql://", "postgres://")):
+            return _postgres_dsn(value)
+        if not value.startswith("sqlite:///") or len(value) == len("sqlite:///") or "?" in value:
+            raise ValueError(
+                f"{value!r}: only sqlite:///path (no query string) and postgresql://user@host/dbname DSNs are supported"
+            )
         return value
+
+    @property
+    def engine(self) -> Literal["sqlite", "postgresql"]:
+        """Which engine the DSN names."""
+        return "sqlite" if self.dsn.startswith("sqlite:") else "postgresql"
+
+
+def _postgres_dsn(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.password is not None or "password" in parse_qs(parts.query):
+        raise ValueError("a PostgreSQL DSN never carries the password: name its secret provider in `password`")
+    if not parts.hostname or not parts.username or parts.path in ("", "/") or parts.fragment:
+        raise ValueError(f"{value!r}: a PostgreSQL DSN names user, host and database (postgresql://user@host/dbname)")
+    return value
 
 
 class Grants(Frozen):

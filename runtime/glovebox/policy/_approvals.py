@@ -13,6 +13,7 @@ approvals happen only through ``Runtime.approve``/``Runtime.deny`` and
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from collections.abc import Callable
@@ -38,12 +39,14 @@ CREATE TABLE IF NOT EXISTS approvals (
     approved_by TEXT,
     approved_at REAL,
     used_at REAL,
-    reason TEXT
+    reason TEXT,
+    statement TEXT
 );
 CREATE INDEX IF NOT EXISTS approvals_key ON approvals (principal, tool, input_digest, status);
 """
 _COLUMNS = (
-    "id, principal, tool, input_digest, status, created_at, expires_at, approved_by, approved_at, used_at, reason"
+    "id, principal, tool, input_digest, status, created_at, expires_at, approved_by, approved_at, used_at, reason,"
+    " statement"
 )
 
 
@@ -61,7 +64,10 @@ class Approval:
     """One approval request. ``tool`` is ``name@version``; times are Unix seconds.
 
     ``approved_by`` and ``approved_at`` name who decided and when, for a
-    denied request too; ``reason`` is the reason a denial gave.
+    denied request too; ``reason`` is the reason a denial gave. ``statement``
+    is, for a SQL statement's request, what the approver is shown (JSON text:
+    ``database``, ``kind``, ``fingerprint``, and ``statement`` and ``params``
+    only when the policy stores inputs, redacted as the audit redacts them).
     """
 
     id: str
@@ -75,10 +81,17 @@ class Approval:
     approved_at: float | None = None
     used_at: float | None = None
     reason: str | None = None
+    statement: str | None = None
+
+    @property
+    def shown(self) -> dict[str, Any] | None:
+        """The SQL statement this request is for, as the approver sees it (None: a call's request)."""
+        return json.loads(self.statement) if self.statement else None
 
     def to_dict(self) -> dict[str, Any]:
         """The request as JSON: the Unix times as they are, each with an ISO 8601 UTC twin (``*_iso``)."""
         data: dict[str, Any] = dict(vars(self))
+        data["statement"] = self.shown
         for name in ("created_at", "expires_at", "approved_at", "used_at"):
             value = data[name]
             data[f"{name}_iso"] = iso_time(value) if value is not None else None
@@ -96,10 +109,12 @@ class ApprovalStore:
         self._upgrade()
 
     def _upgrade(self) -> None:
-        """Give a table made by an earlier glovebox the ``reason`` column."""
+        """Give a table made by an earlier glovebox the ``reason`` and ``statement`` columns."""
         with self._database.write() as db:
-            if "reason" not in {row[1] for row in db.execute("PRAGMA table_info(approvals)")}:
-                db.execute("ALTER TABLE approvals ADD COLUMN reason TEXT")
+            present = {row[1] for row in db.execute("PRAGMA table_info(approvals)")}
+            for column in ("reason", "statement"):
+                if column not in present:
+                    db.execute(f"ALTER TABLE approvals ADD COLUMN {column} TEXT")
 
     def close(self) -> None:
         self._database.close()
@@ -128,8 +143,11 @@ class ApprovalStore:
             db.execute("UPDATE approvals SET status = 'used', used_at = ? WHERE id = ?", (now, row[0]))
         return Approval(*row)
 
-    def request(self, principal: str, tool: str, input_digest: str, ttl_s: int) -> Approval:
-        """The pending request for this call (an existing unexpired one, else a new one).
+    def request(
+        self, principal: str, tool: str, input_digest: str, ttl_s: int, statement: dict[str, Any] | None = None
+    ) -> Approval:
+        """The pending request for this call (an existing unexpired one, else a new one); ``statement``
+        is what an approver is shown of a SQL statement's request (see :class:`Approval`).
 
         The look-up and the insert are one transaction holding the write lock,
         so identical requests made at once, by threads or processes, share one id.
@@ -139,11 +157,14 @@ class ApprovalStore:
             row = self._live(principal, tool, input_digest, "pending", now)
             if row is not None:
                 return Approval(*row)
-            approval = Approval(secrets.token_hex(8), principal, tool, input_digest, "pending", now, now + ttl_s)
+            shown = json.dumps(statement, ensure_ascii=False, sort_keys=True) if statement is not None else None
+            approval = Approval(
+                secrets.token_hex(8), principal, tool, input_digest, "pending", now, now + ttl_s, statement=shown
+            )
             db.execute(
-                "INSERT INTO approvals (id, principal, tool, input_digest, status, created_at, expires_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (approval.id, principal, tool, input_digest, "pending", now, approval.expires_at),
+                "INSERT INTO approvals (id, principal, tool, input_digest, status, created_at, expires_at, statement)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (approval.id, principal, tool, input_digest, "pending", now, approval.expires_at, shown),
             )
         return approval
 

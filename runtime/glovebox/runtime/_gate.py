@@ -228,7 +228,9 @@ class PolicyGate:
             },
         )
 
-    def statement_approver(self, trace: CallTrace, info: ToolInfo, principal: str) -> Callable[[str], Any]:
+    def statement_approver(
+        self, trace: CallTrace, info: ToolInfo, principal: str
+    ) -> Callable[[str, dict[str, Any]], tuple[str, str, float, str]]:
         """For the SQL capability: spend the approval of one statement digest, or file its request.
 
         The approval is bound to this principal, this tool@version and the
@@ -237,7 +239,9 @@ class PolicyGate:
         tool = f"{info.name}@{info.version}"
         ttl_s = trace.policy.approvals.ttl_s
 
-        def approver(digest: str) -> tuple[str, str, float, str]:
+        store_inputs = trace.policy.audit.store_inputs
+
+        def approver(digest: str, shown: dict[str, Any]) -> tuple[str, str, float, str]:
             used = self.approvals.consume(principal, tool, digest)
             if used is not None:
                 trace.approval_id = trace.approval_id or used.id
@@ -246,7 +250,7 @@ class PolicyGate:
             denied = self.approvals.denied(principal, tool, digest)
             if denied is not None:
                 return "denied", denied.id, denied.expires_at, denied.reason or ""
-            request = self.approvals.request(principal, tool, digest, ttl_s)
+            request = self.approvals.request(principal, tool, digest, ttl_s, _shown(shown, store_inputs))
             return "pending", request.id, request.expires_at, ""
 
         return approver
@@ -287,3 +291,16 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _shown(statement: dict[str, Any], store_inputs: bool) -> dict[str, Any]:
+    """What an approver is shown of a statement: as the audit keeps it (the text and the
+    parameters, redacted, only when the policy stores inputs; else the fingerprint alone)."""
+    from ..audit._log import redact
+    from ..audit._row import plain_params
+
+    shown: dict[str, Any] = {key: statement[key] for key in ("database", "kind", "fingerprint") if key in statement}
+    if store_inputs:
+        shown["statement"] = redact(statement.get("statement", ""))
+        shown["params"] = redact(plain_params(list(statement.get("params", []))))
+    return shown
