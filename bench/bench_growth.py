@@ -27,6 +27,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -207,6 +208,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="each sweep one step shorter")
     parser.add_argument("--skip", action="append", default=[], choices=["input", "flight", "registry", "audit"])
     args = parser.parse_args()
+    warnings.filterwarnings("ignore", message=".*(has no description|accepts any input)")
     with tempfile.TemporaryDirectory() as tmp:
         for name, sweep in (
             ("input", input_sweep),
