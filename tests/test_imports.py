@@ -62,7 +62,6 @@ GLOVEBOX = {
     "glovebox.engine._settings",
     "glovebox.core._errors",
     "glovebox.integrations._export",
-    "glovebox.schema._fastschema",
     "glovebox.sandbox._fastcall",
     "glovebox.core._frozen",
     "glovebox.runtime._gate",
@@ -75,6 +74,7 @@ GLOVEBOX = {
     "glovebox.importers",  # the public import_openapi/import_graphql; the parsers load lazily
     "glovebox.importers._fragment",
     "glovebox.importers._importresult",
+    "glovebox.schema._linear",
     "glovebox.schema._objectroot",
     "glovebox.sandbox._outcome",
     "glovebox.scale._procpool",

@@ -51,12 +51,24 @@ def test_a_forbidden_pattern_refuses_the_output_and_the_row_keeps_the_verdict(
 def test_a_catastrophic_pattern_fails_closed_within_its_budget(
     imported: tuple[Path, dict[str, Any]], flaky: FlakyServer, tmp_path: Path
 ) -> None:
-    with checked(imported, tmp_path, forbidden_patterns=["(a|a)+$"]) as rt:
+    # The lookahead keeps it off the linear engine: the budgeted one backtracks on it.
+    with checked(imported, tmp_path, forbidden_patterns=["(?=a)(a|a)+$"]) as rt:
         refused = rt.call("flaky-get-item", {"id": "a" * 40})
         after = rt.call("flaky-get-item", {"id": "b"})  # the host serves the next call
     assert refused.error is not None and refused.error.code == "evaluation_failed"
     assert refused.error.details["reason"] == "the pattern took over 250 ms"
     assert after.ok
+
+
+def test_a_catastrophic_pattern_the_linear_engine_runs_is_answered(
+    imported: tuple[Path, dict[str, Any]], flaky: FlakyServer, tmp_path: Path
+) -> None:
+    with checked(imported, tmp_path, forbidden_patterns=["(a|a)+b", "(a|a)+$"]) as rt:
+        passed = rt.call("flaky-get-item", {"id": "a" * 40})
+        refused = rt.call("flaky-get-item", {"id": "a" * 40 + "b"})
+    assert passed.ok, passed.error
+    assert refused.error is not None and refused.error.code == "evaluation_failed"
+    assert refused.error.details["check"] == "forbidden_patterns[0]"
 
 
 def test_an_output_over_max_output_bytes_is_refused(

@@ -200,7 +200,7 @@ def test_output_that_breaks_the_output_schema(runtime: glovebox.Runtime, build_g
     result = call_failing(runtime, name)
     assert result.code == "invalid_output"
     assert "output schema" in result.error.message
-    assert "'y' is a required property" in result.error.message
+    assert '"y" is a required property' in result.error.message
     assert result.error.details["schema_path"] == "/required"
     assert_host_survives(runtime, build_guest)
 
@@ -294,7 +294,7 @@ def test_input_failing_the_schema(runtime: glovebox.Runtime, build_guest: BuildG
     assert runtime.call(name, {"n": 3}).output == {"n": 3}
     result = call_failing(runtime, name, {"n": "three"})
     assert result.code == "invalid_input"
-    assert "'three' is not of type 'integer'" in result.error.message
+    assert '"three" is not of type "integer"' in result.error.message
     assert result.error.details["path"] == "/n"
     assert result.meta["fuel_used"] == 0
     missing = call_failing(runtime, name, {})

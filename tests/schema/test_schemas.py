@@ -15,11 +15,15 @@ import pytest
 
 import glovebox
 from glovebox.model._manifest import parse_manifest
-from glovebox.schema import _schemas
+from glovebox.schema import _ecmaregex
 from glovebox.schema._ecmaregex import PatternError, PatternTimeout, compile_pattern, search, time_budget
 from glovebox.schema._schemas import SchemaCheck
 
 CATASTROPHIC = "^(a|a)+$"  # exponential backtracking, even for the regex module
+# The same, with a lookahead the linear engine cannot run: the budgeted engine backtracks on it.
+BACKTRACKING = "^(?=a)(a|a)+$"
+# Linear, but hostile to a DFA: the linear engine would take ~2 µs a character on it.
+DFA_HOSTILE = "a[ab]{20}c"
 
 
 class SchemaServer:
@@ -160,12 +164,12 @@ def test_validators_retrieve_nothing(server: SchemaServer) -> None:
 
 
 def test_a_catastrophic_input_pattern_is_cut_off_and_the_host_goes_on(runtime: glovebox.Runtime, echo: Path) -> None:
-    schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": CATASTROPHIC}}}
+    schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": BACKTRACKING}}}
     runtime.register(echo, manifest(input_schema=schema, timeout_ms=200))
     result = runtime.call("schematic", {"s": "a" * 40 + "b"})
     assert result.code == "invalid_input" and result.error is not None
-    assert result.error.message == f"the input schema's pattern {CATASTROPHIC!r} took too long to match (over 200 ms)"
-    assert result.error.details == {"pattern": CATASTROPHIC}
+    assert result.error.message == f"the input schema's pattern {BACKTRACKING!r} took too long to match (over 200 ms)"
+    assert result.error.details == {"pattern": BACKTRACKING}
     assert result.meta["fuel_used"] == 0, "the guest never ran"
     assert runtime.call("schematic", {"s": "aaaa"}).output == {"s": "aaaa"}
     assert [row["outcome"] for row in runtime.audit.tail(2)] == ["invalid_input", "ok"]
@@ -175,12 +179,12 @@ def test_the_nested_quantifier_that_froze_re_is_answered(runtime: glovebox.Runti
     runtime.register(echo, manifest(input_schema={"type": "string", "pattern": "^(a+)+$"}))
     result = runtime.call("schematic", "a" * 50 + "!")
     assert result.code == "invalid_input" and result.error is not None
-    assert "does not match '^(a+)+$'" in result.error.message
+    assert 'does not match "^(a+)+$"' in result.error.message
     assert runtime.call("schematic", "a" * 50).ok
 
 
 def test_a_catastrophic_output_pattern_is_invalid_output(runtime: glovebox.Runtime, echo: Path) -> None:
-    runtime.register(echo, manifest(output_schema={"pattern": CATASTROPHIC}, timeout_ms=100))
+    runtime.register(echo, manifest(output_schema={"pattern": BACKTRACKING}, timeout_ms=100))
     result = runtime.call("schematic", "a" * 40 + "b")
     assert result.code == "invalid_output" and result.error is not None
     assert "took too long to match (over 100 ms)" in result.error.message
@@ -189,22 +193,91 @@ def test_a_catastrophic_output_pattern_is_invalid_output(runtime: glovebox.Runti
 @pytest.mark.parametrize(
     "schema, value",
     [
-        ({"patternProperties": {CATASTROPHIC: {}}}, {"a" * 40 + "b": 1}),
-        ({"patternProperties": {CATASTROPHIC: {}}, "additionalProperties": False}, {"a" * 40 + "b": 1}),
-        ({"propertyNames": {"pattern": CATASTROPHIC}}, {"a" * 40 + "b": 1}),
-        ({"items": {"pattern": CATASTROPHIC}}, ["a" * 40 + "b"] * 50),
+        ({"patternProperties": {BACKTRACKING: {}}}, {"a" * 40 + "b": 1}),
+        ({"patternProperties": {BACKTRACKING: {}}, "additionalProperties": False}, {"a" * 40 + "b": 1}),
+        ({"propertyNames": {"pattern": BACKTRACKING}}, {"a" * 40 + "b": 1}),
+        ({"items": {"pattern": BACKTRACKING}}, ["a" * 40 + "b"] * 50),
     ],
     ids=["patternProperties", "additionalProperties", "propertyNames", "items"],
 )
 def test_every_keyword_that_matches_a_pattern_is_bounded(schema: dict[str, Any], value: Any) -> None:
     check = SchemaCheck.for_schema(schema, "input", timeout_ms=50)
+    assert check.fast is None, "a lookahead keeps the schema on the budgeted engine"
     with pytest.raises(glovebox.InvalidInput, match="took too long to match") as refused:
         check.validate(value)
-    assert refused.value.details == {"pattern": CATASTROPHIC}
+    assert refused.value.details == {"pattern": BACKTRACKING}
+
+
+@pytest.mark.parametrize(
+    "schema, value",
+    [
+        ({"type": "string", "pattern": CATASTROPHIC}, "a" * 40 + "b"),
+        ({"patternProperties": {CATASTROPHIC: {"type": "integer"}}}, {"a" * 40: "x"}),
+        ({"patternProperties": {CATASTROPHIC: True}, "additionalProperties": False}, {"a" * 40 + "b": 1}),
+        ({"propertyNames": {"pattern": CATASTROPHIC}}, {"a" * 40 + "b": 1}),
+        ({"items": {"pattern": CATASTROPHIC}}, ["a" * 40 + "b"] * 50),
+        ({"patternProperties": {CATASTROPHIC: True}, "unevaluatedProperties": False}, {"a" * 40 + "b": 1}),
+    ],
+    ids=["pattern", "patternProperties", "additionalProperties", "propertyNames", "items", "unevaluatedProperties"],
+)
+def test_a_catastrophic_pattern_is_answered_by_the_linear_engine(schema: dict[str, Any], value: Any) -> None:
+    parse_manifest(manifest(input_schema=schema))
+    check = SchemaCheck.for_schema(schema, "input", timeout_ms=50)
+    assert check.fast is not None
+    with pytest.raises(glovebox.InvalidInput, match="^input does not match the tool's input schema at /") as refused:
+        check.validate(value)
+    assert refused.value.code == "invalid_input"
+    assert "took too long" not in refused.value.message
+
+
+class Counting:
+    """A jsonschema-rs validator that counts the values it is asked about."""
+
+    def __init__(self, fast: Any) -> None:
+        self.fast, self.seen = fast, 0
+
+    def is_valid(self, value: Any) -> bool:
+        self.seen += 1
+        return bool(self.fast.is_valid(value))
+
+    def iter_errors(self, value: Any) -> Any:
+        return self.fast.iter_errors(value)
+
+
+def test_a_long_value_under_a_hostile_linear_pattern_goes_to_the_budgeted_engine() -> None:
+    check = SchemaCheck.for_schema({"type": "array", "items": {"type": "string", "pattern": DFA_HOSTILE}}, "input")
+    assert check.fast is not None
+    counting = check.fast = Counting(check.fast)
+    long = ["ab" * (_ecmaregex.LINEAR_MAX_CHARS // 2)]
+    with pytest.raises(glovebox.InvalidInput, match="does not match") as refused:
+        check.validate(long)
+    assert refused.value.details["path"] == "/0"
+    assert counting.seen == 0, "a value over LINEAR_MAX_CHARS is never given to the linear engine"
+    check.validate(["a" + "b" * 20 + "c"])
+    assert counting.seen == 1
+
+
+def test_a_long_text_under_a_hostile_linear_pattern_is_matched_by_the_budgeted_engine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[str] = []
+    linear = _ecmaregex.linear
+
+    def counting(pattern: str) -> Any:
+        asked.append(pattern)
+        return linear(pattern)
+
+    monkeypatch.setattr(_ecmaregex, "linear", counting)
+    text = "ab" * _ecmaregex.LINEAR_MAX_CHARS
+    assert not search(DFA_HOSTILE, text)
+    assert search(DFA_HOSTILE, text + "a" + "b" * 20 + "c")
+    assert asked == []
+    assert search(DFA_HOSTILE, "a" + "b" * 20 + "c")
+    assert asked == [DFA_HOSTILE]
 
 
 def test_other_threads_run_while_a_pattern_backtracks() -> None:
-    slow = SchemaCheck.for_schema({"pattern": CATASTROPHIC}, "input", timeout_ms=1000)
+    slow = SchemaCheck.for_schema({"pattern": BACKTRACKING}, "input", timeout_ms=1000)
     quick = SchemaCheck.for_schema({"pattern": "^b"}, "input")
     started, outcome = threading.Event(), []
 
@@ -222,7 +295,7 @@ def test_other_threads_run_while_a_pattern_backtracks() -> None:
     still_matching = worker.is_alive()
     worker.join()
     assert still_matching
-    assert outcome == [{"pattern": CATASTROPHIC}]
+    assert outcome == [{"pattern": BACKTRACKING}]
 
 
 def test_the_matches_of_one_check_share_its_budget() -> None:
@@ -234,14 +307,16 @@ def test_the_matches_of_one_check_share_its_budget() -> None:
 
 def test_one_schema_check_per_call(runtime: glovebox.Runtime, echo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     runtime.register(echo, manifest(input_schema={"type": "string", "pattern": "^a"}))
-    matched: list[str] = []
-    search = _schemas.search
+    matched: list[Any] = []
+    for_schema = SchemaCheck.for_schema
 
-    def counting(pattern: str, text: str) -> bool:
-        matched.append(text)
-        return search(pattern, text)
+    def counting(schema: Any, which: str, timeout_ms: int | None = None) -> SchemaCheck:
+        check = for_schema(schema, which, timeout_ms)
+        validate = check.validate
+        check.validate = lambda value: (matched.append(value), validate(value))[1]  # type: ignore[method-assign]
+        return check
 
-    monkeypatch.setattr(_schemas, "search", counting)
+    monkeypatch.setattr(SchemaCheck, "for_schema", counting)
     assert runtime.call("schematic", "abc").ok
     assert runtime.call("schematic", "xyz").code == "invalid_input"
     assert matched == ["abc", "xyz"]
@@ -299,11 +374,12 @@ def test_pattern_properties_use_ecma_262_too() -> None:
     schema = {"type": "object", "patternProperties": {"^\\p{Letter}cole$": True}, "additionalProperties": False}
     check = SchemaCheck.for_schema(schema, "input")
     check.validate({"\u00e9cole": 1})
-    with pytest.raises(glovebox.InvalidInput, match="do not match any of the regexes"):
+    with pytest.raises(glovebox.InvalidInput, match="Additional properties are not allowed") as refused:
         check.validate({"5cole": 1, "\u0661cole": 2})
+    assert "'5cole', '\u0661cole' were unexpected" in refused.value.message
     digits = SchemaCheck.for_schema({"patternProperties": {"^\\d+$": {"type": "string"}}}, "input")
     digits.validate({"\u09ea": 1})  # not ASCII digits, so the subschema does not apply
-    with pytest.raises(glovebox.InvalidInput, match="is not of type 'string'"):
+    with pytest.raises(glovebox.InvalidInput, match='is not of type "string"'):
         digits.validate({"42": 1})
 
 
@@ -333,10 +409,24 @@ def test_ecma_262_syntax_is_accepted(pattern: str) -> None:
     compile_pattern(pattern)
 
 
-def test_unevaluated_properties_next_to_pattern_properties_is_refused() -> None:
-    schema = {"allOf": [{"patternProperties": {"^x": {}}}], "unevaluatedProperties": False}
-    with pytest.raises(glovebox.InvalidManifest, match="unevaluatedProperties at /unevaluatedProperties"):
+def test_unevaluated_properties_next_to_a_backtracking_pattern_is_refused() -> None:
+    schema = {"allOf": [{"patternProperties": {"^x(?=y)": {}}}], "unevaluatedProperties": False}
+    with pytest.raises(glovebox.InvalidManifest, match="unevaluatedProperties at /unevaluatedProperties") as refused:
         parse_manifest(manifest(input_schema=schema))
+    assert "linear-time engine" in refused.value.message
+
+
+def test_unevaluated_properties_next_to_linear_patterns_registers_and_checks(
+    runtime: glovebox.Runtime, echo: Path
+) -> None:
+    schema = {"allOf": [{"patternProperties": {"^x\\d$": {"type": "integer"}}}], "unevaluatedProperties": False}
+    runtime.register(echo, manifest(input_schema=schema))
+    assert runtime.call("schematic", {"x1": 1}).ok
+    refused = runtime.call("schematic", {"x1": 1, "y": 2})
+    assert refused.code == "invalid_input" and refused.error is not None
+    assert refused.error.details == {"path": "/", "schema_path": "/unevaluatedProperties"}
+    assert "'y' was unexpected" in refused.error.message
+    assert runtime.call("schematic", {"x\u0661": 1}).code == "invalid_input", "\\d is ASCII"
 
 
 def test_a_pattern_error_in_a_stored_schema_is_invalid_input() -> None:

@@ -269,7 +269,7 @@ def test_slugify_input_checked_against_the_generated_schema(runtime: glovebox.Ru
     assert result.code == "invalid_input"
     result = runtime.call(slugify, {"max_length": 3})
     assert result.code == "invalid_input"
-    assert "'text' is a required property" in result.error.message  # type: ignore[union-attr]
+    assert '"text" is a required property' in result.error.message  # type: ignore[union-attr]
 
 
 def test_python_tools_use_the_wasi_linker_and_c_tools_the_lean_one(

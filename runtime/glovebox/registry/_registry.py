@@ -124,6 +124,8 @@ class Registry:
         #: The index's change signal, and the newest answers with the signal they are valid at.
         self._wal_index = WalIndex(home / "registry.sqlite")
         self._latest: tuple[bytes, dict[str, ToolInfo]] | None = None
+        #: Parsed rows of the last full listing: a registry past ``_info``'s cache is not re-parsed per listing.
+        self._listed: dict[Row, ToolInfo] = {}
 
     def close(self) -> None:
         """Close every database connection this registry opened."""
@@ -320,16 +322,23 @@ class Registry:
             include_deprecated: list deprecated versions too.
             signed: True for signed versions only, False for unsigned only.
         """
-        infos = [_info(row) for row in self._rows(f"SELECT {_COLUMNS} FROM tools")]
-        infos = [
-            info
-            for info in infos
-            if (pattern is None or match_name(pattern, info.name))
-            and (include_deprecated or info.deprecated is None)
-            and (signed is None or (info.signer is not None) == signed)
-        ]
-        infos.sort(key=lambda info: version_key(info.version), reverse=True)
-        infos.sort(key=lambda info: info.name)
+        listed = self._listed
+        parsed = {row: listed.get(row) or _info(row) for row in self._rows(f"SELECT {_COLUMNS} FROM tools")}
+        self._listed = parsed  # only the rows there are now: a removed tool's entry goes
+        by_name: dict[str, list[ToolInfo]] = {}
+        for info in parsed.values():
+            if (
+                (pattern is None or match_name(pattern, info.name))
+                and (include_deprecated or info.deprecated is None)
+                and (signed is None or (info.signer is not None) == signed)
+            ):
+                by_name.setdefault(info.name, []).append(info)
+        infos: list[ToolInfo] = []
+        for name in sorted(by_name):  # semver keys only where a name has versions to order
+            versions = by_name[name]
+            if len(versions) > 1:
+                versions.sort(key=lambda info: version_key(info.version), reverse=True)
+            infos.extend(versions)
         return infos
 
     def resolve(self, ref: str) -> ToolInfo:

@@ -1,15 +1,30 @@
-"""ECMA-262 regular expressions for JSON Schema, matched under a time budget.
+"""ECMA-262 regular expressions for JSON Schema: linear-time where possible, else under a time budget.
 
 JSON Schema's ``pattern`` and ``patternProperties`` are ECMA-262 regexes.
 Python's ``re`` speaks another dialect (``\\d`` matches any Unicode digit,
 ``$`` matches before a final newline, ``\\p{Letter}`` is an error) and never
 gives up: ``^(a|a)+$`` against forty ``a`` and a ``b`` backtracks for minutes
-while holding the GIL. Here a pattern is translated into the syntax of the
-``regex`` module, compiled once, and matched with a ``timeout`` and with the
-GIL released (``concurrent=True``). ``regex`` is imported on first use.
-The translation is hand-written on purpose: ``regress``, the ECMA-262 engine
-packaged for Python, backtracks with no way to bound a match's time, so
-``regex`` (which has the budget) plus the rewrites below is the safe choice.
+while holding the GIL.
+
+Two engines answer, and :func:`search` picks per pattern and per text:
+
+- **linear** (:func:`linear`): jsonschema-rs's ECMA-262 patterns on Rust's
+  ``regex`` crate, which never backtracks: ``^(a|a)+$`` is answered in
+  microseconds. It holds the GIL and its cost per byte, though linear, grows
+  with the pattern (a DFA-hostile ``a[ab]{20}c`` costs ~2 µs a byte), so it
+  takes only patterns whose program fits ``LINEAR_SIZE_LIMIT`` and texts of at
+  most ``LINEAR_MAX_CHARS``. It is not used for a pattern it cannot compile
+  (lookaround, backreferences, ``[]``, ``[^]``, ``\\0``, surrogate escapes) nor
+  for ``\\b``/``\\B``, which it reads as Unicode word boundaries where
+  ECMA-262 says ASCII.
+- **budgeted**: the pattern translated into the syntax of the ``regex`` module,
+  compiled once, and matched with a ``timeout`` and with the GIL released
+  (``concurrent=True``). ``regex`` is imported on first use. The translation is
+  hand-written on purpose: ``regress``, the ECMA-262 engine packaged for
+  Python, backtracks with no way to bound a match's time.
+
+Every pattern must pass the translation (it is the ECMA-262 syntax check, and
+what registration applies), whichever engine then runs it.
 
 Translation: ``\\d \\w \\s`` (and ``\\D \\W \\S``, ``\\b \\B``) get their ECMA
 meaning (ASCII digits and word characters, Unicode white space), ``.`` stops at
@@ -28,14 +43,31 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["DEFAULT_BUDGET_S", "PatternError", "PatternTimeout", "compile_pattern", "search", "time_budget"]
+__all__ = [
+    "DEFAULT_BUDGET_S",
+    "LINEAR_MAX_CHARS",
+    "LINEAR_SIZE_LIMIT",
+    "PatternError",
+    "PatternTimeout",
+    "compile_pattern",
+    "linear",
+    "linear_options",
+    "search",
+    "time_budget",
+]
 
 #: Seconds one match may take when no budget is in force.
 DEFAULT_BUDGET_S = 1.0
+#: The largest compiled program (bytes) a pattern may have to run in the linear engine.
+LINEAR_SIZE_LIMIT = 2 * 1024 * 1024
+#: The longest text the linear engine matches: at its worst (~6 µs a character on this
+#: project's 2-core VM, a DFA-hostile pattern near the size limit) that is ~0.2 s with the
+#: GIL held. Longer texts go to the budgeted engine, which lets go of the GIL and stops in time.
+LINEAR_MAX_CHARS = 32 * 1024
 _MAX = 0x10FFFF
 _DIGIT = ((0x30, 0x39),)
 _WORD = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
@@ -87,11 +119,15 @@ def search(pattern: str, text: str) -> bool:
         PatternError: the pattern is not a usable ECMA-262 regex.
         PatternTimeout: the match outran the budget (see :func:`time_budget`).
     """
-    compiled = compile_pattern(pattern)
     deadline = getattr(_local, "deadline", None)
     remaining = DEFAULT_BUDGET_S if deadline is None else deadline - time.monotonic()
     if remaining <= 0:
         raise PatternTimeout(pattern)
+    if len(text) <= LINEAR_MAX_CHARS:
+        matches = linear(pattern)
+        if matches is not None:
+            return matches(text)
+    compiled = compile_pattern(pattern)
     try:
         return compiled.search(text, timeout=remaining, concurrent=True) is not None
     except TimeoutError as exc:
@@ -112,6 +148,55 @@ def compile_pattern(pattern: str) -> Any:
         return regex.compile(translated, flags=regex.VERSION0)
     except (regex.error, ValueError, OverflowError) as exc:
         raise PatternError(f"{pattern!r} is not a valid regex: {exc}") from exc
+
+
+@functools.lru_cache(maxsize=1024)
+def linear(pattern: str) -> Callable[[str], bool] | None:
+    """Whether ECMA-262 ``pattern`` matches a text, answered in linear time; None when the
+    linear engine cannot run it as ECMA-262 says (see the module docstring).
+
+    >>> linear("^(a|a)+$")("a" * 40 + "b"), linear("(?<=a)b"), linear("\\\\bx")
+    (False, None, None)
+
+    Raises:
+        PatternError: the pattern is not a usable ECMA-262 regex.
+    """
+    translate(pattern)
+    if _has_word_boundary(pattern):
+        return None
+    import jsonschema_rs
+
+    try:
+        validator = jsonschema_rs.validator_for({"pattern": pattern}, pattern_options=linear_options())
+    except (ValueError, OverflowError):
+        return None  # needs backtracking, or its program is over LINEAR_SIZE_LIMIT
+    return validator.is_valid
+
+
+@functools.cache
+def linear_options() -> Any:
+    """The jsonschema-rs pattern options of the linear engine."""
+    import jsonschema_rs
+
+    return jsonschema_rs.RegexOptions(size_limit=LINEAR_SIZE_LIMIT, dfa_size_limit=LINEAR_SIZE_LIMIT)
+
+
+def _has_word_boundary(pattern: str) -> bool:
+    """Whether ``pattern`` has ``\\b`` or ``\\B`` outside a class (inside one, ``\\b`` is a backspace)."""
+    i, in_class = 0, False
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            if not in_class and pattern[i + 1 : i + 2] in ("b", "B"):
+                return True
+            i += 2
+            continue
+        if char == "[":
+            in_class = True
+        elif char == "]":
+            in_class = False
+        i += 1
+    return False
 
 
 def translate(pattern: str) -> str:

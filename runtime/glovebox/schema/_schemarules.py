@@ -11,8 +11,9 @@ Besides the meta-schema of its dialect, a schema is refused, naming the place
 - has a ``pattern`` or a ``patternProperties`` name that is not an ECMA-262
   regex the host can run (see ``_ecmaregex``);
 - uses ``unevaluatedProperties`` in a schema that has ``patternProperties``
-  (jsonschema matches those patterns for that keyword outside the host's
-  bounded regex engine).
+  and is not checked by the linear-time validator (``_linear``: a pattern that
+  needs backtracking, or draft 3): jsonschema would match those patterns for
+  that keyword outside the host's bounded regex engines.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urldefrag, urljoin
 
+from . import _linear
 from ._ecmaregex import PatternError, compile_pattern
 
-__all__ = ["check_schema"]
+__all__ = ["check_schema", "schema_patterns"]
 
 _REFS = ("$ref", "$dynamicRef", "$recursiveRef")
 _DATA = frozenset({"const", "enum", "default", "examples"})
@@ -60,16 +62,27 @@ def check_schema(schema: dict[str, Any] | bool) -> None:
                 "(#/... pointers, anchors, $defs, embedded $id) and the host never fetches one"
             )
     if "unevaluatedProperties" in found.keywords and "patternProperties" in found.keywords:
-        raise ValueError(
-            f"unevaluatedProperties at {found.keywords['unevaluatedProperties']} cannot be used in a schema "
-            f"with patternProperties (at {found.keywords['patternProperties']}) on this host"
-        )
+        if _linear.validator(schema, [pattern for _, pattern in found.patterns]) is None:
+            raise ValueError(
+                f"unevaluatedProperties at {found.keywords['unevaluatedProperties']} cannot be used in a schema "
+                f"with patternProperties (at {found.keywords['patternProperties']}) unless every pattern of the "
+                "schema runs in the linear-time engine (no lookaround, backreferences or \\b)"
+            )
     validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         validator.check_schema(schema, format_checker=_format_checker(validator))  # type: ignore[arg-type,call-arg]
     except jsonschema.exceptions.SchemaError as exc:
         where = "/" + "/".join(str(p) for p in exc.absolute_path)
         raise ValueError(f"not a valid JSON Schema at {where}: {exc.message}") from exc
+
+
+def schema_patterns(schema: Any) -> list[str]:
+    """Every ``pattern`` and ``patternProperties`` name of ``schema``, where it is a schema.
+
+    >>> schema_patterns({"properties": {"pattern": {"pattern": "^a"}}, "enum": [{"pattern": "x"}]})
+    ['^a']
+    """
+    return [pattern for _, pattern in _walk(schema).patterns]
 
 
 def _walk(schema: Any) -> _Found:

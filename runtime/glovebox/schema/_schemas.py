@@ -3,11 +3,16 @@
 A validator never fetches anything: it is built with a ``referencing``
 registry whose retrieval refuses every URI (the JSON Schema meta-schemas are
 bundled), so a ``$ref`` to ``http://...`` that slipped past registration is an
-error, not a request made by the host. ``pattern``, ``patternProperties`` and
-``additionalProperties`` match with the ECMA-262 engine of ``_ecmaregex``,
-and all the matching of one validation shares one time budget. A value that
-plainly matches a simple schema is let through by ``_fastschema`` without
-jsonschema; anything else, and every refusal, goes through jsonschema.
+error, not a request made by the host.
+
+Two validators, one answer. A schema whose patterns all run in the linear
+engine is checked by jsonschema-rs (``_linear``): accept and refuse, and the
+refusal's message and places come from its errors. Otherwise, and for a value
+whose JSON text is over ``LINEAR_MAX_CHARS`` when the schema has patterns,
+jsonschema checks it with ``pattern``, ``patternProperties`` and
+``additionalProperties`` matched by the ECMA-262 engines of ``_ecmaregex``, all
+the matching of one validation sharing one time budget. A value jsonschema-rs
+cannot take (a ``str`` subclass) goes to jsonschema too.
 
 jsonschema is imported when the first validator is built, not with the package.
 """
@@ -20,8 +25,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..core._errors import CallError, InvalidInput, InvalidOutput
-from ._ecmaregex import PatternError, PatternTimeout, search, time_budget
-from ._fastschema import Accept, accepter
+from . import _linear
+from ._ecmaregex import LINEAR_MAX_CHARS, PatternError, PatternTimeout, search, time_budget
+from ._schemarules import schema_patterns
 
 __all__ = ["MAX_INPUT_BYTES", "MAX_VALIDATION_S", "SchemaCheck", "encode_input"]
 
@@ -33,17 +39,25 @@ _ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
 
 
 class SchemaCheck:
-    """A cached jsonschema validator that raises the glovebox error for its side."""
+    """A cached validator (jsonschema-rs, else jsonschema) that raises the glovebox error for its side."""
 
     def __init__(
-        self, validator: Any, which: str, budget_s: float = MAX_VALIDATION_S, accept: Accept | None = None
+        self,
+        validator: Any,
+        which: str,
+        budget_s: float = MAX_VALIDATION_S,
+        fast: Any = None,
+        patterns: int = 0,
     ) -> None:
+        #: The jsonschema validator (bounded patterns): the one that answers when ``fast`` may not.
         self.validator = validator
         self.which = which
         #: Seconds all the pattern matching of one ``validate`` may take.
         self.budget_s = budget_s
-        #: Answers True only for values certainly valid (see ``_fastschema``); None: always validate.
-        self.accept = accept
+        #: jsonschema-rs's validator (see ``_linear``), or None when the schema needs jsonschema.
+        self.fast = fast
+        #: How many patterns the schema has: with any, a long value goes to ``validator``.
+        self.patterns = patterns
 
     @classmethod
     def for_schema(cls, schema: dict[str, Any] | bool, which: str, timeout_ms: int | None = None) -> SchemaCheck:
@@ -55,19 +69,29 @@ class SchemaCheck:
 
         base = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         budget_s = MAX_VALIDATION_S if timeout_ms is None else min(MAX_VALIDATION_S, timeout_ms / 1000)
-        return cls(_bounded(base)(schema, registry=_offline_registry()), which, budget_s, accepter(schema))
+        patterns = schema_patterns(schema)
+        fast = _linear.validator(schema, patterns)
+        return cls(_bounded(base)(schema, registry=_offline_registry()), which, budget_s, fast, len(patterns))
 
     def validate(self, value: Any) -> None:
         """Raise InvalidInput (or InvalidOutput) unless ``value`` matches the schema."""
-        if self.accept is not None and self.accept(value):
-            return
-        import jsonschema
+        fast = self.fast
+        if fast is not None and (not self.patterns or len(_ENCODE(value)) <= LINEAR_MAX_CHARS):
+            try:
+                if fast.is_valid(value):
+                    return
+                error = _linear.best_error(fast.iter_errors(value))
+            except ValueError:
+                error = None  # a value it cannot read (a str subclass): jsonschema decides
+            if error is not None:
+                self._refuse(error.message, error.instance_path, error.evaluation_path)
         from referencing.exceptions import Unresolvable
 
         budget_s = self.budget_s
         try:
             with time_budget(budget_s):
-                error = jsonschema.exceptions.best_match(self.validator.iter_errors(value))
+                errors = list(self.validator.iter_errors(value))
+                error = _best_match(errors)
         except PatternTimeout as exc:
             raise self._error(
                 f"the {self.which} schema's pattern {exc.pattern!r} took too long to match "
@@ -80,22 +104,32 @@ class SchemaCheck:
             raise self._error(
                 f"the {self.which} schema refers to {exc.ref!r}, which the host does not fetch", {"ref": exc.ref}
             ) from exc
-        if error is None:
-            return
-        where = "/" + "/".join(str(p) for p in error.absolute_path)
-        details = {"path": where, "schema_path": "/" + "/".join(str(p) for p in error.absolute_schema_path)}
+        if error is not None:
+            self._refuse(error.message, error.absolute_path, error.absolute_schema_path)
+
+    def _refuse(self, message: str, path: Any, schema_path: Any) -> None:
+        where = "/" + "/".join(str(p) for p in path)
+        details = {"path": where, "schema_path": "/" + "/".join(str(p) for p in schema_path)}
         if self.which == "input":
-            raise InvalidInput(
-                f"input does not match the tool's input schema at {where}: {error.message}", details=details
-            )
+            raise InvalidInput(f"input does not match the tool's input schema at {where}: {message}", details=details)
         raise InvalidOutput(
-            f"the tool's output does not match its output schema at {where}: {error.message}", details=details
+            f"the tool's output does not match its output schema at {where}: {message}", details=details
         )
 
     def _error(self, message: str, details: dict[str, Any]) -> CallError:
         if self.which == "input":
             return InvalidInput(message, details=details)
         return InvalidOutput(message, details=details)
+
+
+def _best_match(errors: list[Any]) -> Any:
+    """jsonschema's ``best_match``; the first error where it fails (draft 3's ``type`` of schemas)."""
+    import jsonschema
+
+    try:
+        return jsonschema.exceptions.best_match(errors)
+    except TypeError:
+        return errors[0] if errors else None
 
 
 def encode_input(value: Any) -> str:
