@@ -258,3 +258,35 @@ def test_no_call_runs_without_scopes_or_against_a_block(
                 assert result.meta["fuel_used"] == 0 and "logs" not in result.meta, "a refused call never ran"
             else:
                 assert set(TOOLS[name]) <= set(policy.scopes_of(caller or "anonymous"))
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://shop:hunter2-in-the-dsn@127.0.0.1:5432/shop",
+        "postgresql://shop@127.0.0.1/shop?sslmode=disable&password=hunter2-in-the-dsn",
+        "postgres://shop@127.0.0.1/shop?PASSWORD=hunter2-in-the-dsn",
+    ],
+)
+def test_a_refused_dsn_is_quoted_without_its_password(dsn: str, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    text = (
+        "version: 1\ngrants:\n  - tool: shop-query\n    sql:\n"
+        f"      - database: shop\n        dsn: {json.dumps(dsn)}\n"
+    )
+    error = expect_error(text)
+    assert error.details["field"] == "grants.0.sql.0.dsn" and "never carries the password" in error.message
+    assert "hunter2" not in error.message and "hunter2" not in json.dumps(error.details)
+    assert "***" in error.message
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(text)
+    shown = subprocess.run(
+        [sys.executable, "-m", "glovebox", "--home", str(tmp_path / "home"), "policy", "check", str(policy)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # the operator's terminal, through the real CLI
+    assert shown.returncode != 0 and "error [invalid_policy]" in shown.stderr, shown.stderr
+    assert "hunter2" not in shown.stdout + shown.stderr

@@ -220,7 +220,7 @@ class SqlGrant(SqlRule):
 
 def _postgres_dsn(value: str) -> str:
     parts = urlsplit(value)
-    if parts.password is not None or "password" in parse_qs(parts.query):
+    if parts.password is not None or any(key.lower() == "password" for key in parse_qs(parts.query, True)):
         raise ValueError("a PostgreSQL DSN never carries the password: name its secret provider in `password`")
     if not parts.hostname or not parts.username or parts.path in ("", "/") or parts.fragment:
         raise ValueError(f"{value!r}: a PostgreSQL DSN names user, host and database (postgresql://user@host/dbname)")

@@ -10,6 +10,7 @@ policy is parsed, not with the package.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -165,7 +166,17 @@ def _message(err: Any) -> str:
         return "unknown field (not part of the policy format; see policies/schema.json)"
     if err["type"] == "missing":
         return "required field is missing"
-    return f"{err['msg']} (got {err.get('input')!r})"
+    return f"{err['msg']} (got {_shown(err.get('input'))})"
+
+
+#: A password in a URL's user part (``scheme://user:PASSWORD@``) or its query (``password=...``).
+_URL_PASSWORD = re.compile(r"(://[^/@:\s]*:)[^@/\s]*(@)|((?:^|[?&;])password=)[^&;\s'\"]*", re.IGNORECASE)
+
+
+def _shown(given: Any) -> str:
+    """The value an error quotes, with any URL password in it masked: an error is printed and logged."""
+    text = repr(given)
+    return _URL_PASSWORD.sub(lambda m: f"{m[1]}***{m[2]}" if m[1] else f"{m[3]}***", text)
 
 
 def _error(source: str, line: int, field: str, message: str) -> InvalidPolicy:
