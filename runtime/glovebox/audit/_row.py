@@ -72,6 +72,8 @@ def call_row(
                 entry["params"] = redact(_plain(params))
     if "evaluation" in meta:  # the verdict of the policy's output checks
         egress["evaluation"] = meta["evaluation"]
+    if "run" in meta:  # a nested call of a run (code mode): its run_id and step
+        egress["run"] = meta["run"]
     for name in _DROPPED:
         if meta.get(name):
             egress[name] = meta[name]
