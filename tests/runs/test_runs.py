@@ -203,3 +203,23 @@ def test_runs_list_show_and_cancel(rt: glovebox.Runtime, upstream: HitCounter) -
 async def test_arun(rt: glovebox.Runtime, anyio_backend: str) -> None:
     result = await rt.arun(THREE_STEPS, input={"text": "a b c"}, principal="agent")
     assert result.output["doubled"] == 6
+
+
+def test_the_declaration_types_the_visible_tools_and_omits_hidden_ones(rt: glovebox.Runtime) -> None:
+    dts = rt.runs.declarations("agent")
+    assert "text_stats(input: { text: string" in dts
+    assert "Promise<{ characters: number; words: number; lines: number; bytes: number }>" in dts
+    assert "calc(input: { expression: string })" in dts
+    assert "primes" not in dts
+    assert "text_stats" not in rt.runs.declarations("outsider")
+
+
+def test_search_finds_visible_tools_only(rt: glovebox.Runtime) -> None:
+    result = rt.run(
+        'export default async function (i, tools) { return [await tools.search("arithmetic"),'
+        ' await tools.search("prime")]; }',
+        principal="agent",
+    )
+    found, hidden = result.output
+    assert [tool["name"] for tool in found] == ["calc"] and hidden == []
+    assert [tool["name"] for tool in rt.runs.search("prime", "admin")] == ["primes"]

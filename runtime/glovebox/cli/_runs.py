@@ -121,3 +121,28 @@ def cancel(ctx: click.Context, run_id: str) -> None:
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="'RUN_ID'") from exc
     _finish(result)
+
+
+@runs.command()
+@click.option("--principal", help="Whose tools (default: anonymous).")
+@click.pass_context
+def types(ctx: click.Context, principal: str | None) -> None:
+    """Print the TypeScript declaration (.d.ts) of the tools a program of --principal sees."""
+    with open_runtime(ctx) as rt:
+        click.echo(rt.runs.declarations(principal), nl=False)
+
+
+@runs.command(name="gc")
+@click.option(
+    "--older-than-days",
+    type=click.FloatRange(0),
+    default=30.0,
+    show_default=True,
+    help="Delete runs that finished (done, failed, cancelled) longer ago than this, with their journals.",
+)
+@click.pass_context
+def gc_runs(ctx: click.Context, older_than_days: float) -> None:
+    """Delete old finished runs and their journals (paused and running ones are kept)."""
+    with open_runtime(ctx) as rt:
+        removed = rt.runs.collect(older_than_days * 86400)
+    click.echo(f"{len(removed)} finished run(s) removed")

@@ -190,10 +190,15 @@ def export(ctx: click.Context, fmt: str, principal: str | None) -> None:
 @click.option("--principal", help="Who the stdio client is (default: anonymous); http uses API keys.")
 @click.option(
     "--mode",
-    type=click.Choice(["full", "search"]),
+    type=click.Choice(["full", "search", "code"]),
     default="full",
     show_default=True,
-    help="full: one MCP tool per tool; search: search_tools + call_tool for large catalogs.",
+    help="full: one MCP tool per tool; search: search_tools + call_tool for large catalogs; code: as --code-mode.",
+)
+@click.option(
+    "--code-mode",
+    is_flag=True,
+    help="Offer execute (a program that calls tools, run under the policy), search and resume (same as --mode code).",
 )
 @click.option(
     "--insecure-anonymous",
@@ -212,6 +217,7 @@ def mcp(
     port: int,
     principal: str | None,
     mode: str,
+    code_mode: bool,
     insecure_anonymous: bool,
     processes: int | None,
     backend: str,
@@ -236,6 +242,9 @@ def mcp(
         raise click.UsageError("--principal is for stdio; over http each request's API key names the principal")
     if transport == "stdio" and (processes is not None or backend != "local"):
         raise click.UsageError("--processes and --backend are for --transport http; stdio serves one client")
+    mode = "code" if code_mode else mode
+    if mode == "code" and (processes is not None or backend != "local"):
+        raise click.UsageError("code mode runs programs in this process: --processes and --backend do not apply")
     bounds: dict[str, Any] = {"max_in_flight": max_in_flight, "max_queued": max_queued, "max_running": max_running}
     with open_runtime(ctx, **bounds) as rt:
         options: dict[str, Any] = {"mode": mode, "insecure_anonymous": insecure_anonymous, "poll_s": poll_seconds}

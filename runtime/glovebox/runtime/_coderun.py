@@ -35,6 +35,7 @@ from ..runs._host import RunBounds
 from ..runs._result import RunResult
 from ..runs._runner import RUN_LIMITS, Runner
 from ..runs._store import JournalStep, RunRecord, RunStore
+from ..runs._types import declarations
 from ._envelope import RUN_CONTEXT
 from ._internal import internals
 
@@ -100,6 +101,15 @@ class Runs:
         if record is None:
             raise ValueError(f"no run {run_id!r} in this home")
         return self.runner.result_of(record)
+
+    def declarations(self, principal: str | None = None) -> str:
+        """The TypeScript declaration (``.d.ts``) of the ``tools`` a program of ``principal`` sees."""
+        visible = self._runtime.visible_tools(principal)
+        return declarations([(i.name, i.description, i.input_schema, i.output_schema) for i in visible])
+
+    def search(self, query: str, principal: str | None = None) -> builtins.list[dict[str, Any]]:
+        """What ``tools.search(query)`` answers a program of ``principal``."""
+        return self._search(query, principal or "anonymous")
 
     def journal(self, run_id: str) -> builtins.list[JournalStep]:
         """A run's journal, step by step."""
