@@ -122,6 +122,14 @@ function makeTools(names) {
   return Object.freeze(tools);
 }
 
+function isJson(value) {
+  try {
+    return JSON.stringify(value) !== undefined;
+  } catch {
+    return false; // a BigInt, a cycle
+  }
+}
+
 export default async function run(request) {
   const exports = compile(`${request.script}\n;__gb_program`);
   const main = exports?.default;
@@ -133,7 +141,7 @@ export default async function run(request) {
   try {
     const output = await main(request.input, makeTools(request.tools));
     // A value JSON cannot hold (a function, a symbol) goes back as it is: the host answers invalid_output.
-    if (output !== undefined && JSON.stringify(output) === undefined) return output;
+    if (output !== undefined && !isJson(output)) return output;
     return { output: output === undefined ? null : output };
   } catch (error) {
     if (stopped.now) return NEVER;

@@ -38,11 +38,14 @@ class HitCounter:
                     counter.held.set()
                     counter.release.wait(30)
                 body = json.dumps({"path": self.path, "hit": counter.hits[self.path]}).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):  # the caller was killed meanwhile
+                    self.close_connection = True
 
             def log_message(self, *args: Any) -> None:
                 pass

@@ -42,13 +42,15 @@ def test_a_run_killed_mid_call_resumes_in_another_process_without_repeating_a_co
     home, policy = run_home
     program = tmp_path / "plan.js"
     program.write_text(PROGRAM)
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(home), str(policy), str(program), upstream.url("")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    errors = tmp_path / "child.err"
+    with errors.open("wb") as stderr:
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(home), str(policy), str(program), upstream.url("")],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
     try:
-        assert upstream.held.wait(300), child.communicate(timeout=5)
+        assert upstream.held.wait(300), errors.read_text()
         os.kill(child.pid, signal.SIGKILL)
         child.wait(30)
     finally:

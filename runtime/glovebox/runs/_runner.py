@@ -26,8 +26,9 @@ from typing import Any
 
 from wasmtime.component import Component
 
-from ..core._errors import CallError, InvalidInput, call_error
+from ..core._errors import CallError, InvalidInput, InvalidOutput, call_error
 from ..core._jsonlimits import JsonRejected, check_value
+from ..core._jsonlimits import loads as loads_json
 from ..model._manifest import MIB, Limits
 from ..sandbox._sandbox import Sandbox
 from ._host import CallTool, RunBounds, RunHost, SearchTools
@@ -155,7 +156,11 @@ def _ending(host: RunHost, text: str | None, failed: CallError | None) -> tuple[
         return "failed", None, host.stopped
     if failed is not None:
         return "failed", None, failed
-    answer = json.loads(text or "null")
+    try:
+        answer = loads_json(text or "")
+    except JsonRejected as exc:  # what the program returned cannot be JSON (a function, a BigInt)
+        excerpt = (text or "")[:200]
+        return "failed", None, InvalidOutput(f"the program's output {exc}: {excerpt}")
     if isinstance(answer, dict) and "error" in answer:
         error = answer["error"]
         return (
