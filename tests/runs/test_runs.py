@@ -208,7 +208,7 @@ async def test_arun(rt: glovebox.Runtime, anyio_backend: str) -> None:
 def test_the_declaration_types_the_visible_tools_and_omits_hidden_ones(rt: glovebox.Runtime) -> None:
     dts = rt.runs.declarations("agent")
     assert "text_stats(input: { text: string" in dts
-    assert "Promise<{ characters: number; " in dts and "words: number" in dts
+    assert "Promise<{ " in dts and "characters: number" in dts and "words: number }>" in dts
     assert "calc(input: { expression: string })" in dts
     assert "primes" not in dts
     assert "text_stats" not in rt.runs.declarations("outsider")

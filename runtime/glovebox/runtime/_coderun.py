@@ -13,7 +13,6 @@ The runs package (``glovebox.runs``) knows nothing of the Runtime: it is given
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import contextvars
 import functools
@@ -22,8 +21,9 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from wasmtime.component import Component
 
@@ -36,11 +36,11 @@ from ..runs._result import RunResult
 from ..runs._runner import RUN_LIMITS, Runner
 from ..runs._store import JournalStep, RunRecord, RunStore
 from ..runs._types import declarations
-from ._envelope import RUN_CONTEXT
-from ._internal import internals
+from ._envelope import RUN_CONTEXT, failure, new_meta
+from ._gate import CallTrace
 
-if TYPE_CHECKING:
-    from ._runtime import Runtime
+#: The Runtime these runs belong to (not imported: ``_runtime`` imports this module).
+Runtime = Any
 
 __all__ = ["Runs", "search_tools"]
 
@@ -52,8 +52,14 @@ _LANGS = {".js": "js", ".mjs": "js", ".ts": "ts", ".mts": "ts"}
 class Runs:
     """The runs of a Runtime's home: ``list``, ``show``, ``journal``, ``resume``, ``cancel``, ``collect``."""
 
-    def __init__(self, runtime: Runtime, bounds: RunBounds | None = None) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        not_found: Callable[[str, str, builtins.list[str]], str],
+        bounds: RunBounds | None = None,
+    ) -> None:
         self._runtime = runtime
+        self._not_found = not_found  # the message of an unknown tool, as Runtime.call says it
         self.store = RunStore(runtime.home)
         self._lock = threading.Lock()
         self._component: Component | None = None
@@ -157,15 +163,16 @@ class Runs:
 
     def _nested_call(self, tool: str, input: Any, principal: str, call_id: str, run: dict[str, Any]) -> CallResult:
         """A full call of ``principal``; a tool it cannot see does not exist (as in ``tool_not_found``)."""
-        from ._runtime import _not_found_message  # _runtime imports this module
-
         token = RUN_CONTEXT.set(run)
         try:
             visible = self._visible_names(principal)
             if tool.partition("@")[0] not in visible:
-                missing = ToolNotFound(_not_found_message(tool, principal, visible), details={"tool": tool})
-                return internals(self._runtime).refuse(tool, input, principal, missing, call_id)
-            return self._runtime._call_as(call_id, tool, input, principal)
+                missing = ToolNotFound(self._not_found(tool, principal, visible), details={"tool": tool})
+                refused = failure(missing, new_meta(tool, principal, call_id))
+                recorded: CallResult = self._runtime._record(refused, input, CallTrace())  # its audit row
+                return recorded
+            answer: CallResult = self._runtime._call_as(call_id, tool, input, principal)
+            return answer
         finally:
             RUN_CONTEXT.reset(token)
 
@@ -230,11 +237,14 @@ def _load_runner(runtime: Runtime) -> Component:
             os.replace(partial, compiled)
         finally:
             partial.unlink(missing_ok=True)
-    return shared.load(compiled)
+    loaded: Component = shared.load(compiled)
+    return loaded
 
 
 async def arun(runs: Runs, code: str, *, input: Any, principal: str | None, lang: str) -> RunResult:
     """``Runs.start`` on a worker thread (a run blocks while its nested calls run)."""
+    import asyncio  # not at import time: import glovebox leaves asyncio alone
+
     loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
     job = functools.partial(context.run, runs.start, code, input=input, principal=principal, lang=lang)

@@ -492,7 +492,7 @@ class Runtime:
             with self._lock:
                 self._check_open()
                 if self._runs is None:
-                    self._runs = _coderun.Runs(self)
+                    self._runs = _coderun.Runs(self, _not_found_message)
                 runs = self._runs
         return runs
 
