@@ -36,16 +36,16 @@ from bench_call import INPUT  # noqa: E402
 TOOL = ROOT / "guest" / "examples" / "ts-text-stats" / "tool.ts"
 PROGRAM = """
 export default async function (input: { text: string }, tools: any) {
-  const a = await tools.call("text-stats", { text: input.text });
-  const b = await tools.call("text-stats", { text: input.text + " " + a.words });
-  const c = await tools.call("text-stats", { text: input.text + " " + b.words });
+  const a = await tools.call("ts-text-stats", { text: input.text });
+  const b = await tools.call("ts-text-stats", { text: input.text + " " + a.words });
+  const c = await tools.call("ts-text-stats", { text: input.text + " " + b.words });
   return c.words;
 }
 """
 MANY = """
 export default async function (input: { n: number }, tools: any) {
   let total = 0;
-  for (let i = 0; i < input.n; i++) total += (await tools.call("text-stats", { text: "a b" })).words;
+  for (let i = 0; i < input.n; i++) total += (await tools.call("ts-text-stats", { text: "a b" })).words;
   return total;
 }
 """
@@ -76,15 +76,17 @@ def main() -> None:
         rt.register(glovebox.build(TOOL, Path(tmp) / "ts.wasm"))
         text = INPUT["text"][:200]
 
+        def one() -> None:
+            answer = rt.call("ts-text-stats", {"text": text})
+            assert answer.ok, answer.to_dict()
+
         def direct() -> None:
             for _ in range(3):
-                assert rt.call("text-stats", {"text": text}).ok
-
-        def one() -> None:
-            assert rt.call("text-stats", {"text": text}).ok
+                one()
 
         def run() -> None:
-            assert rt.run(PROGRAM, input={"text": text}).ok
+            answer = rt.run(PROGRAM, input={"text": text})
+            assert answer.ok, answer.to_dict()
 
         d50, d99 = percentiles(direct, rounds, 10)
         j50, j99 = percentiles(one, rounds, 10)

@@ -114,7 +114,7 @@ class RunHost:
         request_text = json.dumps({"kind": kind, **payload}, sort_keys=True, ensure_ascii=False)
         recorded = self.journal[seq] if seq < len(self.journal) else None
         if recorded is not None:
-            recorded_text = json.dumps({"kind": recorded.kind, **recorded.request}, sort_keys=True, ensure_ascii=False)
+            recorded_text = _request_text(recorded)
             if recorded_text != request_text:
                 return self._stop(_diverged(seq, recorded_text, request_text))
             if recorded.state == "done":
@@ -218,8 +218,18 @@ def _summary(envelope: dict[str, Any], *, replayed: bool) -> dict[str, Any]:
     }
 
 
+def _request_text(step: JournalStep) -> str:
+    """A recorded step's request as the host compares it (made once per step)."""
+    text = step.extra.get("request_text")
+    if text is None:
+        text = step.extra["request_text"] = json.dumps(
+            {"kind": step.kind, **step.request}, sort_keys=True, ensure_ascii=False
+        )
+    return str(text)
+
+
 def _size(step: JournalStep) -> int:
-    size = len(json.dumps({"kind": step.kind, **step.request}, sort_keys=True, ensure_ascii=False))
+    size = len(_request_text(step))
     return size + (0 if step.result is None else len(json.dumps(step.result, ensure_ascii=False)))
 
 
