@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -223,3 +224,19 @@ def test_search_finds_visible_tools_only(rt: glovebox.Runtime) -> None:
     found, hidden = result.output
     assert [tool["name"] for tool in found] == ["calc"] and hidden == []
     assert [tool["name"] for tool in rt.runs.search("prime", "admin")] == ["primes"]
+
+
+def test_runs_per_minute_counts_a_principals_runs(tmp_path: Path, run_home: tuple[Path, Path]) -> None:
+    home, policy = run_home
+    limited = tmp_path / "limited.yaml"
+    limited.write_text(policy.read_text() + "runs:\n  runs_per_minute: 2\n  retention_days: 1\n")
+    with glovebox.Runtime(home=home, policy=limited) as rt:
+        program = "export default async () => 1"
+        assert [rt.run(program, principal="agent").status for _ in range(2)] == ["done", "done"]
+        refused = rt.run(program, principal="agent")
+        assert refused.status == "failed" and refused.error is not None and refused.error.code == "rate_limited"
+        assert refused.error.details["quota"] == "runs.runs_per_minute" and refused.error.details["retry_after_ms"] > 0
+        assert rt.run(program, principal="admin").status == "done"  # counted per principal
+        assert len(rt.runs.list(principal="agent")) == 2
+        assert rt.runs.retention_s() == 86400.0
+        assert rt.runs.collect(0.0) and rt.runs.list() == []  # gc: every finished run, older than 0 s

@@ -136,13 +136,13 @@ def types(ctx: click.Context, principal: str | None) -> None:
 @click.option(
     "--older-than-days",
     type=click.FloatRange(0),
-    default=30.0,
-    show_default=True,
-    help="Delete runs that finished (done, failed, cancelled) longer ago than this, with their journals.",
+    help="Delete runs that finished (done, failed, cancelled) longer ago than this, with their journals"
+    " (default: the policy's runs.retention_days, 30).",
 )
 @click.pass_context
-def gc_runs(ctx: click.Context, older_than_days: float) -> None:
+def gc_runs(ctx: click.Context, older_than_days: float | None) -> None:
     """Delete old finished runs and their journals (paused and running ones are kept)."""
     with open_runtime(ctx) as rt:
-        removed = rt.runs.collect(older_than_days * 86400)
+        keep_s = rt.runs.retention_s() if older_than_days is None else older_than_days * 86400
+        removed = rt.runs.collect(keep_s)
     click.echo(f"{len(removed)} finished run(s) removed")

@@ -174,11 +174,14 @@ class RunStore:
             ).fetchall()
         return [_record(row) for row in rows]
 
-    def count_since(self, principal: str, since: float) -> int:
-        """Runs ``principal`` started since ``since`` (seconds since the epoch)."""
+    def starts_since(self, principal: str, since: float, limit: int) -> builtins.list[float]:
+        """When ``principal`` started runs since ``since`` (epoch seconds): newest first, at most ``limit``."""
         with self._db.connection() as db:
-            row = db.execute("SELECT COUNT(*) FROM runs WHERE principal = ? AND created >= ?", (principal, since))
-            return int(row.fetchone()[0])
+            rows = db.execute(
+                "SELECT created FROM runs WHERE principal = ? AND created >= ? ORDER BY created DESC LIMIT ?",
+                (principal, since, limit),
+            ).fetchall()
+        return [float(row[0]) for row in rows]
 
     def set_status(
         self, run_id: str, status: str, result: dict[str, Any] | None = None, *, only_from: str | None = None

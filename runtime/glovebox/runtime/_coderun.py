@@ -27,7 +27,7 @@ from typing import Any
 
 from wasmtime.component import Component
 
-from ..core._errors import ToolNotFound
+from ..core._errors import RateLimited, ToolNotFound
 from ..core._settings import toolchain_cache_dir
 from ..engine._compile import precompile
 from ..model._result import CallResult, ToolInfo
@@ -89,7 +89,29 @@ class Runs:
         if principal is not None and not isinstance(principal, str):
             raise TypeError(f"principal must be a str or None, not {type(principal).__name__}")
         script = self._script(code, lang)
-        return self.runner.start(script, lang=lang, source=code, input=input, principal=principal or "anonymous")
+        who = principal or "anonymous"
+        refused = self._over_quota(who)
+        if refused is not None:
+            return RunResult(run_id="", status="failed", error=refused, meta={"principal": who})
+        return self.runner.start(script, lang=lang, source=code, input=input, principal=who)
+
+    def _over_quota(self, principal: str) -> RateLimited | None:
+        """``rate_limited`` when ``principal`` started the policy's ``runs.runs_per_minute`` in the last minute."""
+        limit = self._runtime.policy.runs.runs_per_minute
+        if limit is None:
+            return None
+        started = self.store.starts_since(principal, time.time() - 60.0, limit)
+        if len(started) < limit:
+            return None
+        retry_ms = max(1, int((started[-1] + 60.0 - time.time()) * 1000))
+        return RateLimited(
+            f"{principal!r} started {limit} runs in the last minute (runs.runs_per_minute)",
+            details={"quota": "runs.runs_per_minute", "limit": limit, "retry_after_ms": retry_ms},
+        )
+
+    def retention_s(self) -> float:
+        """How long finished runs are kept: the policy's ``runs.retention_days``."""
+        return float(self._runtime.policy.runs.retention_days) * 86400.0
 
     def list(
         self, *, principal: str | None = None, status: str | None = None, limit: int = 100
