@@ -160,7 +160,7 @@ def test_http_limit_and_secret_fields_are_named_in_their_paragraph(model: type[g
 
 def _policy_paths() -> set[str]:
     """The policy fields the table has a row for (a principal's ``description`` is named in its parent's row)."""
-    paths = set(glovebox.Policy.model_fields) - {"defaults", "approvals", "audit"}
+    paths = set(glovebox.Policy.model_fields) - {"defaults", "approvals", "audit", "runs"}
     paths |= {f"principals.*.{name}" for name in _models.Principal.model_fields if name != "description"}
     paths |= {f"rules[].{name}" for name in _models.ToolRule.model_fields}
     paths |= {"grants[].tool", "limits[].tool", "quotas[].tool"}
@@ -172,6 +172,7 @@ def _policy_paths() -> set[str]:
     paths |= {f"defaults.{name}" for name in _models.Defaults.model_fields}
     paths |= {f"approvals.{name}" for name in _models.ApprovalSettings.model_fields}
     paths |= {f"audit.{name}" for name in _models.AuditSettings.model_fields}
+    paths |= {f"runs.{name}" for name in _models.RunSettings.model_fields}
     return paths
 
 

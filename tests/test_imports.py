@@ -132,6 +132,14 @@ GLOVEBOX = {
     "glovebox.scale._front",
     "glovebox.scale",
     "glovebox.integrations",
+    # Code mode (Runtime.run): stdlib, wasmtime and what the runtime loads already.
+    "glovebox.runs",
+    "glovebox.runs._host",
+    "glovebox.runs._result",
+    "glovebox.runs._runner",
+    "glovebox.runs._store",
+    "glovebox.runs._types",
+    "glovebox.runtime._coderun",
 }
 
 

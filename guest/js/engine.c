@@ -112,6 +112,7 @@ static JSRuntime *gb_rt;
 static JSContext *gb_ctx;
 static JSValue gb_fn;  /* the tool's default export */
 static int gb_oom;     /* an allocation failed during this call */
+static int gb_keep_eval; /* set by gb_init_runner only: the code runner compiles programs */
 
 static void *gb_js_calloc(void *opaque, size_t count, size_t size) {
     (void)opaque;
@@ -474,9 +475,19 @@ const char *gb_init(const char *src, size_t len, const char *name, size_t name_l
     if (!JS_IsFunction(gb_ctx, gb_fn))
         return "the module has no default export that is a function: "
                "write `export default function (input) { ... }`";
-    gb_js_disable_eval(gb_ctx);
+    if (!gb_keep_eval) gb_js_disable_eval(gb_ctx);
     JS_RunGC(gb_rt);
     return NULL;
+}
+
+/* The code runner of `Runtime.run` (guest/js/runner.js): gb_init, with eval kept, */
+/* because the runner compiles the program it is given at call time. A tool's build */
+/* calls gb_init; both exports are dropped from the snapshot, so no call can reach  */
+/* either.                                                                          */
+__attribute__((export_name("gb_init_runner")))
+const char *gb_init_runner(const char *src, size_t len, const char *name, size_t name_len) {
+    gb_keep_eval = 1;
+    return gb_init(src, len, name, name_len);
 }
 
 /* ---- a call --------------------------------------------------------------- */

@@ -32,6 +32,8 @@ from .core._errors import (
     PermissionDenied,
     RateLimited,
     RegistrationError,
+    RunDiverged,
+    RunLimit,
     SignatureError,
     ToolNotFound,
     UpstreamError,
@@ -46,6 +48,7 @@ from .model._manifest import Capabilities, Limits, Manifest
 from .model._result import CallResult, ToolInfo
 from .policy import Approval, Decision, Policy, load_policy
 from .registry._keyring import Keyring, generate_keypair, sign
+from .runs._result import RunResult
 from .runtime._backend import CallBackend
 from .runtime._runtime import Runtime
 from .scale._factory import open_backend
@@ -97,6 +100,9 @@ __all__ = [
     "ProcessPool",
     "RateLimited",
     "RegistrationError",
+    "RunDiverged",
+    "RunLimit",
+    "RunResult",
     "Runtime",
     "SecretRule",
     "SignatureError",

@@ -273,8 +273,7 @@ def test_a_refused_dsn_is_quoted_without_its_password(dsn: str, tmp_path: Path) 
     import sys
 
     text = (
-        "version: 1\ngrants:\n  - tool: shop-query\n    sql:\n"
-        f"      - database: shop\n        dsn: {json.dumps(dsn)}\n"
+        f"version: 1\ngrants:\n  - tool: shop-query\n    sql:\n      - database: shop\n        dsn: {json.dumps(dsn)}\n"
     )
     error = expect_error(text)
     assert error.details["field"] == "grants.0.sql.0.dsn" and "never carries the password" in error.message

@@ -74,6 +74,8 @@ def call_row(
         egress["evaluation"] = meta["evaluation"]
     if "routed_from" in meta:  # a fallback: the tool, call id and code it stands in for
         egress["routed_from"] = meta["routed_from"]
+    if "run" in meta:  # a nested call of a run (code mode): its run_id and step
+        egress["run"] = meta["run"]
     for name in _DROPPED:
         if meta.get(name):
             egress[name] = meta[name]

@@ -31,6 +31,7 @@ from ._base import GloveboxGroup, dump, home_of, open_runtime, progress_of
 from ._breaker import breaker, describe_breaker
 from ._import import import_group
 from ._policy import approvals, approve, audit, policy
+from ._runs import run, runs
 from ._serve import export, mcp, serve
 from ._sql import sql
 
@@ -358,6 +359,8 @@ cli.add_command(mcp)
 cli.add_command(export)
 cli.add_command(import_group)
 cli.add_command(sql)
+cli.add_command(run)
+cli.add_command(runs)
 
 
 def main() -> None:

@@ -210,10 +210,15 @@ def _check_elicitation(transport: str, principal: str | None, asked: bool, appro
 @click.option("--principal", help="Who the stdio client is (default: anonymous); http uses API keys.")
 @click.option(
     "--mode",
-    type=click.Choice(["full", "search"]),
+    type=click.Choice(["full", "search", "code"]),
     default="full",
     show_default=True,
-    help="full: one MCP tool per tool; search: search_tools + call_tool for large catalogs.",
+    help="full: one MCP tool per tool; search: search_tools + call_tool for large catalogs; code: as --code-mode.",
+)
+@click.option(
+    "--code-mode",
+    is_flag=True,
+    help="Offer execute (a program that calls tools, run under the policy), search and resume (same as --mode code).",
 )
 @click.option(
     "--insecure-anonymous",
@@ -242,6 +247,7 @@ def mcp(
     port: int,
     principal: str | None,
     mode: str,
+    code_mode: bool,
     insecure_anonymous: bool,
     approve_via_elicitation: bool,
     approver: str | None,
@@ -269,6 +275,9 @@ def mcp(
     if transport == "stdio" and (processes is not None or backend != "local"):
         raise click.UsageError("--processes and --backend are for --transport http; stdio serves one client")
     _check_elicitation(transport, principal, approve_via_elicitation, approver)
+    mode = "code" if code_mode else mode
+    if mode == "code" and (processes is not None or backend != "local"):
+        raise click.UsageError("code mode runs programs in this process: --processes and --backend do not apply")
     bounds: dict[str, Any] = {"max_in_flight": max_in_flight, "max_queued": max_queued, "max_running": max_running}
     with open_runtime(ctx, **bounds) as rt:
         options: dict[str, Any] = {"mode": mode, "insecure_anonymous": insecure_anonymous, "poll_s": poll_seconds}

@@ -22,6 +22,8 @@ contract), a ``retryable`` flag and, for the CLI, an ``exit_code``::
     │   ├── Overloaded                 overloaded (retryable; details.retry_after_ms)
     │   ├── CircuitOpen                circuit_open (retryable; details.retry_after_ms, details.scope)
     │   ├── EvaluationFailed           evaluation_failed (details.check, details.reason)
+    │   ├── RunDiverged                run_diverged (a resumed program left its journal; details.step)
+    │   ├── RunLimit                   run_limit (a run's journal is full; details.bound, details.limit)
     │   └── InternalError              internal_error
     ├── RegistrationError              (refuses an artifact, a manifest or a build)
     │   ├── InvalidArtifact            invalid_artifact
@@ -79,6 +81,8 @@ __all__ = [
     "PermissionDenied",
     "RateLimited",
     "RegistrationError",
+    "RunDiverged",
+    "RunLimit",
     "SignatureError",
     "ToolNotFound",
     "UpstreamError",
@@ -203,6 +207,21 @@ class EvaluationFailed(CallError):
     code = "evaluation_failed"
 
 
+class RunDiverged(CallError):
+    """A resumed program asked for a different host call than its run's journal holds at that step
+    (``details.step``, ``details.expected``, ``details.asked``): the program is not deterministic,
+    or it was changed. Not retryable: resuming again replays the same journal."""
+
+    code = "run_diverged"
+
+
+class RunLimit(CallError):
+    """A run reached a bound of its journal: ``details.bound`` is ``steps`` (host calls) or ``bytes``
+    (requests and results recorded), ``details.limit`` its value."""
+
+    code = "run_limit"
+
+
 class InternalError(CallError):
     """An opaque host-side failure: the detail goes to the log, never to the caller."""
 
@@ -303,6 +322,8 @@ ERROR_CODES: tuple[str, ...] = (
     "rate_limited",
     "circuit_open",
     "evaluation_failed",
+    "run_diverged",
+    "run_limit",
 )
 
 

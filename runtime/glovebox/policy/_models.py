@@ -120,6 +120,17 @@ class AuditSettings(Frozen):
     store_outputs: bool = Field(False, description="Store call outputs (secret-looking keys redacted).")
 
 
+class RunSettings(Frozen):
+    """Code mode (``Runtime.run``): how many runs a principal may start, how long finished ones are kept."""
+
+    runs_per_minute: int | None = Field(
+        None, gt=0, description="Runs one principal may start in any 60 seconds (counted in the home's run store)."
+    )
+    retention_days: float = Field(
+        30.0, gt=0, description="Days a finished run and its journal are kept before `glovebox runs gc` deletes them."
+    )
+
+
 class Policy(Frozen):
     """A policy document (``version: 1``)."""
 
@@ -137,6 +148,7 @@ class Policy(Frozen):
     defaults: Defaults = Field(Defaults(), description="What applies when no rule matches.")
     approvals: ApprovalSettings = Field(ApprovalSettings(), description="Approval settings.")
     audit: AuditSettings = Field(AuditSettings(), description="Audit settings.")
+    runs: RunSettings = Field(RunSettings(), description="Code mode: runs per principal and their retention.")
 
     def scopes_of(self, principal: str) -> frozenset[str]:
         """The scopes a principal holds (none for an unknown principal)."""

@@ -18,21 +18,26 @@ from __future__ import annotations
 
 import logging
 import uuid
+from contextvars import ContextVar
 from typing import Any
 
 from ..core._errors import CallError, InternalError
 from ..core._jsonlimits import escape_surrogates
 from ..model._result import CallResult
 
-__all__ = ["failure", "new_meta"]
+__all__ = ["RUN_CONTEXT", "failure", "new_meta"]
 
 logger = logging.getLogger("glovebox")
+
+#: Set while a run's program makes a nested call: ``{"run_id", "step"}``, copied into ``meta.run``
+#: (and so into the call's audit row, ``egress.run``).
+RUN_CONTEXT: ContextVar[dict[str, Any] | None] = ContextVar("glovebox_run", default=None)
 
 
 def new_meta(name: str, principal: str | None, call_id: str | None = None) -> dict[str, Any]:
     """The ``meta`` a call starts with: its id (a new one unless given), the names asked for, nothing run yet."""
     who = principal or "anonymous"
-    return {
+    meta: dict[str, Any] = {
         "call_id": call_id or uuid.uuid4().hex,
         "tool": escape_surrogates(name),
         "version": None,
@@ -41,6 +46,10 @@ def new_meta(name: str, principal: str | None, call_id: str | None = None) -> di
         "duration_ms": 0.0,
         "fuel_used": 0,
     }
+    run = RUN_CONTEXT.get()
+    if run is not None:
+        meta["run"] = dict(run)
+    return meta
 
 
 def failure(error: BaseException, meta: dict[str, Any], *, public: dict[str, Any] | None = None) -> CallResult:

@@ -34,11 +34,13 @@ from ..registry._compiled import CompiledCache
 from ..registry._keyring import Keyring
 from ..registry._registration import ManifestSource, Registrar, resolve_manifest
 from ..registry._registry import Registry
+from ..runs._result import RunResult
 from ..sandbox._compute import DEFAULT_MAX_RUNNING, ComputeSlots, waiting
 from ..sandbox._sandbox import Sandbox
 from ..schema._schemas import SchemaCheck, encode_input
 from ..telemetry import _tracing
 from ..telemetry._tracing import TracedCall, Tracing, step
+from . import _coderun
 from ._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED, Admission, mapping_bound
 from ._checks import OutputChecks
 from ._envelope import failure, new_meta
@@ -148,6 +150,7 @@ class Runtime:
         self._output_checks: dict[tuple[str, str, str], OutputChecks] = {}
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
+        self._runs: _coderun.Runs | None = None
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------
@@ -178,6 +181,8 @@ class Runtime:
         self._gate.close()
         if self._board is not None:
             self._board.close()
+        if self._runs is not None:
+            self._runs.close()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -455,6 +460,42 @@ class Runtime:
     def audit(self) -> AuditLog:
         """The audit log of this home."""
         return self._audit
+
+    # -- runs (code mode: glovebox.runtime._coderun) ---------------------------
+
+    def run(self, code: str, *, input: Any = None, principal: str | None = None, lang: str = "ts") -> RunResult:
+        """Run a program that calls tools: ``export default async function (input, tools) { ... }``.
+
+        The program (TypeScript, or JavaScript: ``lang="js"``) runs in a fresh
+        sandbox of the code runner; each ``await tools.call(name, input)`` is a
+        full call of ``principal`` (its own policy decision, quota, validation,
+        sandbox and audit row), journaled in the home before the program sees
+        its result, so ``runs.resume(run_id)`` continues a paused or crashed run
+        without running a completed call again. Never raises for a failed run.
+
+        Raises:
+            TypeError: ``code`` is not a str, or ``principal`` neither a str nor None.
+            BuildError: the program does not compile (esbuild's message, with line and column).
+            InvalidInput: ``input`` breaks the JSON rules.
+            ValueError: the Runtime is closed.
+        """
+        return self.runs.start(code, input=input, principal=principal, lang=lang)
+
+    async def arun(self, code: str, *, input: Any = None, principal: str | None = None, lang: str = "ts") -> RunResult:
+        """``run`` without blocking the event loop."""
+        return await _coderun.arun(self.runs, code, input=input, principal=principal, lang=lang)
+
+    @property
+    def runs(self) -> _coderun.Runs:
+        """The runs of this home: ``list``, ``show``, ``journal``, ``resume``, ``cancel``, ``collect``."""
+        runs = self._runs
+        if runs is None:
+            with self._lock:
+                self._check_open()
+                if self._runs is None:
+                    self._runs = _coderun.Runs(self, _not_found_message)
+                runs = self._runs
+        return runs
 
     # -- calls ---------------------------------------------------------------
 

@@ -187,17 +187,24 @@ def clip(text: str, scrub: Callable[[str], str], limit: int = RECORD_CHARS) -> s
 
 
 class ActiveCall:
-    """Context manager binding a CallState to the current thread for one call."""
+    """Context manager binding a CallState to the current thread for one call.
+
+    Calls nest (a run's program makes its tool calls from inside a host
+    function of its own instance): leaving a call gives the thread back the
+    state of the call it was made from.
+    """
 
     def __init__(self, state: CallState) -> None:
         self.state = state
+        self._outer: CallState | None = None
 
     def __enter__(self) -> CallState:
+        self._outer = getattr(_local, "state", None)
         _local.state = self.state
         return self.state
 
     def __exit__(self, *exc: object) -> None:
-        _local.state = None
+        _local.state = self._outer
 
 
 def current_call() -> CallState | None:

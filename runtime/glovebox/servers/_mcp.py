@@ -7,6 +7,8 @@ Two modes:
   ``glovebox.schema._objectroot`` says (MCP takes only objects at the root: a
   non-object input is ``{"input": ...}``, a non-object output ``{"output": ...}``).
   A tool that cannot be described is left out of the list (and logged).
+- ``code`` (``glovebox mcp --code-mode``): ``execute`` (a program in, the run
+  envelope out), ``search`` and ``resume``; see ``glovebox.servers._mcpcode``.
 - ``search``: two tools for large catalogs, ``search_tools`` (query → the
   matching tools with the same schemas) and ``call_tool`` (name, input).
 
@@ -66,11 +68,12 @@ from ._auth import (
     unauthorized_body,
 )
 from ._elicit import elicit_approval
+from ._mcpcode import code_tools, execute, resume
 
 __all__ = ["McpService", "Mode", "check_stdio", "describe", "run_stdio", "streamable_http_app"]
 
 logger = logging.getLogger("glovebox")
-Mode = Literal["full", "search"]
+Mode = Literal["full", "search", "code"]
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
@@ -191,8 +194,10 @@ class McpService:
         poll_s: float = 0.5,
         approver: str | None = None,
     ) -> None:
-        if mode not in ("full", "search"):
-            raise ValueError(f"unknown MCP mode {mode!r}; choose full or search")
+        if mode not in ("full", "search", "code"):
+            raise ValueError(f"unknown MCP mode {mode!r}; choose full, search or code")
+        if mode == "code" and not hasattr(runtime, "arun"):
+            raise ValueError("code mode runs programs on a Runtime, not on a ProcessPool or RayRuntime")
         self.runtime = runtime
         self.principal = principal
         self.mode = mode
@@ -235,6 +240,9 @@ class McpService:
             return types.ListToolsResult(tools=[])
         if self.mode == "search":
             return types.ListToolsResult(tools=[SEARCH_TOOL, CALL_TOOL])
+        if self.mode == "code":
+            declaration = await anyio.to_thread.run_sync(self.runtime.runs.declarations, who)  # type: ignore[attr-defined]
+            return types.ListToolsResult(tools=code_tools(declaration))
         return types.ListToolsResult(tools=describe(await self._visible(who)))
 
     async def _call_tool(
@@ -245,6 +253,8 @@ class McpService:
         if isinstance(who, AuthFailure):
             return _error_result("permission_denied", who.message, {"tool": params.name})
         arguments: dict[str, Any] = dict(params.arguments or {})
+        if self.mode == "code":
+            return await self._code(params.name, arguments, who)
         if self.mode == "search":
             if params.name == "search_tools":
                 return await self._search(who, arguments)
@@ -285,6 +295,17 @@ class McpService:
         if info is None or f"{info.name}@{info.version}" != ran:
             info = await self._lookup(ran)
         return tool_result(result, True if info is None else info.output_schema)
+
+    async def _code(self, name: str, arguments: dict[str, Any], principal: str) -> types.CallToolResult:
+        """Code mode's three tools (see ``glovebox.servers._mcpcode``)."""
+        if name == "execute":
+            return await execute(self.runtime, arguments, principal)
+        if name == "resume":
+            return await resume(self.runtime, arguments, principal)
+        if name == "search":
+            return await self._search(principal, {"query": arguments.get("query", "")})
+        message = f"in code mode the tools are execute, search and resume, not {name!r}"
+        return _error_result("tool_not_found", message, {"tool": name, "principal": principal})
 
     async def _lookup(self, ref: str) -> ToolInfo | None:
         """The registered tool ``ref`` names, or None (the call itself then says why)."""

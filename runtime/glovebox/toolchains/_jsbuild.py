@@ -53,7 +53,7 @@ _NO_NODE = (
     "(glovebox: a tool runs in a sandbox without Node.js built-ins, so no files, processes or sockets; "
     'it reaches the network through `http` from "glovebox", as far as its grants allow)'
 )
-_DROPPED_EXPORTS = frozenset({"_initialize", "gb_init"})
+_DROPPED_EXPORTS = frozenset({"_initialize", "gb_init", "gb_init_runner"})
 
 
 def build_js(src: Path, out: Path, sdk: Path, cache_dir: Path) -> Path:
@@ -94,9 +94,11 @@ def _cache_key(engine_key: str, bundle: str, wit: list[Path]) -> str:
     return digest.hexdigest()[:32]
 
 
-def _componentize(src: Path, bundle: str, sdk: Path, engine_wasm: Path, module: Any, cached: Path) -> None:
+def _componentize(
+    src: Path, bundle: str, sdk: Path, engine_wasm: Path, module: Any, cached: Path, init: str = "gb_init"
+) -> None:
     wasm_engine = wasmtime.Engine(_init_config())
-    snapshot = initialise(wasm_engine, module(wasm_engine), "gb_init", [bundle.encode(), src.name.encode()])
+    snapshot = initialise(wasm_engine, module(wasm_engine), init, [bundle.encode(), src.name.encode()])
     if snapshot.error is not None:
         raise BuildError(f"{src}: the tool's top level failed when the build ran it:\n{snapshot.error}")
     core_bytes = rewrite(engine_wasm.read_bytes(), snapshot.memory, _DROPPED_EXPORTS)

@@ -1,0 +1,148 @@
+"""``glovebox run FILE`` and ``glovebox runs list|show|resume|cancel|gc`` (thin, like the rest of the CLI).
+
+Each prints the run envelope (``RunResult.to_dict()``) and exits 0 when the run
+is done, 1 otherwise (paused, failed, cancelled).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..core._jsonlimits import JsonRejected
+from ..core._jsonlimits import loads as loads_json
+from ..runs._result import RunResult
+from ..runtime._coderun import lang_of
+from ._base import dump, open_runtime
+
+__all__ = ["run", "runs"]
+
+
+def _input(raw: str | None) -> Any:
+    if raw is None:
+        return None
+    data = sys.stdin.buffer.read() if raw == "-" else raw
+    try:
+        return loads_json(data)
+    except JsonRejected as exc:
+        raise click.BadParameter(str(exc).removeprefix("is "), param_hint="'--input'") from exc
+
+
+def _finish(result: RunResult) -> None:
+    click.echo(dump(result.to_dict()))
+    sys.exit(0 if result.ok else 1)
+
+
+@click.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--input", "raw_input", help="The program's input as JSON text ('-' reads stdin; default: null).")
+@click.option("--principal", help="Whose run it is: every nested call is this principal's (default: anonymous).")
+@click.pass_context
+def run(ctx: click.Context, file: str, raw_input: str | None, principal: str | None) -> None:
+    """Run the program FILE (.js or .ts: export default async function (input, tools)); print the run envelope."""
+    try:
+        lang = lang_of(file)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'FILE'") from exc
+    value = _input(raw_input)
+    code = Path(file).read_text(encoding="utf-8")
+    with open_runtime(ctx) as rt:
+        result = rt.run(code, input=value, principal=principal, lang=lang)
+    _finish(result)
+
+
+@click.group()
+def runs() -> None:
+    """List, show, resume and cancel the runs of a home (glovebox run FILE starts one)."""
+
+
+@runs.command(name="list")
+@click.option("--principal", help="Only this principal's runs (default: everyone's).")
+@click.option("--status", type=click.Choice(["running", "paused", "done", "failed", "cancelled"]), help="Only these.")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True, help="Newest first, at most.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of lines.")
+@click.pass_context
+def list_runs(ctx: click.Context, principal: str | None, status: str | None, limit: int, as_json: bool) -> None:
+    """List the runs of this home, newest first."""
+    with open_runtime(ctx) as rt:
+        records = rt.runs.list(principal=principal, status=status, limit=limit)
+    if as_json:
+        click.echo(dump([record.summary() for record in records]))
+        return
+    if not records:
+        click.echo("no runs")
+    for record in records:
+        click.echo(f"{record.run_id}  {record.status:<9}  {record.principal}  {record.steps} steps")
+
+
+@runs.command()
+@click.argument("run_id")
+@click.option("--journal", "with_journal", is_flag=True, help="Add the journal: every host call and its result.")
+@click.pass_context
+def show(ctx: click.Context, run_id: str, with_journal: bool) -> None:
+    """Print run RUN_ID's envelope (with --journal, its steps; a step marked reran ran twice: it was in flight
+    when the process running it died)."""
+    with open_runtime(ctx) as rt:
+        try:
+            envelope = rt.runs.show(run_id).to_dict()
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'RUN_ID'") from exc
+        steps = rt.runs.journal(run_id)
+    envelope["reran"] = [step.seq for step in steps if step.reran]
+    if with_journal:
+        envelope["journal"] = [step.to_dict() for step in steps]
+    click.echo(dump(envelope))
+
+
+@runs.command()
+@click.argument("run_id")
+@click.pass_context
+def resume(ctx: click.Context, run_id: str) -> None:
+    """Continue run RUN_ID (paused, or its process died): recorded steps replay, the rest runs live."""
+    with open_runtime(ctx) as rt:
+        try:
+            result = rt.runs.resume(run_id)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'RUN_ID'") from exc
+    _finish(result)
+
+
+@runs.command()
+@click.argument("run_id")
+@click.pass_context
+def cancel(ctx: click.Context, run_id: str) -> None:
+    """Cancel run RUN_ID unless it finished; a cancelled run never resumes."""
+    with open_runtime(ctx) as rt:
+        try:
+            result = rt.runs.cancel(run_id)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'RUN_ID'") from exc
+    _finish(result)
+
+
+@runs.command()
+@click.option("--principal", help="Whose tools (default: anonymous).")
+@click.pass_context
+def types(ctx: click.Context, principal: str | None) -> None:
+    """Print the TypeScript declaration (.d.ts) of the tools a program of --principal sees."""
+    with open_runtime(ctx) as rt:
+        click.echo(rt.runs.declarations(principal), nl=False)
+
+
+@runs.command(name="gc")
+@click.option(
+    "--older-than-days",
+    type=click.FloatRange(0),
+    help="Delete runs that finished (done, failed, cancelled) longer ago than this, with their journals"
+    " (default: the policy's runs.retention_days, 30).",
+)
+@click.pass_context
+def gc_runs(ctx: click.Context, older_than_days: float | None) -> None:
+    """Delete old finished runs and their journals (paused and running ones are kept)."""
+    with open_runtime(ctx) as rt:
+        keep_s = rt.runs.retention_s() if older_than_days is None else older_than_days * 86400
+        removed = rt.runs.collect(keep_s)
+    click.echo(f"{len(removed)} finished run(s) removed")

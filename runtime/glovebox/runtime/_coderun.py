@@ -1,0 +1,273 @@
+"""``Runtime.run`` and ``Runtime.runs``: code mode wired to this Runtime.
+
+The runs package (``glovebox.runs``) knows nothing of the Runtime: it is given
+
+- the code runner's compiled component (built once per engine and runner
+  source in the toolchain directory, compiled once per engine's code settings);
+- the Runtime's sandbox, in which each attempt runs;
+- a function making one nested call: ``Runtime.call`` of the run's principal
+  under a call id the journal wrote first, with ``meta.run`` (``run_id``,
+  ``parent_call_id``: the run's id) so that the call's audit row names its run;
+- the principal's visible tools (the typed wrappers) and a search over them.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextvars
+import functools
+import hashlib
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from wasmtime.component import Component
+
+from ..core._errors import RateLimited, ToolNotFound
+from ..core._settings import toolchain_cache_dir
+from ..engine._compile import precompile
+from ..model._result import CallResult, ToolInfo
+from ..runs._host import RunBounds
+from ..runs._result import RunResult
+from ..runs._runner import RUN_LIMITS, Runner
+from ..runs._store import JournalStep, RunRecord, RunStore
+from ..runs._types import declarations
+from ._envelope import RUN_CONTEXT, failure, new_meta
+from ._gate import CallTrace
+
+#: The Runtime these runs belong to (not imported: ``_runtime`` imports this module).
+Runtime = Any
+
+__all__ = ["Runs", "search_tools"]
+
+_SCRIPTS = 256  # transpiled programs (and principals' visible tools) kept per Runtime
+_VISIBLE_TTL_S = 1.0
+_LANGS = {".js": "js", ".mjs": "js", ".ts": "ts", ".mts": "ts"}
+
+
+class Runs:
+    """The runs of a Runtime's home: ``list``, ``show``, ``journal``, ``resume``, ``cancel``, ``collect``."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        not_found: Callable[[str, str, builtins.list[str]], str],
+        bounds: RunBounds | None = None,
+    ) -> None:
+        self._runtime = runtime
+        self._not_found = not_found  # the message of an unknown tool, as Runtime.call says it
+        self.store = RunStore(runtime.home)
+        self._lock = threading.Lock()
+        self._component: Component | None = None
+        self._scripts: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._visible: dict[str, tuple[float, builtins.list[str]]] = {}
+        self.runner = Runner(
+            self.store,
+            lambda: runtime._sandbox,
+            self._runner_component,
+            self._nested_call,
+            self._search,
+            self._visible_names,
+            limits=RUN_LIMITS,
+            bounds=bounds,
+        )
+
+    def close(self) -> None:
+        """Close the run store."""
+        self.store.close()
+
+    # -- the public face (Runtime.run, Runtime.runs.*) --------------------------
+
+    def start(self, code: str, *, input: Any, principal: str | None, lang: str) -> RunResult:
+        """A new run of ``code`` (see ``Runtime.run``)."""
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, not {type(code).__name__}")
+        if principal is not None and not isinstance(principal, str):
+            raise TypeError(f"principal must be a str or None, not {type(principal).__name__}")
+        script = self._script(code, lang)
+        who = principal or "anonymous"
+        refused = self._over_quota(who)
+        if refused is not None:
+            return RunResult(run_id="", status="failed", error=refused, meta={"principal": who})
+        return self.runner.start(script, lang=lang, source=code, input=input, principal=who)
+
+    def _over_quota(self, principal: str) -> RateLimited | None:
+        """``rate_limited`` when ``principal`` started the policy's ``runs.runs_per_minute`` in the last minute."""
+        limit = self._runtime.policy.runs.runs_per_minute
+        if limit is None:
+            return None
+        started = self.store.starts_since(principal, time.time() - 60.0, limit)
+        if len(started) < limit:
+            return None
+        retry_ms = max(1, int((started[-1] + 60.0 - time.time()) * 1000))
+        return RateLimited(
+            f"{principal!r} started {limit} runs in the last minute (runs.runs_per_minute)",
+            details={"quota": "runs.runs_per_minute", "limit": limit, "retry_after_ms": retry_ms},
+        )
+
+    def retention_s(self) -> float:
+        """How long finished runs are kept: the policy's ``runs.retention_days``."""
+        return float(self._runtime.policy.runs.retention_days) * 86400.0
+
+    def list(
+        self, *, principal: str | None = None, status: str | None = None, limit: int = 100
+    ) -> builtins.list[RunRecord]:
+        """The home's runs, newest first."""
+        return self.store.list(principal=principal, status=status, limit=limit)
+
+    def show(self, run_id: str) -> RunResult:
+        """A run's last known result.
+
+        Raises:
+            ValueError: there is no run ``run_id``.
+        """
+        record = self.store.get(run_id)
+        if record is None:
+            raise ValueError(f"no run {run_id!r} in this home")
+        return self.runner.result_of(record)
+
+    def declarations(self, principal: str | None = None) -> str:
+        """The TypeScript declaration (``.d.ts``) of the ``tools`` a program of ``principal`` sees."""
+        visible = self._runtime.visible_tools(principal)
+        return declarations([(i.name, i.description, i.input_schema, i.output_schema) for i in visible])
+
+    def search(self, query: str, principal: str | None = None) -> builtins.list[dict[str, Any]]:
+        """What ``tools.search(query)`` answers a program of ``principal``."""
+        return self._search(query, principal or "anonymous")
+
+    def journal(self, run_id: str) -> builtins.list[JournalStep]:
+        """A run's journal, step by step."""
+        return self.store.journal(run_id)
+
+    def resume(self, run_id: str) -> RunResult:
+        """Continue a paused run (or one whose process died): recorded steps replay, the rest runs live."""
+        return self.runner.resume(run_id)
+
+    def cancel(self, run_id: str) -> RunResult:
+        """Cancel a run that has not finished."""
+        return self.runner.cancel(run_id)
+
+    def collect(self, older_than_s: float) -> builtins.list[str]:
+        """Delete runs that finished more than ``older_than_s`` seconds ago; their ids."""
+        return self.store.collect(time.time() - older_than_s)
+
+    # -- what the runner is given ---------------------------------------------
+
+    def _script(self, code: str, lang: str) -> str:
+        from ..toolchains._build import sdk_dir
+        from ..toolchains._jsrunner import transpile
+
+        key = (lang, hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest())
+        with self._lock:
+            script = self._scripts.get(key)
+            if script is not None:
+                self._scripts.move_to_end(key)
+                return script
+        script = transpile(code, lang, sdk_dir())
+        with self._lock:
+            self._scripts[key] = script
+            while len(self._scripts) > _SCRIPTS:
+                self._scripts.popitem(last=False)
+        return script
+
+    def _runner_component(self) -> Component:
+        component = self._component
+        if component is None:
+            with self._lock:
+                if self._component is None:
+                    self._component = _load_runner(self._runtime)
+                component = self._component
+        return component
+
+    def _nested_call(self, tool: str, input: Any, principal: str, call_id: str, run: dict[str, Any]) -> CallResult:
+        """A full call of ``principal``; a tool it cannot see does not exist (as in ``tool_not_found``)."""
+        token = RUN_CONTEXT.set(run)
+        try:
+            visible = self._visible_names(principal)
+            if tool.partition("@")[0] not in visible:
+                missing = ToolNotFound(self._not_found(tool, principal, visible), details={"tool": tool})
+                refused = failure(missing, new_meta(tool, principal, call_id))
+                recorded: CallResult = self._runtime._record(refused, input, CallTrace())  # its audit row
+                return recorded
+            answer: CallResult = self._runtime._call_as(call_id, tool, input, principal)
+            return answer
+        finally:
+            RUN_CONTEXT.reset(token)
+
+    def _visible_names(self, principal: str) -> builtins.list[str]:
+        """The names ``principal`` may see (kept for a second: a run's calls ask again and again)."""
+        now = time.monotonic()
+        with self._lock:
+            kept = self._visible.get(principal)
+            if kept is not None and now - kept[0] < _VISIBLE_TTL_S:
+                return kept[1]
+        names = sorted(info.name for info in self._runtime.visible_tools(principal))
+        with self._lock:
+            self._visible[principal] = (now, names)
+            if len(self._visible) > _SCRIPTS:
+                self._visible.pop(next(iter(self._visible)))
+        return names
+
+    def _search(self, query: str, principal: str) -> builtins.list[dict[str, Any]]:
+        return search_tools(self._runtime.visible_tools(principal), query)
+
+
+def lang_of(path: str | os.PathLike[str]) -> str:
+    """``js`` or ``ts`` from a program file's suffix.
+
+    Raises:
+        ValueError: the suffix is none of .js, .mjs, .ts, .mts.
+    """
+    suffix = Path(path).suffix.lower()
+    if suffix not in _LANGS:
+        raise ValueError(f"{path}: a program is a .js, .mjs, .ts or .mts file")
+    return _LANGS[suffix]
+
+
+def search_tools(tools: builtins.list[ToolInfo], query: str, limit: int = 20) -> builtins.list[dict[str, Any]]:
+    """The tools whose name or description holds the query's words, best first (every word counts)."""
+    words = [word for word in query.lower().replace("-", " ").replace("_", " ").split() if word]
+    scored = []
+    for info in tools:
+        name = info.name.lower().replace("-", " ").replace("_", " ")
+        text = f"{name} {info.description.lower()}"
+        score = sum(3 if word in name else 1 for word in words if word in text)
+        if score or not words:
+            scored.append((-score, info.name, info))
+    scored.sort(key=lambda item: (item[0], item[1]))
+    return [
+        {"name": info.name, "version": info.version, "description": info.description} for _, _, info in scored[:limit]
+    ]
+
+
+def _load_runner(runtime: Runtime) -> Component:
+    from ..toolchains._build import sdk_dir
+    from ..toolchains._jsrunner import runner_component
+
+    cache = toolchain_cache_dir()
+    wasm = runner_component(sdk_dir(), cache)
+    shared = runtime._wasm().shared
+    compiled = cache / f"{wasm.stem}-{shared.fingerprint}.cwasm"
+    if not compiled.is_file():
+        partial = compiled.with_name(f"{compiled.name}.tmp{os.getpid()}.{threading.get_ident()}")
+        try:
+            precompile(wasm, partial, shared.settings, "the code runner")
+            os.replace(partial, compiled)
+        finally:
+            partial.unlink(missing_ok=True)
+    loaded: Component = shared.load(compiled)
+    return loaded
+
+
+async def arun(runs: Runs, code: str, *, input: Any, principal: str | None, lang: str) -> RunResult:
+    """``Runs.start`` on a worker thread (a run blocks while its nested calls run)."""
+    import asyncio  # not at import time: import glovebox leaves asyncio alone
+
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+    job = functools.partial(context.run, runs.start, code, input=input, principal=principal, lang=lang)
+    return await loop.run_in_executor(None, job)

@@ -1,0 +1,139 @@
+"""Fixtures for code mode: a home with real tools, a policy, and an upstream that counts its hits."""
+
+from __future__ import annotations
+
+import json
+import threading
+import tomllib
+from collections import Counter
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import glovebox
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "guest" / "examples"
+
+
+class HitCounter:
+    """An HTTP server on 127.0.0.1 counting the requests each path received.
+
+    A request to ``/hold/...`` is counted, then waits until ``release`` is set
+    (a test kills the process that sent it meanwhile).
+    """
+
+    def __init__(self) -> None:
+        self.hits: Counter[str] = Counter()
+        self.held = threading.Event()
+        self.release = threading.Event()
+        counter = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                counter.hits[self.path] += 1
+                if self.path.startswith("/hold/"):
+                    counter.held.set()
+                    counter.release.wait(30)
+                body = json.dumps({"path": self.path, "hit": counter.hits[self.path]}).encode()
+                try:
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):  # the caller was killed meanwhile
+                    self.close_connection = True
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def run_policy(port: int) -> str:
+    """agent may call text-stats (text:read), calc and hc; hc-approve only once approved;
+    primes is hidden from agent; outsider lacks text:read; admin approves."""
+    return f"""
+version: 1
+principals:
+  agent: {{scopes: [text:read]}}
+  outsider: {{scopes: []}}
+  admin: {{scopes: [text:read, glovebox:approve]}}
+defaults:
+  action: block
+rules:
+  - tool: text-stats
+    action: allow
+  - tool: calc
+    action: allow
+  - tool: hc
+    action: allow
+  - tool: hc-approve
+    action: require_approval
+  - tool: primes
+    principals: [admin]
+    action: allow
+grants:
+  - tool: "hc*"
+    http:
+      - host: 127.0.0.1
+        schemes: [http]
+        ports: [{port}]
+        methods: [GET]
+        paths: ["/**"]
+        allow_private: true
+quotas:
+  - tool: calc
+    principals: [outsider]
+    calls_per_minute: 2
+"""
+
+
+@pytest.fixture
+def upstream() -> Iterator[HitCounter]:
+    counter = HitCounter()
+    yield counter
+    counter.close()
+
+
+@pytest.fixture
+def run_home(
+    tmp_path: Path, upstream: HitCounter, build_example: Callable[[str], Path], build_guest: Callable[[str], Path]
+) -> tuple[Path, Path]:
+    """A home with text-stats (requiring text:read), calc, primes, hc and hc-approve, and the run policy."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(run_policy(upstream.port))
+    home = tmp_path / "home"
+    rule = {"host": "127.0.0.1", "schemes": ["http"], "ports": [upstream.port], "methods": ["GET"]}
+    rule |= {"paths": ["/**"], "allow_private": True}
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        manifest = tomllib.loads((EXAMPLES / "text-stats" / "glovebox.toml").read_text())
+        manifest["required_scopes"] = ["text:read"]
+        rt.register(build_example("text-stats"), manifest)
+        rt.register(build_example("calc"))
+        rt.register(build_example("primes"))
+        for name in ("hc", "hc-approve"):
+            rt.register(build_guest("http_client"), manifest={"name": name, "capabilities": {"http": [rule]}})
+    return home, policy
+
+
+@pytest.fixture
+def rt(run_home: tuple[Path, Path]) -> Iterator[glovebox.Runtime]:
+    home, policy = run_home
+    with glovebox.Runtime(home=home, policy=policy) as runtime:
+        yield runtime
