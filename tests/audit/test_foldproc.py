@@ -242,3 +242,25 @@ def test_old_canonical_journal_lines_and_plain_ones_fold_into_one_chain(tmp_path
     assert rows[0]["input"] == rows[1]["input"] and "\\ud800" in rows[0]["input"]  # escaped the same way
     assert rows[0]["time"].endswith("+00:00") and reader.verify().ok
     reader.close()
+
+
+def test_the_fold_process_holds_none_of_its_writers_inherited_descriptors(tmp_path: Path) -> None:
+    read, write = os.pipe()  # stands for a ProcessPool worker's pipe to its pool, inheritable in the worker
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(tmp_path), "i", "5", "hold"], stdout=subprocess.PIPE, pass_fds=(write,)
+    )
+    os.close(write)
+    try:
+        (pid,) = eventually(lambda: folders_of(tmp_path), "the writer starts a folder")
+        pipe = os.readlink(f"/proc/self/fd/{read}")  # pipe:[inode]
+
+        def let_go() -> bool:  # it closes them as it starts; else a pool would wait on its worker's pipe forever
+            return pipe not in [os.readlink(link) for link in Path(f"/proc/{pid}/fd").iterdir()]
+
+        eventually(let_go, "the folder closes the descriptors it inherited", timeout=30)
+    finally:
+        child.kill()
+        child.wait()
+        assert child.stdout is not None
+        child.stdout.close()
+        os.close(read)

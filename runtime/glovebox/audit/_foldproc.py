@@ -75,8 +75,11 @@ HEALTHY_S = 10.0
 _CHILD_FD = 3  # where the child finds the locked descriptor
 _PACKAGE = Path(__file__).resolve().parent.parent  # the glovebox package directory
 # The child imports glovebox's audit modules without running glovebox/__init__ (which loads everything).
+# posix_spawn hands the child every descriptor the writer did not mark close-on-exec (a ProcessPool
+# worker's pipe to its pool, say): the child closes them first, so none is held open past its owner.
 _BOOT = (
-    "import sys, types\n"
+    "import os, sys, types\n"
+    "os.closerange(4, max(4, os.sysconf('SC_OPEN_MAX')))\n"
     "package = types.ModuleType('glovebox')\n"
     "package.__path__ = [sys.argv[1]]\n"
     "sys.modules['glovebox'] = package\n"
