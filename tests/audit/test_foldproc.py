@@ -182,8 +182,7 @@ def test_a_writer_and_its_folder_both_killed_keep_every_returned_row(tmp_path: P
     reader.close()
 
 
-def test_the_fold_process_exits_once_no_writer_is_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(foldproc, "IDLE_EXIT_S", 0.2)
+def test_the_fold_process_exits_once_no_writer_is_left(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-c", CHILD, str(tmp_path), "e", "50", "close"], capture_output=True, timeout=120
     )

@@ -31,7 +31,7 @@ every writer (:class:`FoldSupervisor`):
   :data:`START_DELAY_S` after its first append: a CLI call that closes sooner
   folds its own rows at ``close`` and never pays for a process.
 
-The child runs ``python -I`` with only the audit log's modules imported (not
+The child (``_foldmain``) runs ``python -I`` with only the audit log's modules imported (not
 the whole of glovebox): about 0.1 s of one core to start. What it logs goes to
 ``GLOVEBOX_HOME/audit.fold.log``, created only when there is something to say.
 """
@@ -47,12 +47,17 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from ._log import AuditLog
-
-__all__ = ["CHECK_S", "LOCK_NAME", "LOG_NAME", "FoldSupervisor", "folder_running", "main"]
+__all__ = [
+    "CHECK_S",
+    "IDLE_EXIT_S",
+    "IDLE_POLL_S",
+    "LOCK_NAME",
+    "LOG_NAME",
+    "POLL_S",
+    "FoldSupervisor",
+    "folder_running",
+]
 
 #: The lock a home's folder holds while it runs, beside ``audit.sqlite``.
 LOCK_NAME = "audit.fold.lock"
@@ -83,7 +88,7 @@ _BOOT = (
     "package = types.ModuleType('glovebox')\n"
     "package.__path__ = [sys.argv[1]]\n"
     "sys.modules['glovebox'] = package\n"
-    "from glovebox.audit._foldproc import main\n"
+    "from glovebox.audit._foldmain import main\n"
     "sys.exit(main(sys.argv[2:]))\n"
 )
 logger = logging.getLogger("glovebox.audit")
@@ -241,55 +246,3 @@ def folder_running(home: Path) -> bool:
     finally:
         os.close(fd)
     return False
-
-
-def main(argv: list[str]) -> int:
-    """The fold process: ``<home> <locked fd>``; folds until the journal has been empty a while."""
-    home, fd = Path(argv[0]), int(argv[1])
-    handler = logging.FileHandler(home / LOG_NAME, delay=True)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(message)s"))
-    logging.getLogger("glovebox").addHandler(handler)
-    try:  # the descriptor the writer locked: the same open file, so this only confirms the lock
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return 0  # no descriptor, or not the lock: another folder is the home's
-    from ._log import AuditLog  # after the handler: opening the log may warn
-
-    log = AuditLog(home)  # a log that never appends starts no folder of its own
-    try:
-        return _fold_until_idle(log)
-    finally:
-        log.close()
-        os.close(fd)
-
-
-def _fold_until_idle(log: AuditLog) -> int:
-    from ._journal import journal_files
-
-    directory, seen, pause, empty_since = log.journal_dir, None, POLL_S, None
-    while True:
-        try:
-            sizes = [(path.name, path.stat().st_size) for path in journal_files(directory)]
-        except FileNotFoundError:  # a file removed while listed; look again
-            sizes = None
-        if not directory.is_dir():
-            return 0  # the home was removed
-        now = time.monotonic()
-        if sizes == []:
-            empty_since = empty_since or now
-            if now - empty_since >= IDLE_EXIT_S:
-                return 0
-        else:
-            empty_since = None
-        if sizes is not None and sizes != seen:
-            try:
-                log.fold()
-            except Exception:  # the rows stay in the journal; try again, less often
-                logging.getLogger("glovebox.audit").warning("cannot fold the audit journal yet", exc_info=True)
-                pause = min(pause * 2, IDLE_POLL_S * 4)
-                time.sleep(pause)
-                continue
-            seen, pause = sizes, POLL_S  # what changed since ``sizes`` was read is seen next time
-        else:
-            pause = min(pause * 2, IDLE_POLL_S)
-        time.sleep(pause)
