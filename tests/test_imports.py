@@ -49,6 +49,7 @@ GLOVEBOX = {
     "glovebox.audit._log",
     "glovebox.audit._chain",
     "glovebox.audit._journal",
+    "glovebox.audit._foldproc",
     "glovebox.toolchains._build",
     "glovebox.telemetry._calllog",
     "glovebox.sandbox._callstate",

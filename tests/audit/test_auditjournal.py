@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import glovebox
+import glovebox.audit._foldproc
 import glovebox.audit._journal
 import glovebox.audit._log
 from glovebox.audit import _log as _audit
@@ -293,7 +294,7 @@ def test_a_long_running_writer_moves_to_fresh_files_and_folded_ones_are_removed(
 
 
 def test_close_cuts_the_folders_pause_short(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(glovebox.audit._log, "FOLD_DELAY_S", 3600.0)
+    monkeypatch.setattr(glovebox.audit._foldproc, "START_DELAY_S", 3600.0)
     log = glovebox.AuditLog(tmp_path)
     log.append(record("a"))  # the folder now pauses an hour before it folds
     closing = threading.Thread(target=log.close)

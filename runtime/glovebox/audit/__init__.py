@@ -2,6 +2,8 @@
 
 - :mod:`._log` — ``AuditLog``: append, read, verify, export.
 - :mod:`._journal` — append-only files of rows written before they are chained.
+- :mod:`._foldproc` — the home's fold process, started and watched by the writers.
+- :mod:`._foldmain` — the fold process's own loop (run in that process only).
 - :mod:`._chain` — hashing prepared rows onto the chain's head.
 - :mod:`._row` — the content of one call's row, decided here and nowhere else.
 - :mod:`._filter` — which records a reader wants (tool, principal, outcome, since, call id).

@@ -9,12 +9,15 @@ once (``<pid>-<random>.jsonl``) and never reused; a writer moves to a fresh
 file every :data:`ROTATE_BYTES`, so a long-running writer's folded lines do
 not pile up.
 
-A line is ``<time_ns> <body>\\n``, where the body is the row's canonical JSON
-(UTF-8) with ``"seq":0``: the bytes its hash covers once its place is known.
-JSON escapes every control character in a string, so a line never holds a
-raw newline. A writer holds an exclusive ``flock`` on its file for as long as
-it writes it; a file that nobody holds is dead, and once its complete lines
-are folded it is removed. A file is created under a dot-name, locked, then
+A line is ``<time_ns> r<record>\\n``, the record as the writer gave it in
+plain ASCII JSON (the fold bounds it and puts it in canonical form), or, for a
+record too large for that, ``<time_ns> <body>\\n``, where the body is the
+row's canonical JSON (UTF-8) with ``"seq":0``: the bytes its hash covers once
+its place is known (the only form older releases wrote). JSON escapes every
+control character in a string, so a line never holds a raw newline. A writer
+holds an exclusive ``flock`` on its file for as long as it writes it; a file
+that nobody holds is dead, and once its complete lines are folded it is
+removed. A file is created under a dot-name, locked, then
 renamed, so a folder never sees a live file unlocked: folders read only
 names that do not start with a dot, and a writer holds a shared ``flock`` on
 the directory itself from creating its dot-named file until it has renamed it,

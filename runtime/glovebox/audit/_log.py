@@ -26,10 +26,12 @@ hash as they always did.
 
 Each record is written to the writer's journal (``_auditjournal``, one
 ``write`` per call) before ``call`` returns: a process killed afterwards loses
-nothing it returned. A thread of the writing log folds the journal into the
-chain in batches, one transaction per batch, about 20 ms behind the
-calls; every reader (``records``, ``tail``, ``find``, ``verify``) folds
-first, and ``close`` folds what is left, so what a reader sees includes every
+nothing it returned; the line is the record's plain JSON, and bounding,
+escaping and the canonical form wait for the fold. A process of the home's own
+(``_foldproc``, started and watched by the writers) folds the journal into the
+chain in batches, one transaction per batch, 20–250 ms behind the calls and
+outside their GIL; every reader (``records``, ``tail``, ``find``, ``verify``)
+folds first, and ``close`` folds what is left, so what a reader sees includes every
 call that returned. The journal of a process that died is folded by the next
 log that folds. Writers never wait for each other: the chain's write lock is
 taken once per batch, not once per call. (With ``synchronous=NORMAL`` and no
@@ -56,6 +58,7 @@ from ..core._canonical import canonical_json, sha256_hex
 from ..core._jsonlimits import escape_surrogates
 from ..storage._sqlite import Database
 from ._chain import GENESIS, HEAD_TABLE, NotKept, Pending, append_rows, read_head, write_head
+from ._foldproc import FoldSupervisor
 from ._journal import Journal, Unfolded, journal_files, read_unfolded, remove_dead_staging
 
 __all__ = ["AuditLog", "AuditVerification", "redact"]
@@ -94,8 +97,6 @@ CREATE TABLE IF NOT EXISTS audit_journal (name TEXT PRIMARY KEY, folded INTEGER 
 logger = logging.getLogger("glovebox.audit")
 #: The filter columns of :meth:`AuditLog.page`, most selective first (each has an index).
 _BY_SELECTIVITY = ("principal", "tool", "outcome")
-#: How long the folding thread lets rows gather after the first one arrives (seconds).
-FOLD_DELAY_S = 0.02
 #: Rows a fold prepares between two chances for other threads to take the GIL.
 YIELD_ROWS = 8
 #: Journal bytes one fold transaction reads at most per file (one longer line is still read whole).
@@ -127,6 +128,8 @@ _STORED = tuple(k for k in FIELDS if k != "seq")
 _NO_EGRESS: dict[str, Any] = {"denials": []}
 _NO_EGRESS_JSON = _SORTED(_NO_EGRESS)
 _SEQ_PLACE = b',"seq":0,'
+#: Characters of a record's plain JSON past which its journal line is its bounded canonical body.
+RAW_LINE_CHARS = 64 * 1024
 
 
 def redact(value: Any) -> Any:
@@ -172,6 +175,34 @@ def _body(record: dict[str, Any]) -> bytes:
     return _CANONICAL(row).encode("utf-8")
 
 
+def _line(written: int, record: dict[str, Any]) -> bytes:
+    """The journal line of ``record``: its JSON as given (``r`` and the C encoder's plain output),
+    bounded, escaped and put in canonical form only by the fold, outside the call.
+
+    A record whose plain JSON is longer than :data:`RAW_LINE_CHARS` (an input or
+    output stored whole) is written as its bounded canonical body instead, so a
+    line never holds much more than the row will.
+    """
+    raw = json.dumps(record)  # ASCII: a lone surrogate is escaped, never a raw newline
+    if len(raw) > RAW_LINE_CHARS:
+        return b"%d %s\n" % (written, _body(record))
+    return b"%d r%s\n" % (written, raw.encode("ascii"))
+
+
+def _from_line(written: int, body: bytes) -> Pending:
+    """The row of one journal line: a plain record (``r...``, see :func:`_line`) or a canonical body."""
+    if not body.startswith(b"r"):
+        return _pending(body)
+    record = json.loads(body[1:])
+    if not isinstance(record, dict):
+        raise ValueError("a journal record is not an object")
+    if not record.get("time"):  # the time it was journaled, as ``_body`` would have given it then
+        seconds, nanos = divmod(written, 1_000_000_000)
+        when = datetime.fromtimestamp(seconds, UTC).replace(microsecond=nanos // 1000)
+        record["time"] = when.isoformat(timespec="microseconds")
+    return _prepare(record)
+
+
 def _pending(body: bytes) -> Pending:
     """The row of a journal line's body, with its hashed JSON cut around ``seq``.
 
@@ -212,7 +243,7 @@ class AuditLog:
         self._database = Database(self.path, _SCHEMA, text_factory=_text)
         self._upgrade()
         self._journal = Journal(self.journal_dir)
-        self._folder: _Folder | None = None
+        self._folder: FoldSupervisor | None = None
         self._start = threading.Lock()
         self._closed = False
         self._swept = False
@@ -246,7 +277,7 @@ class AuditLog:
             self._closed = True
             folder = self._folder
         if folder is not None:
-            folder.stop()
+            folder.close()  # the fold process, if any, goes on for the home's other writers
             self._journal.close()
             try:
                 self.fold()
@@ -269,18 +300,17 @@ class AuditLog:
         missing = [name for name in REQUIRED if record.get(name) is None]
         if missing:
             raise ValueError(f"an audit record needs {', '.join(missing)}")
-        line = b"%d %s\n" % (time.time_ns(), _body(record))
+        line = _line(time.time_ns(), record)
         folder = self._folder or self._start_folder()
         self._journal.write(line)
         folder.nudge()
 
-    def _start_folder(self) -> _Folder:
+    def _start_folder(self) -> FoldSupervisor:
         with self._start:
             if self._closed:
                 raise ValueError("this audit log is closed")
             if self._folder is None:
-                self._folder = _Folder(self)
-                self._folder.start()
+                self._folder = FoldSupervisor(self.path.parent)
             return self._folder
 
     def fold(self) -> int:
@@ -434,6 +464,7 @@ class AuditLog:
 
     def last_outcomes(self, tool: str, n: int = 10) -> list[tuple[str, str]]:
         """``(time, outcome)`` of the newest ``n`` calls of ``tool`` (``name@version``), newest first (its index)."""
+        self._fold_for_reading()
         with self._database.connection() as db:
             rows = db.execute(
                 "SELECT time, outcome FROM audit WHERE tool = ? ORDER BY seq DESC LIMIT ?", (tool, n)
@@ -442,6 +473,7 @@ class AuditLog:
 
     def for_input(self, principal: str, tool: str, input_digest: str) -> dict[str, Any] | None:
         """The newest record of ``principal`` calling ``tool`` (``name@version``) on that input digest."""
+        self._fold_for_reading()
         with self._database.connection() as db:
             cursor = db.execute(
                 # INDEXED BY: without it the planner may walk the tool or principal index (one value for
@@ -458,8 +490,10 @@ class AuditLog:
         """The record of one call."""
         self._fold_for_reading()
         with self._database.connection() as db:
-            row = db.execute("SELECT seq FROM audit WHERE call_id = ?", (call_id,)).fetchone()
-        return next(self._pages(row[0] - 1), None) if row else None
+            cursor = db.execute("SELECT * FROM audit WHERE call_id = ? LIMIT 1", (call_id,))
+            names = [c[0] for c in cursor.description]
+            row = cursor.fetchone()
+        return dict(zip(names, row, strict=True)) if row else None
 
     def verify(self, *, anchor: str | None = None) -> AuditVerification:
         """Check the schema, fold the journal, walk the chain and check its head.
@@ -512,44 +546,6 @@ class AuditLog:
             problem = f"no row is hashed {anchor}: the chain was cut back or rewritten since that head was recorded"
             return AuditVerification(False, count, prev, problem)
         return AuditVerification(True, count, prev)
-
-
-class _Folder(threading.Thread):
-    """The thread that folds a writing log's journal ``FOLD_DELAY_S`` behind its appends."""
-
-    def __init__(self, log: AuditLog) -> None:
-        super().__init__(name="glovebox-audit-fold", daemon=True)
-        self._log = log
-        self._wake = threading.Event()
-        self._stopped = threading.Event()  # cuts a pause short
-        self._stopping = False
-
-    def nudge(self) -> None:
-        if not self._wake.is_set():
-            self._wake.set()
-
-    def stop(self) -> None:
-        self._stopping = True
-        self._stopped.set()
-        self._wake.set()
-        if self is not threading.current_thread():
-            self.join()
-
-    def run(self) -> None:
-        pause = FOLD_DELAY_S
-        while True:
-            self._wake.wait()
-            self._stopped.wait(pause)  # let a batch gather
-            self._wake.clear()
-            if self._stopping:  # checked after the clear, which could swallow stop()'s wake-up
-                return
-            try:
-                self._log.fold()
-                pause = FOLD_DELAY_S
-            except Exception:  # the rows stay in the journal; try again, less often
-                logger.warning("cannot fold the audit journal yet", exc_info=True)
-                pause = min(pause * 2, 1.0)
-                self._wake.set()
 
 
 def _catch_up(db: sqlite3.Connection) -> None:
@@ -636,7 +632,7 @@ def _parsed(unfolded: Unfolded) -> Iterator[tuple[int, Pending]]:
             time.sleep(0)  # give the GIL to the calls running meanwhile: a batch must not stall them
         try:
             written, _, body = line.partition(b" ")
-            pending = _pending(body)
+            pending = _from_line(int(written), body)
             if any(pending.row.get(name) is None for name in REQUIRED):
                 raise ValueError("a required field is missing")
             yield int(written), pending
