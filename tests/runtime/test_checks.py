@@ -229,6 +229,23 @@ def test_an_evaluator_that_traps_times_out_or_answers_nonsense_fails_closed(
     assert after.ok is (evaluator == "judge")
 
 
+def test_an_evaluators_reason_that_quotes_the_refused_output_is_withheld(
+    imported: tuple[Path, dict[str, Any]], flaky: FlakyServer, tmp_path: Path, build_js: Any, build_guest: BuildGuest
+) -> None:
+    with judged(imported, tmp_path, build_js, build_guest, "judge") as rt:
+        refused = rt.call("flaky-get-item", {"id": "judge-quotes-4111-1111-ü"})
+        rows = {r["call_id"]: r for r in rt.audit.records()}
+    assert refused.error is not None and refused.error.code == "evaluation_failed" and refused.output is None
+    shown = json.dumps(refused.to_dict()["error"], ensure_ascii=False)
+    assert "4111" not in shown  # the refused output, quoted by the judge, never reaches the caller's error
+    assert refused.error.details["reason"] == (
+        "the evaluator 'judge' refused the output:"
+        " (withheld: the reason quotes the refused output; the judge's audit row keeps it)"
+    )
+    judge_row = rows[json.loads(rows[refused.meta["call_id"]]["egress"])["evaluation"]["evaluators"][0]["call_id"]]
+    assert judge_row["outcome"] == "ok"
+
+
 def test_an_evaluator_judged_by_an_evaluator_is_refused_not_recursed(
     _isolated_env: Path, build_js: Any, tmp_path: Path
 ) -> None:

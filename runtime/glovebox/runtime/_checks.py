@@ -109,7 +109,7 @@ class OutputChecks:
         try:
             self._run(output, text, scrubber)
             for label, name in self.evaluators:
-                self._judge(label, name, judge, {**(call or {}), "output": output}, judged)
+                self._judge(label, name, judge, {**(call or {}), "output": output}, judged, scrubber)
         except EvaluationFailed as failed:
             meta["evaluation"] = {"verdict": "fail", "check": failed.details["check"]}
             if judged:
@@ -142,7 +142,13 @@ class OutputChecks:
                     _fail(label, f"the output matches the forbidden pattern {pattern!r}")
 
     def _judge(
-        self, label: str, name: str, judge: Judge | None, payload: dict[str, Any], judged: list[dict[str, Any]]
+        self,
+        label: str,
+        name: str,
+        judge: Judge | None,
+        payload: dict[str, Any],
+        judged: list[dict[str, Any]],
+        scrubber: Scrubber | None = None,
     ) -> None:
         """One evaluator's verdict; anything but a clean ``{"pass": true}`` refuses the output."""
         if judge is None or _JUDGING.get():
@@ -166,7 +172,39 @@ class OutputChecks:
         reason = reason[:MAX_REASON] if isinstance(reason, str) else ""
         entry["verdict"] = "pass" if answer["pass"] else "fail"
         if not answer["pass"]:
+            reason = _shown_reason(reason, payload["output"], scrubber)
             _fail(label, f"the evaluator {name!r} refused the output: {reason or '(no reason given)'}")
+
+
+#: A string of the refused output this long, quoted in an evaluator's reason, withholds the reason.
+QUOTED_CHARS = 8
+
+
+def _shown_reason(reason: str, output: Any, scrubber: Scrubber | None) -> str:
+    """An evaluator's reason as the caller may read it: never a piece of the output it refused, nor a secret.
+
+    The output is refused so that the caller does not get it; a judge that explains
+    itself by quoting it ("it contains 4111-1111-...") would hand part of it over.
+    Any run of ``QUOTED_CHARS`` characters the reason shares with the output's JSON
+    withholds the reason (the judge's own audit row keeps it for the operator).
+    """
+    if scrubber is not None:
+        reason = scrubber.text(reason)
+    text = "\n".join([canonical_json(output), *_strings(output)])  # the strings unescaped too
+    if any(reason[i : i + QUOTED_CHARS] in text for i in range(len(reason) - QUOTED_CHARS + 1)):
+        return "(withheld: the reason quotes the refused output; the judge's audit row keeps it)"
+    return reason
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a JSON value, keys included."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for key, item in value.items() for s in (key, *_strings(item))]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    return []
 
 
 def _fail(check: str, reason: str) -> None:
