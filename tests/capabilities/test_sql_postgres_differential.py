@@ -196,7 +196,7 @@ def _changes(connection: Any, text: str, spared: frozenset[str] = frozenset()) -
         before = _state(connection)
         connection.execute(f"SAVEPOINT {SAVEPOINT}")
         try:
-            connection.execute(text)
+            _run(connection, text)
         except psycopg.Error:
             try:
                 connection.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
@@ -218,6 +218,23 @@ def _changes(connection: Any, text: str, spared: frozenset[str] = frozenset()) -
     after = _state(connection)
     found += [f"{name} changed after the rollback" for name in _watched(spared) if after[name] != outside[name]]
     return found
+
+
+def _run(connection: Any, text: str) -> None:
+    """Run ``text`` as the server would take it from a client: a ``COPY`` through the copy protocol
+    (nothing sent in, everything sent out read), anything else executed."""
+    from pglast import parser
+
+    try:
+        copy = '"CopyStmt"' in parser.parse_sql_json(text)
+    except parser.ParseError:
+        copy = False
+    if not copy:
+        connection.execute(text)
+        return
+    with connection.cursor() as cursor, cursor.copy(text) as stream:
+        for _ in stream:
+            pass
 
 
 def _watched(spared: frozenset[str]) -> list[str]:
@@ -276,10 +293,28 @@ def test_a_statement_judged_a_read_never_writes_on_postgres(probe: Any, text: st
     assert not changes, f"{text!r} was allowed on orders alone but: {'; '.join(changes)}"
 
 
+DETECTED = [
+    "SELECT nextval('tickets')",
+    "SELECT set_config('glovebox.probe', 'x', false)",
+    "SELECT pg_advisory_lock(7)",
+    "SELECT lo_create(0)",
+    "SELECT bump()",
+    "COPY (DELETE FROM orders RETURNING *) TO STDOUT",
+    "CREATE TEMP TABLE t (a int)",
+    "PREPARE p AS SELECT 1",
+    "COMMIT AND CHAIN",
+    "CREATE ROLE intruder",
+    "SELECT * FROM orders FOR UPDATE",
+]
+
+
 def test_the_check_catches_a_classifier_that_calls_writes_reads(
     pg_server: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Break the kind judgement (every statement a select): the differential check must find the writes.
+
+    First, each trace the check looks for is left once by a statement run directly (the detector is
+    not blind); then the broken classifier lets writes through, and the property must fail.
 
     On its own database: what the broken classifier lets through may leave a trace (a sequence a failed
     insert advanced, a prepared statement)."""
@@ -292,6 +327,8 @@ def test_the_check_catches_a_classifier_that_calls_writes_reads(
         "CREATE ROLE intruder",
         "COMMIT",
     ]
+    for text in DETECTED:  # every trace the check looks for, left by a statement the host refuses
+        assert _changes(connection, text), f"the check missed what {text!r} did"
     classify.cache_clear()
     monkeypatch.setattr(_pgcheck, "_statement_kinds", lambda node_type: {"select"})
     monkeypatch.setattr(_pgcheck._Walk, "kind_of", lambda self, key: None)
