@@ -371,6 +371,14 @@ def test_only_the_runs_principal_or_an_approving_auditor_may_resume_it(console: 
     url = console.url + f"/ui/runs/{paused.run_id}/resume"
     assert httpx.post(url, headers=bearer("agent")).status_code == 404  # may not see it
     assert httpx.post(url, headers=bearer("nobody")).status_code == 404
+    text = console.policy.read_text()  # boss keeps glovebox:audit and loses the approver scope
+    console.policy.write_text(text.replace('boss": {scopes: [run, glovebox:approve, ', 'boss": {scopes: [run, '))
+    assert console.runtime.reload_policy()
+    reader = httpx.post(url, headers=bearer("boss"))
+    assert reader.status_code == 403 and "glovebox:approve" in reader.text
+    assert console.runtime.runs.store.get(paused.run_id).status == "paused"  # type: ignore[union-attr]
+    console.policy.write_text(text)
+    assert console.runtime.reload_policy()
     done = httpx.post(url, headers=bearer("boss"))  # glovebox:audit and glovebox:approve
     assert done.status_code == 303
     result = console.runtime.runs.show(paused.run_id)
