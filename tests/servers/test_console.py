@@ -11,7 +11,7 @@ import httpx
 
 from glovebox.servers._sessions import COOKIE
 
-from .conftest import KEYS, Console, sha
+from .conftest import KEYS, XSS_PRINCIPAL, Console, sha
 
 ROW_LINK = re.compile(r'href="/ui/audit/\d+"')
 PAGES = ["/ui/approvals", "/ui/approvals/mark", "/ui/audit", "/ui/audit/1", "/ui/audit/export.jsonl", "/ui/health"]
@@ -245,3 +245,152 @@ def test_a_sql_request_shows_the_approver_its_statement(console: Console) -> Non
     assert "SQL delete on <code>shop</code>" in row
     assert "DELETE FROM orders WHERE id = ? -- &lt;b&gt;x&lt;/b&gt;" in row and "<b>x</b>" not in row
     assert "[7]" in row
+
+
+# -- runs (code mode) ---------------------------------------------------------
+
+#: A program that calls plain, then sensitive (require_approval: the run pauses), and returns markup.
+PAUSING = """export default async function (input, tools) {
+  const first = await tools.call("plain", { step: 1 });
+  const second = await tools.call("sensitive", { q: input.q });
+  return { first, second, note: "<script>alert('output')</script>" };
+}"""
+#: A program whose output and whose one step's output are markup.
+HOSTILE = """export default async function (input, tools) {
+  const echoed = await tools.call("plain", { q: "<img src=x onerror=alert('step')>" });
+  return { html: "<script>alert('output')</script>", echoed };
+}"""
+
+
+def sensitive_runs(console: Console) -> int:
+    """How many times the sensitive tool ran (the audit's ok rows for it)."""
+    return sum(1 for r in console.runtime.audit.records() if r["tool"].startswith("sensitive") and r["outcome"] == "ok")
+
+
+def test_the_runs_page_lists_the_viewers_own_runs_and_every_run_with_the_audit_scope(console: Console) -> None:
+    mine = console.runtime.run(HOSTILE, principal="agent")
+    theirs = console.runtime.run(HOSTILE, principal=XSS_PRINCIPAL)
+    assert mine.status == "done" and theirs.status == "done", mine.to_dict()
+    own = httpx.get(console.url + "/ui/runs", headers=bearer("agent"))
+    assert own.status_code == 200
+    assert f'href="/ui/runs/{mine.run_id}"' in own.text and theirs.run_id not in own.text
+    every = httpx.get(console.url + "/ui/runs", headers=bearer("admin")).text
+    assert every.index(theirs.run_id) < every.index(mine.run_id), "newest first"
+    assert "&lt;img src=x onerror=alert(&#39;principal&#39;)&gt;" in every and "<img src=x" not in every
+    assert "no run" not in httpx.get(console.url + "/ui/runs", headers=bearer("nobody")).text
+    assert mine.run_id not in httpx.get(console.url + "/ui/runs", headers=bearer("nobody")).text
+    assert httpx.get(console.url + "/ui/runs").status_code == 303  # unsigned: to the sign-in form
+
+
+def test_the_runs_page_is_paginated(console: Console) -> None:
+    from glovebox.servers._console import PAGE_ROWS
+
+    store = console.runtime.runs.store
+    ids = [store.create("agent", "js", "x", "x", None) for _ in range(PAGE_ROWS + 3)]
+    first = httpx.get(console.url + "/ui/runs", headers=bearer("agent")).text
+    assert first.count('href="/ui/runs/') == PAGE_ROWS and f"/ui/runs?offset={PAGE_ROWS}" in first
+    second = httpx.get(console.url + f"/ui/runs?offset={PAGE_ROWS}", headers=bearer("agent")).text
+    assert second.count('href="/ui/runs/') == 3 and "Older" not in second and "Newer" in second
+    shown = set(re.findall(r'href="/ui/runs/([0-9a-f]+)"', first + second))
+    assert shown == set(ids)
+
+
+def test_a_runs_steps_and_output_are_shown_and_markup_in_them_is_inert(console: Console) -> None:
+    result = console.runtime.run(HOSTILE, principal="agent")
+    assert result.status == "done", result.to_dict()
+    page = httpx.get(console.url + f"/ui/runs/{result.run_id}", headers=bearer("agent"))
+    assert page.status_code == 200
+    assert page.headers["content-security-policy"].startswith("default-src 'self'")
+    html = page.text
+    assert 'id="step-0"' in html and "<code>plain</code>" in html and "<code>ok</code>" in html
+    assert "<script>alert" not in html and "<img src=x" not in html
+    assert "&lt;script&gt;alert(&#39;output&#39;)&lt;/script&gt;" in html
+    assert "&lt;img src=x onerror=alert(&#39;step&#39;)&gt;" in html
+    assert 'id="run-status" class="status status-done">done<' in html
+    assert "Resume" not in html and "Cancel run" not in html, "a finished run has no buttons"
+
+
+def test_another_principals_run_answers_as_an_unknown_one(console: Console) -> None:
+    theirs = console.runtime.run(HOSTILE, principal=XSS_PRINCIPAL)
+    unseen = httpx.get(console.url + f"/ui/runs/{theirs.run_id}", headers=bearer("agent"))
+    unknown = httpx.get(console.url + "/ui/runs/" + "0" * 32, headers=bearer("agent"))
+    assert unseen.status_code == unknown.status_code == 404
+    assert unseen.text.replace(theirs.run_id, "ID") == unknown.text.replace("0" * 32, "ID")
+    assert "onerror" not in unseen.text and "output" not in unseen.text
+    for action in ("resume", "cancel"):
+        refused = httpx.post(console.url + f"/ui/runs/{theirs.run_id}/{action}", headers=bearer("agent"))
+        assert refused.status_code == 404 and "no run" in refused.text
+    assert httpx.get(console.url + f"/ui/runs/{theirs.run_id}", headers=bearer("admin")).status_code == 200
+
+
+def test_resume_and_cancel_refuse_a_form_without_the_csrf_token(console: Console) -> None:
+    paused = console.runtime.run(PAUSING, input={"q": "csrf"}, principal="agent")
+    assert paused.status == "paused", paused.to_dict()
+    with signed_in(console, "agent") as client:
+        page = client.get(f"/ui/runs/{paused.run_id}")
+        token = csrf_of(page.text)
+        assert "Resume" in page.text and "Cancel" in page.text
+        for action in ("resume", "cancel"):
+            url = f"/ui/runs/{paused.run_id}/{action}"
+            assert client.post(url, data={}).status_code == 403
+            assert client.post(url, data={"csrf": token + "x"}).status_code == 403
+            other_site = client.post(url, data={"csrf": token}, headers={"Origin": "https://evil.example"})
+            assert other_site.status_code == 403 and "another site" in other_site.text
+    record = console.runtime.runs.store.get(paused.run_id)
+    assert record is not None and record.status == "paused" and record.attempts == paused.meta["attempts"]
+
+
+def test_resume_after_approval_completes_the_run_and_the_approved_call_runs_once(console: Console) -> None:
+    paused = console.runtime.run(PAUSING, input={"q": "resume me"}, principal="agent")
+    assert paused.status == "paused" and paused.error is not None and paused.error.code == "approval_required"
+    approval_id = paused.error.details["approval_id"]
+    assert sensitive_runs(console) == 0
+    with signed_in(console, "agent") as client:
+        page = client.get(f"/ui/runs/{paused.run_id}")
+        assert approval_id in page.text and 'status-paused">paused<' in page.text
+        token = csrf_of(page.text)
+        again = client.post(f"/ui/runs/{paused.run_id}/resume", data={"csrf": token})  # not approved yet
+        assert again.status_code == 303
+        assert 'status-paused">paused<' in client.get(f"/ui/runs/{paused.run_id}").text
+        assert sensitive_runs(console) == 0
+        console.runtime.approve(approval_id, principal="admin")
+        done = client.post(f"/ui/runs/{paused.run_id}/resume", data={"csrf": token}, follow_redirects=True)
+        assert done.status_code == 200 and 'status-done">done<' in done.text, done.text
+        assert "resume me" in done.text and "&lt;script&gt;alert(&#39;output&#39;)" in done.text
+        assert sensitive_runs(console) == 1, "the approved call ran exactly once"
+        replay = client.post(f"/ui/runs/{paused.run_id}/resume", data={"csrf": token})
+        assert replay.status_code == 409 and "only a paused run resumes" in replay.text
+    assert sensitive_runs(console) == 1
+    assert console.runtime.runs.show(paused.run_id).output["second"] == {"q": "resume me"}
+
+
+def test_only_the_runs_principal_or_an_approving_auditor_may_resume_it(console: Console) -> None:
+    paused = console.runtime.run(PAUSING, input={"q": "whose"}, principal=XSS_PRINCIPAL)
+    assert paused.status == "paused", paused.to_dict()
+    console.runtime.approve(paused.error.details["approval_id"], principal="admin")
+    url = console.url + f"/ui/runs/{paused.run_id}/resume"
+    assert httpx.post(url, headers=bearer("agent")).status_code == 404  # may not see it
+    assert httpx.post(url, headers=bearer("nobody")).status_code == 404
+    text = console.policy.read_text()  # boss keeps glovebox:audit and loses the approver scope
+    console.policy.write_text(text.replace('boss": {scopes: [run, glovebox:approve, ', 'boss": {scopes: [run, '))
+    assert console.runtime.reload_policy()
+    reader = httpx.post(url, headers=bearer("boss"))
+    assert reader.status_code == 403 and "glovebox:approve" in reader.text
+    assert console.runtime.runs.store.get(paused.run_id).status == "paused"  # type: ignore[union-attr]
+    console.policy.write_text(text)
+    assert console.runtime.reload_policy()
+    done = httpx.post(url, headers=bearer("boss"))  # glovebox:audit and glovebox:approve
+    assert done.status_code == 303
+    result = console.runtime.runs.show(paused.run_id)
+    assert result.status == "done" and result.meta["principal"] == XSS_PRINCIPAL, "it ran as its own principal"
+    assert sensitive_runs(console) == 1
+
+
+def test_cancel_ends_an_unfinished_run_and_it_never_resumes(console: Console) -> None:
+    paused = console.runtime.run(PAUSING, input={"q": "cancel"}, principal="agent")
+    console.runtime.approve(paused.error.details["approval_id"], principal="admin")
+    cancel = httpx.post(console.url + f"/ui/runs/{paused.run_id}/cancel", headers=bearer("agent"))
+    assert cancel.status_code == 303
+    resume = httpx.post(console.url + f"/ui/runs/{paused.run_id}/resume", headers=bearer("agent"))
+    assert resume.status_code == 409 and "is cancelled" in resume.text
+    assert sensitive_runs(console) == 0

@@ -200,3 +200,31 @@ def test_a_principal_without_the_scopes_gets_403_on_every_page_in_the_browser(
         assert answer is not None and answer.status == 403, path
         assert "lacks the scope" in page.locator("#message").inner_text()
     watched.shoot(page, "forbidden")
+
+
+def test_resume_a_paused_run_in_the_browser_and_see_it_done(console: Console, watched: Watched) -> None:
+    program = """export default async function (input, tools) {
+      const asked = await tools.call("sensitive", { q: input.q });
+      return { asked, note: "<img src=x onerror=alert('run')>" };
+    }"""
+    paused = console.runtime.run(program, input={"q": "<script>alert('run input')</script>"}, principal="agent")
+    assert paused.status == "paused" and paused.error is not None, paused.to_dict()
+    page = watched.sign_in("agent", "/ui/runs")
+    row = page.locator(f"#run-{paused.run_id}")
+    assert row.locator(".status").inner_text() == "paused"
+    watched.shoot(page, "runs")
+    row.get_by_role("link").click()
+    page.wait_for_url(f"**/ui/runs/{paused.run_id}")
+    assert page.locator("#run-status").inner_text() == "paused"
+    assert paused.error.details["approval_id"] in page.content()
+    console.runtime.approve(paused.error.details["approval_id"], principal="admin")
+    page.get_by_role("button", name=f"Resume run {paused.run_id}").click()
+    page.wait_for_url(f"**/ui/runs/{paused.run_id}")
+    assert page.locator("#run-status").inner_text() == "done"
+    shown = page.locator("#run-output").inner_text()
+    assert "<img src=x onerror=alert('run')>" in shown and "<script>alert('run input')</script>" in shown
+    assert page.locator("img").count() == 0, "no markup from the output became an element"
+    assert page.get_by_role("button", name=f"Resume run {paused.run_id}").count() == 0
+    watched.shoot(page, "run")
+    ok = [r for r in console.runtime.audit.records() if r["tool"].startswith("sensitive") and r["outcome"] == "ok"]
+    assert len(ok) == 1, "the approved call ran exactly once"

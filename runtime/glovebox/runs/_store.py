@@ -157,9 +157,9 @@ class RunStore:
         return None if row is None else _record(row)
 
     def list(
-        self, *, principal: str | None = None, status: str | None = None, limit: int = 100
+        self, *, principal: str | None = None, status: str | None = None, limit: int = 100, offset: int = 0
     ) -> builtins.list[RunRecord]:
-        """Runs, newest first."""
+        """Runs, newest first (``offset`` skips the newest ones: a page)."""
         where, args = [], []
         if principal is not None:
             where.append("principal = ?")
@@ -170,7 +170,8 @@ class RunStore:
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         with self._db.connection() as db:
             rows = db.execute(
-                f"SELECT {_COLUMNS} FROM runs {clause} ORDER BY created DESC LIMIT ?", (*args, limit)
+                f"SELECT {_COLUMNS} FROM runs {clause} ORDER BY created DESC, run_id LIMIT ? OFFSET ?",
+                (*args, limit, offset),
             ).fetchall()
         return [_record(row) for row in rows]
 

@@ -114,10 +114,10 @@ class Runs:
         return float(self._runtime.policy.runs.retention_days) * 86400.0
 
     def list(
-        self, *, principal: str | None = None, status: str | None = None, limit: int = 100
+        self, *, principal: str | None = None, status: str | None = None, limit: int = 100, offset: int = 0
     ) -> builtins.list[RunRecord]:
-        """The home's runs, newest first."""
-        return self.store.list(principal=principal, status=status, limit=limit)
+        """The home's runs, newest first (``offset`` skips the newest ones: a page)."""
+        return self.store.list(principal=principal, status=status, limit=limit, offset=offset)
 
     def show(self, run_id: str) -> RunResult:
         """A run's last known result.

@@ -14,6 +14,12 @@ Pages (HTML; Jinja2 templates and a stylesheet shipped in ``servers/ui/``)::
     GET  /ui/audit/{seq}            one record (glovebox:audit)
     POST /ui/audit/verify           walk the chain, show the result (glovebox:audit)
     GET  /ui/audit/export.jsonl     the whole log as JSON Lines (glovebox:audit)
+    GET  /ui/runs                   code-mode runs, newest first, paginated: the viewer's own; every
+                                    principal's with glovebox:audit
+    GET  /ui/runs/{id}              one run: its steps from the journal, its output or error (as the list)
+    POST /ui/runs/{id}/resume       resume a paused run, as the run's own principal (its principal, or an
+                                    approver who may see it)
+    POST /ui/runs/{id}/cancel       cancel an unfinished run (as resume)
     GET  /ui/tools                  the tools the viewer may see, each with its last calls' outcomes (any principal)
     GET  /ui/health                 policy digest and error, admission counters, breakers, and charts of
                                     the last 30 minutes' calls by outcome and p50/p99 (glovebox:audit)
@@ -72,6 +78,8 @@ PAGE_ROWS = 50
 RECENT_CALLS = 10
 #: Characters of a stored input shown on the approvals page.
 INPUT_CHARS = 2000
+#: Characters of a step's request or result, or a run's source, shown on a run's page.
+STEP_CHARS = 4000
 #: The longest reason a denial may give (it reaches the caller in the error message).
 REASON_CHARS = 500
 SIGNIN_COOKIE = "glovebox_signin"
@@ -363,6 +371,124 @@ class _Console:
         headers = {**_HEADERS, "Content-Disposition": 'attachment; filename="audit.jsonl"'}
         return StreamingResponse(lines(), media_type="application/x-ndjson", headers=headers)
 
+    # -- runs (code mode) ------------------------------------------------------
+
+    def _runs_of(self) -> Any:
+        """The backend's runs (``Runtime.runs``), or None when it keeps none (a scaled front)."""
+        return getattr(self.runtime, "runs", None)
+
+    def _sees_all_runs(self, viewer: _Viewer) -> bool:
+        return self._holds(viewer, AUDIT_SCOPE)
+
+    def _may_act_on(self, viewer: _Viewer, owner: str) -> bool:
+        """Resume or cancel: the run's own principal, or an approver who may see every run."""
+        if owner == viewer.principal:
+            return True
+        approver = self.runtime.policy.approvals.approver_scope
+        return self._sees_all_runs(viewer) and self._holds(viewer, approver)
+
+    def _no_run(self, request: Request, viewer: _Viewer, run_id: str) -> Response:
+        # One answer for an unknown id and for another principal's run: the page does not say which.
+        return self.page(request, "error.html", viewer, status=404, message=f"no run {run_id!r} you may see")
+
+    async def runs_page(self, request: Request) -> Response:
+        viewer = self._viewer(request)
+        if viewer is None:
+            return self._unsigned(request)
+        runs = self._runs_of()
+        every = self._sees_all_runs(viewer)
+        offset = _int(request.query_params.get("offset"), 0)
+        records: list[Any] = []
+        if runs is not None:
+            principal = None if every else viewer.principal
+            job = functools.partial(runs.list, principal=principal, limit=PAGE_ROWS + 1, offset=offset)
+            records = await self._run(job)
+        return self.page(
+            request, "runs.html", viewer, records=records[:PAGE_ROWS], more=len(records) > PAGE_ROWS,
+            offset=offset, page_rows=PAGE_ROWS, every=every, kept=runs is not None,
+        )  # fmt: skip
+
+    def _visible_run(self, viewer: _Viewer, run_id: str) -> tuple[Any, Any] | None:
+        """The run's record and result when the viewer may see it; None for an unknown or unseen one."""
+        runs = self._runs_of()
+        if runs is None or len(run_id) > 64:
+            return None
+        record = runs.store.get(run_id)
+        if record is None or not (record.principal == viewer.principal or self._sees_all_runs(viewer)):
+            return None
+        return record, runs.runner.result_of(record)
+
+    def _steps(self, run_id: str) -> list[dict[str, Any]]:
+        runs = self._runs_of()
+        rows = []
+        for step in runs.journal(run_id):
+            result = step.result if isinstance(step.result, dict) else {}
+            request = step.request if isinstance(step.request, dict) else {}
+            error = result.get("error") if step.kind == "call" else None
+            if step.kind == "call":
+                shown = result.get("output") if result.get("ok") else None
+                code = (error or {}).get("code", "ok") if step.state == "done" else step.state
+            else:
+                shown, code = result, "ok" if step.state == "done" else step.state
+            duration = None if step.finished is None else round((step.finished - step.started) * 1000, 3)
+            rows.append({
+                "seq": step.seq, "kind": step.kind, "tool": request.get("tool", ""), "code": code,
+                "duration_ms": duration, "reran": step.reran, "call_id": step.call_id,
+                "input": _clip(_pretty(request.get("input"))) if step.kind == "call" else None,
+                "output": None if shown is None else _clip(_pretty(shown)),
+                "error": None if not error else f"{error.get('code')}: {error.get('message')}",
+            })  # fmt: skip
+        return rows
+
+    async def run_page(self, request: Request) -> Response:
+        viewer = self._viewer(request)
+        if viewer is None:
+            return self._unsigned(request)
+        run_id = request.path_params["run_id"]
+        found = await self._run(functools.partial(self._visible_run, viewer, run_id))
+        if found is None:
+            return self._no_run(request, viewer, run_id)
+        record, result = found
+        steps = await self._run(functools.partial(self._steps, run_id))
+        return self.page(
+            request, "run.html", viewer, record=record, result=result, steps=steps,
+            output=None if result.output is None else _clip(_pretty(result.output)),
+            source=_clip(record.source), may_act=self._may_act_on(viewer, record.principal),
+            finished=record.status in ("done", "failed", "cancelled"),
+        )  # fmt: skip
+
+    async def run_action(self, request: Request) -> Response:
+        viewer = self._viewer(request)
+        if viewer is None:
+            return self._unsigned(request)
+        form = await self._posted(request, viewer)
+        if isinstance(form, Response):
+            return form
+        run_id = request.path_params["run_id"]
+        found = await self._run(functools.partial(self._visible_run, viewer, run_id))
+        if found is None:
+            return self._no_run(request, viewer, run_id)
+        record, _ = found
+        cancel = request.url.path.endswith("/cancel")
+        if not self._may_act_on(viewer, record.principal):
+            scope = self.runtime.policy.approvals.approver_scope
+            message = (
+                f"principal {viewer.principal!r} may not {'cancel' if cancel else 'resume'} another principal's"
+                f" run: that takes the scopes {AUDIT_SCOPE!r} and {scope!r}"
+            )
+            return self.page(request, "error.html", viewer, status=403, message=message)
+        runs = self._runs_of()
+        if cancel:
+            if record.status in ("done", "failed", "cancelled"):
+                return self.page(request, "error.html", viewer, status=409, message=f"run {run_id!r} has finished")
+            await self._run(functools.partial(runs.cancel, run_id))
+        else:
+            if record.status != "paused":
+                message = f"run {run_id!r} is {record.status}: only a paused run resumes"
+                return self.page(request, "error.html", viewer, status=409, message=message)
+            await self._run(functools.partial(runs.resume, run_id))  # as the run's own principal
+        return _secured(RedirectResponse(f"/ui/runs/{run_id}", status_code=303))
+
     async def tools(self, request: Request) -> Response:
         viewer = self._viewer(request)
         if viewer is None:
@@ -418,6 +544,13 @@ def _local(target: str | None) -> str:
     return "/ui/tools"
 
 
+def _clip(text: str) -> str:
+    """``text`` cut to :data:`STEP_CHARS`, saying how much more there was."""
+    if len(text) <= STEP_CHARS:
+        return text
+    return text[:STEP_CHARS] + f"… ({len(text) - STEP_CHARS} more characters)"
+
+
 def _int(text: str | None, default: int) -> int:
     return int(text) if text is not None and text.isdigit() and len(text) < 19 else default
 
@@ -440,6 +573,10 @@ def console_routes(
         Route("/ui/audit/export.jsonl", console.audit_export, methods=["GET"]),
         Route("/ui/audit/verify", console.audit_verify, methods=["POST"]),
         Route("/ui/audit/{seq:int}", console.audit_record, methods=["GET"]),
+        Route("/ui/runs", console.runs_page, methods=["GET"]),
+        Route("/ui/runs/{run_id}", console.run_page, methods=["GET"]),
+        Route("/ui/runs/{run_id}/resume", console.run_action, methods=["POST"]),
+        Route("/ui/runs/{run_id}/cancel", console.run_action, methods=["POST"]),
         Route("/ui/tools", console.tools, methods=["GET"]),
         Route("/ui/health", console.health, methods=["GET"]),
         Mount("/ui/static", app=StaticFiles(directory=str(_UI / "static")), name="console-static"),
