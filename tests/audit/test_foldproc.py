@@ -263,3 +263,21 @@ def test_the_fold_process_holds_none_of_its_writers_inherited_descriptors(tmp_pa
         assert child.stdout is not None
         child.stdout.close()
         os.close(read)
+
+
+def test_a_fold_process_with_nothing_to_do_exits_and_the_next_append_starts_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A live, idle writer keeps its journal file: the folder must not wait on it for ever.
+    monkeypatch.setattr(foldproc, "QUIET_EXIT_S", 1.0)
+    log = glovebox.AuditLog(tmp_path)
+    log.append(record("a"))
+    eventually(lambda: chained(tmp_path) == ["a"], "the row is chained")
+    first = folders_of(tmp_path)
+    assert first and list((tmp_path / "audit.journal").iterdir()), "the writer still holds its journal file"
+    eventually(lambda: not folders_of(tmp_path), "the idle folder exits while its writer lives", timeout=30)
+    log.append(record("b"))
+    eventually(lambda: chained(tmp_path) == ["a", "b"], "the next append starts another folder")
+    assert folders_of(tmp_path) not in ([], first)
+    log.close()
+    assert glovebox.AuditLog(tmp_path).verify().ok

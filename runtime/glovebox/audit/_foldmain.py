@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from ._foldproc import IDLE_EXIT_S, IDLE_POLL_S, LOG_NAME, POLL_S
+from ._foldproc import IDLE_EXIT_S, IDLE_POLL_S, LOG_NAME, POLL_S, QUIET_EXIT_S
 from ._journal import journal_files
 from ._log import AuditLog
 
@@ -16,8 +16,9 @@ __all__ = ["main"]
 
 
 def main(argv: list[str]) -> int:
-    """The fold process: ``<home> <locked fd>``; folds until the journal has been empty a while."""
+    """The fold process: ``<home> <locked fd> [quiet s]``; folds until the journal has been idle a while."""
     home, fd = Path(argv[0]), int(argv[1])
+    quiet_s = float(argv[2]) if len(argv) > 2 else QUIET_EXIT_S
     handler = logging.FileHandler(home / LOG_NAME, delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(message)s"))
     logging.getLogger("glovebox").addHandler(handler)
@@ -28,14 +29,15 @@ def main(argv: list[str]) -> int:
 
     log = AuditLog(home)  # a log that never appends starts no folder of its own
     try:
-        return _fold_until_idle(log)
+        return _fold_until_idle(log, quiet_s)
     finally:
         log.close()
         os.close(fd)
 
 
-def _fold_until_idle(log: AuditLog) -> int:
+def _fold_until_idle(log: AuditLog, quiet_s: float) -> int:
     directory, seen, pause, empty_since = log.journal_dir, None, POLL_S, None
+    busy_at = time.monotonic()  # when a fold last moved rows
     while True:
         try:
             sizes = [(path.name, path.stat().st_size) for path in journal_files(directory)]
@@ -50,6 +52,8 @@ def _fold_until_idle(log: AuditLog) -> int:
                 return 0
         else:
             empty_since = None
+        if now - busy_at >= quiet_s:
+            return 0  # rows that stay (an idle writer's, or unfoldable): the next append starts a folder
         if sizes is not None and sizes != seen:
             try:
                 log.fold()
@@ -58,7 +62,7 @@ def _fold_until_idle(log: AuditLog) -> int:
                 pause = min(pause * 2, IDLE_POLL_S * 4)
                 time.sleep(pause)
                 continue
-            seen, pause = sizes, POLL_S  # what changed since ``sizes`` was read is seen next time
+            seen, pause, busy_at = sizes, POLL_S, now  # what changed since ``sizes`` was read is seen next time
         else:
             pause = min(pause * 2, IDLE_POLL_S)
         time.sleep(pause)

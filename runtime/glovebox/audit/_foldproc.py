@@ -26,7 +26,8 @@ every writer (:class:`FoldSupervisor`):
 * **Cheap when idle.** The folder polls the journal files' sizes every
   :data:`POLL_S` while rows arrive, backing off to :data:`IDLE_POLL_S` when
   none do, and exits once the journal directory has been empty (no live
-  writer holds a file) for :data:`IDLE_EXIT_S`.
+  writer holds a file) for :data:`IDLE_EXIT_S`, or nothing in it has changed (or
+  folding has kept failing) for :data:`QUIET_EXIT_S`: the next append starts another.
 * **Short-lived writers start none.** A writer asks for a folder only
   :data:`START_DELAY_S` after its first append: a CLI call that closes sooner
   folds its own rows at ``close`` and never pays for a process.
@@ -52,6 +53,7 @@ __all__ = [
     "CHECK_S",
     "IDLE_EXIT_S",
     "IDLE_POLL_S",
+    "QUIET_EXIT_S",
     "LOCK_NAME",
     "LOG_NAME",
     "POLL_S",
@@ -73,6 +75,10 @@ POLL_S = 0.02
 IDLE_POLL_S = 0.25
 #: How long the journal directory stays empty before the folder exits (seconds).
 IDLE_EXIT_S = 2.0
+#: How long the folder stays when the journal holds rows but nothing changes, or folding keeps
+#: failing (a writer idle with its file open, a dead writer's file it cannot fold): it exits, and
+#: the next append starts another, so no folder outlives the work it has by more than this.
+QUIET_EXIT_S = 30.0
 #: The longest pause before restarting a folder that failed (seconds).
 MAX_BACKOFF_S = 30.0
 #: How long a folder runs before its death no longer counts towards the pause.
@@ -224,7 +230,7 @@ def _start(home: Path) -> int | None:
             (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
             (os.POSIX_SPAWN_DUP2, fd, _CHILD_FD),
         ]
-        argv = [sys.executable, "-I", "-c", _BOOT, str(_PACKAGE), str(home), str(_CHILD_FD)]
+        argv = [sys.executable, "-I", "-c", _BOOT, str(_PACKAGE), str(home), str(_CHILD_FD), str(QUIET_EXIT_S)]
         # setsid: a terminal's ^C goes to the writer, which may not be the home's last one
         pid = os.posix_spawn(sys.executable, argv, os.environ, file_actions=actions, setsid=True)
         _started.add(pid)
