@@ -10,6 +10,7 @@ added without showing how a call produces it.
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import tomllib
 from collections.abc import Callable, Iterator
@@ -230,6 +231,39 @@ CASES: dict[str, Callable[[Ctx], glovebox.CallResult]] = {
     )
 }
 
+
+def run_limit(ctx: Ctx) -> glovebox.RunResult:
+    # A program that asks the host for the time more often than its journal may hold.
+    from glovebox.runs._host import RunBounds
+
+    with glovebox.Runtime(home=ctx.home) as rt:
+        rt.runs.runner.bounds = RunBounds(max_steps=20)
+        return rt.run("export default async function () { for (;;) Date.now(); }")
+
+
+def run_diverged(ctx: Ctx) -> glovebox.RunResult:
+    # A run paused on an approval resumes with a program that asks for something else at step 0.
+    document = {"version": 1, "defaults": {"action": "allow"}}
+    document["rules"] = [{"tool": "held", "action": "require_approval"}]
+    program = (
+        "export default async function (input, tools) {"
+        ' await tools.call("echo", {text: "one"}); await tools.call("held", {text: "two"}); }'
+    )
+    with glovebox.Runtime(home=ctx.home, policy=parse_policy(json.dumps(document))) as rt:
+        rt.register(ctx.build_guest("echo"), {"name": "echo"})
+        rt.register(ctx.build_guest("echo"), {"name": "held"})
+        paused = rt.run(program)
+        assert paused.status == "paused", paused.to_dict()
+        with sqlite3.connect(rt.home / "runs.sqlite") as db:
+            db.execute(
+                "UPDATE runs SET script = replace(script, '\"one\"', '\"uno\"') WHERE run_id = ?", (paused.run_id,)
+            )
+        return rt.runs.resume(paused.run_id)
+
+
+#: The codes a run (code mode) ends with, not a single call: their envelope is the run's.
+RUN_CASES: dict[str, Callable[[Ctx], glovebox.RunResult]] = {case.__name__: case for case in (run_limit, run_diverged)}
+
 #: The retryable codes; every other call error is not.
 RETRYABLE = {"upstream_error", "rate_limited", "overloaded", "circuit_open"}
 
@@ -242,14 +276,14 @@ def _call_error_classes(cls: type[glovebox.CallError] = glovebox.CallError) -> s
 
 
 def test_every_code_has_a_case() -> None:
-    assert set(CASES) == set(glovebox.ERROR_CODES)
+    assert set(CASES) | set(RUN_CASES) == set(glovebox.ERROR_CODES) and not set(CASES) & set(RUN_CASES)
 
 
 def test_every_call_error_class_has_a_listed_code() -> None:
     assert {cls.code for cls in _call_error_classes()} == set(glovebox.ERROR_CODES)
 
 
-@pytest.mark.parametrize("code", glovebox.ERROR_CODES)
+@pytest.mark.parametrize("code", [code for code in glovebox.ERROR_CODES if code not in RUN_CASES])
 def test_a_real_call_produces(
     code: str,
     _isolated_env: Path,
@@ -273,3 +307,20 @@ def test_a_real_call_produces(
             assert [row["outcome"] for row in rows] == [code]
         finally:
             audit.close()
+
+
+@pytest.mark.parametrize("code", sorted(RUN_CASES))
+def test_a_real_run_produces(
+    code: str,
+    _isolated_env: Path,
+    build_guest: BuildGuest,
+    build_example: BuildGuest,
+    request: pytest.FixtureRequest,
+) -> None:
+    result = RUN_CASES[code](Ctx(_isolated_env, build_guest, build_example, request))
+    assert result.status == "failed" and not result.ok and result.error is not None, result.to_dict()
+    assert result.error.code == code and type(result.error).code == code
+    assert result.error.retryable is False
+    envelope = result.to_dict()
+    assert envelope["error"]["code"] == code and envelope["status"] == "failed"
+    assert set(envelope["error"]) == {"code", "message", "retryable", "details"}

@@ -61,7 +61,11 @@ def runs() -> None:
 
 @runs.command(name="list")
 @click.option("--principal", help="Only this principal's runs (default: everyone's).")
-@click.option("--status", type=click.Choice(["running", "paused", "done", "failed", "cancelled"]), help="Only these.")
+@click.option(
+    "--status",
+    type=click.Choice(["running", "paused", "done", "failed", "cancelled"]),
+    help="Only runs with this status (default: every status).",
+)
 @click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True, help="Newest first, at most.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of lines.")
 @click.pass_context

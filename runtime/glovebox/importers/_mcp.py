@@ -63,6 +63,7 @@ def import_mcp(
     propagate_trace: bool = False,
     accept_widening: bool = False,
     dry_run: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> ImportResult:
     """Register (or refresh) every tool of the MCP server at ``url``; all of them or none.
 
@@ -81,6 +82,8 @@ def import_mcp(
         accept_widening: let a refresh send an existing tool a secret it was not sent before,
             or turn on ``propagate_trace``.
         dry_run: list the server and compute the diff; register nothing.
+        progress: called with one line per slow step (listing the server, registering);
+            the CLI shows them on a terminal.
 
     Returns:
         What was added, changed (a new patch version), removed (deprecated) and left unchanged.
@@ -101,6 +104,8 @@ def import_mcp(
     if name is not None and not re.fullmatch(NAME_PATTERN, name):
         raise ValueError(f"--name {name!r}: a tool name prefix must match {NAME_PATTERN}")
     limits = _limits(timeout_ms, output_bytes)
+    say = progress or (lambda line: None)
+    say(f"listing the tools of {origin_of(url)}")
     listing = list_remote(url, headers, LIST_TIMEOUT_S, LIST_BYTES)
     prefix = name or sanitize(listing.server_name or urlsplit(url).hostname or "remote")
     required = _scopes(scopes, prefix)
@@ -114,7 +119,9 @@ def import_mcp(
         refusal=InvalidManifest,
     )
     hints = [_hint(url, header, secret) for header, secret in headers.items()]
-    return apply(runtime, planned, None, source, secrets=hints, accept_widening=accept_widening, dry_run=dry_run)
+    return apply(
+        runtime, planned, None, source, secrets=hints, accept_widening=accept_widening, dry_run=dry_run, progress=say
+    )
 
 
 def _require_sdk() -> None:

@@ -36,6 +36,16 @@ MAX_INPUT_BYTES = 4 * 1024 * 1024
 MAX_VALIDATION_S = 1.0
 # Built once: ``json.dumps`` with options builds an encoder per call.
 _ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+#: What ``_linear_error`` stands for when the linear engine could not judge a value at all.
+_NOT_LINEAR: Any = object()
+
+
+def _linear_error(fast: Any, value: Any) -> Any:
+    """The linear engine's best error for ``value``: None when it is valid, ``_NOT_LINEAR`` when it names none."""
+    if fast.is_valid(value):
+        return None
+    error = _linear.best_error(fast.iter_errors(value))
+    return _NOT_LINEAR if error is None else error
 
 
 class SchemaCheck:
@@ -78,12 +88,15 @@ class SchemaCheck:
         fast = self.fast
         if fast is not None and (not self.patterns or len(_ENCODE(value)) <= LINEAR_MAX_CHARS):
             try:
-                if fast.is_valid(value):
-                    return
-                error = _linear.best_error(fast.iter_errors(value))
-            except ValueError:
-                error = None  # a value it cannot read (a str subclass): jsonschema decides
-            if error is not None:
+                error = _linear_error(fast, value)
+            except ValueError:  # a value it cannot read (a str subclass): the same value as plain JSON
+                try:
+                    error = _linear_error(fast, json.loads(_ENCODE(value)))
+                except (TypeError, ValueError):
+                    error = _NOT_LINEAR  # not JSON at all: jsonschema decides, and says why
+            if error is None:
+                return
+            if error is not _NOT_LINEAR:
                 self._refuse(error.message, error.instance_path, error.evaluation_path)
         from referencing.exceptions import Unresolvable
 
