@@ -106,12 +106,7 @@ def show(ctx: click.Context, run_id: str, with_journal: bool) -> None:
 @click.pass_context
 def resume(ctx: click.Context, run_id: str) -> None:
     """Continue run RUN_ID (paused, or its process died): recorded steps replay, the rest runs live."""
-    with open_runtime(ctx) as rt:
-        try:
-            result = rt.runs.resume(run_id)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="'RUN_ID'") from exc
-    _finish(result)
+    _act(ctx, "resume", run_id)
 
 
 @runs.command()
@@ -119,9 +114,14 @@ def resume(ctx: click.Context, run_id: str) -> None:
 @click.pass_context
 def cancel(ctx: click.Context, run_id: str) -> None:
     """Cancel run RUN_ID unless it finished; a cancelled run never resumes."""
+    _act(ctx, "cancel", run_id)
+
+
+def _act(ctx: click.Context, action: str, run_id: str) -> None:
+    """``runs.resume`` or ``runs.cancel`` of one run, its envelope printed; an unknown id names RUN_ID."""
     with open_runtime(ctx) as rt:
         try:
-            result = rt.runs.cancel(run_id)
+            result = getattr(rt.runs, action)(run_id)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="'RUN_ID'") from exc
     _finish(result)
