@@ -49,6 +49,8 @@ import threading
 import time
 from pathlib import Path
 
+from ..core._settings import process_environment
+
 __all__ = [
     "CHECK_S",
     "IDLE_EXIT_S",
@@ -232,7 +234,7 @@ def _start(home: Path) -> int | None:
         ]
         argv = [sys.executable, "-I", "-c", _BOOT, str(_PACKAGE), str(home), str(_CHILD_FD), str(QUIET_EXIT_S)]
         # setsid: a terminal's ^C goes to the writer, which may not be the home's last one
-        pid = os.posix_spawn(sys.executable, argv, os.environ, file_actions=actions, setsid=True)
+        pid = os.posix_spawn(sys.executable, argv, process_environment(), file_actions=actions, setsid=True)
         _started.add(pid)
         return pid
     finally:

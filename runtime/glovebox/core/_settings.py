@@ -146,6 +146,11 @@ def log_format() -> str:
     return value
 
 
+def process_environment() -> dict[str, str]:
+    """The environment of a helper process the host starts (the audit's fold process): the host's own."""
+    return dict(os.environ)
+
+
 def quiet_ray_failure_handler() -> None:
     """Set ``RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1`` unless set: Ray's failure signal handler,
     installed by ``ray.init``, would take the signals wasmtime turns into guest traps."""
