@@ -30,6 +30,7 @@ from glovebox.capabilities._sqlite import EngineFailed, EngineRefused, Plan
 from glovebox.model._grants import SqlGrant
 
 from .pgfixtures import make_pg_shop, pg_policy, pg_snapshot
+from .test_sql import _call  # the sql_client guest's call: the same on both engines
 
 READ_ONLY = {"select": "allow", "insert": "block", "update": "block", "delete": "block", "ddl": "block"}
 PASSWORD_ENV = "GLOVEBOX_TEST_PG_PASSWORD"
@@ -58,10 +59,6 @@ def client(tmp_path: Path, shop: str, build_guest: Callable[[str], Path]) -> Cal
         return rt
 
     return make
-
-
-def _call(rt: glovebox.Runtime, sql: str, principal: str | None = None, **extra: Any) -> glovebox.CallResult:
-    return rt.call("client", {"database": "shop", "sql": sql, **extra}, principal=principal)
 
 
 PG_ATTACKS = [
