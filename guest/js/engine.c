@@ -13,6 +13,10 @@
  * glovebox.h), the wall clock and random numbers of WASI 0.2 (Date.now(),
  * Math.random()). No other WASI function is linked: the stubs below answer
  * "not supported", so there is no file, environment or stdio to reach.
+ *
+ * Compiled with GB_CODE_RUNNER (the code runner of `Runtime.run` only), the
+ * engine also imports `host-call` of glovebox:tool/run (guest/js/runner.wit):
+ * one string in, one JSON answer out, for every host call a program makes.
  */
 #include "glovebox.h"
 #include "quickjs.h"
@@ -329,6 +333,45 @@ done:
     return result;
 }
 
+#ifdef GB_CODE_RUNNER
+/* ---- the code runner's host calls (glovebox:tool/run, runner.wit) --------- */
+/* Linked into the code runner's engine only: a tool's engine has no such      */
+/* import, and the host links the interface for the code runner alone.         */
+
+__attribute__((import_module("glovebox:tool/run@0.1.0"), import_name("host-call")))
+extern void gb__run_host_call(int32_t kind, int32_t kind_len, int32_t request, int32_t request_len,
+                              int32_t ret);
+
+/* host(kind: string, request: string) -> the host's JSON answer, parsed. */
+static JSValue gb_native_host(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
+    (void)this_val;
+    if (argc < 2) return JS_ThrowTypeError(ctx, "host needs (kind, request)");
+    size_t kind_len, request_len;
+    const char *kind = JS_ToCStringLen(ctx, &kind_len, argv[0]);
+    if (!kind) return JS_EXCEPTION;
+    const char *request = JS_ToCStringLen(ctx, &request_len, argv[1]);
+    if (!request) {
+        JS_FreeCString(ctx, kind);
+        return JS_EXCEPTION;
+    }
+    _Alignas(4) uint32_t ret[2];
+    gb__run_host_call((int32_t)(uintptr_t)kind, (int32_t)kind_len, (int32_t)(uintptr_t)request,
+                      (int32_t)request_len, (int32_t)(uintptr_t)ret);
+    JS_FreeCString(ctx, kind);
+    JS_FreeCString(ctx, request);
+    /* cabi_realloc gave exactly ret[1] bytes: JS_ParseJSON wants a NUL after them. */
+    char *text = realloc((char *)(uintptr_t)ret[0], (size_t)ret[1] + 1);
+    if (!text) {
+        free((char *)(uintptr_t)ret[0]);
+        return JS_ThrowOutOfMemory(ctx);
+    }
+    text[ret[1]] = '\0';
+    JSValue answer = JS_ParseJSON(ctx, text, ret[1], "<host>");
+    free(text);
+    return answer;
+}
+#endif
+
 /* decode(bytes: Uint8Array) -> string: UTF-8, invalid sequences replaced. */
 static JSValue gb_native_decode(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
     (void)this_val;
@@ -343,6 +386,9 @@ static const JSCFunctionListEntry gb_natives[] = {
     JS_CFUNC_DEF("decode", 1, gb_native_decode),
     JS_CFUNC_DEF("fetch", 4, gb_native_fetch),
     JS_CFUNC_DEF("query", 3, gb_native_query),
+#ifdef GB_CODE_RUNNER
+    JS_CFUNC_DEF("host", 2, gb_native_host),
+#endif
 };
 
 /* ---- errors into text ----------------------------------------------------- */

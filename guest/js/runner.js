@@ -13,8 +13,10 @@
 // sets `__gb_program` to the module's exports and hands it over with the
 // input and the names of the tools the run's principal may see. Every host
 // call (a tool call, a search, the clock, the random seed) goes through one
-// channel, the host's `http-fetch` with a `glovebox-run:` URL, which the host
-// answers from the run's journal on a replay or live (and journals) otherwise.
+// channel, the run's own host import (`host-call` of glovebox:tool/run, see
+// runner.wit; the engine parses its JSON answer), which the host answers from
+// the run's journal on a replay or live (and journals) otherwise. A tool call
+// is answered with its output, or its error and who answered (a ToolCallError).
 // When the host answers `stop` (the run pauses for an approval, diverged from
 // its journal, or reached a bound), the call never settles: the program does
 // not go on, and the host decides how the run ended.
@@ -52,11 +54,12 @@ class RunStopped extends Error {
   }
 }
 
+const hostCall = native.host;
+const stringify = JSON.stringify; // captured: a program that replaces JSON.stringify changes nothing here
+
 function host(kind, payload) {
   if (stopped.now) return { stop: true };
-  const answer = native.fetch("POST", `glovebox-run:${kind}`, [], JSON.stringify(payload ?? null));
-  if (answer.error !== undefined) throw new Error(`the host did not answer ${kind}: ${answer.reason}`);
-  const reply = JSON.parse(native.decode(answer.body));
+  const reply = hostCall(kind, stringify(payload ?? null));
   if (reply.stop) stopped.now = true;
   return reply;
 }

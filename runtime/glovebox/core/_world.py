@@ -16,6 +16,8 @@ __all__ = [
     "HOST_INTERFACE",
     "LOG_LEVELS",
     "OOM_MARKER",
+    "RUN_FUNCTIONS",
+    "RUN_INTERFACE",
     "SQL_FUNCTIONS",
     "SQL_INTERFACE",
     "WASI_INTERFACES",
@@ -31,6 +33,11 @@ HOST_FUNCTIONS = frozenset({"http-fetch", "log"})
 SQL_INTERFACE = "glovebox:tool/sql@0.1.0"
 #: The functions of ``SQL_INTERFACE``: always linked; answers ``denied`` unless a database is granted.
 SQL_FUNCTIONS = frozenset({"query"})
+#: The host calls of a code-mode run's program (``guest/js/runner.wit``): linked for the code
+#: runner of ``Runtime.run`` only, never for a tool (a tool importing it is refused at registration).
+RUN_INTERFACE = "glovebox:tool/run@0.1.0"
+#: The functions of ``RUN_INTERFACE``.
+RUN_FUNCTIONS = frozenset({"host-call"})
 #: The function every tool exports.
 EXPORT_NAME = "call"
 #: The levels of the ``log`` host function (anything else is logged as ``info``).

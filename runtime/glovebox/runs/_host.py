@@ -1,18 +1,21 @@
 """The host side of one run's program: every host call answered from the journal or live, and journaled.
 
-The code runner sends each host call through ``http-fetch`` with a
-``glovebox-run:KIND`` URL and a JSON body (see ``guest/js/runner.js``), so the
-sandbox needs nothing new: this class is the run's ``Fetcher``. Step ``seq``
-(0, 1, ...) is answered
+The code runner makes each host call through its own import, ``host-call`` of
+``glovebox:tool/run`` (``guest/js/runner.wit``; the sandbox links it for the
+code runner alone): a kind and the request's JSON in, JSON text out. This class
+answers them (:meth:`RunHost.host_call`). Step ``seq`` (0, 1, ...) is answered
 
 - from the journal when it holds a ``done`` step there with the same kind and
-  request (a replay: nothing runs);
+  request (a replay: nothing runs; a recorded clock, seed or search goes back
+  as the text stored, a tool call as the part of its envelope the program sees);
 - with ``stop`` and :class:`~glovebox.RunDiverged` when the journal holds a
   different request there;
 - live otherwise (and when the journal holds it ``started``: a call in flight
   when a process died runs again, marked ``reran``): a tool call is a full
   call of the run's principal, written ``started`` before and ``done`` with its
-  envelope after, committed before the program sees it.
+  envelope after, committed before the program sees it. The program is sent
+  only the envelope's output, or its error and who answered (the code runner
+  parses every byte it is sent, in interpreted code).
 
 A live call that answers ``approval_required`` pauses the run: its step is
 dropped (after the approval the same call is made again, and runs once), and
@@ -30,16 +33,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from wasmtime.component import Record
-
 from ..core._errors import CallError, RunDiverged, RunLimit
 from ..model._result import CallResult
-from ._store import JournalStep, RunStore
+from ._store import RecordedStep, RunStore
 
 __all__ = ["RunBounds", "RunHost"]
 
-URL_PREFIX = "glovebox-run:"
 _KINDS = ("call", "search", "now", "random")
+_STOP = '{"stop": true}'
 
 
 @dataclass(frozen=True)
@@ -57,14 +58,14 @@ SearchTools = Callable[[str, str], list[dict[str, Any]]]
 
 
 class RunHost:
-    """The ``Fetcher`` of one attempt of one run (see the module docstring)."""
+    """The host calls of one attempt of one run (see the module docstring)."""
 
     def __init__(
         self,
         store: RunStore,
         run_id: str,
         principal: str,
-        journal: list[JournalStep],
+        journal: list[RecordedStep],
         call: CallTool,
         search: SearchTools,
         bounds: RunBounds,
@@ -77,7 +78,7 @@ class RunHost:
         self._search = search
         self.bounds = bounds
         self.seq = 0
-        self.bytes = sum(_size(step) for step in journal)
+        self.bytes = sum(len(step.request_text) + len(step.result_text or "") for step in journal)
         #: Why the program was stopped (diverged, a bound), or None.
         self.stopped: CallError | None = None
         #: The approval_required answer that paused the run, or None.
@@ -86,39 +87,28 @@ class RunHost:
         self.calls: list[dict[str, Any]] = []
         self.replayed = 0
 
-    # -- the Fetcher protocol -------------------------------------------------
-
-    def fetch(self, request: Any, state: Any) -> Record:
-        """Answer one host call of the program (never raises: a bad request gets an error answer)."""
+    def host_call(self, kind: str, request: str) -> str:
+        """Answer one host call of the program with JSON text (never raises: a bad request gets an error answer)."""
         try:
-            reply = self._answer(request)
+            return self._answer(kind, request)
         except CallError as refused:  # a request the runner never sends: the program forged it
-            reply = {"ok": False, "error": refused.to_dict(), "meta": {}}
-        return _response(reply)
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-    def scrub(self, text: str) -> str:
-        """The program holds no secrets: ``text`` unchanged."""
-        return text
+            return json.dumps({"ok": False, "error": refused.to_dict(), "meta": {}}, ensure_ascii=False)
 
     # -- answering ------------------------------------------------------------
 
-    def _answer(self, request: Any) -> dict[str, Any]:
+    def _answer(self, kind: str, request: str) -> str:
         if self.stopped is not None or self.paused is not None:
-            return {"stop": True}
-        kind, payload = _parse(request)
+            return _STOP
+        payload = _parse(kind, request)
         seq = self.seq
         self.seq += 1
         request_text = json.dumps({"kind": kind, **payload}, sort_keys=True, ensure_ascii=False)
         recorded = self.journal[seq] if seq < len(self.journal) else None
         if recorded is not None:
-            recorded_text = _request_text(recorded)
-            if recorded_text != request_text:
-                return self._stop(_diverged(seq, recorded_text, request_text))
-            if recorded.state == "done":
-                return self._replay(recorded)
+            if recorded.request_text != request_text:
+                return self._stop(_diverged(seq, recorded.request_text, request_text))
+            if recorded.state == "done" and recorded.result_text is not None:
+                return self._replay(recorded, recorded.result_text)
         if seq >= self.bounds.max_steps:
             return self._stop(RunLimit(_bound_message("steps", self.bounds.max_steps), details=_bound("steps", self)))
         if self.bytes + len(request_text) > self.bounds.max_journal_bytes:
@@ -126,25 +116,25 @@ class RunHost:
             return self._stop(RunLimit(_bound_message("bytes", limit), details=_bound("bytes", self)))
         return self._live(seq, kind, payload, request_text)
 
-    def _stop(self, why: CallError) -> dict[str, Any]:
+    def _stop(self, why: CallError) -> str:
         self.stopped = why
-        return {"stop": True}
+        return _STOP
 
-    def _replay(self, step: JournalStep) -> dict[str, Any]:
+    def _replay(self, step: RecordedStep, result_text: str) -> str:
         self.replayed += 1
-        result: dict[str, Any] = step.result
-        if step.kind == "call":
-            self.calls.append(_summary(result, replayed=True))
-            return _program_answer(result)
-        return result
+        if step.kind != "call":
+            return result_text  # the clock, the seed, a search: the program's answer as recorded
+        envelope = json.loads(result_text)
+        self.calls.append(_summary(envelope, replayed=True))
+        return _program_answer(envelope)
 
-    def _live(self, seq: int, kind: str, payload: dict[str, Any], request_text: str) -> dict[str, Any]:
+    def _live(self, seq: int, kind: str, payload: dict[str, Any], request_text: str) -> str:
         if kind != "call":
             result = self._local(kind, payload)
             result_text = json.dumps(result, ensure_ascii=False)
             self.store.record_step(self.run_id, seq, kind, request_text, result_text)
             self.bytes += len(request_text) + len(result_text)
-            return result
+            return result_text
         call_id = uuid.uuid4().hex
         self.store.begin_step(self.run_id, seq, kind, request_text, call_id)
         self.bytes += len(request_text)
@@ -155,12 +145,12 @@ class RunHost:
             self.store.forget_step(self.run_id, seq)
             self.calls.append(_summary(envelope, replayed=False))
             self.paused = answer
-            return {"stop": True}
+            return _STOP
         result_text = json.dumps(envelope, ensure_ascii=False)
         self.store.finish_step(self.run_id, seq, result_text)
         self.bytes += len(result_text)
         self.calls.append(_summary(envelope, replayed=False))
-        return _program_answer(envelope)
+        return _program_answer(envelope)  # committed: now the program may see it
 
     def _local(self, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
         if kind == "now":
@@ -170,39 +160,34 @@ class RunHost:
         return {"tools": self._search(str(payload.get("query", "")), self.principal)}
 
 
-def _parse(request: Any) -> tuple[str, dict[str, Any]]:
-    url = str(request.url)
-    kind = url[len(URL_PREFIX) :] if url.startswith(URL_PREFIX) else ""
+def _parse(kind: str, request: str) -> dict[str, Any]:
     if kind not in _KINDS:
-        raise RunDiverged(f"the program sent a host call the runner does not make: {url[:80]!r}")
+        raise RunDiverged(f"the program sent a host call the runner does not make: {kind[:80]!r}")
     try:
-        payload = json.loads(bytes(request.body or b"null"))
+        payload = json.loads(request)
     except ValueError as exc:
-        raise RunDiverged("the program sent a host call whose body is not JSON") from exc
+        raise RunDiverged("the program sent a host call whose request is not JSON") from exc
     if kind == "call":
         if not isinstance(payload, dict) or not isinstance(payload.get("tool"), str):
             raise RunDiverged("a tool call names no tool")
-        return kind, {"tool": payload["tool"], "input": payload.get("input")}
+        return {"tool": payload["tool"], "input": payload.get("input")}
     if kind == "search":
         query = payload.get("query", "") if isinstance(payload, dict) else ""
-        return kind, {"query": str(query)}
-    return kind, {}
+        return {"query": str(query)}
+    return {}
 
 
-def _response(reply: dict[str, Any]) -> Record:
-    record = Record()
-    body = json.dumps(reply, ensure_ascii=False).encode("utf-8")
-    record.__dict__.update(status=200, headers=[("content-type", "application/json")], body=body)
-    return record
+def _program_answer(envelope: dict[str, Any]) -> str:
+    """What the program is sent of a nested call's envelope: its output, or its error and who answered.
 
-
-def _program_answer(envelope: dict[str, Any]) -> dict[str, Any]:
-    """What the program sees of a nested call's envelope."""
+    Only that much: the engine parses every byte it is sent, and interpreted
+    JSON parsing costs more than the host's encoding of the part it needs.
+    """
+    if envelope.get("ok"):
+        return json.dumps({"ok": True, "output": envelope.get("output")}, ensure_ascii=False)
     meta = envelope.get("meta", {})
     seen = {"call_id": meta.get("call_id"), "tool": meta.get("tool"), "version": meta.get("version")}
-    if envelope.get("ok"):
-        return {"ok": True, "output": envelope.get("output"), "meta": seen}
-    return {"ok": False, "error": envelope.get("error"), "meta": seen}
+    return json.dumps({"ok": False, "error": envelope.get("error"), "meta": seen}, ensure_ascii=False)
 
 
 def _summary(envelope: dict[str, Any], *, replayed: bool) -> dict[str, Any]:
@@ -216,21 +201,6 @@ def _summary(envelope: dict[str, Any], *, replayed: bool) -> dict[str, Any]:
         "duration_ms": meta.get("duration_ms"),
         "replayed": replayed,
     }
-
-
-def _request_text(step: JournalStep) -> str:
-    """A recorded step's request as the host compares it (made once per step)."""
-    text = step.extra.get("request_text")
-    if text is None:
-        text = step.extra["request_text"] = json.dumps(
-            {"kind": step.kind, **step.request}, sort_keys=True, ensure_ascii=False
-        )
-    return str(text)
-
-
-def _size(step: JournalStep) -> int:
-    size = len(_request_text(step))
-    return size + (0 if step.result is None else len(json.dumps(step.result, ensure_ascii=False)))
 
 
 def _diverged(seq: int, expected: str, asked: str) -> RunDiverged:

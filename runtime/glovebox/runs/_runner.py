@@ -127,10 +127,10 @@ class Runner:
 
     def _attempt(self, record: RunRecord) -> RunResult:
         started = time.perf_counter()
-        journal = self.store.journal(record.run_id)
+        journal = self.store.recorded_steps(record.run_id)
         host = RunHost(self.store, record.run_id, record.principal, journal, self._call, self._search, self.bounds)
         request = {"script": record.script, "input": record.input, "tools": self._visible(record.principal)}
-        outcome = self._sandbox().run(self._component(), json.dumps(request), self.limits, http=host)
+        outcome = self._sandbox().run(self._component(), json.dumps(request), self.limits, host_calls=host)
         status, output, error = _ending(host, outcome.output_text, outcome.error)
         meta = {
             "principal": record.principal,

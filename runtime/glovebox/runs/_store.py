@@ -27,7 +27,7 @@ from typing import Any
 
 from ..storage._sqlite import Database
 
-__all__ = ["FINISHED", "JournalStep", "RunRecord", "RunStore"]
+__all__ = ["FINISHED", "JournalStep", "RecordedStep", "RunRecord", "RunStore"]
 
 FINISHED = ("done", "failed", "cancelled")
 
@@ -292,6 +292,14 @@ class RunStore:
                 db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
         return ids
 
+    def recorded_steps(self, run_id: str) -> builtins.list[RecordedStep]:
+        """The run's steps in order, as a replay reads them: one query, the texts as stored, nothing parsed."""
+        with self._db.connection() as db:
+            rows = db.execute(
+                "SELECT seq, kind, request, result, state FROM journal WHERE run_id = ? ORDER BY seq", (run_id,)
+            ).fetchall()
+        return [RecordedStep(*row) for row in rows]
+
 
 _COLUMNS = (
     "run_id, principal, status, lang, source, script, input, result, created, updated, attempts, steps, journal_bytes"
@@ -315,3 +323,15 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         steps=steps,
         journal_bytes=size,
     )
+
+
+@dataclass(slots=True)
+class RecordedStep:
+    """One step of a journal as a replay reads it: its request and result as the texts stored."""
+
+    seq: int
+    kind: str
+    #: ``{"kind": ..., **request}`` with sorted keys, as ``RunHost`` compares requests.
+    request_text: str
+    result_text: str | None
+    state: str

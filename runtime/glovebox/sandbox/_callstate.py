@@ -31,6 +31,7 @@ __all__ = [
     "ActiveCall",
     "CallState",
     "Fetcher",
+    "HostCalls",
     "HttpRequest",
     "SqlAccess",
     "clip",
@@ -74,6 +75,13 @@ class Fetcher(Protocol):
         """``text`` with the call's secrets replaced."""
 
 
+class HostCalls(Protocol):
+    """What a code-mode run offers its program's ``host-call`` (``glovebox:tool/run``)."""
+
+    def host_call(self, kind: str, request: str) -> str:
+        """Answer one host call (``kind`` and its JSON request) with JSON text; never raise."""
+
+
 class SqlAccess(Protocol):
     """What a call's SQL capability offers the ``query`` host function."""
 
@@ -105,6 +113,8 @@ class CallState:
     sql: SqlAccess | None = None
     #: One entry per statement sent: database, kind, fingerprint, tables, decision, rows.
     sql_log: list[dict[str, Any]] = field(default_factory=list)
+    #: The run's host calls when the code runner of ``Runtime.run`` is running, else None.
+    host_calls: HostCalls | None = None
     #: The first approval request a statement filed (the call ends as ``approval_required``).
     approval: dict[str, Any] | None = None
     denials_dropped: int = 0

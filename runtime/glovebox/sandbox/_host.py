@@ -1,4 +1,4 @@
-"""The host side of the `glovebox:tool/host@0.1.0` interface.
+"""The host side of the `glovebox:tool/host@0.1.0` interface (and, for the code runner alone, `run`).
 
 One linker per engine defines every host function once; each function looks
 up the state of the call running on its thread (``_callstate.current_call``), so a
@@ -16,17 +16,19 @@ from typing import Any
 from wasmtime import Engine
 from wasmtime.component import Linker, Variant
 
-from ..core._world import HOST_INTERFACE, LOG_LEVELS, SQL_INTERFACE
+from ..core._world import HOST_INTERFACE, LOG_LEVELS, RUN_INTERFACE, SQL_INTERFACE
 from ._callstate import HttpRequest, current_call
 from ._hostabi import (
     CALLBACK,
     WrongShape,
     add_func,
+    lift_host_call,
     lift_log,
     lift_query,
     lift_request,
     lower_response,
     lower_sql,
+    lower_text,
     trap,
 )
 
@@ -113,8 +115,35 @@ def _sql_query_entry(_data: Any, _context: Any, _ty: Any, args: Any, nargs: int,
     return 0
 
 
-def make_linker(engine: Engine) -> Linker:
-    """A component linker defining the whole host interface (``host`` and ``sql``)."""
+#: What ``host-call`` answers when no run is answering (never the case for the code runner): stop.
+_NO_RUN = '{"stop": true}'
+
+
+@CALLBACK  # type: ignore[untyped-decorator]
+def _host_call_entry(_data: Any, _context: Any, _ty: Any, args: Any, nargs: int, results: Any, nresults: int) -> int:
+    try:
+        if nresults != 1:
+            raise WrongShape("host-call returns one result")
+        kind, request = lift_host_call(args, nargs)
+    except (WrongShape, UnicodeDecodeError) as exc:
+        return trap(f"host-call: {exc}")
+    try:
+        state = current_call()
+        runs = None if state is None else state.host_calls
+        answer = _NO_RUN if runs is None else runs.host_call(kind, request)
+        lower_text(answer, results)
+    except Exception:  # never raise into wasm
+        logger.exception("host-call host function failed")
+        lower_text(_NO_RUN, results)
+    return 0
+
+
+def make_linker(engine: Engine, *, run: bool = False) -> Linker:
+    """A component linker defining the whole host interface (``host`` and ``sql``).
+
+    With ``run``, also the run's ``host-call`` (``glovebox:tool/run``): the code
+    runner's linker, never a tool's.
+    """
     linker = Linker(engine)
     with linker.root() as root:
         with root.add_instance(HOST_INTERFACE) as host:
@@ -122,4 +151,7 @@ def make_linker(engine: Engine) -> Linker:
             add_func(host, "http-fetch", _http_fetch_entry)
         with root.add_instance(SQL_INTERFACE) as sql:
             add_func(sql, "query", _sql_query_entry)
+        if run:
+            with root.add_instance(RUN_INTERFACE) as runs:
+                add_func(runs, "host-call", _host_call_entry)
     return linker

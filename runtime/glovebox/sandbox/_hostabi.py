@@ -39,11 +39,13 @@ __all__ = [
     "VAL_SIZE",
     "WrongShape",
     "add_func",
+    "lift_host_call",
     "lift_log",
     "lift_query",
     "lift_request",
     "lower_response",
     "lower_sql",
+    "lower_text",
     "trap",
 ]
 
@@ -173,6 +175,17 @@ def lift_log(args: Any, count: int) -> tuple[str, str]:
     if count != 2 or args[0].kind != _ENUM:
         raise WrongShape("log takes a level and a message")
     return _name(args[0].of.enumeration).decode("utf-8"), _string(args[1], "message")
+
+
+def lift_host_call(args: Any, count: int) -> tuple[str, str]:
+    """``host-call``'s (kind, request).
+
+    Raises:
+        WrongShape: the arguments are not two strings.
+    """
+    if count != 2:
+        raise WrongShape("host-call takes a kind and a request")
+    return _string(args[0], "kind"), _string(args[1], "request")
 
 
 def _sql_value(val: Any) -> Any:
@@ -334,4 +347,15 @@ def lower_sql(answer: Any, slot: Any) -> None:
         if answer.tag not in _SQL_ERROR_KINDS:
             raise ValueError(f"unknown sql-error kind {answer.tag!r}")
         value = _err(answer.tag.encode(), str(answer.payload).encode("utf-8"))
+    ctypes.memmove(slot, byref(value), VAL_SIZE)
+
+
+def lower_text(text: str, slot: Any) -> None:
+    """Move the string ``text`` into the result slot.
+
+    Raises:
+        UnicodeEncodeError: ``text`` holds a lone surrogate.
+    """
+    value = _VAL()
+    _string_val(value, text.encode("utf-8"))
     ctypes.memmove(slot, byref(value), VAL_SIZE)

@@ -11,6 +11,9 @@ tools: CPython is built on wasi-libc) use a second linker that also has
 environment, no preopened directories, stdin empty, stdout and stderr
 discarded (never the host's), every socket address refused, no name lookup.
 Clocks and randomness work. The choice is made once per component and cached.
+The code runner of ``Runtime.run`` gets a third linker, the WASI one plus the
+run's ``host-call`` (``glovebox:tool/run``), used only when a run hands its
+host calls to :meth:`Sandbox.run`: no tool is ever linked with it.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from ..core._errors import CallError, InvalidArtifact
 from ..core._world import EXPORT_NAME
 from ..engine._engine import SharedEngine
 from ..model._manifest import Limits
-from ._callstate import ActiveCall, CallState, Fetcher, SqlAccess
+from ._callstate import ActiveCall, CallState, Fetcher, HostCalls, SqlAccess
 from ._fastcall import Instantiation, RawStore, call_tool, post_return
 from ._host import make_linker
 from ._outcome import Ending, call_error
@@ -53,6 +56,7 @@ class Sandbox:
         self.shared = shared
         self._linker: Linker = make_linker(shared.engine)
         self._wasi_linker: Linker | None = None
+        self._runner_linker: Linker | None = None
         self._wants_wasi: weakref.WeakKeyDictionary[Component, bool] = weakref.WeakKeyDictionary()
         self._live = 0
         self._live_lock = threading.Lock()
@@ -74,12 +78,20 @@ class Sandbox:
             self._wasi_linker = linker
         return self._wasi_linker
 
-    def _store(self, component: Component, limits: Limits) -> wasmtime.Store:
+    def _run_linker(self) -> Linker:
+        """The code runner's linker: the host interface, WASI with nothing granted, and the run's ``host-call``."""
+        if self._runner_linker is None:
+            linker = make_linker(self.shared.engine, run=True)
+            linker.add_wasip2()
+            self._runner_linker = linker
+        return self._runner_linker
+
+    def _store(self, component: Component, limits: Limits, wasi: bool | None = None) -> wasmtime.Store:
         store = wasmtime.Store(self.shared.engine)
         store.set_limits(memory_size=limits.memory_bytes)
         store.set_fuel(limits.fuel)
         store.set_epoch_deadline(self.shared.deadline_ticks(limits.timeout_ms))
-        if self._linker_for(component) is not self._linker:
+        if wasi if wasi is not None else self._linker_for(component) is not self._linker:
             # Nothing inherited: WasiConfig starts with no args, env, preopens or stdio.
             store.set_wasi(wasmtime.WasiConfig())
         return store
@@ -91,15 +103,25 @@ class Sandbox:
         limits: Limits,
         http: Fetcher | None = None,
         sql: SqlAccess | None = None,
+        host_calls: HostCalls | None = None,
     ) -> Outcome:
-        """Instantiate ``component`` afresh and call it once with ``input_text``."""
+        """Instantiate ``component`` afresh and call it once with ``input_text``.
+
+        With ``host_calls`` (the code runner of ``Runtime.run`` only), the
+        component is linked with the run's ``host-call`` as well, answered by it.
+        """
         deadline = time.monotonic() + limits.timeout_ms / 1000.0
-        state = CallState(deadline=deadline, log_limit_bytes=limits.log_bytes, http=http, sql=sql)
+        state = CallState(
+            deadline=deadline, log_limit_bytes=limits.log_bytes, http=http, sql=sql, host_calls=host_calls
+        )
         with self._live_lock:
             self._live += 1
         try:
             with ActiveCall(state):
-                if self._linker_for(component) is self._linker:
+                if host_calls is not None:
+                    store = self._store(component, limits, wasi=True)
+                    ran = self._invoke(store, component, input_text, self._run_linker())
+                elif self._linker_for(component) is self._linker:
                     ran = self._invoke_raw(component, input_text, limits)
                 else:
                     ran = self._invoke(self._store(component, limits), component, input_text)
@@ -139,10 +161,12 @@ class Sandbox:
         ran.fuel_left = fuel_left
         return ran
 
-    def _invoke(self, store: wasmtime.Store, component: Component, input_text: str) -> _Ran:
+    def _invoke(
+        self, store: wasmtime.Store, component: Component, input_text: str, linker: Linker | None = None
+    ) -> _Ran:
         instantiating = True
         try:
-            instance = self._linker_for(component).instantiate(store, component)
+            instance = (linker or self._linker_for(component)).instantiate(store, component)
             func = instance.get_func(store, _export_index(component))
             if func is None:
                 raise wasmtime.WasmtimeError("component does not export `call`")

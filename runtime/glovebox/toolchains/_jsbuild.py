@@ -95,7 +95,15 @@ def _cache_key(engine_key: str, bundle: str, wit: list[Path]) -> str:
 
 
 def _componentize(
-    src: Path, bundle: str, sdk: Path, engine_wasm: Path, module: Any, cached: Path, init: str = "gb_init"
+    src: Path,
+    bundle: str,
+    sdk: Path,
+    engine_wasm: Path,
+    module: Any,
+    cached: Path,
+    init: str = "gb_init",
+    world: str = "js-tool",
+    extra_wit: tuple[Path, ...] = (),
 ) -> None:
     wasm_engine = wasmtime.Engine(_init_config())
     snapshot = initialise(wasm_engine, module(wasm_engine), init, [bundle.encode(), src.name.encode()])
@@ -106,10 +114,12 @@ def _componentize(
     with tempfile.TemporaryDirectory(prefix="glovebox-jsbuild-") as tmp:
         stage = Path(tmp)
         wit = _stage_wit(sdk, stage / "wit")
+        for path in extra_wit:
+            shutil.copyfile(path, wit / path.name)
         core = stage / "core.wasm"
         core.write_bytes(core_bytes)
         embedded = stage / "embedded.wasm"
-        run_tool([tools, "component", "embed", str(wit), "--world", "js-tool", str(core), "-o", str(embedded)], "embed")
+        run_tool([tools, "component", "embed", str(wit), "--world", world, str(core), "-o", str(embedded)], "embed")
         component = stage / "component.wasm"
         run_tool([tools, "component", "new", str(embedded), "-o", str(component)], "wasm-tools component new")
         cached.parent.mkdir(parents=True, exist_ok=True)

@@ -2,8 +2,10 @@
 
 The runner (``guest/js/runner.js``) is built once per engine and runner source,
 like a JavaScript tool (bundle, pre-initialise, componentize; see ``_jsbuild``)
-but initialised with ``gb_init_runner``, which keeps eval: the runner compiles
-the program each run is given. It is cached in the toolchain directory
+but on its own engine (the glue built with ``GB_CODE_RUNNER``, which imports
+``host-call`` of ``guest/js/runner.wit``), in the ``code-runner`` world, and
+initialised with ``gb_init_runner``, which keeps eval: the runner compiles the
+program each run is given. It is cached in the toolchain directory
 (``GLOVEBOX_TOOLCHAINS``), per user, like the engine it is built on.
 
 A program (``export default async function (input, tools) { ... }``) is
@@ -37,15 +39,19 @@ TRANSPILE_TIMEOUT_S = 60
 def runner_component(sdk: Path, cache_dir: Path) -> Path:
     """The code runner's component (built on first need, then cached by content)."""
     src = sdk / "js" / "runner.js"
-    engine = js_engine(sdk)
+    engine = js_engine(sdk, runner=True)
     bundle = _bundle(src, sdk)
-    wit = [*sorted((sdk / "wit").glob("*.wit")), *sorted((sdk / "js" / "wit").rglob("*.wit"))]
+    run_wit = sdk / "js" / "runner.wit"
+    wit = [*sorted((sdk / "wit").glob("*.wit")), *sorted((sdk / "js" / "wit").rglob("*.wit")), run_wit]
     key = _cache_key(engine.key + "\0runner", bundle, wit)
     cached = cache_dir / f"code-runner-{key}.wasm"
     if not cached.is_file():
         with _locked(cache_dir):
             if not cached.is_file():
-                _componentize(src, bundle, sdk, engine.wasm, engine.module, cached, init="gb_init_runner")
+                _componentize(
+                    src, bundle, sdk, engine.wasm, engine.module, cached,
+                    init="gb_init_runner", world="code-runner", extra_wit=(run_wit,),
+                )  # fmt: skip
     return cached
 
 

@@ -10,7 +10,9 @@ is), in :func:`~glovebox.core._settings.toolchain_cache_dir`:
   ``glovebox.h``); KEY digests the sources, the glue, the flags and Zig's
   version, so a change to any of them builds a new engine and nothing stale
   is used. The compiled objects are kept beside it, so a change to the glue
-  only relinks (well under a second).
+  only relinks (well under a second). The code runner of ``Runtime.run`` has
+  its own engine, the same objects linked with the glue built with
+  ``GB_CODE_RUNNER`` (``js_engine(runner=True)``).
 - ``js-engine-KEY-wasmtime-VERSION.cwasm``: the engine compiled by wasmtime,
   for the build-time initialisation (``_snapshot``) of every tool.
 - ``esbuild-KEY/``: esbuild and the TypeScript compiler from npm, installed by
@@ -52,6 +54,8 @@ _UNITS = ("quickjs_unit", "dtoa", "libregexp", "libunicode")
 STACK_BYTES = 256 * 1024
 _CFLAGS = ("-target", "wasm32-wasi", "-O2", "-Wno-everything")
 _LDFLAGS = ("-target", "wasm32-wasi", "-O2", "-s", "-mexec-model=reactor", f"-Wl,-z,stack-size={STACK_BYTES}")
+#: How the code runner's glue is compiled (``js_engine(runner=True)``).
+_RUNNER_DEFINES = ("-DGB_CODE_RUNNER",)
 ESBUILD_HINT = "JavaScript and TypeScript tools are bundled by esbuild from npm: install Node.js and npm"
 
 
@@ -76,21 +80,26 @@ class JsEngine:
         return module
 
 
-def js_engine(sdk: Path) -> JsEngine:
-    """The QuickJS-NG engine linked with the glue in ``sdk/js``, built on first use."""
+def js_engine(sdk: Path, *, runner: bool = False) -> JsEngine:
+    """The QuickJS-NG engine linked with the glue in ``sdk/js``, built on first use.
+
+    With ``runner``, the code runner's engine: the same objects, the glue compiled
+    with ``GB_CODE_RUNNER`` (it imports the run's ``host-call``, see ``runner.wit``).
+    """
     require_module("ziglang")
     root = toolchain_cache_dir()
     glue = [sdk / "js" / "engine.c", sdk / "c" / "glovebox.h"]
     unit = sdk / "js" / "quickjs_unit.c"
     objects_key = _digest([QUICKJS_NG, _zig_version(), *_CFLAGS], [unit])
-    key = _digest([objects_key, *_LDFLAGS], glue)
+    defines = _RUNNER_DEFINES if runner else ()
+    key = _digest([objects_key, *_LDFLAGS, *defines], glue)
     wasm = root / f"js-engine-{key}.wasm"
     if wasm.is_file():
         return JsEngine(wasm, key)
     with _locked(root):
         if not wasm.is_file():
             objects = _objects(root, objects_key, unit)
-            _link(sdk, objects, wasm)
+            _link(sdk, objects, wasm, defines)
     return JsEngine(wasm, key)
 
 
@@ -129,7 +138,7 @@ def _zig_env(root: Path) -> dict[str, str]:
     return {"ZIG_GLOBAL_CACHE_DIR": cache, "ZIG_LOCAL_CACHE_DIR": cache}
 
 
-def _link(sdk: Path, objects: list[Path], wasm: Path) -> None:
+def _link(sdk: Path, objects: list[Path], wasm: Path, defines: tuple[str, ...] = ()) -> None:
     src = _quickjs_sources(wasm.parent)
     with tempfile.TemporaryDirectory(prefix="glovebox-jsengine-") as tmp:
         glue = Path(tmp) / "engine.o"
@@ -138,7 +147,9 @@ def _link(sdk: Path, objects: list[Path], wasm: Path) -> None:
         inc = [f"-I{sdk / 'c'}", f"-I{src}"]
         env = _zig_env(wasm.parent)
         run_tool(
-            [*zig, *flags, *inc, "-c", str(sdk / "js" / "engine.c"), "-o", str(glue)], "zig cc (engine.c)", env=env
+            [*zig, *flags, *defines, *inc, "-c", str(sdk / "js" / "engine.c"), "-o", str(glue)],
+            "zig cc (engine.c)",
+            env=env,
         )
         linked = Path(tmp) / "engine.wasm"
         run_tool([*zig, *_LDFLAGS, str(glue), *map(str, objects), "-o", str(linked)], "zig cc (link)", env=env)
