@@ -240,3 +240,34 @@ def test_runs_per_minute_counts_a_principals_runs(tmp_path: Path, run_home: tupl
         assert len(rt.runs.list(principal="agent")) == 2
         assert rt.runs.retention_s() == 86400.0
         assert rt.runs.collect(0.0) and rt.runs.list() == []  # gc: every finished run, older than 0 s
+
+
+def test_a_program_replacing_json_cannot_change_what_the_host_is_asked(rt: glovebox.Runtime) -> None:
+    # The runner encodes requests with the JSON.stringify it captured at build time, and the
+    # engine decodes answers in C: a program's own JSON functions see and change neither.
+    program = """export default async function (input, tools) {
+      const seen = [];
+      JSON.stringify = () => { seen.push("stringify"); return '{"tool": "calc", "input": {"expression": "6"}}'; };
+      JSON.parse = (text) => { seen.push(text); return { words: 99 }; };
+      const stats = await tools.call("text-stats", { text: "a b c" });
+      return { words: stats.words, seen };
+    }"""
+    result = rt.run(program, principal="agent")
+    assert result.output == {"words": 3, "seen": []}, result.to_dict()
+    [step] = rt.runs.journal(result.run_id)
+    assert step.request == {"kind": "call", "tool": "text-stats", "input": {"text": "a b c"}}
+
+
+def test_a_replayed_step_answers_the_program_as_the_live_one_did(rt: glovebox.Runtime) -> None:
+    program = """export default async function (input, tools) {
+      const stats = await tools.call("text-stats", { text: "one two" });
+      try { await tools.call("no-such-tool", {}); } catch (e) { return [stats, e.code, e.callId, e.envelope.meta]; }
+    }"""
+    live = rt.run(program, principal="agent")
+    assert live.status == "done" and live.output[1] == "tool_not_found", live.to_dict()
+    assert live.output[2] == live.calls[1]["call_id"] and live.output[3]["tool"] == "no-such-tool"
+    rt.runs.store.set_status(live.run_id, "running")  # as if its process had died after the last step
+    replayed = rt.runs.resume(live.run_id)
+    assert replayed.output == live.output, (replayed.to_dict(), live.to_dict())
+    assert [call["replayed"] for call in replayed.calls] == [True, True]
+    assert [call["call_id"] for call in replayed.calls] == [call["call_id"] for call in live.calls]
