@@ -127,7 +127,7 @@ function makeTools(names) {
 
 function isJson(value) {
   try {
-    return JSON.stringify(value) !== undefined;
+    return stringify(value) !== undefined; // the captured one: a program cannot answer for it
   } catch {
     return false; // a BigInt, a cycle
   }
