@@ -123,7 +123,10 @@ class ProcessPool(FrontRuntime):
         InvalidPolicy: as :class:`Runtime` raises it.
 
     ``call`` and ``acall`` answer the same :class:`CallResult` as ``Runtime.call``,
-    with ``meta["worker_pid"]`` naming the process that ran the call. Programs
+    with ``meta["worker_pid"]`` naming the process that ran the call. ``run``,
+    ``arun`` and ``runs`` are those of :class:`Runtime` (code mode): the program
+    runs in this process and each nested call on a worker, journaled in the
+    home's ``runs.sqlite``, so a run resumes on a pool or a Runtime alike. Programs
     that make a pool must guard their entry point (``if __name__ == "__main__":``),
     as ``multiprocessing``'s spawn start method requires. Use it as a context
     manager, or call ``close()``.

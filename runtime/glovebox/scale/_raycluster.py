@@ -108,7 +108,9 @@ class RayRuntime(FrontRuntime):
         InvalidPolicy: as :class:`Runtime` raises it.
 
     ``call`` and ``acall`` answer the same :class:`CallResult` as ``Runtime.call``, with
-    ``meta["replica"]`` and ``meta["worker_pid"]`` naming who ran the call.
+    ``meta["replica"]`` and ``meta["worker_pid"]`` naming who ran the call. ``run``,
+    ``arun`` and ``runs`` are those of :class:`Runtime` (code mode): the program runs
+    on the driver, journaled in the driver's home, and each nested call on a replica.
     """
 
     def __init__(
