@@ -276,8 +276,6 @@ def mcp(
         raise click.UsageError("--processes and --backend are for --transport http; stdio serves one client")
     _check_elicitation(transport, principal, approve_via_elicitation, approver)
     mode = "code" if code_mode else mode
-    if mode == "code" and (processes is not None or backend != "local"):
-        raise click.UsageError("code mode runs programs in this process: --processes and --backend do not apply")
     bounds: dict[str, Any] = {"max_in_flight": max_in_flight, "max_queued": max_queued, "max_running": max_running}
     with open_runtime(ctx, **bounds) as rt:
         options: dict[str, Any] = {"mode": mode, "insecure_anonymous": insecure_anonymous, "poll_s": poll_seconds}

@@ -7,7 +7,11 @@ protocol in full, so the servers, the framework integrations and the CLI take
 any of them and never ask which one they hold. Listing, describing, policy
 decisions and approvals are answered from the backend's home (every worker
 and replica shares it, or is fed from it); only ``call``/``acall`` run
-elsewhere. :func:`glovebox.open_backend` makes one by name.
+elsewhere. Code mode (``run``/``arun``/``runs``) is on every backend: the
+program runs in the backend's process, journaled in the home's
+``runs.sqlite``, and each nested call takes the backend's call path, so a run
+started on one backend resumes on any other on the same home.
+:func:`glovebox.open_backend` makes one by name.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ if TYPE_CHECKING:
     from ..guards import BreakerState
     from ..model._result import CallResult, ToolInfo
     from ..policy import Approval, Decision, Policy
+    from ..runs._result import RunResult
+    from ._coderun import Runs
 
 __all__ = ["CallBackend"]
 
@@ -74,6 +80,19 @@ class CallBackend(Protocol):
 
     async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
         """``call`` for a coroutine."""
+        ...
+
+    def run(self, code: str, *, input: Any = None, principal: str | None = None, lang: str = "ts") -> RunResult:
+        """Run a code-mode program (see ``Runtime.run``); never raises for a failed run."""
+        ...
+
+    async def arun(self, code: str, *, input: Any = None, principal: str | None = None, lang: str = "ts") -> RunResult:
+        """``run`` for a coroutine."""
+        ...
+
+    @property
+    def runs(self) -> Runs:
+        """The home's runs: ``list``, ``show``, ``journal``, ``resume``, ``cancel`` (see ``Runtime.runs``)."""
         ...
 
     def tools(

@@ -8,6 +8,10 @@ The runs package (``glovebox.runs``) knows nothing of the Runtime: it is given
 - a function making one nested call: ``Runtime.call`` of the run's principal
   under a call id the journal wrote first, with ``meta.run`` (``run_id``,
   ``parent_call_id``: the run's id) so that the call's audit row names its run;
+  a scale-out backend hands its own call path instead (``call``: a
+  ProcessPool's workers, a RayRuntime's replicas), which carries the call id
+  and ``RUN_CONTEXT`` to wherever the call runs, so the program runs here and
+  its nested calls spread like any other call;
 - the principal's visible tools (the typed wrappers) and a search over them.
 """
 
@@ -41,8 +45,10 @@ from ._gate import CallTrace
 
 #: The Runtime these runs belong to (not imported: ``_runtime`` imports this module).
 Runtime = Any
+#: One nested call, made while ``RUN_CONTEXT`` holds the run's context: (call_id, tool, input, principal) -> result.
+NestedCall = Callable[[str, str, Any, str], CallResult]
 
-__all__ = ["Runs", "search_tools"]
+__all__ = ["NestedCall", "Runs", "search_tools"]
 
 _SCRIPTS = 256  # transpiled programs (and principals' visible tools) kept per Runtime
 _VISIBLE_TTL_S = 1.0
@@ -57,8 +63,10 @@ class Runs:
         runtime: Runtime,
         not_found: Callable[[str, str, builtins.list[str]], str],
         bounds: RunBounds | None = None,
+        call: NestedCall | None = None,
     ) -> None:
         self._runtime = runtime
+        self._call_as: NestedCall = call or runtime._call_as  # where a nested call runs once it may
         self._not_found = not_found  # the message of an unknown tool, as Runtime.call says it
         self.store = RunStore(runtime.home)
         self._lock = threading.Lock()
@@ -193,7 +201,7 @@ class Runs:
                 refused = failure(missing, new_meta(tool, principal, call_id))
                 recorded: CallResult = self._runtime._record(refused, input, CallTrace())  # its audit row
                 return recorded
-            answer: CallResult = self._runtime._call_as(call_id, tool, input, principal)
+            answer: CallResult = self._call_as(call_id, tool, input, principal)
             return answer
         finally:
             RUN_CONTEXT.reset(token)

@@ -151,6 +151,7 @@ class Runtime:
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._runs: _coderun.Runs | None = None
+        self._runs_call: _coderun.NestedCall | None = None  # a scale-out backend's call path (internals)
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------
@@ -493,7 +494,7 @@ class Runtime:
             with self._lock:
                 self._check_open()
                 if self._runs is None:
-                    self._runs = _coderun.Runs(self, _not_found_message)
+                    self._runs = _coderun.Runs(self, _not_found_message, call=self._runs_call)
                 runs = self._runs
         return runs
 

@@ -3,10 +3,19 @@
 A :class:`~glovebox.ProcessPool` and a ``glovebox.ray.RayRuntime`` run calls
 elsewhere, but listing, describing, policy decisions and approvals need no
 sandbox: a Runtime in this process, on the home and policy the workers use,
-answers them (it never makes an engine: it runs no call). :class:`FrontRuntime`
+answers them (it runs no tool call). :class:`FrontRuntime`
 holds that Runtime and forwards the :class:`~glovebox.runtime._backend.CallBackend`
 methods to it, so both backends implement the protocol in full without
 forwarding each method by hand.
+
+Code mode too: a program runs in this process, in the front Runtime's code
+runner (the one sandbox it makes), journaled in the home's ``runs.sqlite``;
+each of its nested calls goes through the backend's own call path (the
+backend routes the front's runs there, :meth:`FrontRuntime._route_runs`), so
+it runs on a worker or replica like any other call, under the call id the
+journal wrote first and with the run's context in its ``meta.run`` and audit
+row. The journal is the home's, so a run started here resumes on a plain
+Runtime on the same home, and the other way round.
 """
 
 from __future__ import annotations
@@ -14,14 +23,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..runtime._internal import internals
+
 if TYPE_CHECKING:
     import os
     from collections.abc import Callable
 
     from ..audit._log import AuditLog
     from ..guards import BreakerState
-    from ..model._result import ToolInfo
+    from ..model._result import CallResult, ToolInfo
     from ..policy import Approval, Decision, Policy
+    from ..runs._result import RunResult
+    from ..runtime._coderun import Runs
     from ..runtime._runtime import Runtime
 
 __all__ = ["FrontRuntime"]
@@ -117,6 +130,25 @@ class FrontRuntime:
     def gc(self, *, progress: Callable[[str], None] | None = None) -> list[Path]:
         """As :meth:`glovebox.Runtime.gc`."""
         return self._front.gc(progress=progress)
+
+    # -- code mode -----------------------------------------------------------
+
+    def _route_runs(self, call: Callable[[str, str, Any, str], CallResult]) -> None:
+        """Make the front's runs send each nested call through ``call`` (the backend's call path)."""
+        internals(self._front).route_runs(call)
+
+    @property
+    def runs(self) -> Runs:
+        """As :attr:`glovebox.Runtime.runs`: the home's runs (``runs.sqlite``); a resumed run's calls run here too."""
+        return self._front.runs
+
+    def run(self, code: str, *, input: Any = None, principal: str | None = None, lang: str = "ts") -> RunResult:
+        """As :meth:`glovebox.Runtime.run`: the program runs in this process, each nested call on a worker."""
+        return self._front.run(code, input=input, principal=principal, lang=lang)
+
+    async def arun(self, code: str, *, input: Any = None, principal: str | None = None, lang: str = "ts") -> RunResult:
+        """``run`` without blocking the event loop."""
+        return await self._front.arun(code, input=input, principal=principal, lang=lang)
 
     def _register_front(
         self, wasm_path: str | os.PathLike[str], manifest: Any, signature: str | os.PathLike[str] | None

@@ -14,6 +14,10 @@ flight answers ``internal_error``, retryable, with ``details.call_id`` and
 wrote one before dying (the call id is chosen here, before dispatch, so the
 audit log is looked up by it), so every call leaves exactly one row. In that
 narrow case (the row written, the answer lost) the row holds what the tool did.
+
+``run`` (code mode) runs the program in this process; each nested call takes
+the path of ``call`` to a worker, carrying its call id and the run's context
+(``_procwire``'s ``run``), so its row names the run as on a Runtime.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from ..core import _settings
 from ..core._errors import InternalError
 from ..model._result import CallResult, ToolInfo
 from ..policy import Policy
-from ..runtime._envelope import failure, new_meta
+from ..runtime._envelope import RUN_CONTEXT, failure, new_meta
 from ..runtime._gate import input_digest
 from ..runtime._runtime import Runtime
 from ..telemetry import _tracing
@@ -65,6 +69,8 @@ class _Pending:
     started: float = field(default_factory=time.perf_counter)
     #: ``(trace_id, span_id)`` of the ``glovebox.call`` span the worker recorded, if it did.
     span: tuple[int, int] | None = None
+    #: The run context of a nested call of a code-mode run (``meta.run``), or None.
+    run: dict[str, Any] | None = None
 
 
 @dataclass
@@ -117,7 +123,10 @@ class ProcessPool(FrontRuntime):
         InvalidPolicy: as :class:`Runtime` raises it.
 
     ``call`` and ``acall`` answer the same :class:`CallResult` as ``Runtime.call``,
-    with ``meta["worker_pid"]`` naming the process that ran the call. Programs
+    with ``meta["worker_pid"]`` naming the process that ran the call. ``run``,
+    ``arun`` and ``runs`` are those of :class:`Runtime` (code mode): the program
+    runs in this process and each nested call on a worker, journaled in the
+    home's ``runs.sqlite``, so a run resumes on a pool or a Runtime alike. Programs
     that make a pool must guard their entry point (``if __name__ == "__main__":``),
     as ``multiprocessing``'s spawn start method requires. Use it as a context
     manager, or call ``close()``.
@@ -160,6 +169,7 @@ class ProcessPool(FrontRuntime):
         self._waiting = 0
         self._restart_delay = 0.1
         self._workers: list[_Worker] = [self._start() for _ in range(count)]
+        self._route_runs(self._nested_call)  # a program runs here; its calls run on the workers
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -239,30 +249,40 @@ class ProcessPool(FrontRuntime):
         Raises:
             ValueError: the pool is closed.
         """
+        return self._call_with(uuid.uuid4().hex, name, input, principal)
+
+    def _call_with(
+        self, call_id: str, name: str, input: Any, principal: str | None, run: dict[str, Any] | None = None
+    ) -> CallResult:
         tracer, started = self._tracing.tracer(), time.time_ns()
-        pending = self._submit(name, input, principal)
+        pending = self._submit(name, input, principal, call_id, run)
         result = pending.future.result()
         _report(tracer, started, pending.span, result)
         return result
+
+    def _nested_call(self, call_id: str, name: str, input: Any, principal: str) -> CallResult:
+        """A nested call of a run (``RUN_CONTEXT`` holds its context): a call on a worker, under ``call_id``."""
+        return self._call_with(call_id, name, input, principal, RUN_CONTEXT.get())
 
     async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
         """``call`` without blocking the event loop (the wait is on the worker's answer)."""
         import asyncio  # imported here to keep `import glovebox` light
 
         tracer, started = self._tracing.tracer(), time.time_ns()
-        pending = self._submit(name, input, principal)
+        pending = self._submit(name, input, principal, uuid.uuid4().hex)
         result = await asyncio.wrap_future(pending.future)
         _report(tracer, started, pending.span, result)
         return result
 
-    def _submit(self, name: str, value: Any, principal: str | None) -> _Pending:
+    def _submit(
+        self, name: str, value: Any, principal: str | None, call_id: str, run: dict[str, Any] | None = None
+    ) -> _Pending:
         if not isinstance(name, str):
             raise TypeError(f"tool name must be a str, not {type(name).__name__}")
         if principal is not None and not isinstance(principal, str):
             raise TypeError(f"principal must be a str or None, not {type(principal).__name__}")
-        call_id = uuid.uuid4().hex
-        payload = _payload(call_id, name, value, principal, _tracing.carrier())
-        pending = _Pending(Future(), name, value, principal)
+        payload = _payload(call_id, name, value, principal, _tracing.carrier(), run)
+        pending = _Pending(Future(), name, value, principal, run=run)
         worker = self._dispatch(call_id, pending)
         self._send(worker, payload)
         return pending
@@ -369,6 +389,7 @@ class ProcessPool(FrontRuntime):
             started=pending.started,
             what="the worker process running this call",
             where={"worker_pid": worker.pid},
+            run=pending.run,
         )
 
 
@@ -383,15 +404,19 @@ def lost_call(
     what: str,
     where: dict[str, Any],
     recorded: bool | None = None,
+    run: dict[str, Any] | None = None,
 ) -> CallResult:
     """The answer of a call whose runner ended before answering: ``internal_error``, retryable.
 
     ``where`` (who ran it: ``worker_pid``, ``replica``...) goes into ``meta`` and
     ``details``. The call's audit row is written to ``audit`` unless a row with its
     id is already there, or ``recorded`` says one was written elsewhere, so the
-    call leaves exactly one row.
+    call leaves exactly one row. ``run`` is the run context of a nested call
+    of a code-mode run (its ``meta.run``).
     """
     meta = new_meta(name, principal, call_id)
+    if run is not None:
+        meta["run"] = dict(run)
     meta["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
     meta.update(where)
     result = failure(InternalError(f"{what} ended before answering", retryable=True), meta, public=where)
@@ -403,9 +428,16 @@ def lost_call(
     return result
 
 
-def _payload(call_id: str, name: str, value: Any, principal: str | None, trace: dict[str, str] | None) -> bytes:
+def _payload(
+    call_id: str,
+    name: str,
+    value: Any,
+    principal: str | None,
+    trace: dict[str, str] | None,
+    run: dict[str, Any] | None = None,
+) -> bytes:
     """The request as JSON text: no value of the caller's is unpickled in a worker (see ``_procwire``)."""
-    return _procwire.encode(call_id, name, value, principal, trace)
+    return _procwire.encode(call_id, name, value, principal, trace, run)
 
 
 def _is_span_ids(value: Any) -> bool:

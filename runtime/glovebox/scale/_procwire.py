@@ -2,8 +2,10 @@
 
 A worker unpickles nothing a caller chose (an input whose unpickling raises, or
 runs code, would end the worker and the calls beside it). A request is one JSON
-object, ``{"call_id", "name", "principal", "trace"}`` plus the input in one of
-three forms (``null`` tells the worker to stop):
+object, ``{"call_id", "name", "principal", "trace"}`` (and ``"run"`` for a
+nested call of a code-mode run: its ``meta.run``, which the worker's call and
+audit row carry) plus the input in one of three forms (``null`` tells the
+worker to stop):
 
 - ``"input"``: the input itself, when it can be written as JSON (NaN and the
   infinities cross as JSON's ``NaN``/``Infinity``, for the worker's Runtime to
@@ -63,11 +65,22 @@ class Request:
     trace: dict[str, str] | None
     input: Any = None
     refusal: InvalidInput | None = field(default=None)
+    #: The run context of a nested call (``meta.run``: ``run_id``, ``step``...), or None.
+    run: dict[str, Any] | None = None
 
 
-def encode(call_id: str, name: str, value: Any, principal: str | None, trace: dict[str, str] | None) -> bytes:
-    """The request of one call, as JSON text (see the module)."""
+def encode(
+    call_id: str,
+    name: str,
+    value: Any,
+    principal: str | None,
+    trace: dict[str, str] | None,
+    run: dict[str, Any] | None = None,
+) -> bytes:
+    """The request of one call, as JSON text (see the module); ``run`` only for a nested call of a run."""
     request: dict[str, Any] = {"call_id": call_id, "name": name, "principal": principal, "trace": trace}
+    if run is not None:
+        request["run"] = run
     try:
         return _WIRE({**request, "input": value}).encode("ascii")
     except (TypeError, ValueError, RecursionError):
@@ -112,7 +125,10 @@ def decode(data: bytes) -> Request | None:
     name, principal, trace = message.get("name"), message.get("principal"), message.get("trace")
     if not isinstance(name, str) or not (principal is None or isinstance(principal, str)) or not _is_trace(trace):
         raise BadRequest("a name, principal or trace of the wrong type", call_id)
-    request = Request(call_id, name, principal, trace)
+    run = message.get("run")
+    if not (run is None or isinstance(run, dict)):
+        raise BadRequest("a run context that is not an object", call_id)
+    request = Request(call_id, name, principal, trace, run=run)
     if "input" in message:
         request.input = message["input"]
     elif isinstance(rejected := message.get("rejected"), dict):

@@ -13,6 +13,8 @@ call_id, envelope, span)`` for each call, with ``meta.worker_pid`` set and
 instead of answering (the parent then answers ``internal_error`` and audits it).
 A message that is not a request is logged and skipped (answered ``failed``
 when it names a call id): it never ends the worker.
+A request carrying a run context (a nested call of a code-mode run) is made
+with it, so its ``meta.run`` and audit row name the run as on a Runtime.
 Calls run on ``threads`` threads, so one call waiting on an upstream does not
 hold up the others. The worker ignores SIGINT (its parent decides when it
 stops) and ends when told to, or when its parent's end of the pipe closes.
@@ -29,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from typing import Any
 
+from ..runtime._envelope import RUN_CONTEXT
 from ..runtime._internal import internals
 from ..runtime._runtime import Runtime
 from ..telemetry import _tracing
@@ -75,6 +78,7 @@ def _answer(runtime: Runtime, conn: Connection, send_lock: threading.Lock, reque
     call_id, name, principal, trace = request.call_id, request.name, request.principal, request.trace
     spans: list[Any] = []
     token = _tracing.attach_headers(trace) if trace else None
+    run = RUN_CONTEXT.set(request.run) if request.run is not None else None
     try:
         if request.refusal is not None and is_unicode(name, principal):  # as Runtime.call refuses it, first
             result = internals(runtime).refuse(name, None, principal, request.refusal, call_id)
@@ -87,6 +91,8 @@ def _answer(runtime: Runtime, conn: Connection, send_lock: threading.Lock, reque
         logger.exception("call %s raised in worker %d", call_id, os.getpid())
         answer = ("failed", call_id)
     finally:
+        if run is not None:
+            RUN_CONTEXT.reset(run)
         _tracing.detach(token)
     try:
         with send_lock:

@@ -14,6 +14,10 @@ by digest (``glovebox.scale._rayreplica``).
 A replica that dies (``ray.kill``, its node lost) is replaced under the same
 id; each call it held answers ``internal_error``, retryable, with
 ``details.replica``, audited by the driver unless the replica wrote the row first.
+
+``run`` (code mode) runs the program on the driver, journaled in the driver's
+home; each nested call takes the path of ``call`` to a replica, carrying its
+call id and the run's context (``_procwire``'s ``run``).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from ..core._errors import Overloaded, ToolNotFound
 from ..model._result import CallResult, ToolInfo
 from ..policy import Policy
 from ..registry._registration import ManifestSource
+from ..runtime._envelope import RUN_CONTEXT
 from ..runtime._internal import internals
 from ..runtime._runtime import Runtime
 from . import _procwire
@@ -75,6 +80,7 @@ class _Booked:
     value: Any
     principal: str | None
     started: float = field(default_factory=time.perf_counter)
+    run: dict[str, Any] | None = None
 
 
 class RayRuntime(FrontRuntime):
@@ -102,7 +108,9 @@ class RayRuntime(FrontRuntime):
         InvalidPolicy: as :class:`Runtime` raises it.
 
     ``call`` and ``acall`` answer the same :class:`CallResult` as ``Runtime.call``, with
-    ``meta["replica"]`` and ``meta["worker_pid"]`` naming who ran the call.
+    ``meta["replica"]`` and ``meta["worker_pid"]`` naming who ran the call. ``run``,
+    ``arun`` and ``runs`` are those of :class:`Runtime` (code mode): the program runs
+    on the driver, journaled in the driver's home, and each nested call on a replica.
     """
 
     def __init__(
@@ -148,6 +156,7 @@ class RayRuntime(FrontRuntime):
         except BaseException:
             self.close()
             raise
+        self._route_runs(self._nested_call)  # a program runs on the driver; its calls run on the replicas
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -303,7 +312,16 @@ class RayRuntime(FrontRuntime):
         Raises:
             ValueError: this RayRuntime is closed.
         """
-        booked = self._submit(name, input, principal)
+        return self._call_with(uuid.uuid4().hex, name, input, principal)
+
+    def _nested_call(self, call_id: str, name: str, input: Any, principal: str) -> CallResult:
+        """A nested call of a run (``RUN_CONTEXT`` holds its context): a call on a replica, under ``call_id``."""
+        return self._call_with(call_id, name, input, principal, RUN_CONTEXT.get())
+
+    def _call_with(
+        self, call_id: str, name: str, input: Any, principal: str | None, run: dict[str, Any] | None = None
+    ) -> CallResult:
+        booked = self._submit(name, input, principal, call_id, run)
         if not isinstance(booked, _Booked):
             return booked()
         try:
@@ -316,7 +334,7 @@ class RayRuntime(FrontRuntime):
         """``call`` without blocking the event loop (the wait is on the replica's answer)."""
         import asyncio  # imported here to keep `import glovebox` light
 
-        booked = self._submit(name, input, principal)
+        booked = self._submit(name, input, principal, uuid.uuid4().hex)
         if not isinstance(booked, _Booked):
             return await asyncio.to_thread(booked)  # answered here: the registry, the audit
         try:
@@ -325,7 +343,9 @@ class RayRuntime(FrontRuntime):
             return await asyncio.to_thread(self._failed, booked, exc)
         return self._settle(booked, envelope)
 
-    def _submit(self, name: str, value: Any, principal: str | None) -> _Booked | Callable[[], CallResult]:
+    def _submit(
+        self, name: str, value: Any, principal: str | None, call_id: str, run: dict[str, Any] | None = None
+    ) -> _Booked | Callable[[], CallResult]:
         """Book the call on a replica, or answer how the driver answers it (an unknown tool, overloaded)."""
         if not isinstance(name, str):
             raise TypeError(f"tool name must be a str, not {type(name).__name__}")
@@ -333,7 +353,6 @@ class RayRuntime(FrontRuntime):
             raise TypeError(f"principal must be a str or None, not {type(principal).__name__}")
         if self._closed:
             raise ValueError("this RayRuntime is closed")
-        call_id = uuid.uuid4().hex
         try:
             info = self._front.tool(name)
         except (ToolNotFound, ValueError):  # answered (and audited) here, as any Runtime would
@@ -345,8 +364,8 @@ class RayRuntime(FrontRuntime):
             return functools.partial(self._internal.refuse, name, value, principal, self._overloaded(), call_id)
         artifact = self._artifact(info)
         # As JSON text, as a ProcessPool worker gets it: a replica unpickles nothing the caller chose.
-        ref = slot.actor.call.remote(_procwire.encode(call_id, name, value, principal, None), artifact)
-        return _Booked(slot, ref, call_id, name, value, principal)
+        ref = slot.actor.call.remote(_procwire.encode(call_id, name, value, principal, None, run), artifact)
+        return _Booked(slot, ref, call_id, name, value, principal, run=run)
 
     @property
     def in_flight(self) -> int:
@@ -435,6 +454,7 @@ class RayRuntime(FrontRuntime):
             what=f"the replica running this call ({booked.slot.replica_id})",
             where={"replica": booked.slot.replica_id},
             recorded=self._recorded_elsewhere(booked.call_id),
+            run=booked.run,
         )
 
     def _recorded_elsewhere(self, call_id: str) -> bool:

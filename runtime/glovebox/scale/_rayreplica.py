@@ -29,10 +29,10 @@ from ..core._errors import CallError, InternalError, ToolNotFound
 from ..model._manifest import Manifest
 from ..model._result import CallResult, ToolInfo
 from ..policy import decide
-from ..runtime._envelope import failure, new_meta
+from ..runtime._envelope import RUN_CONTEXT, failure, new_meta
 from ..runtime._internal import internals
 from ..runtime._runtime import Runtime
-from ._procwire import BadRequest, decode, is_unicode
+from ._procwire import BadRequest, Request, decode, is_unicode
 
 __all__ = ["Artifact", "Replica"]
 
@@ -74,10 +74,22 @@ class Replica:
 
     def call(self, data: bytes, artifact: Artifact) -> Any:
         """Run one call (its request as ``_procwire`` JSON text, never a pickle of the caller's value);
-        answer its envelope, with ``meta.worker_pid`` and ``meta.replica``."""
+        answer its envelope, with ``meta.worker_pid`` and ``meta.replica``; a nested call of a run is
+        made with the run's context (``meta.run``), which the request carries."""
         request = decode(data)  # BadRequest: the driver answers the call as failed (a RayError)
         if request is None:
             raise BadRequest("a stop message is not a call")
+        token = RUN_CONTEXT.set(request.run) if request.run is not None else None  # a nested call of a run
+        try:
+            result = self._run(request, artifact)
+        finally:
+            if token is not None:
+                RUN_CONTEXT.reset(token)
+        result.meta["worker_pid"] = os.getpid()
+        result.meta["replica"] = self.replica_id
+        return result.to_dict()
+
+    def _run(self, request: Request, artifact: Artifact) -> CallResult:
         call_id, value, principal = request.call_id, request.input, request.principal
         if request.refusal is not None and is_unicode(request.name, principal):  # first, as Runtime.call
             result = internals(self.runtime).refuse(artifact.ref, None, principal, request.refusal, call_id)
@@ -85,9 +97,7 @@ class Replica:
             result = self._refused(call_id, artifact, value, principal, failure)
         else:
             result = internals(self.runtime).call_as(call_id, artifact.ref, value, principal)
-        result.meta["worker_pid"] = os.getpid()
-        result.meta["replica"] = self.replica_id
-        return result.to_dict()
+        return result
 
     def holds(self, artifact: Artifact) -> bool:
         """Whether this replica's home has ``name@version`` with this digest."""

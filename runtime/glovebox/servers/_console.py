@@ -374,7 +374,7 @@ class _Console:
     # -- runs (code mode) ------------------------------------------------------
 
     def _runs_of(self) -> Any:
-        """The backend's runs (``Runtime.runs``), or None when it keeps none (a scaled front)."""
+        """The backend's runs (``CallBackend.runs``: every backend keeps them), or None for an object without."""
         return getattr(self.runtime, "runs", None)
 
     def _sees_all_runs(self, viewer: _Viewer) -> bool:

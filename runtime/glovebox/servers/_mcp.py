@@ -197,7 +197,7 @@ class McpService:
         if mode not in ("full", "search", "code"):
             raise ValueError(f"unknown MCP mode {mode!r}; choose full, search or code")
         if mode == "code" and not hasattr(runtime, "arun"):
-            raise ValueError("code mode runs programs on a Runtime, not on a ProcessPool or RayRuntime")
+            raise ValueError("code mode needs a backend that runs programs (a CallBackend with run, arun and runs)")
         self.runtime = runtime
         self.principal = principal
         self.mode = mode
@@ -241,7 +241,7 @@ class McpService:
         if self.mode == "search":
             return types.ListToolsResult(tools=[SEARCH_TOOL, CALL_TOOL])
         if self.mode == "code":
-            declaration = await anyio.to_thread.run_sync(self.runtime.runs.declarations, who)  # type: ignore[attr-defined]
+            declaration = await anyio.to_thread.run_sync(self.runtime.runs.declarations, who)
             return types.ListToolsResult(tools=code_tools(declaration))
         return types.ListToolsResult(tools=describe(await self._visible(who)))
 

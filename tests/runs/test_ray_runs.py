@@ -1,0 +1,63 @@
+"""Code mode on a RayRuntime: the program runs on the driver, journaled in its home; each nested call
+runs on a replica, with its call id and the run's context, and leaves its own audit row."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+import glovebox  # noqa: E402
+from glovebox.ray import RayRuntime  # noqa: E402
+from glovebox.scale._raycluster import keep_trap_handlers  # noqa: E402
+
+from .conftest import HitCounter  # noqa: E402
+from .test_backends import APPROVED, check_nested_rows  # noqa: E402
+from .test_runs import THREE_STEPS  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[None]:
+    with keep_trap_handlers():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        with keep_trap_handlers():
+            ray.shutdown()
+
+
+def test_a_run_on_ray_pauses_resumes_on_a_runtime_and_names_its_run_in_every_row(
+    cluster: None, run_home: tuple[Path, Path], upstream: HitCounter
+) -> None:
+    home, policy = run_home
+    with RayRuntime(2, home=home, policy=policy, threads=2, replica_options={"num_cpus": 0.5}) as deployment:
+        assert isinstance(deployment, glovebox.CallBackend)
+        done = deployment.run(THREE_STEPS, input={"text": "one two three\nfour"}, principal="agent")
+        assert done.status == "done", done.to_dict()
+        assert done.output == {"words": 4, "lines": 2, "doubled": 8, "total": 10}
+        check_nested_rows(deployment.audit, done, "agent")
+        caught = deployment.run(
+            'export default async function (i, tools) { try { await tools.call("calc", { expression: 7 }); }'
+            " catch (e) { return [e.name, e.code]; } }",
+            principal="agent",
+        )
+        assert caught.output == ["ToolCallError", "invalid_input"], caught.to_dict()  # refused on a replica
+        paused = deployment.run(APPROVED, input={"base": upstream.url("")}, principal="agent")
+        assert paused.status == "paused" and paused.error is not None, paused.to_dict()
+        deployment.approve(paused.error.details["approval_id"], principal="admin")
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        assert {record.run_id for record in rt.runs.list()} == {done.run_id, caught.run_id, paused.run_id}
+        resumed = rt.runs.resume(paused.run_id)
+        assert resumed.output == {"first": 1, "second": 1}, resumed.to_dict()
+        assert upstream.hits == {"/first": 1, "/approved": 1}
+        row = rt.audit.find(caught.calls[0]["call_id"])
+        assert row is not None and row["outcome"] == "invalid_input"
+        egress = row["egress"] if isinstance(row["egress"], dict) else json.loads(row["egress"])
+        assert egress["run"]["run_id"] == caught.run_id
