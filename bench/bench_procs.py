@@ -10,6 +10,15 @@ checked before they count:
 * pool-Np: ``ProcessPool(processes=N)`` with ``4 * N`` caller threads here, so the
   figure includes this process's dispatch (pickling, pipes, futures).
 
+``--paired CALLS`` times one call at a time instead, alternating ``Runtime.call``
+and ``ProcessPool(processes=1).call`` (default threads) on one thread, and prints
+p50/p99 of each and pool ÷ runtime (the issue's target: ≤ 1.25×). ``--against
+DIR`` (a ``glovebox`` package directory from another tree, e.g. ``git archive``
+of main) adds that tree's ``ProcessPool`` to both: to the paired loop as a third
+contender in the same rotation, and to the throughput rounds (pool-Np of each
+tree, one after the other, ``--rounds`` times), so before and after are timed in
+one run; ``--only-pools`` skips runtime-1t and solo-Np.
+
 DESIGN.md asks N processes for at least 0.9·N× one process (2 processes ≥ 1.8×).
 The audit chain is one SQLite file whose write lock every call takes, so solo-2p
 over solo-1p says how far the shared chain lets processes scale; pool-2p over
@@ -20,14 +29,18 @@ pool-1p adds the dispatcher's share of the cores. Figures go to stdout and to
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import multiprocessing
 import os
 import platform
+import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import glovebox
@@ -78,9 +91,9 @@ def solo(home: str, processes: int, seconds: float) -> tuple[float, float]:
     return sum(calls) / seconds, sum(cpu_ms) / 1000 / seconds / processes
 
 
-def pool(home: str, processes: int, seconds: float) -> float:
-    """Calls per second through a ProcessPool, with 4 caller threads per worker."""
-    with glovebox.ProcessPool(processes=processes, home=home, threads=1) as calls:
+def pool(home: str, processes: int, seconds: float, package: ModuleType = glovebox) -> float:
+    """Calls per second through a ProcessPool (``package``'s), with 4 caller threads per worker."""
+    with package.ProcessPool(processes=processes, home=home, threads=1) as calls:
         for _ in range(8 * processes):
             _check(calls.call("text-stats", INPUT))  # every worker warm
         done = [0] * (4 * processes)
@@ -99,39 +112,168 @@ def pool(home: str, processes: int, seconds: float) -> float:
     return sum(done) / seconds
 
 
+def against(package_dir: Path, tmp: Path) -> ModuleType:
+    """The ``glovebox`` package at ``package_dir``, imported as ``glovebox_before``.
+
+    The package imports itself relatively, so another tree's copy loads beside
+    this one; a link on ``sys.path`` lets the pool's spawned workers import it too.
+    """
+    if not (package_dir / "__init__.py").is_file():
+        raise SystemExit(f"--against: {package_dir} is not a glovebox package directory (no __init__.py)")
+    (tmp / "against").mkdir()
+    (tmp / "against" / "glovebox_before").symlink_to(package_dir.resolve())
+    sys.path.insert(0, str(tmp / "against"))
+    return importlib.import_module("glovebox_before")
+
+
+def _pct(samples: list[float], pct: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(pct / 100 * len(ordered)))] * 1e6
+
+
+def paired(home: str, calls: int, packages: dict[str, ModuleType]) -> dict[str, dict[str, float]]:
+    """p50/p99 (µs) of one call at a time: a Runtime and each package's ProcessPool(1), in rotation."""
+    with glovebox.Runtime(home=home) as rt:
+        pools = {name: package.ProcessPool(processes=1, home=home) for name, package in packages.items()}
+        try:
+            contenders: dict[str, Callable[[], glovebox.CallResult]] = {"runtime": lambda: rt.call("text-stats", INPUT)}
+            for name, made in pools.items():
+                contenders[name] = lambda made=made: made.call("text-stats", INPUT)
+            samples: dict[str, list[float]] = {name: [] for name in contenders}
+            for i in range(300 + calls):  # the first 300 rounds warm every contender
+                for name, call in contenders.items():
+                    started = time.perf_counter()
+                    result = call()
+                    elapsed = time.perf_counter() - started
+                    _check(result)
+                    if i >= 300:
+                        samples[name].append(elapsed)
+        finally:
+            for made in pools.values():
+                made.close()
+    return {name: {"p50_us": _pct(s, 50), "p99_us": _pct(s, 99)} for name, s in samples.items()}
+
+
+def _switches(pid: int | str) -> int:
+    """Context switches (voluntary and not) of every thread of process ``pid`` so far."""
+    total = 0
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        for line in status.read_text().splitlines():
+            if "ctxt_switches:" in line:
+                total += int(line.split()[1])
+    return total
+
+
+def _cpu_s(pid: int | str) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def costs(home: str, calls: int, packages: dict[str, ModuleType]) -> dict[str, dict[str, float]]:
+    """CPU µs and context switches per call, here and in the worker, of each package's ProcessPool(1):
+    figures the machine's load moves much less than wall-clock time."""
+    figures = {}
+    for name, package in packages.items():
+        with package.ProcessPool(processes=1, home=home) as made:
+            for _ in range(200):
+                made.call("text-stats", INPUT)
+            [pid] = made.pids
+            here, there = (time.process_time(), _switches("self")), (_cpu_s(pid), _switches(pid))
+            for _ in range(calls):
+                made.call("text-stats", INPUT)
+            figures[name] = {
+                "caller_cpu_us": (time.process_time() - here[0]) / calls * 1e6,
+                "worker_cpu_us": (_cpu_s(pid) - there[0]) / calls * 1e6,
+                "caller_switches": (_switches("self") - here[1]) / calls,
+                "worker_switches": (_switches(pid) - there[1]) / calls,
+            }
+    return figures
+
+
+def _load() -> str:
+    return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+
+
+def print_paired(figures: dict[str, dict[str, float]]) -> None:
+    base = figures["runtime"]
+    for name, fig in figures.items():
+        line = f"  {name:<12} p50 {fig['p50_us']:8.0f} µs  p99 {fig['p99_us']:8.0f} µs"
+        if name != "runtime":
+            p50, p99 = fig["p50_us"] / base["p50_us"], fig["p99_us"] / base["p99_us"]
+            line += f"   ÷ runtime: p50 {p50:.2f}x  p99 {p99:.2f}x"
+        print(line + ("   (target p50 <= 1.25x)" if name == "pool-1p" else ""))
+    print(f"  {_load()}")
+
+
+def print_costs(figures: dict[str, dict[str, float]]) -> None:
+    for name, fig in figures.items():
+        print(
+            f"  {name:<12} per call: CPU {fig['caller_cpu_us']:.0f} µs here + {fig['worker_cpu_us']:.0f} µs in "
+            f"the worker; context switches {fig['caller_switches']:.1f} here + {fig['worker_switches']:.1f} there"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="how long each contender calls")
+    parser.add_argument("--paired", type=int, default=0, metavar="CALLS", help="time CALLS calls alternately")
+    parser.add_argument("--against", type=Path, help="another tree's glovebox package, timed beside this one")
+    parser.add_argument("--rounds", type=int, default=1, help="throughput rounds (each tree in turn)")
+    parser.add_argument("--only-pools", action="store_true", help="skip runtime-1t and solo-Np")
+    parser.add_argument("--wasm", type=Path, help="a text-stats build to use instead of building one")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
+        packages = {"pool-1p": glovebox}
+        if args.against is not None:
+            packages["before-1p"] = against(args.against, Path(tmp))
         home = str(Path(tmp) / "home")
-        wasm = glovebox.build(SOURCE, Path(tmp) / "text-stats.wasm")
+        wasm = args.wasm or glovebox.build(SOURCE, Path(tmp) / "text-stats.wasm")
         with glovebox.Runtime(home=home) as rt:
             rt.register(wasm)
-        figures = {"runtime-1t": runtime_loop(home, args.seconds, 0.0) / args.seconds}
+        report: dict[str, Any] = {}
+        if args.paired:
+            report["paired"] = paired(home, args.paired, packages)
+            print(f"one call at a time, {args.paired} rounds of each in rotation:")
+            print_paired(report["paired"])
+            if Path("/proc/self/task").is_dir():
+                report["costs"] = costs(home, args.paired, packages)
+                print_costs(report["costs"])
+        figures: dict[str, float] = {}
         busy = {}
-        for n in (1, 2):
-            figures[f"solo-{n}p"], busy[f"solo-{n}p"] = solo(home, n, args.seconds)
-            figures[f"pool-{n}p"] = pool(home, n, args.seconds)
+        if not args.only_pools:
+            figures["runtime-1t"] = runtime_loop(home, args.seconds, 0.0) / args.seconds
+            for n in (1, 2):
+                figures[f"solo-{n}p"], busy[f"solo-{n}p"] = solo(home, n, args.seconds)
+        rounds: list[dict[str, float]] = []
+        for _ in range(args.rounds):
+            rates: dict[str, float] = {}
+            for n in (1, 2):
+                for label, package in packages.items():
+                    rates[label.replace("1p", f"{n}p")] = pool(home, n, args.seconds, package)
+            rounds.append(rates)
+            print("  " + "  ".join(f"{name} {rate:,.0f}/s" for name, rate in rates.items()) + f"   ({_load()})")
+        figures.update({name: sum(r[name] for r in rounds) / len(rounds) for name in rounds[0]})
         with glovebox.Runtime(home=home) as rt:
             verified = rt.audit.verify()
-    ratios = {
-        "solo-2p / solo-1p": figures["solo-2p"] / figures["solo-1p"],
-        "pool-2p / pool-1p": figures["pool-2p"] / figures["pool-1p"],
-        "pool-2p / runtime-1t": figures["pool-2p"] / figures["runtime-1t"],
-    }
-    print(f"cores: {os.cpu_count()}  seconds per contender: {args.seconds}")
+    ratios = {"pool-2p / pool-1p": figures["pool-2p"] / figures["pool-1p"]}
+    if "before-1p" in figures:
+        ratios["before-2p / before-1p"] = figures["before-2p"] / figures["before-1p"]
+        ratios["pool-1p / before-1p"] = figures["pool-1p"] / figures["before-1p"]
+    if "solo-1p" in figures:
+        ratios["solo-2p / solo-1p"] = figures["solo-2p"] / figures["solo-1p"]
+        ratios["pool-2p / runtime-1t"] = figures["pool-2p"] / figures["runtime-1t"]
+    print(f"cores: {os.cpu_count()}  seconds per contender: {args.seconds}  rounds: {args.rounds}")
     for name, rate in figures.items():
         print(f"  {name:<12} {rate:10.0f} calls/s")
     for name, ratio in ratios.items():
-        print(f"  {name:<22} {ratio:5.2f}x   (target for 2 processes: >= 1.80x)")
+        print(f"  {name:<22} {ratio:5.2f}x" + ("   (target for 2 processes: >= 1.80x)" if "2p /" in name else ""))
     for name, share in busy.items():
         print(f"  {name:<12} each process used {share:.0%} of a core")
-    print(f"  load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (other work shares them)")
+    print(f"  {_load()} (other work shares them)")
     print(f"  audit chain after all writers: ok={verified.ok} rows={verified.rows}")
     RESULTS.parent.mkdir(exist_ok=True)
     host = {"cpus": os.cpu_count(), "python": platform.python_version(), "machine": platform.machine()}
-    report = {"host": host, "calls_per_s": figures, "ratios": ratios, "core_share": busy}
+    report.update({"host": host, "calls_per_s": figures, "ratios": ratios, "core_share": busy, "rounds": rounds})
     RESULTS.write_text(json.dumps(report, indent=2))
 
 

@@ -333,6 +333,80 @@ def test_acall(pool: glovebox.ProcessPool) -> None:
     assert {r.meta["principal"] for r in results} == {"ann"}
 
 
+def test_calls_and_acalls_at_once_are_all_answered(home: Path) -> None:
+    """Callers of ``call`` read the pipe for each other and for ``acall``'s calls, which have no thread."""
+    with glovebox.ProcessPool(processes=1, home=home, threads=2) as pool:
+        got: dict[int, Any] = {}
+
+        def client(k: int) -> None:
+            for i in range(15):
+                got[k * 100 + i] = pool.call("echo", {"n": k * 100 + i}).output
+
+        async def many() -> list[glovebox.CallResult]:
+            return await asyncio.gather(*(pool.acall("echo", {"n": 1000 + i}) for i in range(40)))
+
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(4)]
+        for thread in threads:
+            thread.start()
+        answered = asyncio.run(many())
+        for thread in threads:
+            thread.join(120)
+        assert got == {n: {"n": n} for n in got} and len(got) == 60
+        assert [r.output for r in answered] == [{"n": 1000 + i} for i in range(40)]
+        assert (pool.in_flight, pool.queued) == (0, 0)
+
+
+def test_a_burst_past_the_workers_threads_is_answered_in_full(home: Path) -> None:
+    """Requests beyond ``threads`` wait in the worker (which still drains its pipe) and run in turn."""
+    with glovebox.ProcessPool(processes=1, home=home, threads=1) as pool:
+
+        async def burst() -> list[glovebox.CallResult]:
+            return await asyncio.gather(*(pool.acall("echo", {"n": i, "pad": "x" * 500}) for i in range(600)))
+
+        results = asyncio.run(burst())
+        assert [r.output for r in results] == [{"n": i, "pad": "x" * 500} for i in range(600)]
+        assert len({r.meta["worker_pid"] for r in results}) == 1 and pool.in_flight == 0
+
+
+class Interrupted(Exception):
+    """Raised by a signal handler in the middle of ``call`` (as Ctrl-C raises KeyboardInterrupt)."""
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise Interrupted
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs setitimer")
+def test_a_caller_interrupted_while_it_reads_leaves_the_pool_working(home: Path, build_guest: BuildGuest) -> None:
+    with glovebox.Runtime(home=home) as rt:
+        rt.register(build_guest("loop_forever"), {"name": "loop", "limits": {"timeout_ms": 1500, "fuel": 10**10}})
+    with glovebox.ProcessPool(processes=1, home=home) as pool:
+        assert pool.call("echo", {"n": 1}).ok  # warm: the interrupted call is waiting on the pipe, not the start
+        previous = signal.signal(signal.SIGALRM, _interrupt)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
+            with pytest.raises(Interrupted):
+                pool.call("loop", {})
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        assert pool.call("echo", {"n": 2}).output == {"n": 2}
+        _until(lambda: pool.in_flight == 0, "the abandoned call's answer to be read")
+        assert [pool.call("echo", {"n": i}).output for i in range(3)] == [{"n": i} for i in range(3)]
+    with glovebox.Runtime(home=home) as rt:
+        rows = list(rt.audit.records())
+    assert [row["outcome"] for row in rows if row["outcome"] != "ok"] == ["timeout"], rows
+
+
+def test_an_idle_worker_that_dies_is_replaced_before_the_next_call(home: Path) -> None:
+    with glovebox.ProcessPool(processes=1, home=home) as pool:
+        [victim] = [pool.call("echo", {"n": 1}).meta["worker_pid"]]
+        os.kill(victim, signal.SIGKILL)
+        _until(lambda: len(pool.pids) == 1 and victim not in pool.pids, "a replacement worker")
+        result = pool.call("echo", {"n": 2})
+        assert result.output == {"n": 2} and result.meta["worker_pid"] not in (victim, os.getpid())
+
+
 def test_the_pool_is_a_call_backend_with_its_counters_and_the_homes_audit(pool: glovebox.ProcessPool) -> None:
     assert isinstance(pool, glovebox.CallBackend)
     assert (pool.in_flight, pool.queued) == (0, 0)

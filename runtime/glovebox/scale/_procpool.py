@@ -8,6 +8,14 @@ pick up registrations and policy reloads as any Runtime does, and append to the
 one audit chain. Each worker has one pipe; a call goes to the worker with the
 fewest calls in flight (ties in turn).
 
+Answers come back on the pipe, read by one thread at a time (its ``turn``): a
+caller of :meth:`ProcessPool.call` waiting for its answer reads the pipe itself
+when nobody else is, so a call costs no hand-off between threads here; it
+settles every answer it reads, and when its own is in, passes the turn to
+another waiting caller, or to the worker's watcher thread when calls from
+``acall`` are left (they have no thread to read for them). The watcher also
+notices the process ending when nobody is reading.
+
 A worker that dies (killed, out of memory) is replaced. Each call it had in
 flight answers ``internal_error``, retryable, with ``details.call_id`` and
 ``details.worker_pid``; the pool writes that call's audit row unless the worker
@@ -22,9 +30,11 @@ the path of ``call`` to a worker, carrying its call id and the run's context
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
+import select
 import threading
 import time
 import uuid
@@ -58,6 +68,8 @@ logger = logging.getLogger("glovebox")
 CLOSE_TIMEOUT_S = 120.0
 #: Longest wait before replacing a worker that died before it was ready.
 MAX_RESTART_DELAY_S = 5.0
+#: ``_Worker.turn`` while the worker's watcher thread reads its pipe.
+_WATCHER = "watcher"
 
 
 @dataclass
@@ -71,6 +83,10 @@ class _Pending:
     span: tuple[int, int] | None = None
     #: The run context of a nested call of a code-mode run (``meta.run``), or None.
     run: dict[str, Any] | None = None
+    #: Held while a caller of ``call`` sleeps (``waiting``); released when its answer is in or the turn is its.
+    wake: threading.Lock | None = None
+    waiting: bool = False
+    call_id: str = ""
 
 
 @dataclass
@@ -82,6 +98,19 @@ class _Worker:
     alive: bool = True
     ready: bool = False
     reader: threading.Thread | None = None
+    frames: _procwire.Frames = field(init=False)
+    #: Who reads the pipe now: None, ``_WATCHER``, or the ``_Pending`` of the caller reading it.
+    turn: _Pending | str | None = None
+    #: Sleeping callers of ``call`` (the next turn goes to one of them); calls with no caller thread.
+    sleepers: list[_Pending] = field(default_factory=list)
+    detached: int = 0
+    exited: bool = False  # the process ended (its pipe is read to the end, by the watcher)
+    ended: bool = False  # the pipe's end was read
+    nudge: tuple[int, int] = field(default_factory=os.pipe)  # written to wake the watcher
+
+    def __post_init__(self) -> None:
+        self.frames = _procwire.Frames(self.conn.fileno())
+        os.set_blocking(self.nudge[1], False)
 
     @property
     def pid(self) -> int:
@@ -215,7 +244,7 @@ class ProcessPool(FrontRuntime):
         process.start()
         theirs.close()
         worker = _Worker(process, ours)
-        worker.reader = threading.Thread(target=self._listen, args=(worker,), name="glovebox-pool", daemon=True)
+        worker.reader = threading.Thread(target=self._watch, args=(worker,), name="glovebox-pool", daemon=True)
         worker.reader.start()
         return worker
 
@@ -255,8 +284,8 @@ class ProcessPool(FrontRuntime):
         self, call_id: str, name: str, input: Any, principal: str | None, run: dict[str, Any] | None = None
     ) -> CallResult:
         tracer, started = self._tracing.tracer(), time.time_ns()
-        pending = self._submit(name, input, principal, call_id, run)
-        result = pending.future.result()
+        worker, pending = self._submit(name, input, principal, call_id, run, threading.Lock())
+        result = self._wait(worker, pending)
         _report(tracer, started, pending.span, result)
         return result
 
@@ -269,23 +298,36 @@ class ProcessPool(FrontRuntime):
         import asyncio  # imported here to keep `import glovebox` light
 
         tracer, started = self._tracing.tracer(), time.time_ns()
-        pending = self._submit(name, input, principal, uuid.uuid4().hex)
+        _, pending = self._submit(name, input, principal, uuid.uuid4().hex)
         result = await asyncio.wrap_future(pending.future)
         _report(tracer, started, pending.span, result)
         return result
 
     def _submit(
-        self, name: str, value: Any, principal: str | None, call_id: str, run: dict[str, Any] | None = None
-    ) -> _Pending:
+        self,
+        name: str,
+        value: Any,
+        principal: str | None,
+        call_id: str,
+        run: dict[str, Any] | None = None,
+        wake: threading.Lock | None = None,
+    ) -> tuple[_Worker, _Pending]:
+        """Send the call to a worker; ``wake`` (held here) when a thread will wait for it in ``_wait``."""
         if not isinstance(name, str):
             raise TypeError(f"tool name must be a str, not {type(name).__name__}")
         if principal is not None and not isinstance(principal, str):
             raise TypeError(f"principal must be a str or None, not {type(principal).__name__}")
         payload = _payload(call_id, name, value, principal, _tracing.carrier(), run)
-        pending = _Pending(Future(), name, value, principal, run=run)
+        pending = _Pending(Future(), name, value, principal, run=run, wake=wake, call_id=call_id)
+        if wake is not None:
+            wake.acquire()
         worker = self._dispatch(call_id, pending)
         self._send(worker, payload)
-        return pending
+        if wake is None:
+            with self._cond:
+                if worker.turn is None:  # nobody reads: the watcher will
+                    self._pass(worker)
+        return worker, pending
 
     def _dispatch(self, call_id: str, pending: _Pending) -> _Worker:
         """Choose the live worker with the fewest calls in flight and book the call on it."""
@@ -306,10 +348,11 @@ class ProcessPool(FrontRuntime):
             chosen = min(range(len(live)), key=lambda i: (len(live[i].pending), (i - turn) % len(live)))
             worker = live[chosen]
             worker.pending[call_id] = pending
+            worker.detached += pending.wake is None
             return worker
 
     def _send(self, worker: _Worker, payload: bytes | None) -> None:
-        """Write to a worker's pipe; a dead worker's calls are answered by its reader."""
+        """Write to a worker's pipe; a dead worker's calls are answered by its watcher."""
         data = payload if payload is not None else _procwire.STOP
         try:
             with worker.send_lock:
@@ -319,28 +362,126 @@ class ProcessPool(FrontRuntime):
 
     # -- answers -------------------------------------------------------------
 
-    def _listen(self, worker: _Worker) -> None:
-        """Read one worker's answers until its pipe closes; then settle what it left."""
-        while True:
-            try:
-                message = worker.conn.recv()
-            except (EOFError, OSError):
-                break
-            except Exception:
-                logger.exception("unreadable answer from worker %d", worker.pid)
-                continue
-            if message[0] == "ready":
-                worker.ready = True
-                self._restart_delay = 0.1
-            elif message[0] == "result":
-                self._settle(worker, *message[1:4])
-            else:
-                self._settle(worker, message[1])
+    def _wait(self, worker: _Worker, pending: _Pending) -> CallResult:
+        """The answer of a call made by this thread: read the pipe when it is this thread's turn, else sleep."""
+        assert pending.wake is not None
+        try:
+            while True:
+                with self._cond:
+                    if pending.future.done():
+                        if worker.turn is pending:  # given the turn as its answer came in
+                            self._pass(worker)
+                        return pending.future.result()
+                    mine = worker.turn is None or worker.turn is pending
+                    if mine:
+                        worker.turn = pending
+                    else:
+                        pending.waiting = True
+                        worker.sleepers.append(pending)
+                if mine:
+                    self._read(worker, pending)
+                else:
+                    pending.wake.acquire()
+        except BaseException:  # interrupted: the call is left to the watcher, and so is the pipe
+            with self._cond:
+                if pending.waiting:
+                    pending.waiting = False
+                    worker.sleepers.remove(pending)
+                if worker.pending.get(pending.call_id) is pending:
+                    pending.wake = None
+                    worker.detached += 1
+                if worker.turn is None or worker.turn is pending:
+                    self._pass(worker)
+            raise
+
+    def _read(self, worker: _Worker, mine: _Pending | None) -> None:
+        """Read and settle answers until ``mine`` is answered (the watcher: until its turn is over)."""
+        ended = False
+        try:
+            while not self._turn_over(worker, mine):
+                try:
+                    data = worker.frames.next()
+                except (EOFError, OSError):
+                    ended = True
+                    break
+                self._heard(worker, data)
+        finally:
+            with self._cond:  # one step, so the watcher sees the end only once the turn is its
+                worker.ended = worker.ended or ended
+                self._pass(worker)
+
+    def _turn_over(self, worker: _Worker, mine: _Pending | None) -> bool:
+        with self._cond:
+            if worker.ended:
+                return True
+            return mine.future.done() if mine is not None else self._successor(worker) != _WATCHER
+
+    def _successor(self, worker: _Worker) -> _Pending | str | None:
+        """Who should read the pipe next (the lock held): the watcher while calls no thread waits on are
+        left or the process ended, else a sleeping caller, else nobody."""
+        if worker.ended or worker.exited or worker.detached:
+            return _WATCHER
+        return worker.sleepers[0] if worker.sleepers else None
+
+    def _pass(self, worker: _Worker) -> None:
+        """Give the pipe to its next reader and wake it (the lock held)."""
+        nxt = worker.turn = self._successor(worker)
+        if nxt == _WATCHER:
+            if worker.alive:  # (a dead worker's watcher has left, and closed its pipe)
+                with contextlib.suppress(BlockingIOError):  # full: the watcher has nudges to read
+                    os.write(worker.nudge[1], b"\0")
+        elif isinstance(nxt, _Pending):
+            self._rouse(worker, nxt)
+
+    def _rouse(self, worker: _Worker, pending: _Pending) -> None:
+        """Wake the caller sleeping on ``pending`` (the lock held)."""
+        if pending.waiting:
+            assert pending.wake is not None
+            pending.waiting = False
+            worker.sleepers.remove(pending)
+            pending.wake.release()
+
+    def _watch(self, worker: _Worker) -> None:
+        """The watcher: read the pipe when given the turn, until the process ends; then settle what it left."""
+        nudge, sentinel = worker.nudge[0], worker.process.sentinel
+        poller = select.poll()  # (not select.select: a busy program's descriptors pass FD_SETSIZE)
+        poller.register(nudge, select.POLLIN)
+        poller.register(sentinel, select.POLLIN)
+        while not worker.ended:
+            ready = {fd for fd, _ in poller.poll()}
+            if nudge in ready:
+                os.read(nudge, 4096)
+            with self._cond:
+                if sentinel in ready:
+                    worker.exited = True  # its pipe is read to the end, by this thread
+                    poller.unregister(sentinel)
+                    if worker.turn is None:
+                        worker.turn = _WATCHER
+                mine = worker.turn == _WATCHER
+            if mine:
+                self._read(worker, None)
         self._died(worker)
+
+    def _heard(self, worker: _Worker, data: bytes) -> None:
+        """Act on one message of a worker: it is ready, or a call's answer."""
+        try:
+            message = pickle.loads(data)
+        except Exception:
+            logger.exception("unreadable answer from worker %d", worker.pid)
+            return
+        if message[0] == "ready":
+            worker.ready = True
+            self._restart_delay = 0.1
+        elif message[0] == "result":
+            self._settle(worker, *message[1:4])
+        else:
+            self._settle(worker, message[1])
 
     def _settle(self, worker: _Worker, call_id: str, envelope: dict[str, Any] | None = None, span: Any = None) -> None:
         with self._cond:
             pending = worker.pending.pop(call_id, None)
+            if pending is not None:
+                worker.detached -= pending.wake is None
         if pending is None:
             return
         try:
@@ -349,7 +490,13 @@ class ProcessPool(FrontRuntime):
         except ValueError:
             logger.exception("unreadable answer to call %s from worker %d", call_id, worker.pid)
             result = self._lost(worker, call_id, pending)
+        self._answer(worker, pending, result)
+
+    def _answer(self, worker: _Worker, pending: _Pending, result: CallResult) -> None:
         pending.future.set_result(result)
+        if pending.wake is not None:
+            with self._cond:
+                self._rouse(worker, pending)
 
     def _died(self, worker: _Worker) -> None:
         """Answer the calls a dead worker left, and start its replacement unless closing."""
@@ -358,12 +505,16 @@ class ProcessPool(FrontRuntime):
             worker.alive = False
             left = dict(worker.pending)
             worker.pending.clear()
+            worker.detached = 0
             closing = self._closed
         worker.conn.close()
+        for fd in worker.nudge:
+            os.close(fd)
+
         if not closing:
             logger.error("worker %d ended (exit code %s); replacing it", worker.pid, worker.process.exitcode)
         for call_id, pending in left.items():
-            pending.future.set_result(self._lost(worker, call_id, pending))
+            self._answer(worker, pending, self._lost(worker, call_id, pending))
         if not closing:
             self._replace(worker)
 
