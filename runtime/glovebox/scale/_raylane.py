@@ -20,7 +20,8 @@ blocked reading it runs the call and writes the envelope back.
 
 Frames are a 4-byte big-endian length and the bytes. A request is three frames
 (request, ``name@version``, digest); an answer is one, the envelope pickled by the
-replica (as Ray pickles an actor task's result) or the text of a ``BadRequest``.
+replica (as Ray pickles an actor task's result), or the text of a ``BadRequest``
+(or of an exception the call raised), which the driver answers as a failed call.
 """
 
 from __future__ import annotations
@@ -130,6 +131,9 @@ class LaneServer:
                     answer = _ANSWER + pickle.dumps(self._handle(data, ref.decode(), digest.decode()))
                 except self._bad_request as exc:
                     answer = _BAD + str(exc).encode()
+                except Exception:  # as a Ray task's exception would be: this call fails, the lane goes on
+                    logger.exception("a call on the lane raised")
+                    answer = _BAD + b"the replica raised while answering the call"
                 conn.sendall(_frames(answer))
                 with self._lock:
                     self.answered += 1
