@@ -12,11 +12,20 @@ from a loopback server that answers after 200 ms). For each: p50/p99 of sequenti
 calls, and calls/s with enough caller threads to fill every slot (8 for text-stats,
 64 for slow). The Ray overhead per call is ray-2r's p50 minus runtime's. Figures go to
 stdout and ``bench/results/ray.json``. Nothing here is a test.
+
+``--compare [--rounds N]`` times the tiny tool only, with every contender alive at
+once and timed alternately in rounds (sequential calls for p50/p99, then 1 s of 8
+callers each for calls/s): runtime, pool-2p, ray-before (the call path as it was:
+the ``Artifact`` pickled into every call through ``Replica.call``, Ray's task events
+kept), ray-held (``Replica.call_held`` through Ray: ``name@version`` and the digest,
+no task events) and ray-after (the same over the replica's lane, as ``call`` goes on
+one node). Figures go to ``bench/results/ray-compare.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -114,10 +123,119 @@ def _call_of(runner: Any) -> Call:
     return lambda tool, value: runner.call(tool, value)
 
 
+def _before(base: type) -> type:
+    """``RayRuntime`` with the call path it had before ``Replica.call_held`` (for ``--compare``)."""
+    import functools
+    import uuid
+
+    from glovebox.core._errors import ToolNotFound
+    from glovebox.scale import _procwire
+    from glovebox.scale._raycluster import _Booked
+
+    class Before(base):  # type: ignore[misc]
+        def _submit(self, name: str, value: Any, principal: str | None, *, lane: bool = False) -> Any:
+            call_id = uuid.uuid4().hex
+            try:
+                info = self._front.tool(name)
+            except (ToolNotFound, ValueError):
+                return functools.partial(self._internal.call_as, call_id, name, value, principal)
+            slot = self._choose(info.digest)
+            if slot is None:
+                return functools.partial(self._internal.refuse, name, value, principal, self._overloaded(), call_id)
+            artifact = self._artifact(info)
+            data = _procwire.encode(call_id, name, value, principal, None)
+            ref = slot.actor.call.remote(data, artifact)  # the Artifact every call, task events on
+            return _Booked(slot, ref, call_id, name, value, principal, info, data)
+
+    return Before
+
+
+def _through_ray(base: type) -> type:
+    """``RayRuntime`` whose calls never take a lane: ``Replica.call_held`` through Ray (for ``--compare``)."""
+
+    class ThroughRay(base):  # type: ignore[misc]
+        def _lane(self, slot: Any) -> None:
+            return None
+
+    return ThroughRay
+
+
+def compare(rounds: int) -> None:
+    """Every contender alive at once, timed alternately on the tiny tool (see the module)."""
+    import ray
+
+    from glovebox.ray import RayRuntime
+
+    load_before = os.getloadavg()
+    times: dict[str, list[float]] = {}
+    rates: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        home = str(Path(tmp) / "home")
+        with glovebox.Runtime(home=home) as rt:
+            rt.register(glovebox.build(ROOT / "guest/examples/text-stats/tool.c", Path(tmp) / "ts.wasm"))
+        ray.init(num_cpus=6, include_dashboard=False, log_to_driver=False)
+        stack.callback(ray.shutdown)
+        ray_options: dict[str, Any] = {"home": home, "threads": 32, "replica_options": {"num_cpus": 1}}
+        contenders = {
+            "runtime": stack.enter_context(glovebox.Runtime(home=home)),
+            "pool-2p": stack.enter_context(glovebox.ProcessPool(processes=2, home=home, threads=32)),
+            "ray-before": stack.enter_context(_before(RayRuntime)(2, **ray_options)),
+            "ray-held": stack.enter_context(_through_ray(RayRuntime)(2, **ray_options)),
+            "ray-after": stack.enter_context(RayRuntime(2, **ray_options)),
+        }
+        for name, runner in contenders.items():
+            for _ in range(20):
+                _ok(runner.call("text-stats", TINY))
+            times[name], rates[name] = [], []
+        for _ in range(rounds):
+            for name, runner in contenders.items():
+                for _ in range(50):
+                    start = time.perf_counter()
+                    _ok(runner.call("text-stats", TINY))
+                    times[name].append((time.perf_counter() - start) * 1000)
+        for _ in range(max(3, rounds // 5)):
+            for name, runner in contenders.items():
+                rates[name].append(throughput(_call_of(runner), "text-stats", TINY, 8, 1.0))
+        chains = contenders["ray-after"].verify_audit()
+    load_after = os.getloadavg()
+    rows: dict[str, dict[str, float]] = {}
+    for name in contenders:
+        ordered = sorted(times[name])
+        rows[name] = {
+            "tiny_p50_ms": statistics.median(ordered),
+            "tiny_p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+            "tiny_calls_per_s": statistics.median(rates[name]),
+        }
+    print(f"cores: {os.cpu_count()}  load average before {load_before[0]:.1f}, after {load_after[0]:.1f}")
+    print(f"  {'':<11} {'tiny p50':>9} {'tiny p99':>9} {'tiny/s':>8}   ({rounds} rounds of 50 calls each)")
+    for name, row in rows.items():
+        print(f"  {name:<11} {row['tiny_p50_ms']:8.3f}m {row['tiny_p99_ms']:8.3f}m {row['tiny_calls_per_s']:8.0f}")
+    before, after, pool = rows["ray-before"], rows["ray-after"], rows["pool-2p"]
+    ratios = {
+        "p50 ray-held / ray-before": rows["ray-held"]["tiny_p50_ms"] / before["tiny_p50_ms"],
+        "p50 ray-after / ray-before": after["tiny_p50_ms"] / before["tiny_p50_ms"],
+        "p50 ray-after / pool-2p": after["tiny_p50_ms"] / pool["tiny_p50_ms"],
+        "calls/s ray-after / ray-before": after["tiny_calls_per_s"] / before["tiny_calls_per_s"],
+        "calls/s ray-after / pool-2p": after["tiny_calls_per_s"] / pool["tiny_calls_per_s"],
+        "p50 ray-after - runtime (ms)": after["tiny_p50_ms"] - rows["runtime"]["tiny_p50_ms"],
+    }
+    for name, value in ratios.items():
+        print(f"  {name:<34} {value:8.3f}")
+    print(f"  audit chains after the run: {[(c['home'][-20:], c['ok'], c['rows']) for c in chains]}")
+    RESULTS.parent.mkdir(exist_ok=True)
+    saved = {"figures": rows, "ratios": ratios, "load": {"before": load_before[0], "after": load_after[0]}}
+    (RESULTS.parent / "ray-compare.json").write_text(json.dumps(saved, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=4.0, help="how long each throughput run lasts")
+    parser.add_argument("--compare", action="store_true", help="the call path before and after, timed alternately")
+    parser.add_argument("--rounds", type=int, default=20, help="rounds of --compare")
     args = parser.parse_args()
+    if args.compare:
+        compare(args.rounds)
+        return
     import ray
 
     from glovebox.ray import RayRuntime

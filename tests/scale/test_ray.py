@@ -13,6 +13,8 @@ import asyncio
 import json
 import operator
 import os
+import pickle
+import socket
 import subprocess
 import sys
 import threading
@@ -30,7 +32,7 @@ ray = pytest.importorskip("ray")
 
 import glovebox  # noqa: E402
 from glovebox.ray import RayRuntime  # noqa: E402
-from glovebox.scale import _procwire  # noqa: E402
+from glovebox.scale import _procwire, _raylane  # noqa: E402
 from glovebox.scale._raycluster import keep_trap_handlers  # noqa: E402
 from glovebox.scale._rayreplica import Artifact  # noqa: E402
 
@@ -433,3 +435,64 @@ def test_a_name_or_principal_that_is_not_a_str_is_misuse(deployment: RayRuntime)
         deployment.call("echo", {"n": 1}, principal=7)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="tool name must be a str, not bytes"):
         deployment.call(b"echo", {"n": 1})  # type: ignore[arg-type]
+
+
+def test_calls_from_the_driver_node_go_by_the_lane(deployment: RayRuntime) -> None:
+    replica = deployment.call("echo", {"n": 0}).meta["replica"]
+    before = ray.get(deployment.actor(replica).open_lane.remote())["answered"]
+    answers = [deployment.call("echo", {"n": n}) for n in range(3)]
+    assert [(a.ok, a.meta["replica"]) for a in answers] == [(True, replica)] * 3
+    assert ray.get(deployment.actor(replica).open_lane.remote())["answered"] == before + 3
+
+
+def _closed_unanswered(conn: socket.socket) -> bool:
+    """Whether the peer closed the connection without a byte of answer (a reset counts: it left data unread)."""
+    try:
+        return conn.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_the_lane_answers_only_a_connection_that_offers_its_token(
+    deployment: RayRuntime, homes: dict[str, Path]
+) -> None:
+    replica = deployment.call("echo", {"n": 0}).meta["replica"]  # its home holds echo now
+    about = ray.get(deployment.actor(replica).open_lane.remote())
+    assert os.stat(os.path.dirname(about["path"])).st_mode & 0o777 == 0o700
+    info = deployment.tool("echo")
+    call_id = uuid.uuid4().hex
+    request = _raylane._frames(
+        _procwire.encode(call_id, "echo", {"n": 7}, None, None), f"echo@{info.version}".encode(), info.digest.encode()
+    )
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(60)
+        conn.connect(about["path"])
+        conn.sendall(bytes(32) + request)  # a wrong token
+        assert _closed_unanswered(conn)
+    assert _rows(homes, call_id) == []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(60)
+        conn.connect(about["path"])
+        conn.sendall(about["token"] + request)
+        answer = _raylane._read_frame(conn)
+    assert answer is not None and answer[:1] == b"a"
+    envelope = pickle.loads(answer[1:])
+    assert envelope["ok"] and envelope["meta"]["call_id"] == call_id and envelope["meta"]["replica"] == replica
+    [row] = _rows(homes, call_id)
+    assert row["outcome"] == "ok"
+
+
+def test_a_lane_request_the_replica_cannot_read_answers_internal_error(deployment: RayRuntime) -> None:
+    replica = deployment.call("echo", {"n": 0}).meta["replica"]
+    about = ray.get(deployment.actor(replica).open_lane.remote())
+    info = deployment.tool("echo")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(60)
+        conn.connect(about["path"])
+        conn.sendall(about["token"] + _raylane._frames(b"[1, 2]", b"echo@" + info.version.encode(), b"sha256:x"))
+        assert _raylane._read_frame(conn) == b"a" + pickle.dumps(None)  # that digest is not held: nothing ran
+        held = info.digest.encode()
+        conn.sendall(_raylane._frames(b"[1, 2]", b"echo@" + info.version.encode(), held))
+        answer = _raylane._read_frame(conn)
+    assert answer is not None and answer.startswith(b"b") and b"not a JSON object" in answer
+    assert deployment.call("echo", {"n": 1}).ok  # the replica goes on

@@ -4,6 +4,7 @@
 - :mod:`._procwire` — what the parent sends a worker: requests as JSON text, never a pickle.
 - :mod:`._raycluster` / :mod:`._rayreplica` — ``RayRuntime`` and its actors
   (public as :mod:`glovebox.ray`).
+- :mod:`._raylane` — a replica's lane: calls from a driver on its node over a Unix socket.
 
 Imports: :mod:`glovebox.runtime` (through its internal object) and below.
 """

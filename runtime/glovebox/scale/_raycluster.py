@@ -6,10 +6,11 @@ itself (an unknown tool, ``overloaded``, a replica that died, and the calls of
 remote MCP tools, which it proxies: they have no wasm to ship). Every other call
 goes to a replica: the router ranks the live replicas by rendezvous hashing on
 the tool's digest, so a tool's calls stay on the replica that already holds its
-compiled component, and takes the first one with an idle thread; when all those
-are busy it takes the least loaded one below ``max_pending``; when every replica
-is at ``max_pending`` the call answers ``overloaded`` at once. Artifacts travel
-by digest (``glovebox.scale._rayreplica``).
+compiled component, and takes the first one with no call in flight; when none is
+idle it takes the least loaded one below ``max_pending``; when every replica
+is at ``max_pending`` the call answers ``overloaded`` at once. A call carries
+its tool's ``name@version`` and digest; the artifact itself travels only to a
+replica whose home lacks it (``glovebox.scale._rayreplica``).
 
 A replica that dies (``ray.kill``, its node lost) is replaced under the same
 id; each call it held answers ``internal_error``, retryable, with
@@ -51,6 +52,7 @@ from ..runtime._runtime import Runtime
 from . import _procwire
 from ._front import FrontRuntime
 from ._procpool import lost_call
+from ._raylane import Lane, LaneLost, LaneRefused
 from ._rayreplica import Artifact, Replica, policy_digest
 
 __all__ = ["RayRuntime", "keep_trap_handlers"]
@@ -69,6 +71,17 @@ class _Slot:
     ready: Any  # ObjectRef of Replica.ready
     pending: int = 0
     alive: bool = True
+    lane_ref: Any = None  # ObjectRef of Replica.open_lane
+    #: The replica's lane (``glovebox.scale._raylane``), once known; None: calls go through Ray.
+    lane: Lane | None = None
+    lane_known: bool = False
+    #: ``Replica.call_held`` and ``Replica.call`` as the call path sends them (see :func:`_quiet`).
+    call_held: Any = None
+    call: Any = None
+
+    def __post_init__(self) -> None:
+        self.call_held = _quiet(self.actor.call_held)
+        self.call = _quiet(self.actor.call)
 
 
 @dataclass
@@ -79,8 +92,15 @@ class _Booked:
     name: str
     value: Any
     principal: str | None
+    info: ToolInfo
+    data: bytes  # the request as a replica reads it (``_procwire``), kept to send again with the artifact
+    lane: Lane | None = None  # the call goes on this lane (its ``ref`` is None until sent through Ray)
     started: float = field(default_factory=time.perf_counter)
     run: dict[str, Any] | None = None
+
+    @property
+    def tool(self) -> str:
+        return f"{self.info.name}@{self.info.version}"
 
 
 class RayRuntime(FrontRuntime):
@@ -168,9 +188,9 @@ class RayRuntime(FrontRuntime):
 
     def _start(self, replica_id: str) -> _Slot:
         options = {"max_concurrency": self._threads, "max_restarts": 0, **self._actor_options}
-        actor = self._actor_class.options(**options).remote(self._options, replica_id)
+        actor = self._actor_class.options(**options).remote(self._options, replica_id, self._threads)
         ready: Any = actor.ready
-        return _Slot(replica_id, actor, ready.remote())
+        return _Slot(replica_id, actor, ready.remote(), lane_ref=actor.open_lane.remote())
 
     def close(self) -> None:
         """Let the replicas finish their calls, then stop them (and Ray, if this started it). Idempotent."""
@@ -179,6 +199,9 @@ class RayRuntime(FrontRuntime):
                 return
             self._closed = True
             slots = [slot for slot in self._slots if slot.alive]
+        for slot in slots:
+            if slot.lane is not None:
+                slot.lane.close()
         closing = [slot.actor.close.remote() for slot in slots]
         try:
             ray.get(closing, timeout=CLOSE_TIMEOUT_S)
@@ -321,14 +344,35 @@ class RayRuntime(FrontRuntime):
     def _call_with(
         self, call_id: str, name: str, input: Any, principal: str | None, run: dict[str, Any] | None = None
     ) -> CallResult:
-        booked = self._submit(name, input, principal, call_id, run)
+        booked = self._submit(name, input, principal, call_id, run, lane=True)
         if not isinstance(booked, _Booked):
             return booked()
         try:
-            envelope = ray.get(booked.ref)
-        except RayError as exc:
+            if booked.lane is not None:
+                envelope = self._on_lane(booked, booked.lane)
+            else:
+                envelope = ray.get(booked.ref)
+            if envelope is None:  # the replica's home lacks the tool: send the call again with its artifact
+                envelope = ray.get(self._with_artifact(booked))
+        except (RayError, LaneLost, LaneRefused) as exc:
             return self._failed(booked, exc)
         return self._settle(booked, envelope)
+
+    def _on_lane(self, booked: _Booked, lane: Lane) -> Any:
+        """The call's envelope through the replica's lane.
+
+        Raises:
+            ActorDiedError: the lane broke because the replica died (Ray says so).
+            LaneLost: the lane broke with the replica alive (it is not used again).
+            LaneRefused: the replica could not read the request.
+        """
+        try:
+            return lane.call(booked.data, booked.tool, booked.info.digest)
+        except LaneLost:
+            booked.slot.lane = None  # Ray's path from now on, whatever broke the lane
+            lane.close()
+            ray.get(booked.slot.actor.ready.remote(), timeout=CLOSE_TIMEOUT_S)  # ActorDiedError when dead
+            raise
 
     async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
         """``call`` without blocking the event loop (the wait is on the replica's answer)."""
@@ -339,14 +383,26 @@ class RayRuntime(FrontRuntime):
             return await asyncio.to_thread(booked)  # answered here: the registry, the audit
         try:
             envelope = await booked.ref
+            if envelope is None:  # the replica's home lacks the tool: send the call again with its artifact
+                envelope = await self._with_artifact(booked)
         except RayError as exc:
             return await asyncio.to_thread(self._failed, booked, exc)
         return self._settle(booked, envelope)
 
     def _submit(
-        self, name: str, value: Any, principal: str | None, call_id: str, run: dict[str, Any] | None = None
+        self,
+        name: str,
+        value: Any,
+        principal: str | None,
+        call_id: str,
+        run: dict[str, Any] | None = None,
+        *,
+        lane: bool = False,
     ) -> _Booked | Callable[[], CallResult]:
-        """Book the call on a replica, or answer how the driver answers it (an unknown tool, overloaded)."""
+        """Book the call on a replica, or answer how the driver answers it (an unknown tool, overloaded).
+
+        With ``lane``, a replica on this node gets the call through its lane (the caller sends it);
+        otherwise it is sent through Ray here."""
         if not isinstance(name, str):
             raise TypeError(f"tool name must be a str, not {type(name).__name__}")
         if principal is not None and not isinstance(principal, str):
@@ -362,10 +418,35 @@ class RayRuntime(FrontRuntime):
         slot = self._choose(info.digest)
         if slot is None:
             return functools.partial(self._internal.refuse, name, value, principal, self._overloaded(), call_id)
-        artifact = self._artifact(info)
         # As JSON text, as a ProcessPool worker gets it: a replica unpickles nothing the caller chose.
-        ref = slot.actor.call.remote(_procwire.encode(call_id, name, value, principal, None, run), artifact)
-        return _Booked(slot, ref, call_id, name, value, principal, run=run)
+        data = _procwire.encode(call_id, name, value, principal, None, run)
+        booked = _Booked(slot, None, call_id, name, value, principal, info, data, run=run)
+        booked.lane = self._lane(slot) if lane else None
+        if booked.lane is None:
+            # name@version and the digest stand for the artifact: nothing for Ray to pickle or track per call.
+            booked.ref = slot.call_held.remote(data, booked.tool, info.digest)
+        return booked
+
+    def _lane(self, slot: _Slot) -> Lane | None:
+        """The replica's lane when it runs on this node (asked once per replica), else None."""
+        if slot.lane_known:
+            return slot.lane
+        try:
+            about = ray.get(slot.lane_ref, timeout=START_TIMEOUT_S)
+        except RayError:
+            about = None
+        here = ray.get_runtime_context().get_node_id()
+        with self._lock:
+            if not slot.lane_known:
+                if about is not None and about["node_id"] == here and not self._closed:
+                    slot.lane = Lane(about["path"], about["token"])
+                slot.lane_known = True
+            return slot.lane
+
+    def _with_artifact(self, booked: _Booked) -> Any:
+        """Send a call again with its tool's artifact, to the replica that answered it lacks the tool."""
+        booked.ref = booked.slot.call.remote(booked.data, self._artifact(booked.info))
+        return booked.ref
 
     @property
     def in_flight(self) -> int:
@@ -379,14 +460,19 @@ class RayRuntime(FrontRuntime):
         return 0
 
     def _choose(self, digest: str) -> _Slot | None:
-        """The replica for a tool: the first by rendezvous rank with an idle thread, else the least loaded."""
+        """The replica for a tool: the first by rendezvous rank with no call in flight, else the
+        least loaded below ``max_pending`` (ties in rank order).
+
+        Calls one at a time stay on one replica; calls at once spread over the replicas
+        instead of filling one replica's threads under its one GIL while another idles.
+        """
         with self._lock:
             live = [slot for slot in self._slots if slot.alive]
             ranked = sorted(live, key=lambda slot: _rank(digest, slot.replica_id))
-            chosen = next((slot for slot in ranked if slot.pending < self._threads), None)
+            chosen = next((slot for slot in ranked if slot.pending == 0), None)
             if chosen is None:
                 open_slots = [slot for slot in ranked if slot.pending < self._max_pending]
-                chosen = min(open_slots, key=lambda slot: slot.pending, default=None)
+                chosen = min(open_slots, key=lambda slot: slot.pending, default=None)  # min keeps the first of ties
             if chosen is not None:
                 chosen.pending += 1
             return chosen
@@ -426,7 +512,7 @@ class RayRuntime(FrontRuntime):
             logger.exception("unreadable answer to call %s from %s", booked.call_id, booked.slot.replica_id)
             return self._lost(booked)
 
-    def _failed(self, booked: _Booked, exc: RayError) -> CallResult:
+    def _failed(self, booked: _Booked, exc: Exception) -> CallResult:
         """A call whose replica died or raised: replace a dead replica, answer and audit the call."""
         self._release(booked)
         logger.error("replica %s failed call %s: %s", booked.slot.replica_id, booked.call_id, exc)
@@ -491,6 +577,16 @@ def keep_trap_handlers() -> Iterator[None]:
     finally:
         for number, record in saved.items():
             libc.sigaction(number, record, None)
+
+
+def _quiet(method: Any) -> Any:
+    """An actor method whose tasks Ray keeps no task events for.
+
+    Task events feed Ray's state API and dashboard (``ray list tasks``); recording them
+    cost about 0.4 ms of a tiny call's round trip on a loaded 2-core machine. A call's
+    record is its audit row, and its envelope names the replica that ran it.
+    """
+    return method.options(enable_task_events=False)
 
 
 def _rank(digest: str, replica_id: str) -> bytes:

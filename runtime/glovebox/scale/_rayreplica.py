@@ -1,11 +1,14 @@
 """One replica of a Ray deployment: a Runtime in a Ray actor, fed artifacts by digest.
 
 The driver (``glovebox.scale._raycluster``) resolves each call's tool in its own
-registry and sends the replica ``name@version`` with an :class:`Artifact`: the
-digest, the manifest, and a reference to the artifact's bytes in Ray's object
-store (wrapped in a list, so Ray hands over the reference and not the bytes).
-A replica whose home already holds that ``name@version`` with that digest runs
-the call at once. One that lacks it fetches the bytes, checks their SHA-256
+registry and sends the replica the request with ``name@version`` and the digest
+(:meth:`Replica.call_held`): two strings, nothing for Ray to track. A replica whose
+home holds that ``name@version`` with that digest (always, when it shares the
+driver's home) runs the call at once; one that does not answers None, having run
+and recorded nothing, and the driver sends the call again with an :class:`Artifact`
+(:meth:`Replica.call`): the digest, the manifest, and a reference to the
+artifact's bytes in Ray's object store (wrapped in a list, so Ray hands over the
+reference and not the bytes). The replica fetches the bytes, checks their SHA-256
 against the digest **before anything else touches them**, and registers them in
 its home, which verifies the signature when the home requires one, compiles in a
 resource-limited child and keeps the compiled component in the node's cache. Bytes
@@ -16,6 +19,7 @@ delivery is not), is audited, and nothing is stored or compiled.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
@@ -33,6 +37,7 @@ from ..runtime._envelope import RUN_CONTEXT, failure, new_meta
 from ..runtime._internal import internals
 from ..runtime._runtime import Runtime
 from ._procwire import BadRequest, Request, decode, is_unicode
+from ._raylane import LaneServer
 
 __all__ = ["Artifact", "Replica"]
 
@@ -60,10 +65,27 @@ class Artifact:
 class Replica:
     """The body of a replica actor: one Runtime on the node's home."""
 
-    def __init__(self, options: dict[str, Any], replica_id: str) -> None:
+    def __init__(self, options: dict[str, Any], replica_id: str, threads: int | None = None) -> None:
         self.replica_id = replica_id
         self.runtime = Runtime(**options)
         self._install_lock = threading.Lock()
+        #: ``threads`` calls at once, whichever way they came (Ray's actor threads or the lane's).
+        self._running = threading.BoundedSemaphore(threads) if threads is not None else contextlib.nullcontext()
+        self._lane: LaneServer | None = None
+        self._lane_lock = threading.Lock()
+
+    def open_lane(self) -> dict[str, Any]:
+        """Listen for calls from a driver on this node (``glovebox.scale._raylane``): ``path``,
+        ``token`` and ``node_id`` (for the driver to use only when its node is the same), and
+        ``answered``, the calls the lane has answered so far."""
+        import ray
+
+        with self._lane_lock:
+            if self._lane is None:
+                self._lane = LaneServer(self.call_held, BadRequest)
+            lane = self._lane
+        node = ray.get_runtime_context().get_node_id()
+        return {"path": lane.path, "token": lane.token, "node_id": node, "answered": lane.answered}
 
     def ready(self) -> dict[str, Any]:
         """Who this replica is: pid, Ray node id, home."""
@@ -73,36 +95,56 @@ class Replica:
         return {"pid": os.getpid(), "node_id": node, "home": str(self.runtime.home), "replica": self.replica_id}
 
     def call(self, data: bytes, artifact: Artifact) -> Any:
-        """Run one call (its request as ``_procwire`` JSON text, never a pickle of the caller's value);
-        answer its envelope, with ``meta.worker_pid`` and ``meta.replica``; a nested call of a run is
-        made with the run's context (``meta.run``), which the request carries."""
-        request = decode(data)  # BadRequest: the driver answers the call as failed (a RayError)
-        if request is None:
-            raise BadRequest("a stop message is not a call")
-        token = RUN_CONTEXT.set(request.run) if request.run is not None else None  # a nested call of a run
+        """Run one call (its request as ``_procwire`` JSON text, never a pickle of the caller's value),
+        installing the artifact first when this home lacks it; answer its envelope, with
+        ``meta.worker_pid`` and ``meta.replica``."""
+        request = _request(data)  # BadRequest: the driver answers the call as failed (a RayError)
+        with self._running:
+            if not _refused_first(request) and (failure := self._ensure(artifact)) is not None:
+                error = self._refused(request.call_id, artifact, request.input, request.principal, failure)
+                return self._stamped(error)
+            return self._answer(request, artifact.ref)
+
+    def call_held(self, data: bytes, ref: str, digest: str) -> Any:
+        """``call`` for a tool this home already holds: ``ref`` (``name@version``) and its digest
+        stand for the artifact, so nothing but two strings and the request crosses per call.
+
+        Answers None, having run and recorded nothing, when this home does not hold ``ref``
+        with that digest: the driver then sends the :class:`Artifact` through :meth:`call`.
+        """
+        if not self._holds(ref, digest):
+            return None
+        request = _request(data)
+        with self._running:
+            return self._answer(request, ref)
+
+    def _answer(self, request: Request, ref: str) -> Any:
+        """Run the call; a nested call of a run is made with its run's context (``meta.run``, from the request)."""
+        call_id, value, principal = request.call_id, request.input, request.principal
+        token = RUN_CONTEXT.set(request.run) if request.run is not None else None
         try:
-            result = self._run(request, artifact)
+            refusal = request.refusal
+            if refusal is not None and is_unicode(request.name, principal):  # first, as Runtime.call
+                result = internals(self.runtime).refuse(ref, None, principal, refusal, call_id)
+            else:
+                result = internals(self.runtime).call_as(call_id, ref, value, principal)
         finally:
             if token is not None:
                 RUN_CONTEXT.reset(token)
+        return self._stamped(result)
+
+    def _stamped(self, result: CallResult) -> Any:
         result.meta["worker_pid"] = os.getpid()
         result.meta["replica"] = self.replica_id
         return result.to_dict()
 
-    def _run(self, request: Request, artifact: Artifact) -> CallResult:
-        call_id, value, principal = request.call_id, request.input, request.principal
-        if request.refusal is not None and is_unicode(request.name, principal):  # first, as Runtime.call
-            result = internals(self.runtime).refuse(artifact.ref, None, principal, request.refusal, call_id)
-        elif (failure := self._ensure(artifact)) is not None:
-            result = self._refused(call_id, artifact, value, principal, failure)
-        else:
-            result = internals(self.runtime).call_as(call_id, artifact.ref, value, principal)
-        return result
-
     def holds(self, artifact: Artifact) -> bool:
         """Whether this replica's home has ``name@version`` with this digest."""
+        return self._holds(artifact.ref, artifact.digest)
+
+    def _holds(self, ref: str, digest: str) -> bool:
         try:
-            return self.runtime.tool(artifact.ref).digest == artifact.digest
+            return self.runtime.tool(ref).digest == digest
         except ToolNotFound:
             return False
 
@@ -180,7 +222,27 @@ class Replica:
         return {"home": str(self.runtime.home), "ok": check.ok, "rows": check.rows, "problem": check.problem}
 
     def close(self) -> None:
+        with self._lane_lock:
+            if self._lane is not None:
+                self._lane.close()
         self.runtime.close()
+
+
+def _request(data: bytes) -> Request:
+    """The call in ``data``.
+
+    Raises:
+        BadRequest: ``data`` is not a call (the driver answers the call as failed).
+    """
+    request = decode(data)
+    if request is None:
+        raise BadRequest("a stop message is not a call")
+    return request
+
+
+def _refused_first(request: Request) -> bool:
+    """Whether the input is refused before anything else is looked at, as ``Runtime.call`` refuses it."""
+    return request.refusal is not None and is_unicode(request.name, request.principal)
 
 
 def policy_digest(runtime: Runtime) -> str:
