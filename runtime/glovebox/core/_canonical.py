@@ -55,7 +55,7 @@ def json_encoder(
     """
     plain = json.JSONEncoder(sort_keys=sort_keys, separators=separators, ensure_ascii=ensure_ascii, allow_nan=allow_nan)
     make = getattr(json.encoder, "c_make_encoder", None)
-    strings = json.encoder.c_encode_basestring_ascii if ensure_ascii else json.encoder.c_encode_basestring
+    strings = getattr(json.encoder, "c_encode_basestring_ascii" if ensure_ascii else "c_encode_basestring", None)
     if make is None or strings is None:
         return plain.encode
     default = plain.default
@@ -63,7 +63,7 @@ def json_encoder(
 
     def encode(value: Any) -> str:
         if isinstance(value, str):
-            return strings(value)
+            return str(strings(value))
         chunks = make({}, default, strings, None, key_separator, item_separator, sort_keys, False, allow_nan)(value, 0)
         return "".join(chunks)
 
