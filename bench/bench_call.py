@@ -571,6 +571,32 @@ def write_json(results: dict[str, Figures], plan: Plan, quick: bool) -> None:
     RESULTS.write_text(json.dumps(doc, indent=2) + "\n")
 
 
+def pairs_only(pairs: int) -> int:
+    """Time ``pairs`` full calls and bare instances alternately; print both percentiles and the ratios."""
+    from glovebox import Runtime
+
+    with tempfile.TemporaryDirectory(prefix="glovebox-bench-") as tmp, Runtime(home=str(Path(tmp) / "home")) as rt:
+        rt.register(str(build_tool(Path(tmp))))
+        info = rt.tool(TOOL)
+        component, limits = rt._component(info), info.manifest.limits
+
+        def bare() -> None:
+            if rt._sandbox.run(component, INPUT_JSON, limits).error is not None:
+                raise RuntimeError("the bare instance failed")
+
+        def full() -> None:
+            if not rt.call(TOOL, INPUT).ok:
+                raise RuntimeError("glovebox call failed")
+
+        f = _paired(full, bare, pairs, 300)
+    print(
+        f"full vs bare, {pairs} pairs: p50 {f['paired_full_p50_us']:.1f} vs {f['paired_bare_p50_us']:.1f} µs "
+        f"({f['full_over_bare_p50']:.2f}×), p99 {f['paired_full_p99_us']:.1f} vs {f['paired_bare_p99_us']:.1f} µs "
+        f"({f['paired_full_p99_us'] / f['paired_bare_p99_us']:.2f}×); load average {os.getloadavg()[0]:.1f}"
+    )
+    return 0
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -578,6 +604,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples, shorter runs")
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only the full-call vs bare-instance loop, N pairs timed alternately (300 warm-up pairs), then exit",
+    )
     parser.add_argument(
         "--skip", action="append", default=[], choices=["glovebox", "python", "node"], help="leave a contender out"
     )
@@ -587,6 +620,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Run every contender, print the table, write the JSON."""
     args = parse_args(argv)
+    if args.pairs:
+        return pairs_only(args.pairs)
     plan = Plan.quick() if args.quick else Plan()
     results: dict[str, Figures] = {}
     with tempfile.TemporaryDirectory(prefix="glovebox-bench-") as tmp:

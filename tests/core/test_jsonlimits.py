@@ -18,7 +18,7 @@ from click.testing import CliRunner
 import glovebox
 from glovebox.audit._log import AuditLog
 from glovebox.cli._main import cli
-from glovebox.core._jsonlimits import MAX_DEPTH, MAX_NUMBER_CHARS, JsonRejected, check_value, loads
+from glovebox.core._jsonlimits import MAX_DEPTH, MAX_NUMBER_CHARS, JsonRejected, check_value, checked_text, loads
 from glovebox.policy import parse_policy
 
 STORE_ALL = parse_policy("version: 1\nrules: [{action: allow}]\naudit: {store_inputs: true, store_outputs: true}\n")
@@ -121,6 +121,75 @@ def test_a_cycle_is_too_deep_not_a_hang() -> None:
         check_value(cycle)
 
 
+class _Big(int):
+    """An int subclass: the encoder writes it as an int, the walk checks it as one."""
+
+
+def _cycle() -> list[Any]:
+    cycle: list[Any] = []
+    cycle.append({"a": cycle})
+    return cycle
+
+
+#: Values the rules refuse, each reaching a different screen of ``checked_text``.
+REFUSED = [
+    pytest.param(nested(MAX_DEPTH + 1), id="deep-in-a-short-text"),
+    pytest.param({"k": [nested(MAX_DEPTH)]}, id="deep-under-an-object"),
+    pytest.param(nested(100_000), id="deep-past-the-recursion-limit"),
+    pytest.param({"n": -(10**MAX_NUMBER_CHARS)}, id="long-int"),
+    pytest.param([_Big(10**MAX_NUMBER_CHARS)], id="long-int-subclass"),
+    pytest.param({"n": 10**10_000}, id="int-past-str-conversion"),
+    pytest.param({"a": {"b": "ok \ud800"}}, id="surrogate-in-a-value"),
+    pytest.param({"a": [{"\udc00": 1}]}, id="surrogate-in-a-key"),
+    pytest.param(_cycle(), id="cycle"),
+]
+
+
+@pytest.mark.parametrize("value", REFUSED)
+def test_checked_text_refuses_exactly_what_check_value_refuses(value: Any) -> None:
+    with pytest.raises(JsonRejected) as walked:
+        check_value(value)
+    with pytest.raises(JsonRejected) as checked:
+        checked_text(value)
+    assert str(checked.value) == str(walked.value) and checked.value.details == walked.value.details
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"text": "Größe 日本語 🦊", "n": [1, -2.5, None, True]},
+        {"s": "[" * (MAX_DEPTH * 2) + "{" * MAX_DEPTH},  # brackets in a string: the walk runs and passes
+        {"n": 10**MAX_NUMBER_CHARS - 1},  # the longest number allowed, in a long text
+        nested(MAX_DEPTH),
+        {1: "an int key", "b": (1, 2)},  # what the encoder converts, as before
+        "just a string",
+    ],
+)
+def test_checked_text_gives_the_input_encoders_text_and_its_utf8_size(value: Any) -> None:
+    check_value(value)
+    expected = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    assert checked_text(value) == (expected, len(expected.encode("utf-8")))
+
+
+@pytest.mark.parametrize("value", [{1, 2}, {"f": float("nan")}, {"o": object()}, [float("inf")]])
+def test_checked_text_gives_none_for_a_value_that_obeys_the_rules_but_is_not_json(value: Any) -> None:
+    check_value(value)
+    assert checked_text(value) is None
+
+
+def test_a_short_text_and_a_long_one_are_read_alike() -> None:
+    """Texts up to MAX_NUMBER_CHARS are read without the per-integer hook; the answers are the same."""
+    short = '{"n": [0, -7, 123456789012345678901234567890], "f": 1.5e3, "t": true}'
+    padded = short[:-1] + ', "pad": "' + "x" * MAX_NUMBER_CHARS + '"}'
+    assert len(short) <= MAX_NUMBER_CHARS < len(padded)
+    value = loads(short)
+    assert value == {"n": [0, -7, 123456789012345678901234567890], "f": 1500.0, "t": True}
+    assert {k: v for k, v in loads(padded).items() if k != "pad"} == value
+    for text in ("[1e999]", "[-1e999]", "[Infinity]", "[NaN]"):
+        with pytest.raises(JsonRejected):
+            loads(text)
+
+
 # -- a hostile caller: invalid_input before anything runs ----------------------------------------
 
 
@@ -128,6 +197,7 @@ def test_a_cycle_is_too_deep_not_a_hang() -> None:
     ("value", "problem"),
     [
         (nested(100_000), "input is nested deeper than 64 levels"),
+        (nested(MAX_DEPTH + 1), "input is nested deeper than 64 levels"),
         pytest.param({"n": 10**10_000}, "input holds a number of more than 1000 digits at /n", id="huge-int"),
         ({"text": "\ud800"}, "input holds a lone surrogate (U+D800) in a string at /text"),
         ({"\udfff": "x"}, "input holds a lone surrogate (U+DFFF) in a string at /"),

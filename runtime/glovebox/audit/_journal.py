@@ -67,9 +67,11 @@ class Journal:
         with self._lock:
             fd = self._fd if self._fd is not None else self._open()
             try:
-                view = memoryview(line)
-                while view:
-                    view = view[os.write(fd, view) :]
+                done = os.write(fd, line)  # one call writes the whole line, bar a signal or a full disk
+                if done < len(line):
+                    view = memoryview(line)[done:]
+                    while view:
+                        view = view[os.write(fd, view) :]
             except BaseException:
                 self._fd = None  # a cut line stays the last of a file no one writes again
                 os.close(fd)

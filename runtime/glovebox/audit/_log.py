@@ -54,7 +54,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..core._canonical import canonical_json, sha256_hex
+from ..core._canonical import canonical_json, json_encoder, sha256_hex
 from ..core._jsonlimits import escape_surrogates
 from ..storage._sqlite import Database
 from ._chain import GENESIS, HEAD_TABLE, NotKept, Pending, append_rows, read_head, write_head
@@ -175,6 +175,10 @@ def _body(record: dict[str, Any]) -> bytes:
     return _CANONICAL(row).encode("utf-8")
 
 
+#: ``json.dumps`` with its defaults (ASCII, NaN as ``NaN``), built once.
+_PLAIN = json_encoder()
+
+
 def _line(written: int, record: dict[str, Any]) -> bytes:
     """The journal line of ``record``: its JSON as given (``r`` and the C encoder's plain output),
     bounded, escaped and put in canonical form only by the fold, outside the call.
@@ -183,7 +187,7 @@ def _line(written: int, record: dict[str, Any]) -> bytes:
     output stored whole) is written as its bounded canonical body instead, so a
     line never holds much more than the row will.
     """
-    raw = json.dumps(record)  # ASCII: a lone surrogate is escaped, never a raw newline
+    raw = _PLAIN(record)  # ASCII: a lone surrogate is escaped, never a raw newline
     if len(raw) > RAW_LINE_CHARS:
         return b"%d %s\n" % (written, _body(record))
     return b"%d r%s\n" % (written, raw.encode("ascii"))

@@ -28,16 +28,51 @@ from __future__ import annotations
 
 import hashlib
 import json
+import json.encoder
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["canonical_bytes", "canonical_json", "file_digest", "sha256_digest", "sha256_hex"]
+__all__ = ["canonical_bytes", "canonical_json", "file_digest", "json_encoder", "sha256_digest", "sha256_hex"]
+
+
+def json_encoder(
+    *,
+    sort_keys: bool = False,
+    separators: tuple[str, str] = (", ", ": "),
+    ensure_ascii: bool = True,
+    allow_nan: bool = True,
+) -> Callable[[Any], str]:
+    """``json.JSONEncoder(...).encode`` for these options, the same text, with less Python per call.
+
+    ``JSONEncoder.encode`` builds a closure and looks its options up on every
+    call before it hands the value to the C encoder; this builds the C encoder
+    (with a fresh circular-reference table each call, as ``encode`` does)
+    straight away. Without the C accelerator it is ``JSONEncoder.encode``.
+
+    >>> json_encoder(sort_keys=True, separators=(",", ":"))({"b": [1.5, None], "a": "é"})
+    '{"a":"\\u00e9","b":[1.5,null]}'
+    """
+    plain = json.JSONEncoder(sort_keys=sort_keys, separators=separators, ensure_ascii=ensure_ascii, allow_nan=allow_nan)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    strings = getattr(json.encoder, "c_encode_basestring_ascii" if ensure_ascii else "c_encode_basestring", None)
+    if make is None or strings is None:
+        return plain.encode
+    default = plain.default
+    item_separator, key_separator = separators
+
+    def encode(value: Any) -> str:
+        if isinstance(value, str):
+            return str(strings(value))
+        chunks = make({}, default, strings, None, key_separator, item_separator, sort_keys, False, allow_nan)(value, 0)
+        return "".join(chunks)
+
+    return encode
+
 
 # Built once: ``json.dumps`` with options builds an encoder on every call.
 _ENCODERS = {
-    (ascii, allow_nan): json.JSONEncoder(
-        sort_keys=True, separators=(",", ":"), ensure_ascii=ascii, allow_nan=allow_nan
-    ).encode
+    (ascii, allow_nan): json_encoder(sort_keys=True, separators=(",", ":"), ensure_ascii=ascii, allow_nan=allow_nan)
     for ascii in (False, True)
     for allow_nan in (False, True)
 }

@@ -22,7 +22,18 @@ import json
 import math
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "JsonRejected", "check_value", "escape_surrogates", "loads"]
+from ._canonical import json_encoder
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_NUMBER_CHARS",
+    "JsonRejected",
+    "check_value",
+    "checked_text",
+    "encode",
+    "escape_surrogates",
+    "loads",
+]
 
 #: Deepest nesting of arrays and objects (``[[1]]`` is 2 levels).
 MAX_DEPTH = 64
@@ -56,8 +67,11 @@ def loads(data: str | bytes) -> Any:
         JsonRejected: the text is not JSON, or breaks a rule.
     """
     text = _decode(data) if isinstance(data, bytes) else data
+    # A text no longer than MAX_NUMBER_CHARS holds no number that long: its integers are
+    # read by the C scanner itself instead of a Python hook per integer.
+    decoder = _SHORT_DECODER if len(text) <= MAX_NUMBER_CHARS else _DECODER
     try:
-        value = _DECODER.decode(text)
+        value = decoder.decode(text)
     except json.JSONDecodeError as exc:
         raise JsonRejected(f"is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
     except RecursionError as exc:
@@ -92,6 +106,47 @@ def check_value(value: Any) -> None:
             _check_str(item, path)
         elif isinstance(item, int) and not isinstance(item, bool):
             _check_int(item, path)
+
+
+#: A value's JSON text as a tool receives it: UTF-8 characters as they are, no NaN or infinity.
+encode = json_encoder(ensure_ascii=False, allow_nan=False)
+
+
+def checked_text(value: Any) -> tuple[str, int] | None:
+    """:func:`check_value` and :data:`encode` in one pass: the value's JSON text and its size in UTF-8 bytes.
+
+    The C encoder writes the text first, and the walk of :func:`check_value` runs
+    only when the text could hide what it refuses: more than ``MAX_DEPTH``
+    brackets, more than ``MAX_NUMBER_CHARS`` characters (room for a number that
+    long), a lone surrogate (the text is not valid UTF-8), or a value the
+    encoder refused. A short value that passes costs one C encoding.
+
+    Returns:
+        ``(text, utf8_bytes)``, or None for a value that passes the rules but is
+        not JSON (a set, NaN, a cycle): the caller refuses it in its own words.
+
+    Raises:
+        JsonRejected: the value breaks a rule (exactly when :func:`check_value` raises).
+
+    >>> checked_text({"a": "é"})
+    ('{"a": "é"}', 11)
+    >>> checked_text({1, 2}) is None
+    True
+    """
+    try:
+        text = encode(value)
+    except (TypeError, ValueError, RecursionError):
+        check_value(value)
+        return None
+    if len(text) > MAX_NUMBER_CHARS or text.count("[") + text.count("{") > MAX_DEPTH:
+        check_value(value)
+    if text.isascii():
+        return text, len(text)
+    try:
+        return text, len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        check_value(value)  # a lone surrogate is in one of its strings: this raises
+        return None
 
 
 def escape_surrogates(text: str) -> str:
@@ -183,3 +238,4 @@ def _parse_constant(name: str) -> float:
 
 # One decoder, built once: ``json.loads`` with hooks would build one per call.
 _DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
+_SHORT_DECODER = json.JSONDecoder(parse_float=_parse_float, parse_constant=_parse_constant)

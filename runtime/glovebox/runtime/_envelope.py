@@ -17,7 +17,7 @@ or a router with no free replica. The rules:
 from __future__ import annotations
 
 import logging
-import uuid
+import os
 from contextvars import ContextVar
 from typing import Any
 
@@ -25,7 +25,7 @@ from ..core._errors import CallError, InternalError
 from ..core._jsonlimits import escape_surrogates
 from ..model._result import CallResult
 
-__all__ = ["RUN_CONTEXT", "failure", "new_meta"]
+__all__ = ["RUN_CONTEXT", "failure", "new_call_id", "new_meta"]
 
 logger = logging.getLogger("glovebox")
 
@@ -34,11 +34,28 @@ logger = logging.getLogger("glovebox")
 RUN_CONTEXT: ContextVar[dict[str, Any] | None] = ContextVar("glovebox_run", default=None)
 
 
+def new_call_id() -> str:
+    """A fresh call id: the 32 hex digits of a random (version 4) UUID, as ``uuid.uuid4().hex`` gives.
+
+    The same 122 random bits from ``os.urandom`` and the same version and variant
+    bits, without building a ``uuid.UUID`` on every call.
+
+    >>> import uuid
+    >>> made = uuid.UUID(hex=new_call_id())
+    >>> made.version, made.variant == uuid.RFC_4122
+    (4, True)
+    """
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # the RFC 4122 variant
+    return raw.hex()
+
+
 def new_meta(name: str, principal: str | None, call_id: str | None = None) -> dict[str, Any]:
     """The ``meta`` a call starts with: its id (a new one unless given), the names asked for, nothing run yet."""
     who = principal or "anonymous"
     meta: dict[str, Any] = {
-        "call_id": call_id or uuid.uuid4().hex,
+        "call_id": call_id or new_call_id(),
         "tool": escape_surrogates(name),
         "version": None,
         "digest": None,

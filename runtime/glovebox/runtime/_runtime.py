@@ -9,7 +9,6 @@ import logging
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -22,7 +21,7 @@ from ..audit._log import AuditLog
 from ..audit._row import bare_row
 from ..core import _settings
 from ..core._errors import CallError, InvalidInput, InvalidOutput, Overloaded, ToolNotFound
-from ..core._jsonlimits import JsonRejected, check_value, escape_surrogates
+from ..core._jsonlimits import JsonRejected, checked_text, escape_surrogates
 from ..core._jsonlimits import loads as loads_json
 from ..engine._settings import EngineSettings
 from ..guards import BreakerBoard, BreakerState, HostBreakers
@@ -37,13 +36,13 @@ from ..registry._registry import Registry
 from ..runs._result import RunResult
 from ..sandbox._compute import DEFAULT_MAX_RUNNING, ComputeSlots, waiting
 from ..sandbox._sandbox import Sandbox
-from ..schema._schemas import SchemaCheck, encode_input
+from ..schema._schemas import SchemaCheck, encode_input, sized_input
 from ..telemetry import _tracing
 from ..telemetry._tracing import TracedCall, Tracing, step
 from . import _coderun
 from ._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED, Admission, mapping_bound
 from ._checks import OutputChecks
-from ._envelope import failure, new_meta
+from ._envelope import failure, new_call_id, new_meta
 from ._gate import CallTrace, PolicyGate, input_digest
 from ._retry import Attempts
 from ._wasmparts import WasmParts
@@ -517,7 +516,7 @@ class Runtime:
             TypeError: ``name`` is not a str, or ``principal`` is neither a str nor None (misuse).
             ValueError: the Runtime is closed.
         """
-        return self._call_as(uuid.uuid4().hex, name, input, principal)
+        return self._call_as(new_call_id(), name, input, principal)
 
     def _call_as(
         self, call_id: str, name: str, input: Any, principal: str | None, spans: list[Any] | None = None
@@ -602,8 +601,8 @@ class Runtime:
         meta = new_meta(name, principal, call_id)
         trace = CallTrace()
         try:
-            _admissible(name, meta["principal"] if principal is None else principal, input)
-            output = self._call(name, input, meta, trace, attempts, tracer)
+            encoded = _admissible(name, meta["principal"] if principal is None else principal, input)
+            output = self._call(name, input, meta, trace, attempts, tracer, encoded)
             result = CallResult(ok=True, output=output, meta=meta)
         except Exception as error:
             result = failure(error, meta)
@@ -697,16 +696,25 @@ class Runtime:
             return self._executor
 
     def _call(
-        self, name: str, value: Any, meta: dict[str, Any], trace: CallTrace, attempts: Attempts, tracer: Any = None
+        self,
+        name: str,
+        value: Any,
+        meta: dict[str, Any],
+        trace: CallTrace,
+        attempts: Attempts,
+        tracer: Any = None,
+        encoded: tuple[str, int] | None = None,
     ) -> Any:
         """The steps of an admitted call: resolve, the policy's decision, the input's checks,
-        the run (a sandbox, or the remote server of a ``mcp-remote`` tool), the output's checks."""
+        the run (a sandbox, or the remote server of a ``mcp-remote`` tool), the output's checks.
+
+        ``encoded`` is the input's JSON text and UTF-8 size as ``_admissible`` made them (None: made here)."""
         info = self._resolve_step(name, value, meta, trace)
         decision = attempts.begin(self._policy_step(info, meta, trace, tracer), meta)
         breaker = decision.guards.breaker
         if breaker is not None:
             self._breaker_step(info, breaker, trace)
-        input_text = self._input_step(info, value, tracer)
+        input_text = self._input_step(info, value, tracer, encoded)
         self._gate.spend_approval(trace, info, meta["principal"], decision)
         if info.kind == "mcp-remote":
             text = self._call_remote(info, value, decision, meta)
@@ -781,12 +789,12 @@ class Runtime:
             if host and board.check("host", host, breaker):
                 trace.probing = {host}
 
-    def _input_step(self, info: ToolInfo, value: Any, tracer: Any) -> str:
+    def _input_step(self, info: ToolInfo, value: Any, tracer: Any, encoded: tuple[str, int] | None = None) -> str:
         """The input as the tool receives it, checked against its schema."""
-        input_text = encode_input(value)
+        input_text = encode_input(value) if encoded is None else sized_input(*encoded)
         if info.input_schema is not True:
             with step(tracer, "glovebox.validate", "input"):
-                self._validator(info, "input").validate(value)
+                self._validator(info, "input").validate(value, input_text)
         if info.kind == "mcp-remote" and not isinstance(value, dict):  # MCP arguments are an object
             raise InvalidInput(f"a remote MCP tool takes a JSON object as input, not {type(value).__name__}")
         if info.manifest.operation is not None or info.manifest.sql_operation is not None:
@@ -926,6 +934,9 @@ def _check_principal(principal: Any) -> None:
         raise TypeError(f"principal must be a str or None, not {type(principal).__name__}")
 
 
+_DROPPED_COUNTS = ("logs_dropped", "denials_dropped", "egress_dropped", "upstream_failures_dropped", "sql_log_dropped")
+
+
 def _record_state(meta: dict[str, Any], state: CallState) -> None:
     """Put what the host functions recorded (already bounded and scrubbed) into meta."""
     if state.egress:
@@ -935,9 +946,16 @@ def _record_state(meta: dict[str, Any], state: CallState) -> None:
         meta["denials"] = state.denials
     if state.sql_log:
         meta["sql"] = state.sql_log
-    for name in ("logs_dropped", "denials_dropped", "egress_dropped", "upstream_failures_dropped", "sql_log_dropped"):
-        if getattr(state, name):
-            meta[name] = getattr(state, name)
+    if (
+        state.logs_dropped
+        or state.denials_dropped
+        or state.egress_dropped
+        or state.upstream_failures_dropped
+        or state.sql_log_dropped
+    ):
+        for name in _DROPPED_COUNTS:
+            if getattr(state, name):
+                meta[name] = getattr(state, name)
 
 
 def _not_found_message(name: str, principal: str, visible: list[str]) -> str:
@@ -948,15 +966,16 @@ def _not_found_message(name: str, principal: str, visible: list[str]) -> str:
     return f"no tool named {name!r} is registered; available to {principal!r}: {shown}"
 
 
-def _admissible(name: str, principal: Any, value: Any) -> None:
+def _admissible(name: str, principal: Any, value: Any) -> tuple[str, int] | None:
     """Refuse, before anything else, what no later step may see: strings that are not
-    valid Unicode and inputs that break the JSON rules."""
+    valid Unicode and inputs that break the JSON rules. Return the input's JSON text and
+    its UTF-8 size, made once here for the later steps (None when it is not JSON)."""
     for what, text in (("tool name", name), ("principal", principal)):
         if isinstance(text, str) and escape_surrogates(text) != text:
             raise InvalidInput(
                 f"the {what} {escape_surrogates(text)!r} holds a lone surrogate: it must be valid Unicode"
             )
     try:
-        check_value(value)
+        return checked_text(value)
     except JsonRejected as exc:
         raise InvalidInput(f"input {exc}", details=exc.details) from exc

@@ -25,17 +25,18 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..core._errors import CallError, InvalidInput, InvalidOutput
+from ..core._jsonlimits import encode
 from . import _linear
 from ._ecmaregex import LINEAR_MAX_CHARS, PatternError, PatternTimeout, search, time_budget
 from ._schemarules import schema_patterns
 
-__all__ = ["MAX_INPUT_BYTES", "MAX_VALIDATION_S", "SchemaCheck", "encode_input"]
+__all__ = ["MAX_INPUT_BYTES", "MAX_VALIDATION_S", "SchemaCheck", "encode_input", "sized_input"]
 
 MAX_INPUT_BYTES = 4 * 1024 * 1024
 #: The most time the patterns of one schema check may take, in seconds.
 MAX_VALIDATION_S = 1.0
 # Built once: ``json.dumps`` with options builds an encoder per call.
-_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+_ENCODE = encode
 #: What ``_linear_error`` stands for when the linear engine could not judge a value at all.
 _NOT_LINEAR: Any = object()
 
@@ -83,10 +84,16 @@ class SchemaCheck:
         fast = _linear.validator(schema, patterns)
         return cls(_bounded(base)(schema, registry=_offline_registry()), which, budget_s, fast, len(patterns))
 
-    def validate(self, value: Any) -> None:
-        """Raise InvalidInput (or InvalidOutput) unless ``value`` matches the schema."""
+    def validate(self, value: Any, text: str | None = None) -> None:
+        """Raise InvalidInput (or InvalidOutput) unless ``value`` matches the schema.
+
+        ``text``, when the caller has it, is ``value``'s JSON text as the input
+        encoder writes it (``glovebox.core._jsonlimits.encode``), so it is not made twice.
+        """
         fast = self.fast
-        if fast is not None and (not self.patterns or len(_ENCODE(value)) <= LINEAR_MAX_CHARS):
+        if fast is not None and (
+            not self.patterns or len(text if text is not None else _ENCODE(value)) <= LINEAR_MAX_CHARS
+        ):
             try:
                 error = _linear_error(fast, value)
             except ValueError:  # a value it cannot read (a str subclass): the same value as plain JSON
@@ -150,7 +157,13 @@ def encode_input(value: Any) -> str:
         text = _ENCODE(value)
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"input is not a JSON value: {exc}") from exc
-    size = len(text.encode("utf-8"))
+    return sized_input(text)
+
+
+def sized_input(text: str, size: int | None = None) -> str:
+    """An input's JSON text, refused when it is over ``MAX_INPUT_BYTES`` (``size``: its UTF-8 bytes, if known)."""
+    if size is None:
+        size = len(text.encode("utf-8"))
     if size > MAX_INPUT_BYTES:
         raise InvalidInput(
             f"input is {size} bytes, over the {MAX_INPUT_BYTES}-byte limit", details={"input_bytes": size}
