@@ -1,0 +1,141 @@
+"""The I/O burst: 1,000 calls of an HTTP tool waiting on a 200 ms upstream, three ways, alternated.
+
+Run ``python bench/bench_burst.py [--quick] [--calls N] [--rounds N] [--processes N]``.
+The upstream is bench_density's asyncio process on 127.0.0.1 (``/d200/...``
+answers after 200 ms, ``Connection: close``). Each round times, one after the
+other and in a rotating order (so load drifts hit every contender alike):
+
+* httpx-threads: one plain thread per request, each a fresh ``httpx.Client``
+  (one shared TLS context) doing the GET and parsing the JSON; no sandbox, no
+  checks: the floor for this machine;
+* runtime: ``asyncio.gather`` of ``Runtime.acall`` of the ``weather`` example on
+  one Runtime (a fresh sandbox per call, the grant check, address pinning, the
+  deadline transport, secret scrubbing, the audit record);
+* pool: the same through ``ProcessPool(--processes)`` (default 2) with a thread
+  per call in each worker.
+
+Prints each round's wall times with the load average beside them, then the
+median of each contender and the ratios (runtime ÷ threads, target ≤ 2×;
+pool ÷ threads, target ≤ 1.5×). Nothing here is a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import ssl
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_density import EXAMPLE, EXPECTED, VALUE, Upstream, _setup  # noqa: E402
+
+
+def httpx_threads(url: str, calls: int) -> tuple[float, int]:
+    """``calls`` threads started at once, each a fresh httpx client doing one GET."""
+    tls = ssl.create_default_context()
+    errors: list[BaseException] = []
+
+    def fetch() -> None:
+        try:
+            with httpx.Client(verify=tls, trust_env=False, timeout=60) as client:
+                assert client.get(url).json()["current_weather"]["temperature"] == 21.5
+        except BaseException as exc:  # counted, not raised: a thread cannot raise to us
+            errors.append(exc)
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=fetch) for _ in range(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - started, len(errors)
+
+
+def gathered(rt: Any, api: str, calls: int) -> tuple[float, int]:
+    """``calls`` acalls of the weather tool started at once on ``rt`` (a Runtime or a pool)."""
+
+    async def burst() -> list[Any]:
+        return list(await asyncio.gather(*(rt.acall("weather", {**VALUE, "api": api}) for _ in range(calls))))
+
+    started = time.perf_counter()
+    results = asyncio.run(burst())
+    wall = time.perf_counter() - started
+    return wall, sum(1 for r in results if not (r.ok and r.output == EXPECTED))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="two rounds")
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=None, help="rounds (default 5, --quick 2)")
+    parser.add_argument("--processes", type=int, default=2, help="ProcessPool size")
+    parser.add_argument("--only", choices=["threads", "runtime", "pool"], action="append", default=[])
+    args = parser.parse_args()
+    rounds = args.rounds or (2 if args.quick else 5)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # a socket per call in flight
+
+    import glovebox
+
+    upstream = Upstream()
+    api = f"{upstream.base}/d200"
+    url = f"{api}/v1/forecast?latitude=52.52&longitude=13.405&current_weather=true"
+    manifest, grants = _setup(upstream.port)
+    names = args.only or ["threads", "runtime", "pool"]
+    walls: dict[str, list[float]] = {name: [] for name in names}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            home = Path(tmp) / "home"
+            wasm = glovebox.build(EXAMPLE / "tool.c", Path(tmp) / "weather.wasm")
+            most = args.calls
+            with (
+                glovebox.Runtime(home=home, grants=grants, max_in_flight=most) as rt,
+                glovebox.ProcessPool(
+                    args.processes, home=home, grants=grants, threads=most, max_in_flight=most
+                ) as pool,
+            ):
+                rt.register(wasm, manifest=manifest)
+                contenders = {
+                    "threads": lambda: httpx_threads(url, args.calls),
+                    "runtime": lambda: gathered(rt, api, args.calls),
+                    "pool": lambda: gathered(pool, api, args.calls),
+                }
+                gathered(rt, api, 100)  # warm: engine, compiled component, threads
+                gathered(pool, api, 100 * args.processes)
+                httpx_threads(url, 100)
+                print(f"{args.calls} calls, each waiting 200 ms upstream, all at once (ideal 0.200 s)")
+                print(f"{'round':<7}{'contender':<10}{'wall s':>9}{'errors':>8}   load average")
+                for r in range(rounds):
+                    order = names[r % len(names) :] + names[: r % len(names)]
+                    for name in order:
+                        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+                        wall, errors = contenders[name]()
+                        walls[name].append(wall)
+                        print(f"{r + 1:<7}{name:<10}{wall:>9.3f}{errors:>8}   {load}", flush=True)
+    finally:
+        upstream.close()
+    medians = {name: statistics.median(times) for name, times in walls.items()}
+    print("median wall: " + ", ".join(f"{name} {wall:.3f} s" for name, wall in medians.items()))
+    if "threads" in medians:
+        for name, target in (("runtime", 2.0), ("pool", 1.5)):
+            if name in medians:
+                per_round = [w / t for w, t in zip(walls[name], walls["threads"], strict=True)]
+                ratio = medians[name] / medians["threads"]
+                rounds_text = ", ".join(f"{x:.2f}" for x in per_round)
+                verdict = "met" if ratio <= target else "MISSED"
+                print(f"{name} ÷ threads: {ratio:.2f}× (per round {rounds_text}; target ≤ {target}×: {verdict})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
