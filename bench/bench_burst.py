@@ -14,9 +14,11 @@ other and in a rotating order (so load drifts hit every contender alike):
 * pool: the same through ``ProcessPool(--processes)`` (default 2) with a thread
   per call in each worker.
 
-Prints each round's wall times with the load average beside them, then the
-median of each contender and the ratios (runtime ÷ threads, target ≤ 2×;
-pool ÷ threads, target ≤ 1.5×). Nothing here is a test.
+Prints each round's wall times with the load average beside them, and the CPU
+time each burst cost per call (this process, plus the pool's workers for the
+pool: a steadier figure than wall time on a loaded machine), then the median of
+each contender and the ratios (runtime ÷ threads, target ≤ 2×; pool ÷ threads,
+target ≤ 1.5×). Nothing here is a test.
 """
 
 from __future__ import annotations
@@ -61,6 +63,18 @@ def httpx_threads(url: str, calls: int) -> tuple[float, int]:
     return time.perf_counter() - started, len(errors)
 
 
+def cpu_s(pids: tuple[int, ...] = ()) -> float:
+    """CPU seconds (user and system) of this process and of ``pids``."""
+    times = os.times()
+    total = times.user + times.system
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
 def gathered(rt: Any, api: str, calls: int) -> tuple[float, int]:
     """``calls`` acalls of the weather tool started at once on ``rt`` (a Runtime or a pool)."""
 
@@ -93,6 +107,7 @@ def main() -> int:
     manifest, grants = _setup(upstream.port)
     names = args.only or ["threads", "runtime", "pool"]
     walls: dict[str, list[float]] = {name: [] for name in names}
+    cpus: dict[str, list[float]] = {name: [] for name in names}
     try:
         with tempfile.TemporaryDirectory() as tmp:
             home = Path(tmp) / "home"
@@ -114,18 +129,24 @@ def main() -> int:
                 gathered(pool, api, 100 * args.processes)
                 httpx_threads(url, 100)
                 print(f"{args.calls} calls, each waiting 200 ms upstream, all at once (ideal 0.200 s)")
-                print(f"{'round':<7}{'contender':<10}{'wall s':>9}{'errors':>8}   load average")
+                print(f"{'round':<7}{'contender':<10}{'wall s':>9}{'CPU ms/call':>13}{'errors':>8}   load average")
                 for r in range(rounds):
                     order = names[r % len(names) :] + names[: r % len(names)]
                     for name in order:
                         load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+                        pids = tuple(pool.pids) if name == "pool" else ()
+                        before = cpu_s(pids)
                         wall, errors = contenders[name]()
+                        cpu = (cpu_s(pids) - before) * 1000 / args.calls
                         walls[name].append(wall)
-                        print(f"{r + 1:<7}{name:<10}{wall:>9.3f}{errors:>8}   {load}", flush=True)
+                        cpus[name].append(cpu)
+                        print(f"{r + 1:<7}{name:<10}{wall:>9.3f}{cpu:>13.2f}{errors:>8}   {load}", flush=True)
     finally:
         upstream.close()
     medians = {name: statistics.median(times) for name, times in walls.items()}
     print("median wall: " + ", ".join(f"{name} {wall:.3f} s" for name, wall in medians.items()))
+    cpu_medians = {name: statistics.median(times) for name, times in cpus.items()}
+    print("median CPU per call: " + ", ".join(f"{name} {cpu:.2f} ms" for name, cpu in cpu_medians.items()))
     if "threads" in medians:
         for name, target in (("runtime", 2.0), ("pool", 1.5)):
             if name in medians:
@@ -134,6 +155,8 @@ def main() -> int:
                 rounds_text = ", ".join(f"{x:.2f}" for x in per_round)
                 verdict = "met" if ratio <= target else "MISSED"
                 print(f"{name} ÷ threads: {ratio:.2f}× (per round {rounds_text}; target ≤ {target}×: {verdict})")
+                cpu_ratio = cpu_medians[name] / cpu_medians["threads"]
+                print(f"  CPU per call {name} ÷ threads: {cpu_ratio:.2f}×")
     return 0
 
 

@@ -278,9 +278,11 @@ class HttpCapability:
         """Send the request to the pinned ``address`` and read the answer's head."""
         url = _url(out.url)
         if self._wire is not None:
-            return self._wire.send(
+            response = self._wire.send(
                 target.scheme, address, target.port, target.host, target.method, url.raw_path, headers, out.body
             )
+            _check_location(response)
+            return response
         request = self._client(target.host).build_request(
             target.method,
             url.copy_with(host=address, fragment=None),
@@ -384,6 +386,17 @@ def _parse(method: str, url: str) -> Target:
     except httpx.InvalidURL as exc:
         raise Refusal("denied", f"malformed URL: {exc}") from exc
     return target
+
+
+def _check_location(response: Response) -> None:
+    """A redirect's ``Location`` that httpx cannot parse is the server's protocol error, as in httpx's client."""
+    location = response.header("location")
+    if response.status_code in REDIRECTS and location is not None:
+        try:
+            _url(location)
+        except httpx.InvalidURL as exc:
+            response.close()
+            raise httpx.RemoteProtocolError(f"Invalid URL in location header: {exc}.") from exc
 
 
 def _check_header_values(headers: list[tuple[str, str]]) -> None:
