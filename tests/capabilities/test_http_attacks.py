@@ -3,8 +3,8 @@
 Real guests (``tests/guests/http_client.c``, the weather example) run in a real
 Runtime; the network under them is fake so that no packet leaves even if a
 check fails: names resolve from a table (IP literals to themselves, as
-``getaddrinfo`` does) and the HTTP transport records what it would have sent
-and answers 200. Each attack asserts what the guest got, the call's outcome,
+``getaddrinfo`` does) and the HTTP exchange (the capability's wire, and httpx's
+transport) records what it would have sent and answers 200. Each attack asserts what the guest got, the call's outcome,
 ``meta.denials``, the audit row, and that nothing reached the transport.
 """
 
@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 import glovebox
+from glovebox.capabilities import _wire
 
 BuildGuest = Callable[[str], Path]
 WEATHER = Path(__file__).parents[2] / "guest/examples/weather/glovebox.toml"
@@ -38,12 +39,24 @@ def network(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
             (socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port)) for a in addresses
         ]
 
+    answer = {"current_weather": {"temperature": 1.0, "windspeed": 2.0}}
+
     def handle_request(self: httpx.HTTPTransport, request: httpx.Request) -> httpx.Response:
         fake["sent"].append(request)
-        return httpx.Response(200, json={"current_weather": {"temperature": 1.0, "windspeed": 2.0}})
+        return httpx.Response(200, json=answer)
+
+    def send(self: _wire.Wire, scheme: str, address: str, port: int, *request: Any) -> _wire.Response:
+        _server_name, method, target, headers, body = request
+        host = f"[{address}]" if ":" in address else address
+        url = f"{scheme}://{host}:{port}{target.decode()}"
+        fake["sent"].append(httpx.Request(method, url, headers=headers, content=body))
+        data = json.dumps(answer).encode()
+        headers = [("content-type", "application/json"), ("content-length", str(len(data)))]
+        return _wire.Response(200, headers, lambda: iter([data]), lambda: None)
 
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     monkeypatch.setattr(httpx.HTTPTransport, "handle_request", handle_request)
+    monkeypatch.setattr(_wire.Wire, "send", send)
     return fake
 
 

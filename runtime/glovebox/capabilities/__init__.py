@@ -2,7 +2,9 @@
 
 - :mod:`glovebox.model._rules` — the one matcher for hosts, paths, methods, schemes and
   ports, used both to validate grant models and to enforce them.
-- :mod:`._fetch` — the enforcing HTTP client behind ``http-fetch``.
+- :mod:`._fetch` — the enforcing HTTP client behind ``http-fetch``; :mod:`._wire` — its
+  HTTP/1.1 exchange (h11 on a socket to the pinned address); :mod:`._deadline` — one
+  deadline per request at every socket operation.
 - :mod:`._secrets` — secret providers and the scrubbing of secret values.
 - :mod:`._sql` — the ``sql`` capability of one call; :mod:`._sqlstatement` — what the
   classifiers make of a statement; :mod:`._sqlcheck` (SQLite, sqlglot) and :mod:`._pgcheck`

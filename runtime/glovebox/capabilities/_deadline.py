@@ -37,7 +37,7 @@ from ..sandbox._compute import waiting
 
 __all__ = ["Deadline", "deadline_transport"]
 
-_Timeout = type[httpcore.TimeoutException]
+_Timeout = type[httpcore.TimeoutException] | type[httpx.TimeoutException]
 _LIMITS = httpx.Limits()
 
 

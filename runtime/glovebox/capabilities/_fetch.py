@@ -9,9 +9,10 @@ checked (the URL carries the IP; the ``Host`` header, TLS SNI and certificate
 verification use the name). A URL or header that httpx would not send is
 refused (``denied``) before the request counts against the limits. Limits bound
 the number of requests and the bytes each way; time is one deadline per guest
-request, ``min(request_timeout_ms, the call's remaining time)``, kept by the
-transport at every socket operation (see :mod:`._deadline`) and covering name
-resolution and every redirect hop. A followed redirect to another scheme, host
+request, ``min(request_timeout_ms, the call's remaining time)``, kept at every
+socket operation (see :mod:`._deadline`) and covering name resolution and every
+redirect hop. The exchange itself is :mod:`._wire`'s (h11 on a socket to the
+pinned address), or an injected httpx transport's. A followed redirect to another scheme, host
 or port drops the guest's ``Authorization``, ``Cookie`` and
 ``Proxy-Authorization``. Secrets are added here and scrubbed from what the
 guest gets back.
@@ -41,9 +42,10 @@ from ..model._grants import Grants, HttpRule
 from ..model._rules import Target, check_rules, path_matches
 from ..sandbox._callstate import clip
 from ..telemetry import _tracing
-from ._deadline import Deadline, deadline_transport
+from ._deadline import Deadline
 from ._net import Refusal, check_headers, parse_target, pin_address, ssl_context
 from ._secrets import Scrubber, Secret, guard_logs
+from ._wire import Decoder, Response, Wire
 
 if TYPE_CHECKING:
     from ..sandbox._callstate import CallState
@@ -128,12 +130,16 @@ class HttpCapability:
         self._transport = transport
         self._deadline = Deadline()
         self._clients: dict[str, httpx.Client] = {}
+        #: The connections of the host's own exchange, used when no transport is injected.
+        self._wire = Wire(self._deadline, ssl_context) if transport is None else None
 
     def close(self) -> None:
         """Close the call's connections."""
         for client in self._clients.values():
             client.close()
         self._clients.clear()
+        if self._wire is not None:
+            self._wire.close()
         guard_logs(self.scrubber, active=False)
 
     def scrub(self, text: str) -> str:
@@ -202,7 +208,7 @@ class HttpCapability:
             rule = self._authorize(target)
             entry.update(host=target.host, path=target.path)
             response = self._send(target, out, rule, state, entry)
-            location = response.headers.get("location")
+            location = response.header("location")
             if response.status_code not in REDIRECTS or not location or not rule.follow_redirects:
                 return self._deliver(response)
             if hop == self.limits.max_redirects:
@@ -239,7 +245,7 @@ class HttpCapability:
         rule: HttpRule,
         state: CallState,
         entry: dict[str, Any],
-    ) -> httpx.Response:
+    ) -> Response:
         if self.requests >= self.limits.max_requests:
             raise Refusal("denied", f"request limit reached ({self.limits.max_requests} per call)")
         timeout = self._deadline.left_s()
@@ -254,17 +260,10 @@ class HttpCapability:
                 state.timed_out = True
             raise
         self.requests += 1
-        request = self._client(target.host).build_request(
-            target.method,
-            _url(out.url).copy_with(host=address, fragment=None),
-            headers=self._headers(target, out.headers, rule.propagate_trace),
-            content=out.body,
-            timeout=httpx.Timeout(timeout),
-            extensions={"sni_hostname": target.host} if target.scheme == "https" else {},
-        )
+        headers = self._headers(target, out.headers, rule.propagate_trace)
         entry["bytes_out"] = entry.get("bytes_out", 0) + len(out.body or b"")
         try:
-            response = self._client(target.host).send(request, stream=True)
+            response = self._open(target, out, address, headers, timeout)
             self._read(response, state, entry)
         except httpx.TimeoutException as exc:
             raise self._timeout(state, "passed while waiting for the server") from exc
@@ -273,21 +272,49 @@ class HttpCapability:
         entry["status"] = response.status_code
         return response
 
-    def _read(self, response: httpx.Response, state: CallState, entry: dict[str, Any]) -> None:
-        _check_encoding(response)
+    def _open(
+        self, target: Target, out: _Outgoing, address: str, headers: list[tuple[str, str]], timeout: float
+    ) -> Response:
+        """Send the request to the pinned ``address`` and read the answer's head."""
+        url = _url(out.url)
+        if self._wire is not None:
+            response = self._wire.send(
+                target.scheme, address, target.port, target.host, target.method, url.raw_path, headers, out.body
+            )
+            _check_location(response)
+            return response
+        request = self._client(target.host).build_request(
+            target.method,
+            url.copy_with(host=address, fragment=None),
+            headers=headers,
+            content=out.body,
+            timeout=httpx.Timeout(timeout),
+            extensions={"sni_hostname": target.host} if target.scheme == "https" else {},
+        )
+        return Response.of(self._client(target.host).send(request, stream=True))
+
+    def _read(self, response: Response, state: CallState, entry: dict[str, Any]) -> None:
+        coding = _check_encoding(response)
+        decoder = Decoder(None if response.decoded else coding)
         chunks, size, cap = [], 0, self.limits.max_response_bytes
         try:
-            for chunk in response.iter_bytes():
+            for raw in response.chunks():
+                chunk = decoder.decode(raw, cap - size)
                 size += len(chunk)
                 if size > cap:
                     raise Refusal("too-large", f"response body is over the {cap}-byte limit")
                 if self._deadline.left_s() <= 0:
                     raise self._timeout(state, "passed while reading the response")
                 chunks.append(chunk)
+            chunk = decoder.flush()
+            size += len(chunk)
+            if size > cap:
+                raise Refusal("too-large", f"response body is over the {cap}-byte limit")
+            chunks.append(chunk)
         finally:
             response.close()
             entry["bytes_in"] = entry.get("bytes_in", 0) + size
-        response._content = b"".join(chunks)
+        response.content = b"".join(chunks)
 
     def _timeout(self, state: CallState, when: str) -> Refusal:
         """The refusal for a request out of time: the call's deadline (the call ends as
@@ -319,9 +346,9 @@ class HttpCapability:
                 shown = frozenset(name.lower() for name in secret.rule.response_headers)
                 self._shown = shown if self._shown is None else self._shown & shown
 
-    def _deliver(self, response: httpx.Response) -> Record:
+    def _deliver(self, response: Response) -> Record:
         record = Record()
-        headers = response.headers.multi_items()
+        headers = response.headers
         body = response.content
         if self._shown is not None:
             headers = [(name, value) for name, value in headers if name.lower() in self._shown]
@@ -334,10 +361,10 @@ class HttpCapability:
         return record
 
     def _client(self, host: str) -> httpx.Client:
+        """The httpx client over the injected transport (each call's own, one per host)."""
         client = self._clients.get(host)
         if client is None:
-            transport = self._transport or deadline_transport(self._deadline, ssl_context())
-            client = httpx.Client(transport=transport, trust_env=False, follow_redirects=False)
+            client = httpx.Client(transport=self._transport, trust_env=False, follow_redirects=False)
             self._clients[host] = client
         return client
 
@@ -361,6 +388,17 @@ def _parse(method: str, url: str) -> Target:
     return target
 
 
+def _check_location(response: Response) -> None:
+    """A redirect's ``Location`` that httpx cannot parse is the server's protocol error, as in httpx's client."""
+    location = response.header("location")
+    if response.status_code in REDIRECTS and location is not None:
+        try:
+            _url(location)
+        except httpx.InvalidURL as exc:
+            response.close()
+            raise httpx.RemoteProtocolError(f"Invalid URL in location header: {exc}.") from exc
+
+
 def _check_header_values(headers: list[tuple[str, str]]) -> None:
     """Refuse header values HTTP/1.1 cannot carry as text (httpx sends ASCII only)."""
     for name, value in headers:
@@ -381,15 +419,16 @@ def _network_reason(exc: httpx.HTTPError, host: str) -> str:
     return f"{type(exc).__name__} talking to {host}"
 
 
-def _check_encoding(response: httpx.Response) -> None:
-    """Refuse a body in a content coding the host did not ask for (the scrubber could not read it)."""
-    coding = response.headers.get("content-encoding", "")
+def _check_encoding(response: Response) -> str:
+    """The answer's content coding; refuse one the host did not ask for (the scrubber could not read it)."""
+    coding = response.header("content-encoding") or ""
     unasked = [c.strip() for c in coding.lower().split(",") if c.strip() not in DECODED]
     if unasked:
         response.close()
         raise Refusal(
             "network", f"the server answered in a content-encoding the host did not ask for ({ACCEPT_ENCODING})"
         )
+    return coding
 
 
 def _url(url: str) -> httpx.URL:

@@ -167,5 +167,7 @@ def pin_address(target: Target, allow_private: bool, timeout_s: float = 10.0) ->
 
 @functools.cache
 def ssl_context() -> ssl.SSLContext:
-    """One verifying TLS context for the process (building one costs milliseconds)."""
-    return ssl.create_default_context()
+    """One verifying TLS context for the process (building one costs milliseconds), offering HTTP/1.1 by ALPN."""
+    context = ssl.create_default_context()
+    context.set_alpn_protocols(["http/1.1"])  # what httpcore sets on it too
+    return context
