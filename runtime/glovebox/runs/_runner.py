@@ -364,10 +364,13 @@ class _Heartbeat:
                 logger.warning("cannot renew the lease of run %s", self._run_id, exc_info=True)
                 continue
             if not held:
+                now = self._store.get(self._run_id)
+                holder = None if now is None else now.lease_owner
                 self._lose(
                     RunBusy(
-                        f"run {self._run_id!r} is no longer held by this attempt ({self._lease.owner})",
-                        details={"run_id": self._run_id, "lost_by": self._lease.owner},
+                        f"run {self._run_id!r} is no longer held by this attempt ({self._lease.owner}):"
+                        + (" it was cancelled" if holder is None else f" {holder} took it over"),
+                        details={"run_id": self._run_id, "holder": holder, "lost_by": self._lease.owner},
                         retryable=False,
                     )
                 )
