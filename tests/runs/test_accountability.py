@@ -19,7 +19,7 @@ import textwrap
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -112,8 +112,18 @@ def _policy(path: Path, port: int, lease_seconds: float | None = None) -> Path:
 
 
 @pytest.fixture
-def home(run_home: tuple[Path, Path]) -> Path:
-    return run_home[0]
+def home(
+    tmp_path: Path, gates: Gates, build_example: Callable[[str], Path], build_guest: Callable[[str], Path]
+) -> Path:
+    """A home with calc, hc and hc-approve, whose manifests reach the gate server."""
+    home = tmp_path / "home"
+    rule = {"host": "127.0.0.1", "schemes": ["http"], "ports": [gates.port], "methods": ["GET"]}
+    rule |= {"paths": ["/**"], "allow_private": True}
+    with glovebox.Runtime(home=home, policy=_policy(tmp_path / "setup.yaml", gates.port)) as rt:
+        rt.register(build_example("calc"))
+        for name in ("hc", "hc-approve"):
+            rt.register(build_guest("http_client"), manifest={"name": name, "capabilities": {"http": [rule]}})
+    return home
 
 
 def _egress(row: dict[str, Any]) -> dict[str, Any]:
