@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -261,11 +262,34 @@ def run_diverged(ctx: Ctx) -> glovebox.RunResult:
         return rt.runs.resume(paused.run_id)
 
 
+def run_busy(ctx: Ctx) -> glovebox.RunResult:
+    # A paused run that another process holds a live lease on (it is executing the run now).
+    document = {
+        "version": 1,
+        "defaults": {"action": "allow"},
+        "rules": [{"tool": "held", "action": "require_approval"}],
+    }
+    with glovebox.Runtime(home=ctx.home, policy=parse_policy(json.dumps(document))) as rt:
+        rt.register(ctx.build_guest("echo"), {"name": "held"})
+        paused = rt.run('export default async (input, tools) => await tools.call("held", {text: "x"})')
+        assert paused.status == "paused", paused.to_dict()
+        with sqlite3.connect(rt.home / "runs.sqlite") as db:
+            db.execute(
+                "UPDATE runs SET lease_owner = 'elsewhere/pid 1/x', lease_expires = ? WHERE run_id = ?",
+                (time.time() + 600, paused.run_id),
+            )
+        return rt.runs.resume(paused.run_id)
+
+
 #: The codes a run (code mode) ends with, not a single call: their envelope is the run's.
-RUN_CASES: dict[str, Callable[[Ctx], glovebox.RunResult]] = {case.__name__: case for case in (run_limit, run_diverged)}
+RUN_CASES: dict[str, Callable[[Ctx], glovebox.RunResult]] = {
+    case.__name__: case for case in (run_limit, run_diverged, run_busy)
+}
+#: The status a run case answers with (``failed`` unless named here).
+RUN_STATUS = {"run_busy": "running"}
 
 #: The retryable codes; every other call error is not.
-RETRYABLE = {"upstream_error", "rate_limited", "overloaded", "circuit_open"}
+RETRYABLE = {"upstream_error", "rate_limited", "overloaded", "circuit_open", "run_busy"}
 
 
 def _call_error_classes(cls: type[glovebox.CallError] = glovebox.CallError) -> set[type[glovebox.CallError]]:
@@ -318,9 +342,10 @@ def test_a_real_run_produces(
     request: pytest.FixtureRequest,
 ) -> None:
     result = RUN_CASES[code](Ctx(_isolated_env, build_guest, build_example, request))
-    assert result.status == "failed" and not result.ok and result.error is not None, result.to_dict()
+    status = RUN_STATUS.get(code, "failed")
+    assert result.status == status and not result.ok and result.error is not None, result.to_dict()
     assert result.error.code == code and type(result.error).code == code
-    assert result.error.retryable is False
+    assert result.error.retryable is (code in RETRYABLE)
     envelope = result.to_dict()
-    assert envelope["error"]["code"] == code and envelope["status"] == "failed"
+    assert envelope["error"]["code"] == code and envelope["status"] == status
     assert set(envelope["error"]) == {"code", "message", "retryable", "details"}

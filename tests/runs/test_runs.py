@@ -40,7 +40,7 @@ def test_each_nested_call_has_its_own_audit_row_naming_the_run(rt: glovebox.Runt
         row = rt.audit.find(call["call_id"])
         assert row is not None and row["principal"] == "agent" and row["outcome"] == "ok"
         egress = row["egress"] if isinstance(row["egress"], dict) else json.loads(row["egress"])
-        assert egress["run"] == {"run_id": result.run_id, "step": step}
+        assert egress["run"] == {"run_id": result.run_id, "step": step, "parent_call_id": result.meta["call_id"]}
 
 
 @pytest.mark.parametrize(

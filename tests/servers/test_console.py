@@ -384,6 +384,14 @@ def test_only_the_runs_principal_or_an_approving_auditor_may_resume_it(console: 
     result = console.runtime.runs.show(paused.run_id)
     assert result.status == "done" and result.meta["principal"] == XSS_PRINCIPAL, "it ran as its own principal"
     assert sensitive_runs(console) == 1
+    # Who pressed Resume is kept: in the run, on its page, and in the attempt's audit row.
+    record = console.runtime.runs.record(paused.run_id)
+    assert record is not None and record.resumed_by == "boss" and result.meta["resumed_by"] == "boss"
+    page = httpx.get(console.url + f"/ui/runs/{paused.run_id}", headers=bearer("boss")).text
+    assert 'id="run-resumed-by" class="principal">boss<' in page
+    row = console.runtime.audit.find(result.meta["call_id"])
+    assert row is not None and row["tool"] == "glovebox:run" and row["principal"] == XSS_PRINCIPAL
+    assert json.loads(row["egress"])["run"]["by"] == "boss" and row["attempt"] == 2
 
 
 def test_cancel_ends_an_unfinished_run_and_it_never_resumes(console: Console) -> None:

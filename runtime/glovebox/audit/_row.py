@@ -6,7 +6,8 @@ for a call the policy may retry, ``attempt`` and ``first_call_id``)
 and the few facts the envelope does not carry: the input's digest, the policy
 decision, the approval it used or was refused by (``egress.approval``: its id
 and who decided; inside the hash chain, and absent from calls without one, so
-older rows verify unchanged), and whether the policy stores inputs and outputs. The values stored
+older rows verify unchanged), and whether the policy stores inputs and outputs. A run of code
+mode has one row per attempt (:func:`run_row`). The values stored
 are redacted (:func:`glovebox.audit._log.redact`); bounding, escaping and
 chaining happen when the log appends the row.
 """
@@ -18,7 +19,10 @@ from typing import Any
 from ..model._result import CallResult
 from ._log import redact
 
-__all__ = ["bare_row", "call_row", "plain_params"]
+__all__ = ["RUN_TOOL", "bare_row", "call_row", "plain_params", "run_row"]
+
+#: The ``tool`` of a run attempt's row (no registered tool can have this name: it holds a colon).
+RUN_TOOL = "glovebox:run"
 
 #: The counters of what the host functions dropped, kept in a row's ``egress``.
 _DROPPED = ("denials_dropped", "egress_dropped", "upstream_failures_dropped", "sql_log_dropped")
@@ -104,3 +108,51 @@ def bare_row(result: CallResult, *, input_digest: str | None = None, decision: s
     """The row of a call whose full row could not be written: the bare facts, marked as cut."""
     row = call_row(result, None, input_digest=input_digest, decision=decision)
     return {**row, "egress": {}, "input": None, "truncated": "all"}
+
+
+def run_row(
+    *,
+    call_id: str,
+    principal: str,
+    outcome: str,
+    run: dict[str, Any],
+    program_digest: str,
+    input_digest: str | None,
+    value: Any,
+    output: Any,
+    duration_ms: float,
+    fuel_used: int,
+    attempt: int | None,
+    first_call_id: str | None,
+    store_inputs: bool = False,
+    store_outputs: bool = False,
+) -> dict[str, Any]:
+    """The row of one attempt of a run (its first execution, or a resume), or of a start or resume
+    refused before it made one.
+
+    ``tool`` is :data:`RUN_TOOL`; ``digest`` the program's (``sha256:`` of its
+    source), ``input_digest`` the run input's; ``outcome`` ``ok`` (the run is
+    done), an error code (paused: ``approval_required``; failed or refused:
+    its code) or ``cancelled``; ``egress.run`` the run's facts (``run_id``,
+    ``attempt``, ``by``, ``status``, steps, the call ids of the attempts
+    before); ``attempt`` and ``first_call_id`` (the columns a retried call
+    uses) which attempt it is and the first attempt's call id. The run's
+    input and output are stored as a call's are, when the policy says so.
+    """
+    row: dict[str, Any] = {
+        "call_id": call_id,
+        "principal": principal,
+        "tool": RUN_TOOL,
+        "digest": program_digest,
+        "input_digest": input_digest,
+        "decision": None,
+        "outcome": outcome,
+        "fuel_used": fuel_used,
+        "duration_ms": duration_ms,
+        "egress": {"denials": [], "run": run},
+        "input": redact(value) if store_inputs and input_digest else None,
+        "output": redact(output) if store_outputs and outcome == "ok" else None,
+    }
+    if attempt:
+        row["attempt"], row["first_call_id"] = attempt, first_call_id
+    return row

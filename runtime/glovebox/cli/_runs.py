@@ -95,7 +95,11 @@ def show(ctx: click.Context, run_id: str, with_journal: bool) -> None:
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="'RUN_ID'") from exc
         steps = rt.runs.journal(run_id)
+        record = rt.runs.record(run_id)
     envelope["reran"] = [step.seq for step in steps if step.reran]
+    if record is not None:  # who resumed it last, and who is executing it now (its lease)
+        envelope["resumed_by"] = record.resumed_by
+        envelope["lease"] = None if not record.leased() else {"holder": record.lease_owner}
     if with_journal:
         envelope["journal"] = [step.to_dict() for step in steps]
     click.echo(dump(envelope))
@@ -103,10 +107,19 @@ def show(ctx: click.Context, run_id: str, with_journal: bool) -> None:
 
 @runs.command()
 @click.argument("run_id")
+@click.option(
+    "--by",
+    metavar="PRINCIPAL",
+    help="Who resumes, recorded in the run and its attempt's audit row; another principal than the run's"
+    " needs glovebox:audit and the approver scope (default: the run's own principal).",
+)
 @click.pass_context
-def resume(ctx: click.Context, run_id: str) -> None:
-    """Continue run RUN_ID (paused, or its process died): recorded steps replay, the rest runs live."""
-    _act(ctx, "resume", run_id)
+def resume(ctx: click.Context, run_id: str, by: str | None) -> None:
+    """Continue run RUN_ID (paused, or its process died): recorded steps replay, the rest runs live.
+
+    A run another process is executing now answers status running with run_busy (exit 1).
+    """
+    _act(ctx, "resume", run_id, by=by)
 
 
 @runs.command()
@@ -117,11 +130,11 @@ def cancel(ctx: click.Context, run_id: str) -> None:
     _act(ctx, "cancel", run_id)
 
 
-def _act(ctx: click.Context, action: str, run_id: str) -> None:
+def _act(ctx: click.Context, action: str, run_id: str, **by: str | None) -> None:
     """``runs.resume`` or ``runs.cancel`` of one run, its envelope printed; an unknown id names RUN_ID."""
     with open_runtime(ctx) as rt:
         try:
-            result = getattr(rt.runs, action)(run_id)
+            result = getattr(rt.runs, action)(run_id, **{k: v for k, v in by.items() if v is not None})
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="'RUN_ID'") from exc
     _finish(result)

@@ -24,6 +24,7 @@ contract), a ``retryable`` flag and, for the CLI, an ``exit_code``::
     │   ├── EvaluationFailed           evaluation_failed (details.check, details.reason)
     │   ├── RunDiverged                run_diverged (a resumed program left its journal; details.step)
     │   ├── RunLimit                   run_limit (a run's journal is full; details.bound, details.limit)
+    │   ├── RunBusy                    run_busy (another process holds the run's lease; retryable; details.holder)
     │   └── InternalError              internal_error
     ├── RegistrationError              (refuses an artifact, a manifest or a build)
     │   ├── InvalidArtifact            invalid_artifact
@@ -81,6 +82,7 @@ __all__ = [
     "PermissionDenied",
     "RateLimited",
     "RegistrationError",
+    "RunBusy",
     "RunDiverged",
     "RunLimit",
     "SignatureError",
@@ -222,6 +224,17 @@ class RunLimit(CallError):
     code = "run_limit"
 
 
+class RunBusy(CallError):
+    """Another process holds the run's lease: it is executing the run now (``details.run_id``,
+    ``details.holder``: its host, pid and lease id, ``details.retry_after_ms``: until the lease
+    expires unless renewed). A resume that meets a live lease does nothing; a holder that died stops
+    renewing, and once its lease expires the run resumes. An attempt whose lease was taken over
+    (it stalled past its expiry) ends with this code too, and writes nothing more."""
+
+    code = "run_busy"
+    retryable = True
+
+
 class InternalError(CallError):
     """An opaque host-side failure: the detail goes to the log, never to the caller."""
 
@@ -324,6 +337,7 @@ ERROR_CODES: tuple[str, ...] = (
     "evaluation_failed",
     "run_diverged",
     "run_limit",
+    "run_busy",
 )
 
 

@@ -129,6 +129,13 @@ class RunSettings(Frozen):
     retention_days: float = Field(
         30.0, gt=0, description="Days a finished run and its journal are kept before `glovebox runs gc` deletes them."
     )
+    lease_seconds: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="Seconds an executing run's lease lasts unless renewed (renewed every third of it): a resume"
+        " meanwhile answers run_busy; once a dead holder's lease expires, the run resumes.",
+    )
 
 
 class Policy(Frozen):

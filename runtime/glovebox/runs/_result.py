@@ -9,8 +9,8 @@ from ..core._errors import CallError
 
 __all__ = ["RUN_STATUSES", "RunResult"]
 
-#: What ``RunResult.status`` can be.
-RUN_STATUSES = ("done", "paused", "failed", "cancelled")
+#: What ``RunResult.status`` can be (``running`` only for a resume refused with ``run_busy``).
+RUN_STATUSES = ("done", "paused", "failed", "cancelled", "running")
 
 
 @dataclass(frozen=True)
@@ -22,14 +22,18 @@ class RunResult:
         status: ``done`` (``output`` holds the program's value), ``paused`` (a
             nested call waits for an approval: ``error`` is its
             ``approval_required``, ``details.approval_id`` names it), ``failed``
-            (``error`` says why, with the envelope's codes) or ``cancelled``.
+            (``error`` says why, with the envelope's codes) or ``cancelled``; a
+            resume refused because another process is executing the run answers
+            ``running`` with ``error`` ``run_busy`` (``details.holder``).
         output: the program's return value (JSON) when ``done``.
         error: why the run did not finish, when it did not.
         calls: one summary per nested call, in order: ``tool``, ``version``,
             ``code`` (None when it succeeded), ``call_id``, ``duration_ms`` and
             ``replayed`` (answered from the journal on a resume).
         meta: ``principal``, ``steps`` (host calls), ``replayed`` (steps
-            answered from the journal), ``attempts``, ``duration_ms``, ``fuel_used``.
+            answered from the journal), ``attempts``, ``duration_ms``, ``fuel_used``,
+            ``call_id`` (the attempt's own audit row: its nested calls' rows name it
+            as ``egress.run.parent_call_id``) and, after a resume, ``resumed_by``.
     """
 
     run_id: str

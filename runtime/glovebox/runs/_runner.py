@@ -15,27 +15,96 @@ decided here in this order:
 4. the program let a nested call's ``ToolCallError`` escape: ``failed`` with that
    call's code and message;
 5. else ``done`` with the program's value.
+
+**Accountability.** Each attempt (the first execution, and each resume) has an
+audit call id of its own, and ends by handing a :class:`RunAttempt` to the
+``audit`` function it was given (``glovebox.runtime._coderun`` writes it as the
+attempt's audit row); every nested call of the attempt carries that call id as
+``parent_call_id`` in its own row's ``egress.run``. One row per attempt, not per
+run: an attempt is what someone started or resumed, so each row says who
+(``by``), how it ended, and what it cost, and a resume by an operator is never
+folded into the row of the run's owner.
+
+**The lease.** An attempt holds the run's lease (:mod:`._store`) from its claim to
+its end, renewed by a heartbeat thread every third of its length; its journal
+writes are fenced by it. A resume that finds a live lease does nothing and
+answers ``status: running`` with :class:`~glovebox.RunBusy` naming the holder.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import socket
+import threading
 import time
+import uuid
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 from wasmtime.component import Component
 
-from ..core._errors import CallError, InvalidInput, InvalidOutput, call_error
+from ..core._errors import CallError, InvalidInput, InvalidOutput, RunBusy, call_error
 from ..core._jsonlimits import JsonRejected, check_value
 from ..core._jsonlimits import loads as loads_json
 from ..model._manifest import MIB, Limits
+from ..model._result import CallResult
 from ..sandbox._sandbox import Sandbox
 from ._host import CallTool, RunBounds, RunHost, SearchTools
 from ._result import RunResult
-from ._store import FINISHED, RunRecord, RunStore
+from ._store import FINISHED, Lease, RunRecord, RunStore
 
-__all__ = ["RUN_LIMITS", "Runner"]
+__all__ = ["DEFAULT_LEASE_S", "RUN_LIMITS", "RunAttempt", "Runner"]
+
+logger = logging.getLogger("glovebox.runs")
+
+#: How long an attempt's lease lasts without renewal (the policy's ``runs.lease_seconds``).
+DEFAULT_LEASE_S = 30.0
+
+
+@dataclass(frozen=True)
+class RunAttempt:
+    """One attempt of a run (or a start or resume refused before it made one), as its audit row tells it.
+
+    Attributes:
+        call_id: the attempt's own audit call id (its nested calls' ``parent_call_id``).
+        run_id: the run's id; None for a run refused before it existed (a quota).
+        principal: the run's owner (every nested call is this principal's).
+        by: who started or resumed it (the owner, or an operator who resumed it).
+        attempt: 1 for the first execution, 2... for each resume; None when refused before one.
+        first_call_id: the first attempt's call id.
+        previous_call_id: the call id of the attempt before this one (one that died leaves no row of its own).
+        status: the run's status after it: ``done``, ``paused``, ``failed``, ``cancelled`` or ``running``.
+        outcome: the row's outcome: ``ok`` (done), the error's code (paused, failed, refused),
+            or ``cancelled`` (the run was cancelled while this attempt ran).
+        error: why it did not finish, when it did not.
+    """
+
+    call_id: str
+    run_id: str | None
+    principal: str
+    by: str
+    attempt: int | None
+    first_call_id: str | None
+    previous_call_id: str | None
+    status: str
+    outcome: str
+    error: CallError | None
+    source: str
+    input: Any
+    output: Any = None
+    duration_ms: float = 0.0
+    fuel_used: int = 0
+    steps: int = 0
+    replayed: int = 0
+    calls: int = 0
+    holder: str | None = None
+
+
+#: What the runner hands each attempt's facts to (the Runtime writes them as the attempt's audit row).
+AuditAttempt = Callable[[RunAttempt], None]
 
 #: The program's own limits (its nested calls have theirs): ~2 s of interpreted JavaScript,
 #: 64 MiB, and one minute of wall clock for the whole run, nested calls included.
@@ -56,8 +125,12 @@ class Runner:
         *,
         limits: Limits = RUN_LIMITS,
         bounds: RunBounds | None = None,
+        audit: AuditAttempt | None = None,
+        lease_s: Callable[[], float] = lambda: DEFAULT_LEASE_S,
     ) -> None:
         self.store = store
+        self._audit = audit or (lambda attempt: None)
+        self._lease_s = lease_s
         self._sandbox = sandbox
         self._component = component
         self._call = call
@@ -72,15 +145,26 @@ class Runner:
             check_value(input)
         except JsonRejected as exc:
             raise InvalidInput(f"the run's input breaks the JSON rules: {exc}") from exc
-        run_id = self.store.create(principal, lang, source, script, input)
+        lease, call_id = self._lease(), uuid.uuid4().hex
+        run_id = self.store.create(principal, lang, source, script, input, lease=lease, call_id=call_id)
         record = self.store.get(run_id)
         assert record is not None
-        return self._attempt(record)
+        return self._attempt(record, lease, call_id, by=principal, previous=None)
 
-    def resume(self, run_id: str) -> RunResult:
-        """Make another attempt at a paused run, or one whose process died (``running``).
+    def refuse(self, principal: str, error: CallError, *, source: str, input: Any) -> RunResult:
+        """A run refused before it existed (a quota): ``failed`` with ``error``, and its audit row."""
+        call_id = uuid.uuid4().hex
+        facts = (None, None, None, "failed", error.code, error, source, input)
+        self._audit(RunAttempt(call_id, None, principal, principal, *facts))
+        return RunResult(run_id="", status="failed", error=error, meta={"principal": principal, "call_id": call_id})
 
-        A finished run is answered as it ended, without running anything.
+    def resume(self, run_id: str, *, by: str | None = None) -> RunResult:
+        """Make another attempt at a paused run, or one whose process died (``running``), as ``by``
+        (recorded in the run and in the attempt's audit row; default: the run's own principal).
+
+        A finished run is answered as it ended, without running anything. A run
+        another attempt holds a live lease on answers ``status: running`` with
+        ``run_busy`` naming the holder, and nothing runs.
 
         Raises:
             ValueError: there is no run ``run_id``.
@@ -88,10 +172,37 @@ class Runner:
         record = self._get(run_id)
         if record.status in FINISHED:
             return self.result_of(record)
-        claimed = self.store.claim(run_id, ("paused", "running"))
-        if claimed is None:  # finished meanwhile
-            return self.result_of(self._get(run_id))
-        return self._attempt(claimed)
+        who = by or record.principal
+        lease, call_id = self._lease(), uuid.uuid4().hex
+        claimed = self.store.claim(run_id, ("paused", "running"), lease=lease, by=who, call_id=call_id)
+        if claimed is None:
+            current = self._get(run_id)
+            if current.status not in FINISHED and current.leased():
+                return self._busy(current, who, call_id)
+            return self.result_of(current)  # finished meanwhile
+        return self._attempt(claimed, lease, call_id, by=who, previous=record.attempt_call_id)
+
+    def _lease(self) -> Lease:
+        owner = f"{socket.gethostname()}/pid {os.getpid()}/{uuid.uuid4().hex[:8]}"
+        return Lease(owner, float(self._lease_s()))
+
+    def _busy(self, record: RunRecord, by: str, call_id: str) -> RunResult:
+        """The answer (and audit row) of a resume refused because another attempt holds the run."""
+        expires = record.lease_expires or time.time()
+        retry_ms = max(1, int((expires - time.time()) * 1000))
+        busy = RunBusy(
+            f"run {record.run_id!r} is being executed by {record.lease_owner}; its lease expires in {retry_ms} ms"
+            " unless renewed: resume it once that attempt has ended or its holder has died",
+            details={"run_id": record.run_id, "holder": record.lease_owner, "retry_after_ms": retry_ms},
+        )
+        self._audit(
+            RunAttempt(
+                call_id, record.run_id, record.principal, by, None, record.first_call_id, record.attempt_call_id,
+                "running", busy.code, busy, record.source, record.input, holder=record.lease_owner,
+            )
+        )  # fmt: skip
+        meta = {"principal": record.principal, "attempts": record.attempts, "call_id": call_id, "by": by}
+        return RunResult(record.run_id, "running", error=busy, meta=meta)
 
     def cancel(self, run_id: str) -> RunResult:
         """Mark the run ``cancelled`` unless it finished; a cancelled run never resumes.
@@ -125,26 +236,145 @@ class Runner:
             raise ValueError(f"no run {run_id!r} in this home")
         return record
 
-    def _attempt(self, record: RunRecord) -> RunResult:
+    def _attempt(self, record: RunRecord, lease: Lease, call_id: str, *, by: str, previous: str | None) -> RunResult:
         started = time.perf_counter()
         journal = self.store.recorded_steps(record.run_id)
-        host = RunHost(self.store, record.run_id, record.principal, journal, self._call, self._search, self.bounds)
+        leased = _LeasedStore(self.store, lease.owner)
+        call = _parented(self._call, call_id)
+        store = cast(RunStore, leased)  # the four journal writes RunHost makes, fenced by the lease
+        host = RunHost(store, record.run_id, record.principal, journal, call, self._search, self.bounds)
+        leased.host = host
         request = {"script": record.script, "input": record.input, "tools": self._visible(record.principal)}
-        outcome = self._sandbox().run(self._component(), json.dumps(request), self.limits, host_calls=host)
+        with _Heartbeat(self.store, record.run_id, lease, leased.lose):
+            outcome = self._sandbox().run(self._component(), json.dumps(request), self.limits, host_calls=host)
         status, output, error = _ending(host, outcome.output_text, outcome.error)
-        meta = {
+        meta: dict[str, Any] = {
             "principal": record.principal,
             "steps": host.seq,
             "replayed": host.replayed,
             "attempts": record.attempts,
             "duration_ms": round((time.perf_counter() - started) * 1000, 3),
             "fuel_used": outcome.fuel_used,
+            "call_id": call_id,
         }
+        if record.attempts > 1:
+            meta["resumed_by"] = by
         result = RunResult(record.run_id, status, output, error, host.calls, meta)
-        saved = result.to_dict()
-        if not self.store.set_status(record.run_id, status, saved, only_from="running"):
-            return self.result_of(self._get(record.run_id))  # cancelled while it ran
+        outcome_code = "ok" if error is None else error.code
+        if not self.store.set_status(record.run_id, status, result.to_dict(), only_from="running", owner=lease.owner):
+            result, outcome_code = self._lost(record.run_id, leased.lost, result)
+        self._audit(
+            RunAttempt(
+                call_id, record.run_id, record.principal, by, record.attempts, record.first_call_id or call_id,
+                previous, result.status, outcome_code, result.error, record.source, record.input,
+                output=result.output, duration_ms=meta["duration_ms"], fuel_used=outcome.fuel_used,
+                steps=host.seq, replayed=host.replayed, calls=len(host.calls),
+            )
+        )  # fmt: skip
         return result
+
+    def _lost(self, run_id: str, lost: CallError | None, mine: RunResult) -> tuple[RunResult, str]:
+        """What an attempt whose end could not be written answers: the run was cancelled while it
+        ran, or another attempt took the run over (this one stalled past its lease)."""
+        current = self._get(run_id)
+        if current.status == "cancelled":
+            return self.result_of(current), "cancelled"
+        busy = lost or RunBusy(
+            f"run {run_id!r} was taken over by {current.lease_owner} while this attempt ran (its lease expired)",
+            details={"run_id": run_id, "holder": current.lease_owner},
+            retryable=False,
+        )
+        if current.status in FINISHED:
+            return self.result_of(current), busy.code
+        return RunResult(run_id, "running", None, busy, mine.calls, mine.meta), busy.code
+
+
+def _parented(call: CallTool, parent_call_id: str) -> CallTool:
+    """``call`` with the attempt's audit call id in each nested call's ``run`` context (``parent_call_id``)."""
+
+    def nested(tool: str, input: Any, principal: str, call_id: str, run: dict[str, Any]) -> CallResult:
+        return call(tool, input, principal, call_id, {**run, "parent_call_id": parent_call_id})
+
+    return nested
+
+
+class _LeasedStore:
+    """The run store as one attempt's :class:`RunHost` writes it: every journal write fenced by the
+    attempt's lease. A write refused (the lease is gone) stops the program: ``RunBusy``."""
+
+    def __init__(self, store: RunStore, owner: str) -> None:
+        self._store = store
+        self._owner = owner
+        self.host: RunHost | None = None
+        #: Why the attempt lost its lease (None while it holds it).
+        self.lost: CallError | None = None
+
+    def lose(self, why: CallError) -> None:
+        """Stop the attempt: its next host call answers ``stop``, and it ends with ``why``."""
+        if self.lost is None:
+            self.lost = why
+        if self.host is not None and self.host.stopped is None:
+            self.host.stopped = why
+
+    def begin_step(self, run_id: str, seq: int, kind: str, request_text: str, call_id: str | None) -> None:
+        self._fenced(self._store.begin_step, run_id, seq, kind, request_text, call_id)
+
+    def record_step(self, run_id: str, seq: int, kind: str, request_text: str, result_text: str) -> None:
+        self._fenced(self._store.record_step, run_id, seq, kind, request_text, result_text)
+
+    def finish_step(self, run_id: str, seq: int, result_text: str) -> None:
+        self._fenced(self._store.finish_step, run_id, seq, result_text)
+
+    def forget_step(self, run_id: str, seq: int) -> None:
+        self._fenced(self._store.forget_step, run_id, seq)
+
+    def _fenced(self, write: Callable[..., None], *args: Any) -> None:
+        try:
+            write(*args, owner=self._owner)
+        except RunBusy as lost:
+            self.lose(lost)
+            raise
+
+
+class _Heartbeat:
+    """Renews an attempt's lease every third of its length while the attempt executes; a renewal
+    that finds the lease gone stops the attempt."""
+
+    def __init__(self, store: RunStore, run_id: str, lease: Lease, lose: Callable[[CallError], None]) -> None:
+        self._store = store
+        self._run_id = run_id
+        self._lease = lease
+        self._lose = lose
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"glovebox-run-lease-{run_id[:8]}", daemon=True)
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        while not self._done.wait(self._lease.seconds / 3):
+            try:
+                held = self._store.renew(self._run_id, self._lease)
+            except Exception:  # a locked or closed database: the fenced writes still decide
+                logger.warning("cannot renew the lease of run %s", self._run_id, exc_info=True)
+                continue
+            if not held:
+                now = self._store.get(self._run_id)
+                holder = None if now is None else now.lease_owner
+                self._lose(
+                    RunBusy(
+                        f"run {self._run_id!r} is no longer held by this attempt ({self._lease.owner}):"
+                        + (" it was cancelled" if holder is None else f" {holder} took it over"),
+                        details={"run_id": self._run_id, "holder": holder, "lost_by": self._lease.owner},
+                        retryable=False,
+                    )
+                )
+                return
 
 
 def _ending(host: RunHost, text: str | None, failed: CallError | None) -> tuple[str, Any, CallError | None]:

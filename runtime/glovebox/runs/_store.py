@@ -13,6 +13,19 @@ journal, and a ``started`` one (in flight at the crash) runs again and says so
 
 Statuses: ``running`` (or a process died while it was), ``paused`` (waiting for
 an approval), ``done``, ``failed``, ``cancelled``.
+
+**The lease.** A run is executed by one attempt at a time: the attempt holds the
+run's lease (``lease_owner``, ``lease_expires``), taken with one atomic
+``UPDATE ... WHERE`` (by :meth:`RunStore.create`, or by :meth:`RunStore.claim`
+only when no live lease is held) and renewed while it executes. Every journal
+write of a leased attempt is fenced: it happens only while ``lease_owner`` is
+still that attempt's, in the same transaction, else it raises
+:class:`~glovebox.RunBusy` and writes nothing. So two processes resuming one
+run cannot both make its next live call, and an attempt that stalled past its
+expiry while another took the run over writes nothing more. A holder killed
+by SIGKILL stops renewing; once its lease expires the run can be claimed. An
+attempt's end (``set_status`` with its owner) releases the lease; so does a
+cancel, which stops the holder at its next host call.
 """
 
 from __future__ import annotations
@@ -25,9 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core._errors import RunBusy
 from ..storage._sqlite import Database
 
-__all__ = ["FINISHED", "JournalStep", "RecordedStep", "RunRecord", "RunStore"]
+__all__ = ["FINISHED", "JournalStep", "Lease", "RecordedStep", "RunRecord", "RunStore"]
 
 FINISHED = ("done", "failed", "cancelled")
 
@@ -45,7 +59,12 @@ CREATE TABLE IF NOT EXISTS runs (
     updated REAL NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 1,
     steps INTEGER NOT NULL DEFAULT 0,
-    journal_bytes INTEGER NOT NULL DEFAULT 0
+    journal_bytes INTEGER NOT NULL DEFAULT 0,
+    lease_owner TEXT,
+    lease_expires REAL,
+    resumed_by TEXT,
+    attempt_call_id TEXT,
+    first_call_id TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_principal ON runs (principal, created);
 CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status, updated);
@@ -65,9 +84,33 @@ CREATE TABLE IF NOT EXISTS journal (
 """
 
 
+#: Columns added after the first release (a store made before them gets them on open).
+_ADDED = (
+    ("lease_owner", "TEXT"),
+    ("lease_expires", "REAL"),
+    ("resumed_by", "TEXT"),
+    ("attempt_call_id", "TEXT"),
+    ("first_call_id", "TEXT"),
+)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Who executes a run (``owner``: host, pid and a random id) and for how long without renewing."""
+
+    owner: str
+    seconds: float
+
+
 @dataclass
 class RunRecord:
-    """One run as the store holds it."""
+    """One run as the store holds it.
+
+    ``lease_owner`` and ``lease_expires`` (epoch seconds) name the attempt
+    executing it (None once it ended); ``resumed_by`` who made the latest
+    resume (None before the first); ``attempt_call_id`` and ``first_call_id``
+    the audit call ids of its latest and first attempts.
+    """
 
     run_id: str
     principal: str
@@ -82,6 +125,16 @@ class RunRecord:
     attempts: int
     steps: int
     journal_bytes: int
+    lease_owner: str | None = None
+    lease_expires: float | None = None
+    resumed_by: str | None = None
+    attempt_call_id: str | None = None
+    first_call_id: str | None = None
+
+    def leased(self, now: float | None = None) -> bool:
+        """Whether an attempt holds a live lease on the run (it is executing somewhere now)."""
+        expires = self.lease_expires
+        return self.lease_owner is not None and expires is not None and expires >= (now or time.time())
 
     def summary(self) -> dict[str, Any]:
         """What ``runs list`` shows of it."""
@@ -93,6 +146,7 @@ class RunRecord:
             "steps": self.steps,
             "journal_bytes": self.journal_bytes,
             "attempts": self.attempts,
+            "resumed_by": self.resumed_by,
             "created": self.created,
             "updated": self.updated,
         }
@@ -133,20 +187,42 @@ class RunStore:
         self.path = home / "runs.sqlite"
         home.mkdir(parents=True, exist_ok=True)
         self._db = Database(self.path, _SCHEMA)
+        self._upgrade()
+
+    def _upgrade(self) -> None:
+        """Give a store made by an earlier glovebox the columns it lacks (its rows stay as they are)."""
+        with self._db.write() as db:
+            columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+            for name, kind in _ADDED:
+                if name not in columns:
+                    db.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
 
     def close(self) -> None:
         """Close the database's connections."""
         self._db.close()
 
-    def create(self, principal: str, lang: str, source: str, script: str, input: Any) -> str:
-        """A new ``running`` run; its id."""
+    def create(
+        self,
+        principal: str,
+        lang: str,
+        source: str,
+        script: str,
+        input: Any,
+        *,
+        lease: Lease | None = None,
+        call_id: str | None = None,
+    ) -> str:
+        """A new ``running`` run (held by ``lease``, its first attempt's audit call id ``call_id``); its id."""
         run_id = uuid.uuid4().hex
         now = time.time()
+        owner, expires = (None, None) if lease is None else (lease.owner, now + lease.seconds)
         with self._db.write() as db:
             db.execute(
-                "INSERT INTO runs (run_id, principal, status, lang, source, script, input, created, updated)"
-                " VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
-                (run_id, principal, lang, source, script, json.dumps(input), now, now),
+                "INSERT INTO runs (run_id, principal, status, lang, source, script, input, created, updated,"
+                " lease_owner, lease_expires, attempt_call_id, first_call_id)"
+                " VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, principal, lang, source, script, json.dumps(input), now, now)
+                + (owner, expires, call_id, call_id),
             )
         return run_id
 
@@ -185,28 +261,64 @@ class RunStore:
         return [float(row[0]) for row in rows]
 
     def set_status(
-        self, run_id: str, status: str, result: dict[str, Any] | None = None, *, only_from: str | None = None
+        self,
+        run_id: str,
+        status: str,
+        result: dict[str, Any] | None = None,
+        *,
+        only_from: str | None = None,
+        owner: str | None = None,
     ) -> bool:
-        """Record how the run stands now (and, once it ended, its result); with ``only_from``, only
-        when it still stands there (a run cancelled meanwhile stays cancelled). Whether it changed."""
+        """Record how the run stands now (and, once it ended, its result), releasing its lease; with
+        ``only_from``, only when it still stands there (a run cancelled meanwhile stays cancelled);
+        with ``owner``, only while that attempt still holds the lease. Whether it changed."""
         text = None if result is None else json.dumps(result)
-        query = "UPDATE runs SET status = ?, result = ?, updated = ? WHERE run_id = ?"
+        query = "UPDATE runs SET status = ?, result = ?, updated = ?, lease_owner = NULL, lease_expires = NULL"
+        query += " WHERE run_id = ?"
         args: tuple[Any, ...] = (status, text, time.time(), run_id)
         if only_from is not None:
             query, args = query + " AND status = ?", (*args, only_from)
+        if owner is not None:
+            query, args = query + " AND lease_owner = ?", (*args, owner)
         with self._db.write() as db:
             return db.execute(query, args).rowcount > 0
 
-    def claim(self, run_id: str, statuses: tuple[str, ...]) -> RunRecord | None:
-        """Mark the run ``running`` again (one more attempt) if it is in one of ``statuses``; else None."""
+    def claim(
+        self,
+        run_id: str,
+        statuses: tuple[str, ...],
+        *,
+        lease: Lease | None = None,
+        by: str | None = None,
+        call_id: str | None = None,
+    ) -> RunRecord | None:
+        """Mark the run ``running`` again (one more attempt, made by ``by``, audited as ``call_id``) if it
+        is in one of ``statuses`` and no live lease is held on it, taking ``lease``: one atomic
+        ``UPDATE ... WHERE``, so of two processes claiming at once one wins. Else None."""
         marks = ", ".join("?" * len(statuses))
+        now = time.time()
+        owner, expires = (None, None) if lease is None else (lease.owner, now + lease.seconds)
         with self._db.write() as db:
             changed = db.execute(
-                f"UPDATE runs SET status = 'running', attempts = attempts + 1, updated = ?"
-                f" WHERE run_id = ? AND status IN ({marks})",
-                (time.time(), run_id, *statuses),
+                f"UPDATE runs SET status = 'running', attempts = attempts + 1, updated = ?,"
+                f" lease_owner = ?, lease_expires = ?, resumed_by = ?, attempt_call_id = ?,"
+                f" first_call_id = COALESCE(first_call_id, ?)"
+                f" WHERE run_id = ? AND status IN ({marks})"
+                f" AND (lease_owner IS NULL OR lease_expires IS NULL OR lease_expires < ?)",
+                (now, owner, expires, by, call_id, call_id, run_id, *statuses, now),
             ).rowcount
         return self.get(run_id) if changed else None
+
+    def renew(self, run_id: str, lease: Lease) -> bool:
+        """Push the lease's expiry on while ``lease`` still holds the run; whether it does."""
+        with self._db.write() as db:
+            return (
+                db.execute(
+                    "UPDATE runs SET lease_expires = ? WHERE run_id = ? AND lease_owner = ?",
+                    (time.time() + lease.seconds, run_id, lease.owner),
+                ).rowcount
+                > 0
+            )
 
     def journal(self, run_id: str) -> builtins.list[JournalStep]:
         """The run's steps in order."""
@@ -231,9 +343,15 @@ class RunStore:
             for seq, kind, request, result, state, call_id, reran, started, finished in rows
         ]
 
-    def begin_step(self, run_id: str, seq: int, kind: str, request_text: str, call_id: str | None) -> None:
-        """Write step ``seq`` as ``started`` (replacing one left ``started`` by a crash: it runs again)."""
+    def begin_step(
+        self, run_id: str, seq: int, kind: str, request_text: str, call_id: str | None, *, owner: str | None = None
+    ) -> None:
+        """Write step ``seq`` as ``started`` (replacing one left ``started`` by a crash: it runs again).
+
+        With ``owner``, every journal write here is fenced by the lease (see the module docstring).
+        """
         with self._db.write() as db:
+            _hold(db, run_id, owner)
             reran = db.execute(
                 "SELECT 1 FROM journal WHERE run_id = ? AND seq = ? AND state = 'started'", (run_id, seq)
             ).fetchone()
@@ -248,10 +366,13 @@ class RunStore:
                 (seq + 1, len(request_text), time.time(), run_id),
             )
 
-    def record_step(self, run_id: str, seq: int, kind: str, request_text: str, result_text: str) -> None:
+    def record_step(
+        self, run_id: str, seq: int, kind: str, request_text: str, result_text: str, *, owner: str | None = None
+    ) -> None:
         """Write step ``seq`` ``done`` at once (the clock, the random seed, a search: nothing to run twice)."""
         now = time.time()
         with self._db.write() as db:
+            _hold(db, run_id, owner)
             db.execute(
                 "INSERT OR REPLACE INTO journal (run_id, seq, kind, request, result, state, started, finished)"
                 " VALUES (?, ?, ?, ?, ?, 'done', ?, ?)",
@@ -263,18 +384,20 @@ class RunStore:
                 (seq + 1, len(request_text) + len(result_text), now, run_id),
             )
 
-    def finish_step(self, run_id: str, seq: int, result_text: str) -> None:
+    def finish_step(self, run_id: str, seq: int, result_text: str, *, owner: str | None = None) -> None:
         """Write step ``seq``'s result (committed before the program sees it)."""
         with self._db.write() as db:
+            _hold(db, run_id, owner)
             db.execute(
                 "UPDATE journal SET result = ?, state = 'done', finished = ? WHERE run_id = ? AND seq = ?",
                 (result_text, time.time(), run_id, seq),
             )
             db.execute("UPDATE runs SET journal_bytes = journal_bytes + ? WHERE run_id = ?", (len(result_text), run_id))
 
-    def forget_step(self, run_id: str, seq: int) -> None:
+    def forget_step(self, run_id: str, seq: int, *, owner: str | None = None) -> None:
         """Drop step ``seq`` (a call that paused the run: after the approval it is made again)."""
         with self._db.write() as db:
+            _hold(db, run_id, owner)
             db.execute("DELETE FROM journal WHERE run_id = ? AND seq = ?", (run_id, seq))
 
     def collect(self, older_than: float) -> builtins.list[str]:
@@ -302,12 +425,33 @@ class RunStore:
 
 
 _COLUMNS = (
-    "run_id, principal, status, lang, source, script, input, result, created, updated, attempts, steps, journal_bytes"
+    "run_id, principal, status, lang, source, script, input, result, created, updated, attempts, steps, journal_bytes,"
+    " lease_owner, lease_expires, resumed_by, attempt_call_id, first_call_id"
 )
 
 
+def _hold(db: Any, run_id: str, owner: str | None) -> None:
+    """Nothing when ``owner`` (None: not fenced) still holds the run's lease; else :class:`~glovebox.RunBusy`."""
+    if owner is None:
+        return
+    row = db.execute("SELECT lease_owner, status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    if row is not None and row[0] == owner:
+        return
+    holder, status = (None, None) if row is None else row
+    raise RunBusy(
+        f"run {run_id!r} is no longer held by this attempt ({owner}): "
+        + (f"it was {status}" if holder is None else f"{holder} took it over after the lease expired")
+        + "; nothing more of this attempt is written",
+        details={"run_id": run_id, "holder": holder, "lost_by": owner},
+        retryable=False,
+    )
+
+
 def _record(row: tuple[Any, ...]) -> RunRecord:
-    run_id, principal, status, lang, source, script, input_text, result, created, updated, attempts, steps, size = row
+    run_id, principal, status, lang, source, script, input_text, result, created, updated, attempts, steps, size = row[
+        :13
+    ]
+    owner, expires, resumed_by, attempt_call_id, first_call_id = row[13:]
     return RunRecord(
         run_id=run_id,
         principal=principal,
@@ -322,6 +466,11 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         attempts=attempts,
         steps=steps,
         journal_bytes=size,
+        lease_owner=owner,
+        lease_expires=expires,
+        resumed_by=resumed_by,
+        attempt_call_id=attempt_call_id,
+        first_call_id=first_call_id,
     )
 
 

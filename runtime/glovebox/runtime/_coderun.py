@@ -7,12 +7,20 @@ The runs package (``glovebox.runs``) knows nothing of the Runtime: it is given
 - the Runtime's sandbox, in which each attempt runs;
 - a function making one nested call: ``Runtime.call`` of the run's principal
   under a call id the journal wrote first, with ``meta.run`` (``run_id``,
-  ``parent_call_id``: the run's id) so that the call's audit row names its run;
-  a scale-out backend hands its own call path instead (``call``: a
-  ProcessPool's workers, a RayRuntime's replicas), which carries the call id
-  and ``RUN_CONTEXT`` to wherever the call runs, so the program runs here and
-  its nested calls spread like any other call;
+  ``step``, ``parent_call_id``: the call id of the attempt's own row) so that
+  the call's audit row names its run and attempt; a scale-out backend hands
+  its own call path instead (``call``: a ProcessPool's workers, a RayRuntime's
+  replicas), which carries the call id and ``RUN_CONTEXT`` to wherever the
+  call runs, so the program runs here and its nested calls spread like any
+  other call;
+- a function writing each attempt's audit row (:func:`glovebox.audit._row.run_row`)
+  to the Runtime's audit log;
+- the policy's ``runs.lease_seconds`` (how long an attempt's lease lasts);
 - the principal's visible tools (the typed wrappers) and a search over them.
+
+A resume made by another principal than the run's owner (an operator) needs
+:data:`AUDIT_SCOPE` and the policy's approver scope; who it was is kept in the
+run (``resumed_by``) and in the attempt's audit row (``egress.run.by``).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import builtins
 import contextvars
 import functools
 import hashlib
+import logging
 import os
 import threading
 import time
@@ -31,24 +40,32 @@ from typing import Any
 
 from wasmtime.component import Component
 
-from ..core._errors import RateLimited, ToolNotFound
+from ..audit._row import run_row
+from ..core._canonical import sha256_digest
+from ..core._errors import PermissionDenied, RateLimited, ToolNotFound
 from ..core._settings import toolchain_cache_dir
 from ..engine._compile import precompile
 from ..model._result import CallResult, ToolInfo
 from ..runs._host import RunBounds
 from ..runs._result import RunResult
-from ..runs._runner import RUN_LIMITS, Runner
+from ..runs._runner import RUN_LIMITS, RunAttempt, Runner
 from ..runs._store import JournalStep, RunRecord, RunStore
 from ..runs._types import declarations
 from ._envelope import RUN_CONTEXT, failure, new_meta
-from ._gate import CallTrace
+from ._gate import CallTrace, input_digest
 
 #: The Runtime these runs belong to (not imported: ``_runtime`` imports this module).
 Runtime = Any
 #: One nested call, made while ``RUN_CONTEXT`` holds the run's context: (call_id, tool, input, principal) -> result.
 NestedCall = Callable[[str, str, Any, str], CallResult]
 
-__all__ = ["NestedCall", "Runs", "search_tools"]
+logger = logging.getLogger("glovebox.runs")
+
+__all__ = ["AUDIT_SCOPE", "NestedCall", "Runs", "search_tools"]
+
+#: The scope that reads the audit log (the console's); with the approver scope, it lets a principal
+#: resume or cancel another principal's run.
+AUDIT_SCOPE = "glovebox:audit"
 
 _SCRIPTS = 256  # transpiled programs (and principals' visible tools) kept per Runtime
 _VISIBLE_TTL_S = 1.0
@@ -82,6 +99,8 @@ class Runs:
             self._visible_names,
             limits=RUN_LIMITS,
             bounds=bounds,
+            audit=self._audit_attempt,
+            lease_s=lambda: runtime.policy.runs.lease_seconds,
         )
 
     def close(self) -> None:
@@ -100,7 +119,7 @@ class Runs:
         who = principal or "anonymous"
         refused = self._over_quota(who)
         if refused is not None:
-            return RunResult(run_id="", status="failed", error=refused, meta={"principal": who})
+            return self.runner.refuse(who, refused, source=code, input=input)
         return self.runner.start(script, lang=lang, source=code, input=input, principal=who)
 
     def _over_quota(self, principal: str) -> RateLimited | None:
@@ -127,6 +146,11 @@ class Runs:
         """The home's runs, newest first (``offset`` skips the newest ones: a page)."""
         return self.store.list(principal=principal, status=status, limit=limit, offset=offset)
 
+    def record(self, run_id: str) -> RunRecord | None:
+        """The run ``run_id`` as the home's run store holds it (owner, status, attempts, lease,
+        ``resumed_by``, source), or None when there is none."""
+        return self.store.get(run_id) if isinstance(run_id, str) else None
+
     def show(self, run_id: str) -> RunResult:
         """A run's last known result.
 
@@ -151,9 +175,38 @@ class Runs:
         """A run's journal, step by step."""
         return self.store.journal(run_id)
 
-    def resume(self, run_id: str) -> RunResult:
-        """Continue a paused run (or one whose process died): recorded steps replay, the rest runs live."""
-        return self.runner.resume(run_id)
+    def resume(self, run_id: str, *, by: str | None = None) -> RunResult:
+        """Continue a paused run (or one whose process died): recorded steps replay, the rest runs live.
+
+        ``by`` is who resumes (default: the run's own principal); it is kept in
+        the run (``resumed_by``) and in the attempt's audit row. The nested calls
+        stay the run's principal's. A run another process is executing now
+        answers ``status: running`` with ``run_busy``, and nothing runs.
+
+        Raises:
+            ValueError: there is no run ``run_id``.
+            PermissionDenied: ``by`` is another principal than the run's and lacks
+                ``glovebox:audit`` or the policy's approver scope.
+        """
+        if by is not None:
+            self._check_operator(run_id, by, "resume")
+        return self.runner.resume(run_id, by=by)
+
+    def _check_operator(self, run_id: str, by: str, action: str) -> None:
+        if not isinstance(by, str):
+            raise TypeError(f"by must be a str or None, not {type(by).__name__}")
+        record = self.record(run_id)
+        if record is None or record.principal == by:
+            return
+        policy = self._runtime.policy
+        needed = (AUDIT_SCOPE, policy.approvals.approver_scope)
+        held = policy.scopes_of(by)
+        if not all(scope in held for scope in needed):
+            raise PermissionDenied(
+                f"principal {by!r} may not {action} run {run_id!r} of {record.principal!r}:"
+                f" that takes the scopes {needed[0]!r} and {needed[1]!r}",
+                details={"run_id": run_id, "principal": by, "scopes": list(needed)},
+            )
 
     def cancel(self, run_id: str) -> RunResult:
         """Cancel a run that has not finished."""
@@ -164,6 +217,29 @@ class Runs:
         return self.store.collect(time.time() - older_than_s)
 
     # -- what the runner is given ---------------------------------------------
+
+    def _audit_attempt(self, attempt: RunAttempt) -> None:
+        """Write one attempt's audit row; a row that cannot be written is logged (the run's own
+        nested calls were each audited, and its journal holds what it did)."""
+        run: dict[str, Any] = {"run_id": attempt.run_id, "attempt": attempt.attempt, "by": attempt.by}
+        run |= {"status": attempt.status, "steps": attempt.steps, "replayed": attempt.replayed}
+        run["calls"] = attempt.calls
+        if attempt.previous_call_id is not None:
+            run["previous_call_id"] = attempt.previous_call_id
+        if attempt.holder is not None:
+            run["holder"] = attempt.holder
+        stored = self._runtime.policy.audit
+        row = run_row(
+            call_id=attempt.call_id, principal=attempt.principal, outcome=attempt.outcome, run=run,
+            program_digest=sha256_digest(attempt.source.encode("utf-8", "surrogatepass")),
+            input_digest=input_digest(attempt.input), value=attempt.input, output=attempt.output,
+            duration_ms=attempt.duration_ms, fuel_used=attempt.fuel_used, attempt=attempt.attempt,
+            first_call_id=attempt.first_call_id, store_inputs=stored.store_inputs, store_outputs=stored.store_outputs,
+        )  # fmt: skip
+        try:
+            self._runtime.audit.append(row)
+        except Exception:
+            logger.exception("cannot write the audit row of run %s (attempt %s)", attempt.run_id, attempt.call_id)
 
     def _script(self, code: str, lang: str) -> str:
         from ..toolchains._build import sdk_dir

@@ -18,7 +18,8 @@ Pages (HTML; Jinja2 templates and a stylesheet shipped in ``servers/ui/``)::
                                     principal's with glovebox:audit
     GET  /ui/runs/{id}              one run: its steps from the journal, its output or error (as the list)
     POST /ui/runs/{id}/resume       resume a paused run, as the run's own principal (its principal, or an
-                                    approver who may see it)
+                                    approver who may see it; who pressed it is kept in the run and in
+                                    the attempt's audit row)
     POST /ui/runs/{id}/cancel       cancel an unfinished run (as resume)
     GET  /ui/tools                  the tools the viewer may see, each with its last calls' outcomes (any principal)
     GET  /ui/health                 policy digest and error, admission counters, breakers, and charts of
@@ -64,14 +65,13 @@ from ..core._canonical import canonical_json, sha256_digest
 from ..core._errors import GloveboxError
 from ..policy import ApprovalStore
 from ..runtime._backend import CallBackend
+from ..runtime._coderun import AUDIT_SCOPE
 from . import _charts
 from ._auth import AuthFailure, _key_from, authenticate
 from ._sessions import COOKIE, Session, Sessions, same_token
 
 __all__ = ["AUDIT_SCOPE", "PAGE_ROWS", "console_routes"]
 
-#: The scope that reads the audit log and the health page.
-AUDIT_SCOPE = "glovebox:audit"
 #: Rows on one page of approvals or audit records.
 PAGE_ROWS = 50
 #: Outcomes of a tool's last calls shown on the tools page.
@@ -413,10 +413,10 @@ class _Console:
         runs = self._runs_of()
         if runs is None or len(run_id) > 64:
             return None
-        record = runs.store.get(run_id)
+        record = runs.record(run_id)
         if record is None or not (record.principal == viewer.principal or self._sees_all_runs(viewer)):
             return None
-        return record, runs.runner.result_of(record)
+        return record, runs.show(run_id)
 
     def _steps(self, run_id: str) -> list[dict[str, Any]]:
         runs = self._runs_of()
@@ -486,7 +486,10 @@ class _Console:
             if record.status != "paused":
                 message = f"run {run_id!r} is {record.status}: only a paused run resumes"
                 return self.page(request, "error.html", viewer, status=409, message=message)
-            await self._run(functools.partial(runs.resume, run_id))  # as the run's own principal
+            # The nested calls stay the run's principal's; who pressed Resume is recorded.
+            result = await self._run(functools.partial(runs.resume, run_id, by=viewer.principal))
+            if result.error is not None and result.error.code == "run_busy":
+                return self.page(request, "error.html", viewer, status=409, message=result.error.message)
         return _secured(RedirectResponse(f"/ui/runs/{run_id}", status_code=303))
 
     async def tools(self, request: Request) -> Response:

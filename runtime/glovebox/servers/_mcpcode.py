@@ -97,7 +97,7 @@ async def resume(runtime: Any, arguments: dict[str, Any], principal: str) -> typ
     """Resume run ``arguments["run_id"]`` when it is ``principal``'s."""
     run_id = arguments.get("run_id")
     records = await anyio.to_thread.run_sync(
-        lambda: runtime.runs.store.get(run_id) if isinstance(run_id, str) else None
+        lambda: runtime.runs.record(run_id)
     )
     if records is None or records.principal != principal:
         return _refusal("invalid_input", f"no run {run_id!r} of {principal!r}")
