@@ -96,9 +96,7 @@ async def execute(runtime: Any, arguments: dict[str, Any], principal: str) -> ty
 async def resume(runtime: Any, arguments: dict[str, Any], principal: str) -> types.CallToolResult:
     """Resume run ``arguments["run_id"]`` when it is ``principal``'s."""
     run_id = arguments.get("run_id")
-    records = await anyio.to_thread.run_sync(
-        lambda: runtime.runs.record(run_id)
-    )
+    records = await anyio.to_thread.run_sync(lambda: runtime.runs.record(run_id))
     if records is None or records.principal != principal:
         return _refusal("invalid_input", f"no run {run_id!r} of {principal!r}")
     return run_result(await anyio.to_thread.run_sync(runtime.runs.resume, run_id))
