@@ -57,7 +57,10 @@ class Server:
             buffered = b""
             while True:
                 while b"\r\n\r\n" not in buffered:
-                    chunk = conn.recv(65536)
+                    try:
+                        chunk = conn.recv(65536)
+                    except ConnectionResetError:  # the client may close with an RST (unread bytes)
+                        chunk = b""
                     if not chunk:
                         self.ended.append(number)
                         return

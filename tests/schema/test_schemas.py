@@ -313,7 +313,7 @@ def test_one_schema_check_per_call(runtime: glovebox.Runtime, echo: Path, monkey
     def counting(schema: Any, which: str, timeout_ms: int | None = None) -> SchemaCheck:
         check = for_schema(schema, which, timeout_ms)
         validate = check.validate
-        check.validate = lambda value: (matched.append(value), validate(value))[1]  # type: ignore[method-assign]
+        check.validate = lambda value, *text: (matched.append(value), validate(value, *text))[1]  # type: ignore[method-assign]
         return check
 
     monkeypatch.setattr(SchemaCheck, "for_schema", counting)

@@ -43,7 +43,7 @@ def json_encoder(
     ensure_ascii: bool = True,
     allow_nan: bool = True,
 ) -> Callable[[Any], str]:
-    """``json.JSONEncoder(...).encode`` for these options, the same text, with less Python per call.
+    r"""``json.JSONEncoder(...).encode`` for these options, the same text, with less Python per call.
 
     ``JSONEncoder.encode`` builds a closure and looks its options up on every
     call before it hands the value to the C encoder; this builds the C encoder

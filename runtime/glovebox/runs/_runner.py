@@ -175,6 +175,8 @@ class Runner:
         who = by or record.principal
         lease, call_id = self._lease(), uuid.uuid4().hex
         claimed = self.store.claim(run_id, ("paused", "running"), lease=lease, by=who, call_id=call_id)
+        if claimed is None and (dead := _dead_holder(self._get(run_id))) is not None:
+            claimed = self.store.claim(run_id, ("paused", "running"), lease=lease, by=who, call_id=call_id, dead=dead)
         if claimed is None:
             current = self._get(run_id)
             if current.status not in FINISHED and current.leased():
@@ -287,6 +289,26 @@ class Runner:
         if current.status in FINISHED:
             return self.result_of(current), busy.code
         return RunResult(run_id, "running", None, busy, mine.calls, mine.meta), busy.code
+
+
+def _dead_holder(record: RunRecord) -> str | None:
+    """The lease owner of ``record`` when it is a process of this host that no longer exists (killed,
+    say, by SIGKILL): its lease need not be waited out. None when the holder lives, may live (another
+    host, another user's process), or there is no live lease."""
+    owner = record.lease_owner
+    if owner is None or not record.leased():
+        return None
+    host, _, rest = owner.partition("/pid ")
+    pid = rest.partition("/")[0]
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return owner
+    except OSError:  # it exists (another user's process)
+        return None
+    return None
 
 
 def _parented(call: CallTool, parent_call_id: str) -> CallTool:

@@ -23,7 +23,9 @@ still that attempt's, in the same transaction, else it raises
 :class:`~glovebox.RunBusy` and writes nothing. So two processes resuming one
 run cannot both make its next live call, and an attempt that stalled past its
 expiry while another took the run over writes nothing more. A holder killed
-by SIGKILL stops renewing; once its lease expires the run can be claimed. An
+by SIGKILL stops renewing; once its lease expires the run can be claimed, and
+at once from the same host, where a holder whose process is gone is known dead
+(``claim(dead=)``). An
 attempt's end (``set_status`` with its owner) releases the lease; so does a
 cancel, which stops the holder at its next host call.
 """
@@ -291,10 +293,13 @@ class RunStore:
         lease: Lease | None = None,
         by: str | None = None,
         call_id: str | None = None,
+        dead: str | None = None,
     ) -> RunRecord | None:
         """Mark the run ``running`` again (one more attempt, made by ``by``, audited as ``call_id``) if it
         is in one of ``statuses`` and no live lease is held on it, taking ``lease``: one atomic
-        ``UPDATE ... WHERE``, so of two processes claiming at once one wins. Else None."""
+        ``UPDATE ... WHERE``, so of two processes claiming at once one wins. Else None.
+
+        ``dead``: a lease owner known to have died (its process is gone); its lease counts as expired."""
         marks = ", ".join("?" * len(statuses))
         now = time.time()
         owner, expires = (None, None) if lease is None else (lease.owner, now + lease.seconds)
@@ -304,8 +309,8 @@ class RunStore:
                 f" lease_owner = ?, lease_expires = ?, resumed_by = ?, attempt_call_id = ?,"
                 f" first_call_id = COALESCE(first_call_id, ?)"
                 f" WHERE run_id = ? AND status IN ({marks})"
-                f" AND (lease_owner IS NULL OR lease_expires IS NULL OR lease_expires < ?)",
-                (now, owner, expires, by, call_id, call_id, run_id, *statuses, now),
+                f" AND (lease_owner IS NULL OR lease_expires IS NULL OR lease_expires < ? OR lease_owner = ?)",
+                (now, owner, expires, by, call_id, call_id, run_id, *statuses, now, dead),
             ).rowcount
         return self.get(run_id) if changed else None
 
