@@ -133,8 +133,17 @@ def _before(base: type) -> type:
     from glovebox.scale._raycluster import _Booked
 
     class Before(base):  # type: ignore[misc]
-        def _submit(self, name: str, value: Any, principal: str | None, *, lane: bool = False) -> Any:
-            call_id = uuid.uuid4().hex
+        def _submit(
+            self,
+            name: str,
+            value: Any,
+            principal: str | None,
+            call_id: str | None = None,
+            run: Any = None,
+            *,
+            lane: bool = False,
+        ) -> Any:
+            call_id = call_id or uuid.uuid4().hex
             try:
                 info = self._front.tool(name)
             except (ToolNotFound, ValueError):
