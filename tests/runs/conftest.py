@@ -18,6 +18,28 @@ import glovebox
 EXAMPLES = Path(__file__).resolve().parents[2] / "guest" / "examples"
 
 
+def send_hit(handler: BaseHTTPRequestHandler, hit: int) -> None:
+    """Answer ``{"path", "hit"}`` as JSON; a caller killed meanwhile closes the connection."""
+    body = json.dumps({"path": handler.path, "hit": hit}).encode()
+    try:
+        handler.send_response(200)
+        handler.send_header("content-type", "application/json")
+        handler.send_header("content-length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+    except (BrokenPipeError, ConnectionResetError):  # the caller was killed meanwhile
+        handler.close_connection = True
+
+
+def serve(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, threading.Thread]:
+    """A threading HTTP server of ``handler`` on a free 127.0.0.1 port, serving on a daemon thread."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server, thread
+
+
 class HitCounter:
     """An HTTP server on 127.0.0.1 counting the requests each path received.
 
@@ -37,24 +59,13 @@ class HitCounter:
                 if self.path.startswith("/hold/"):
                     counter.held.set()
                     counter.release.wait(30)
-                body = json.dumps({"path": self.path, "hit": counter.hits[self.path]}).encode()
-                try:
-                    self.send_response(200)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):  # the caller was killed meanwhile
-                    self.close_connection = True
+                send_hit(self, counter.hits[self.path])
 
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server, self.thread = serve(Handler)
         self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"

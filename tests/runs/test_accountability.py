@@ -20,7 +20,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ import glovebox
 from glovebox.runs._host import RunBounds
 from glovebox.runs._runner import RUN_LIMITS
 
-from .conftest import run_policy
+from .conftest import run_policy, send_hit, serve
 
 #: A principal who may resume others' runs: it reads the audit log and approves.
 OPERATOR = "  operator: {scopes: [glovebox:audit, glovebox:approve]}\n"
@@ -57,23 +57,13 @@ class Gates:
                         gates._changed.wait_for(lambda: name in gates._open, timeout=120)
                 if self.path.startswith("/slow/"):
                     time.sleep(0.3)
-                body = json.dumps({"path": self.path, "hit": hit}).encode()
-                try:
-                    self.send_response(200)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):  # the caller was killed meanwhile
-                    self.close_connection = True
+                send_hit(self, hit)
 
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server, _ = serve(Handler)
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def url(self, path: str = "") -> str:
         return f"http://127.0.0.1:{self.port}{path}"
