@@ -35,7 +35,7 @@ import httpx
 
 from ..sandbox._compute import waiting
 
-__all__ = ["Deadline", "deadline_transport"]
+__all__ = ["Deadline", "deadline_transport", "send_now"]
 
 _Timeout = type[httpcore.TimeoutException] | type[httpx.TimeoutException]
 _LIMITS = httpx.Limits()
@@ -85,7 +85,7 @@ class _Stream(httpcore.NetworkStream):
         plain = not isinstance(sock, ssl.SSLSocket)
         try:
             while view:  # one send per loop, each within the time left (httpcore reuses one timeout)
-                sent = _send_now(sock, view) if plain else 0
+                sent = send_now(sock, view) if plain else 0
                 if not sent:
                     left = self._deadline.timeout(timeout, httpcore.WriteTimeout)
                     with waiting():
@@ -112,7 +112,7 @@ class _Stream(httpcore.NetworkStream):
         return self._inner.get_extra_info(info)
 
 
-def _send_now(sock: socket.socket, view: memoryview) -> int:
+def send_now(sock: socket.socket, view: memoryview) -> int:
     """Bytes a non-blocking ``send`` takes at once (0 when the socket's buffer is full)."""
     sock.settimeout(0)
     try:

@@ -35,7 +35,7 @@ import h11
 import httpx
 
 from ..sandbox._compute import waiting
-from ._deadline import Deadline
+from ._deadline import Deadline, send_now
 
 __all__ = ["Decoder", "Response", "Wire"]
 
@@ -297,7 +297,7 @@ class _Connection:
         plain = not isinstance(self._sock, ssl.SSLSocket)
         try:
             while view:  # one send per loop, each within the time left
-                sent = _send_now(self._sock, view) if plain else 0
+                sent = send_now(self._sock, view) if plain else 0
                 if not sent:
                     left = self._deadline.timeout(None, httpx.WriteTimeout)
                     with waiting():
@@ -330,15 +330,6 @@ class _Connection:
         if not self._closed:
             self._closed = True
             self._sock.close()
-
-
-def _send_now(sock: socket.socket, view: memoryview) -> int:
-    """Bytes a non-blocking ``send`` takes at once (0 when the socket's buffer is full)."""
-    sock.settimeout(0)
-    try:
-        return sock.send(view)
-    except BlockingIOError:
-        return 0
 
 
 def _decoded(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:

@@ -317,7 +317,8 @@ class ProcessPool(FrontRuntime):
             raise TypeError(f"tool name must be a str, not {type(name).__name__}")
         if principal is not None and not isinstance(principal, str):
             raise TypeError(f"principal must be a str or None, not {type(principal).__name__}")
-        payload = _payload(call_id, name, value, principal, _tracing.carrier(), run)
+        # As JSON text: no value of the caller's is unpickled in a worker (see ``_procwire``).
+        payload = _procwire.encode(call_id, name, value, principal, _tracing.carrier(), run)
         pending = _Pending(Future(), name, value, principal, run=run, wake=wake, call_id=call_id)
         if wake is not None:
             wake.acquire()
@@ -577,18 +578,6 @@ def lost_call(
     except Exception:
         logger.exception("cannot write the audit record of call %s", call_id)
     return result
-
-
-def _payload(
-    call_id: str,
-    name: str,
-    value: Any,
-    principal: str | None,
-    trace: dict[str, str] | None,
-    run: dict[str, Any] | None = None,
-) -> bytes:
-    """The request as JSON text: no value of the caller's is unpickled in a worker (see ``_procwire``)."""
-    return _procwire.encode(call_id, name, value, principal, trace, run)
 
 
 def _is_span_ids(value: Any) -> bool:
