@@ -22,6 +22,7 @@
 #include "quickjs.h"
 
 #include <errno.h>
+#include <math.h>
 #include <sys/time.h>
 #include <time.h>
 
@@ -342,11 +343,265 @@ __attribute__((import_module("glovebox:tool/run@0.1.0"), import_name("host-call"
 extern void gb__run_host_call(int32_t kind, int32_t kind_len, int32_t request, int32_t request_len,
                               int32_t ret);
 
+/* encode(value) -> JSON.stringify(value), byte for byte, made here in C for   */
+/* plain data (objects whose prototype is Object.prototype or null, arrays,    */
+/* strings, numbers, booleans, null): the engine's own JSON.stringify costs     */
+/* thousands of instructions per value, and the runner encodes every host      */
+/* call's request. Anything else anywhere in the value (a toJSON method, a     */
+/* Date, a Map, a Proxy, a function, a BigInt, a boxed primitive, depth past   */
+/* GB_ENC_DEPTH, which includes cycles) hands the whole value to the engine's  */
+/* JSON.stringify instead, so what comes out is always what JSON.stringify     */
+/* says (a getter read before the hand-over runs again).                       */
+
+#define GB_ENC_DEPTH 64
+enum { GB_ENC_OK = 0, GB_ENC_SKIP = 1, GB_ENC_RESTART = 2, GB_ENC_FAIL = -1 };
+
+static JSValue gb_enc_object_proto, gb_enc_array_proto;
+static JSClassID gb_enc_object_class, gb_enc_array_class;
+static JSAtom gb_enc_to_json;
+static int gb_enc_ready;
+
+static void gb__enc_init(JSContext *ctx) {
+    if (gb_enc_ready) return;
+    JSValue object = JS_NewObject(ctx), array = JS_NewArray(ctx);
+    gb_enc_object_proto = JS_GetPrototype(ctx, object); /* kept: the context's own, for its life */
+    gb_enc_array_proto = JS_GetPrototype(ctx, array);
+    gb_enc_object_class = JS_GetClassID(object);
+    gb_enc_array_class = JS_GetClassID(array);
+    JS_FreeValue(ctx, object);
+    JS_FreeValue(ctx, array);
+    gb_enc_to_json = JS_NewAtom(ctx, "toJSON");
+    gb_enc_ready = 1;
+}
+
+static void gb__enc_string(gb_buf *out, const char *s, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    gb_buf_append(out, "\"", 1);
+    size_t run = 0; /* bytes copied as they are, appended together */
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        const char *esc = NULL;
+        char u[6] = {'\\', 'u', '0', '0', 0, 0};
+        size_t skip = 0;
+        switch (c) {
+        case '\t': esc = "\\t"; break;
+        case '\r': esc = "\\r"; break;
+        case '\n': esc = "\\n"; break;
+        case '\b': esc = "\\b"; break;
+        case '\f': esc = "\\f"; break;
+        case '"': esc = "\\\""; break;
+        case '\\': esc = "\\\\"; break;
+        default:
+            if (c < 0x20) {
+                u[4] = hex[c >> 4];
+                u[5] = hex[c & 15];
+                esc = u;
+            } else if (c == 0xED && i + 2 < n && (unsigned char)s[i + 1] >= 0xA0) {
+                /* a lone surrogate, kept by JS_ToCStringLen as its 3-byte form: \udxxx */
+                unsigned code = 0xD000u | (((unsigned char)s[i + 1] & 0x3Fu) << 6) | ((unsigned char)s[i + 2] & 0x3Fu);
+                u[2] = 'd';
+                u[3] = hex[(code >> 8) & 15];
+                u[4] = hex[(code >> 4) & 15];
+                u[5] = hex[code & 15];
+                esc = u;
+                skip = 2;
+            }
+        }
+        if (!esc) {
+            run++;
+            continue;
+        }
+        gb_buf_append(out, s + i - run, run);
+        run = 0;
+        gb_buf_append(out, esc, esc == u ? 6 : strlen(esc));
+        i += skip;
+    }
+    gb_buf_append(out, s + n - run, run);
+    gb_buf_append(out, "\"", 1);
+}
+
+static int gb__enc_value(JSContext *ctx, gb_buf *out, JSValueConst v, int depth);
+
+/* An object or array this encoder may walk itself: plain, with no toJSON anywhere on it. */
+static int gb__enc_plain(JSContext *ctx, JSValueConst v, int *is_array) {
+    JSClassID id = JS_GetClassID(v);
+    JSValue proto;
+    if (id == gb_enc_object_class) {
+        *is_array = 0;
+    } else if (id == gb_enc_array_class) {
+        *is_array = 1;
+    } else {
+        return 0;
+    }
+    proto = JS_GetPrototype(ctx, v);
+    int plain = JS_VALUE_GET_PTR(proto) == JS_VALUE_GET_PTR(*is_array ? gb_enc_array_proto : gb_enc_object_proto)
+                || (!*is_array && JS_IsNull(proto));
+    JS_FreeValue(ctx, proto);
+    if (!plain) return 0;
+    JSValue to_json = JS_GetProperty(ctx, v, gb_enc_to_json);
+    if (JS_IsException(to_json)) return -1;
+    plain = JS_IsUndefined(to_json);
+    JS_FreeValue(ctx, to_json);
+    return plain;
+}
+
+static int gb__enc_object(JSContext *ctx, gb_buf *out, JSValueConst v, int depth) {
+    int is_array = 0;
+    int plain = gb__enc_plain(ctx, v, &is_array);
+    if (plain < 0) return GB_ENC_FAIL;
+    if (!plain || depth >= GB_ENC_DEPTH) return GB_ENC_RESTART;
+    if (is_array) {
+        int64_t len;
+        if (JS_GetLength(ctx, v, &len)) return GB_ENC_FAIL;
+        gb_buf_append(out, "[", 1);
+        for (int64_t i = 0; i < len; i++) {
+            if (i) gb_buf_append(out, ",", 1);
+            JSValue item = JS_GetPropertyInt64(ctx, v, i);
+            if (JS_IsException(item)) return GB_ENC_FAIL;
+            int r = gb__enc_value(ctx, out, item, depth + 1);
+            JS_FreeValue(ctx, item);
+            if (r == GB_ENC_SKIP) gb_buf_append(out, "null", 4);
+            else if (r != GB_ENC_OK) return r;
+        }
+        gb_buf_append(out, "]", 1);
+        return GB_ENC_OK;
+    }
+    JSPropertyEnum *keys;
+    uint32_t count;
+    if (JS_GetOwnPropertyNames(ctx, &keys, &count, v, JS_GPN_STRING_MASK | JS_GPN_ENUM_ONLY)) return GB_ENC_FAIL;
+    int r = GB_ENC_OK, first = 1;
+    gb_buf_append(out, "{", 1);
+    for (uint32_t i = 0; i < count && r == GB_ENC_OK; i++) {
+        JSValue item = JS_GetProperty(ctx, v, keys[i].atom);
+        if (JS_IsException(item)) {
+            r = GB_ENC_FAIL;
+            break;
+        }
+        size_t mark = out->len;
+        size_t key_len;
+        const char *key = JS_AtomToCStringLen(ctx, &key_len, keys[i].atom);
+        if (!key) {
+            JS_FreeValue(ctx, item);
+            r = GB_ENC_FAIL;
+            break;
+        }
+        if (!first) gb_buf_append(out, ",", 1);
+        gb__enc_string(out, key, key_len);
+        JS_FreeCString(ctx, key);
+        gb_buf_append(out, ":", 1);
+        r = gb__enc_value(ctx, out, item, depth + 1);
+        JS_FreeValue(ctx, item);
+        if (r == GB_ENC_SKIP) { /* undefined, a symbol: the key is left out */
+            out->len = mark;
+            r = GB_ENC_OK;
+        } else if (r == GB_ENC_OK) {
+            first = 0;
+        }
+    }
+    JS_FreePropertyEnum(ctx, keys, count);
+    if (r == GB_ENC_OK) gb_buf_append(out, "}", 1);
+    return r;
+}
+
+static int gb__enc_value(JSContext *ctx, gb_buf *out, JSValueConst v, int depth) {
+    char digits[16];
+    switch (JS_VALUE_GET_TAG(v)) {
+    case JS_TAG_NULL:
+        gb_buf_append(out, "null", 4);
+        return GB_ENC_OK;
+    case JS_TAG_BOOL:
+        if (JS_VALUE_GET_BOOL(v)) gb_buf_append(out, "true", 4);
+        else gb_buf_append(out, "false", 5);
+        return GB_ENC_OK;
+    case JS_TAG_INT: { /* by hand: snprintf costs more than the rest of a small value */
+        int32_t i = JS_VALUE_GET_INT(v);
+        uint32_t u = i < 0 ? 0u - (uint32_t)i : (uint32_t)i;
+        char *end = digits + sizeof digits, *p = end;
+        do {
+            *--p = (char)('0' + u % 10);
+            u /= 10;
+        } while (u);
+        if (i < 0) *--p = '-';
+        gb_buf_append(out, p, (size_t)(end - p));
+        return GB_ENC_OK;
+    }
+    case JS_TAG_FLOAT64: {
+        double d = JS_VALUE_GET_FLOAT64(v);
+        if (!isfinite(d)) {
+            gb_buf_append(out, "null", 4);
+            return GB_ENC_OK;
+        }
+        size_t n;
+        const char *text = JS_ToCStringLen(ctx, &n, v); /* Number's toString: what JSON writes */
+        if (!text) return GB_ENC_FAIL;
+        gb_buf_append(out, text, n);
+        JS_FreeCString(ctx, text);
+        return GB_ENC_OK;
+    }
+    case JS_TAG_STRING: {
+        size_t n;
+        const char *text = JS_ToCStringLen(ctx, &n, v);
+        if (!text) return GB_ENC_FAIL;
+        gb__enc_string(out, text, n);
+        JS_FreeCString(ctx, text);
+        return GB_ENC_OK;
+    }
+    case JS_TAG_UNDEFINED:
+    case JS_TAG_SYMBOL:
+        return GB_ENC_SKIP;
+    case JS_TAG_OBJECT:
+        return gb__enc_object(ctx, out, v, depth);
+    default: /* a BigInt, and anything else: JSON.stringify decides (it throws for a BigInt) */
+        return GB_ENC_RESTART;
+    }
+}
+
+static JSValue gb_native_encode(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
+    (void)this_val;
+    JSValueConst value = argc < 1 ? JS_UNDEFINED : argv[0];
+    gb__enc_init(ctx);
+    static gb_buf out; /* kept from call to call: most requests fit what the last one grew */
+    out.len = 0;
+    out.oom = 0;
+    int r = gb__enc_value(ctx, &out, value, 0);
+    JSValue text;
+    if (r == GB_ENC_OK && !out.oom) {
+        text = JS_NewStringLen(ctx, out.data ? out.data : "", out.len);
+    } else if (r == GB_ENC_SKIP) {
+        text = JS_UNDEFINED;
+    } else if (r == GB_ENC_RESTART) {
+        text = JS_JSONStringify(ctx, value, JS_UNDEFINED, JS_UNDEFINED);
+    } else if (out.oom) {
+        text = JS_ThrowOutOfMemory(ctx);
+    } else {
+        text = JS_EXCEPTION;
+    }
+    if (out.cap > 64 * 1024) gb_buf_free(&out); /* a big request's room is not kept */
+    return text;
+}
+
+/* The host's answer to one host call: its text (NUL after it; the caller frees it), or NULL. */
+static char *gb__host_text(const char *kind, size_t kind_len, const char *request, size_t request_len,
+                           size_t *len) {
+    _Alignas(4) uint32_t ret[2];
+    gb__run_host_call((int32_t)(uintptr_t)kind, (int32_t)kind_len, (int32_t)(uintptr_t)request,
+                      (int32_t)request_len, (int32_t)(uintptr_t)ret);
+    /* cabi_realloc gave exactly ret[1] bytes: JS_ParseJSON wants a NUL after them. */
+    char *text = realloc((char *)(uintptr_t)ret[0], (size_t)ret[1] + 1);
+    if (!text) {
+        free((char *)(uintptr_t)ret[0]);
+        return NULL;
+    }
+    text[ret[1]] = '\0';
+    *len = ret[1];
+    return text;
+}
+
 /* host(kind: string, request: string) -> the host's JSON answer, parsed. */
 static JSValue gb_native_host(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
     (void)this_val;
     if (argc < 2) return JS_ThrowTypeError(ctx, "host needs (kind, request)");
-    size_t kind_len, request_len;
+    size_t kind_len, request_len, len;
     const char *kind = JS_ToCStringLen(ctx, &kind_len, argv[0]);
     if (!kind) return JS_EXCEPTION;
     const char *request = JS_ToCStringLen(ctx, &request_len, argv[1]);
@@ -354,21 +609,135 @@ static JSValue gb_native_host(JSContext *ctx, JSValueConst this_val, int argc, J
         JS_FreeCString(ctx, kind);
         return JS_EXCEPTION;
     }
-    _Alignas(4) uint32_t ret[2];
-    gb__run_host_call((int32_t)(uintptr_t)kind, (int32_t)kind_len, (int32_t)(uintptr_t)request,
-                      (int32_t)request_len, (int32_t)(uintptr_t)ret);
+    char *text = gb__host_text(kind, kind_len, request, request_len, &len);
     JS_FreeCString(ctx, kind);
     JS_FreeCString(ctx, request);
-    /* cabi_realloc gave exactly ret[1] bytes: JS_ParseJSON wants a NUL after them. */
-    char *text = realloc((char *)(uintptr_t)ret[0], (size_t)ret[1] + 1);
-    if (!text) {
-        free((char *)(uintptr_t)ret[0]);
-        return JS_ThrowOutOfMemory(ctx);
-    }
-    text[ret[1]] = '\0';
-    JSValue answer = JS_ParseJSON(ctx, text, ret[1], "<host>");
+    if (!text) return JS_ThrowOutOfMemory(ctx);
+    JSValue answer = JS_ParseJSON(ctx, text, len, "<host>");
     free(text);
     return answer;
+}
+
+/* ---- a resume's replay, answered here ------------------------------------ */
+/* On a resume the host hands over the journal's recorded steps in chunks      */
+/* (host call `replay`, `{"from": seq, "more": true}`): lines of three, each   */
+/* step's kind, its request's text as the runner sent it, and the JSON answer  */
+/* the program got. replay(kind, text) answers a host call asking for exactly  */
+/* the next one, parsing only its answer; the first that differs, or the       */
+/* journal's end, is reported (`{"from": seq, "more": false}`, or the empty    */
+/* chunk asked for at the end) and ends the replay: from there on, host calls  */
+/* go to the host, which compares them with the journal itself. The chunks     */
+/* stay in this engine's memory, out of the program's reach.                   */
+
+static char *gb_rp_text;   /* the chunk being replayed (NULL: none yet, or used up) */
+static size_t gb_rp_len, gb_rp_at;
+static int64_t gb_rp_seq;  /* the steps replayed so far */
+static int gb_rp_ended;
+
+static size_t gb__put_int(char *out, int64_t value) {
+    char digits[24], *end = digits + sizeof digits, *p = end;
+    uint64_t u = value < 0 ? 0u - (uint64_t)value : (uint64_t)value;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (value < 0) *--p = '-';
+    memcpy(out, p, (size_t)(end - p));
+    return (size_t)(end - p);
+}
+
+/* Ask for the next chunk (more) or report where the replay ended; the host's text, or NULL. */
+static char *gb__replay_request(int more, size_t *len) {
+    char request[64];
+    size_t n = 0;
+    memcpy(request, "{\"from\":", 8);
+    n = 8 + gb__put_int(request + 8, gb_rp_seq);
+    const char *tail = more ? ",\"more\":true}" : ",\"more\":false}";
+    memcpy(request + n, tail, strlen(tail));
+    n += strlen(tail);
+    return gb__host_text("replay", 6, request, n, len);
+}
+
+static void gb__replay_end(void) {
+    if (gb_rp_ended) return;
+    gb_rp_ended = 1;
+    free(gb_rp_text);
+    gb_rp_text = NULL;
+    size_t len;
+    free(gb__replay_request(0, &len));
+}
+
+/* The next line of the chunk at gb_rp_at: its start and length (NUL-terminated in place), or NULL. */
+static char *gb__replay_line(size_t *len) {
+    if (gb_rp_at >= gb_rp_len) return NULL;
+    char *line = gb_rp_text + gb_rp_at;
+    char *nl = memchr(line, '\n', gb_rp_len - gb_rp_at);
+    if (!nl) return NULL;
+    *nl = '\0';
+    *len = (size_t)(nl - line);
+    gb_rp_at += *len + 1;
+    return line;
+}
+
+/* replay(kind, text) -> the recorded answer, parsed; undefined once the replay has ended; */
+/* or the host's {"stop": true}.                                                            */
+static JSValue gb_native_replay(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
+    (void)this_val;
+    if (gb_rp_ended || argc < 2) return JS_UNDEFINED;
+    if (!gb_rp_text || gb_rp_at >= gb_rp_len) {
+        free(gb_rp_text);
+        gb_rp_text = gb__replay_request(1, &gb_rp_len);
+        gb_rp_at = 0;
+        if (!gb_rp_text) return JS_ThrowOutOfMemory(ctx);
+        if (gb_rp_len > 0 && gb_rp_text[0] == '{') { /* the host stopped the run */
+            JSValue stop = JS_ParseJSON(ctx, gb_rp_text, gb_rp_len, "<host>");
+            gb_rp_ended = 1;
+            free(gb_rp_text);
+            gb_rp_text = NULL;
+            return stop;
+        }
+        if (gb_rp_len == 0) { /* the journal's end: the host knows the replay stopped at gb_rp_seq */
+            gb_rp_ended = 1;
+            free(gb_rp_text);
+            gb_rp_text = NULL;
+            return JS_UNDEFINED;
+        }
+    }
+    size_t kind_len, text_len, want_kind_len, want_len, answer_len;
+    char *want_kind = gb__replay_line(&want_kind_len);
+    char *want = want_kind ? gb__replay_line(&want_len) : NULL;
+    char *answer = want ? gb__replay_line(&answer_len) : NULL;
+    if (!answer) { /* not three lines: the chunk is not one the host makes */
+        gb__replay_end();
+        return JS_UNDEFINED;
+    }
+    const char *kind = JS_ToCStringLen(ctx, &kind_len, argv[0]);
+    if (!kind) return JS_EXCEPTION;
+    const char *text = JS_ToCStringLen(ctx, &text_len, argv[1]);
+    if (!text) {
+        JS_FreeCString(ctx, kind);
+        return JS_EXCEPTION;
+    }
+    int same = kind_len == want_kind_len && text_len == want_len && memcmp(kind, want_kind, kind_len) == 0
+               && memcmp(text, want, text_len) == 0;
+    JS_FreeCString(ctx, kind);
+    JS_FreeCString(ctx, text);
+    if (!same) {
+        gb__replay_end();
+        return JS_UNDEFINED;
+    }
+    gb_rp_seq += 1;
+    return JS_ParseJSON(ctx, answer, answer_len, "<journal>");
+}
+
+/* replayEnd(): report where the replay stopped, if it has not ended yet (the program's end). */
+static JSValue gb_native_replay_end(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
+    (void)ctx;
+    (void)this_val;
+    (void)argc;
+    (void)argv;
+    gb__replay_end();
+    return JS_UNDEFINED;
 }
 #endif
 
@@ -388,6 +757,9 @@ static const JSCFunctionListEntry gb_natives[] = {
     JS_CFUNC_DEF("query", 3, gb_native_query),
 #ifdef GB_CODE_RUNNER
     JS_CFUNC_DEF("host", 2, gb_native_host),
+    JS_CFUNC_DEF("encode", 1, gb_native_encode),
+    JS_CFUNC_DEF("replay", 2, gb_native_replay),
+    JS_CFUNC_DEF("replayEnd", 0, gb_native_replay_end),
 #endif
 };
 

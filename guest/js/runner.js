@@ -15,7 +15,8 @@
 // call (a tool call, a search, the clock, the random seed) goes through one
 // channel, the run's own host import (`host-call` of glovebox:tool/run, see
 // runner.wit; the engine parses its JSON answer), which the host answers from
-// the run's journal on a replay or live (and journals) otherwise. A tool call
+// the run's journal on a replay or live (and journals) otherwise; a resume
+// replays the recorded steps in chunks the host hands over (see `replay`). A tool call
 // is answered with its output, or its error and who answered (a ToolCallError).
 // When the host answers `stop` (the run pauses for an approval, diverged from
 // its journal, or reached a bound), the call never settles: the program does
@@ -56,10 +57,28 @@ class RunStopped extends Error {
 
 const hostCall = native.host;
 const stringify = JSON.stringify; // captured: a program that replaces JSON.stringify changes nothing here
+// JSON.stringify's text, made in C for plain data (engine.c): every host call's request is encoded.
+const encode = native.encode;
+
+// A resume replays the recorded steps without a host call each: the engine
+// holds the chunks of the journal the host hands over and answers a host call
+// asking for exactly the next recorded request itself (`native.replay`, see
+// engine.c); the first that differs, or the journal's end, ends the replay, and
+// from there on every host call goes to the host, which compares it with the
+// journal itself (and answers run_diverged, or replays a request sent in other
+// words, or makes it live).
+const replayed = native.replay;
+const endReplay = native.replayEnd;
+const replay = { on: false };
 
 function host(kind, payload) {
   if (stopped.now) return { stop: true };
-  const reply = hostCall(kind, stringify(payload ?? null));
+  const text = encode(payload ?? null);
+  let reply = replay.on ? replayed(kind, text) : undefined;
+  if (reply === undefined) {
+    replay.on = false;
+    reply = hostCall(kind, text);
+  }
   if (reply.stop) stopped.now = true;
   return reply;
 }
@@ -134,6 +153,7 @@ function isJson(value) {
 }
 
 export default async function run(request) {
+  replay.on = request.replay === true; // the journal holds steps to replay
   const exports = compile(`${request.script}\n;__gb_program`);
   const main = exports?.default;
   if (typeof main !== "function") {
@@ -150,5 +170,7 @@ export default async function run(request) {
     if (stopped.now) return NEVER;
     if (error instanceof ToolCallError) return { error: error.envelope.error, meta: error.envelope.meta };
     throw error;
+  } finally {
+    if (!stopped.now && replay.on) endReplay(); // the steps the program replayed before it ended count
   }
 }

@@ -6,8 +6,11 @@ code runner alone): a kind and the request's JSON in, JSON text out. This class
 answers them (:meth:`RunHost.host_call`). Step ``seq`` (0, 1, ...) is answered
 
 - from the journal when it holds a ``done`` step there with the same kind and
-  request (a replay: nothing runs; a recorded clock, seed or search goes back
-  as the text stored, a tool call as the part of its envelope the program sees);
+  request (a replay: nothing runs; the program gets the text it got then: a
+  clock, seed or search as stored, a tool call the part of its envelope the
+  program sees). A request sent as the very text recorded is answered with
+  nothing parsed; one in other words (its keys in another order) is compared in
+  its canonical form;
 - with ``stop`` and :class:`~glovebox.RunDiverged` when the journal holds a
   different request there;
 - live otherwise (and when the journal holds it ``started``: a call in flight
@@ -16,6 +19,17 @@ answers them (:meth:`RunHost.host_call`). Step ``seq`` (0, 1, ...) is answered
   envelope after, committed before the program sees it. The program is sent
   only the envelope's output, or its error and who answered (the code runner
   parses every byte it is sent, in interpreted code).
+
+**A resume replays in the runner.** Host calls cost a boundary crossing each,
+so on a resume the runner (``guest/js/engine.c``) replays the journal's
+recorded steps itself: it asks for them in chunks (host call ``replay``,
+:meth:`RunHost._chunk`: each step's kind, the request's text as the runner sent
+it, and the program's answer), answers a host call asking for exactly the next
+recorded text from the chunk, and reports where that stopped (the first request
+that differs, or the journal's end). The host counts those steps replayed, and
+answers every host call after them itself, as above; a claim to steps it did
+not hand over stops the run (``run_diverged``). The runner holds the chunks out
+of the program's reach, and they hold only what this run's program was sent.
 
 A live call that answers ``approval_required`` pauses the run: its step is
 dropped (after the approval the same call is made again, and runs once), and
@@ -41,10 +55,36 @@ __all__ = ["RunBounds", "RunHost"]
 
 _KINDS = ("call", "search", "now", "random")
 _STOP = '{"stop": true}'
+#: How much of the journal one replay chunk hands the runner at most (at least one step).
+_CHUNK_STEPS = 256
+_CHUNK_BYTES = 256 * 1024
 #: JSON text as the journal holds it, and a request in the form steps are compared in (encoders made
 #: once: ``json.dumps`` with options builds a new encoder per call, a few microseconds per step).
-_text = json.JSONEncoder(ensure_ascii=False).encode
-_canonical = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
+_plain = json.JSONEncoder(ensure_ascii=False).encode
+_plain_sorted = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
+_ascii = json.JSONEncoder().encode
+_ascii_sorted = json.JSONEncoder(sort_keys=True).encode
+
+
+def _text(value: Any) -> str:
+    """``value`` as JSON text, characters as they are; a lone surrogate (JavaScript strings may hold
+    one, UTF-8 cannot) is written escaped, with the rest of the text, so the journal can store it."""
+    text = _plain(value)
+    return text if text.isascii() or _utf8(text) else _ascii(value)
+
+
+def _canonical(value: Any) -> str:
+    """``value`` as a request is compared: :func:`_text` with sorted keys."""
+    text = _plain_sorted(value)
+    return text if text.isascii() or _utf8(text) else _ascii_sorted(value)
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -82,29 +122,100 @@ class RunHost:
         self._search = search
         self.bounds = bounds
         self.seq = 0
-        self.bytes = sum(len(step.request_text) + len(step.result_text or "") for step in journal)
+        self.bytes = sum(step.size for step in journal)
         #: Why the program was stopped (diverged, a bound), or None.
         self.stopped: CallError | None = None
         #: The approval_required answer that paused the run, or None.
         self.paused: CallResult | None = None
-        #: One summary per nested call (replayed or live), in order.
-        self.calls: list[dict[str, Any]] = []
+        #: One summary per nested call (replayed or live), in order; a replayed one as its stored
+        #: text until :attr:`calls` is read (they are parsed together, once).
+        self._calls: list[dict[str, Any] | str] = []
         self.replayed = 0
+        #: The end of the steps handed to the runner to replay (see :meth:`_chunk`).
+        self._handed = 0
+
+    @property
+    def calls(self) -> list[dict[str, Any]]:
+        """One summary per nested call of the attempt (replayed or live), in order."""
+        texts = [entry for entry in self._calls if isinstance(entry, str)]
+        if texts:
+            parsed = iter(json.loads("[" + ",".join(texts) + "]"))
+            self._calls = [next(parsed) if isinstance(entry, str) else entry for entry in self._calls]
+        return self._calls  # type: ignore[return-value]
+
+    @property
+    def replayable(self) -> bool:
+        """Whether the journal starts with a step the runner can replay itself (:meth:`_chunk`)."""
+        return bool(self.journal) and _replayable(self.journal[0])
 
     def host_call(self, kind: str, request: str) -> str:
         """Answer one host call of the program with JSON text (never raises: a bad request gets an error answer)."""
         try:
+            if kind == "replay":
+                return self._chunk(request)
             return self._answer(kind, request)
         except CallError as refused:  # a request the runner never sends: the program forged it
             return _text({"ok": False, "error": refused.to_dict(), "meta": {}})
 
     # -- answering ------------------------------------------------------------
 
+    def _chunk(self, request: str) -> str:
+        """The runner's replay (``guest/js/engine.c``): it answered the steps before ``from`` from the
+        chunks it was handed; with ``more``, hand it the next ones (three lines a step: its kind, its
+        request as the runner sent it, the answer; empty at the journal's end or at a step the
+        runner cannot replay itself), else it stopped replaying there. A request the runner does
+        not make, or a claim to steps it was not handed, stops the run (``run_diverged``)."""
+        if self.stopped is not None or self.paused is not None:
+            return _STOP
+        try:
+            asked = json.loads(request)
+            start, more = asked["from"], asked["more"]
+        except (ValueError, TypeError, KeyError):
+            return self._stop(RunDiverged("the program sent a replay request the runner does not make"))
+        if type(start) is not int or not self.seq <= start <= self._handed or not isinstance(more, bool):
+            claim = str(start)[:40]
+            return self._stop(RunDiverged(f"the program claimed a replay to step {claim} it was not handed"))
+        for step in self.journal[self.seq : start]:
+            if step.summary is not None:
+                self._calls.append(step.summary)
+        self.replayed += start - self.seq
+        self.seq = start
+        self._handed = start
+        if not more:
+            return ""
+        lines: list[str] = []
+        size, end = 0, start
+        while end < len(self.journal) and size < _CHUNK_BYTES:
+            step = self.journal[end]
+            if not _replayable(step):
+                break
+            answer = (step.result_text if step.kind != "call" else step.answer) or ""
+            lines += (step.kind, step.asked or "", answer)
+            size += len(step.kind) + len(step.asked or "") + len(answer) + 3
+            end += 1
+            if end - start >= _CHUNK_STEPS:
+                break
+        self._handed = end
+        return "\n".join(lines) + "\n" if lines else ""
+
     def _answer(self, kind: str, request: str) -> str:
         if self.stopped is not None or self.paused is not None:
             return _STOP
-        payload = _parse(kind, request)
         seq = self.seq
+        if seq < len(self.journal):
+            same = self.journal[seq]
+            if same.asked == request and same.kind == kind and same.state == "done":
+                # The same request, to the byte, as the program sent it when the step was made: its
+                # canonical form is the same too (a function of the kind and that text), so the step
+                # is answered as it was, with nothing parsed or encoded.
+                answer = same.result_text if kind != "call" else same.answer
+                if answer is not None and (kind != "call" or same.summary is not None):
+                    self.seq += 1
+                    self.replayed += 1
+                    if same.summary is not None:
+                        self._calls.append(same.summary)
+                    return answer
+        payload = _parse(kind, request)
         self.seq += 1
         request_text = _canonical({"kind": kind, **payload})
         recorded = self.journal[seq] if seq < len(self.journal) else None
@@ -118,43 +229,48 @@ class RunHost:
         if self.bytes + len(request_text) > self.bounds.max_journal_bytes:
             limit = self.bounds.max_journal_bytes
             return self._stop(RunLimit(_bound_message("bytes", limit), details=_bound("bytes", self)))
-        return self._live(seq, kind, payload, request_text)
+        return self._live(seq, kind, payload, request_text, request)
 
     def _stop(self, why: CallError) -> str:
         self.stopped = why
         return _STOP
 
     def _replay(self, step: RecordedStep, result_text: str) -> str:
+        """A recorded step asked for in other words (the same request, its keys in another order;
+        or a step written before the journal kept the texts as the program sent them)."""
         self.replayed += 1
         if step.kind != "call":
             return result_text  # the clock, the seed, a search: the program's answer as recorded
         envelope = json.loads(result_text)
-        self.calls.append(_summary(envelope, replayed=True))
+        self._calls.append(_summary(envelope, replayed=True))
         return _program_answer(envelope)
 
-    def _live(self, seq: int, kind: str, payload: dict[str, Any], request_text: str) -> str:
+    def _live(self, seq: int, kind: str, payload: dict[str, Any], request_text: str, asked: str) -> str:
         if kind != "call":
             result = self._local(kind, payload)
             result_text = _text(result)
-            self.store.record_step(self.run_id, seq, kind, request_text, result_text)
-            self.bytes += len(request_text) + len(result_text)
+            self.store.record_step(self.run_id, seq, kind, request_text, result_text, asked=asked)
+            self.bytes += len(request_text) + len(result_text) + len(asked)
             return result_text
         call_id = uuid.uuid4().hex
-        self.store.begin_step(self.run_id, seq, kind, request_text, call_id)
-        self.bytes += len(request_text)
+        self.store.begin_step(self.run_id, seq, kind, request_text, call_id, asked=asked)
+        self.bytes += len(request_text) + len(asked)
         context = {"run_id": self.run_id, "step": seq}
         answer = self._call(payload["tool"], payload["input"], self.principal, call_id, context)
         envelope = answer.to_dict()
         if answer.error is not None and answer.error.code == "approval_required":
             self.store.forget_step(self.run_id, seq)
-            self.calls.append(_summary(envelope, replayed=False))
+            self._calls.append(_summary(envelope, replayed=False))
             self.paused = answer
             return _STOP
         result_text = _text(envelope)
-        self.store.finish_step(self.run_id, seq, result_text)
-        self.bytes += len(result_text)
-        self.calls.append(_summary(envelope, replayed=False))
-        return _program_answer(envelope)  # committed: now the program may see it
+        program_answer = _program_answer(envelope)
+        summary = _summary(envelope, replayed=False)
+        replayed = _text({**summary, "replayed": True})
+        self.store.finish_step(self.run_id, seq, result_text, answer=program_answer, summary=replayed)
+        self.bytes += len(result_text) + len(program_answer) + len(replayed)
+        self._calls.append(summary)
+        return program_answer  # committed: now the program may see it
 
     def _local(self, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
         if kind == "now":
@@ -205,6 +321,17 @@ def _summary(envelope: dict[str, Any], *, replayed: bool) -> dict[str, Any]:
         "duration_ms": meta.get("duration_ms"),
         "replayed": replayed,
     }
+
+
+def _replayable(step: RecordedStep) -> bool:
+    """Whether the runner can replay ``step`` itself: done, with the texts it compares and is answered
+    (JSON without a line break: a chunk is lines)."""
+    if step.state != "done" or step.asked is None or "\n" in step.asked:
+        return False
+    answer = step.answer if step.kind == "call" else step.result_text
+    if answer is None or "\n" in answer:
+        return False
+    return step.kind != "call" or step.summary is not None
 
 
 def _diverged(seq: int, expected: str, asked: str) -> RunDiverged:

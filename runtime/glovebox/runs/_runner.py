@@ -246,7 +246,12 @@ class Runner:
         store = cast(RunStore, leased)  # the four journal writes RunHost makes, fenced by the lease
         host = RunHost(store, record.run_id, record.principal, journal, call, self._search, self.bounds)
         leased.host = host
-        request = {"script": record.script, "input": record.input, "tools": self._visible(record.principal)}
+        request = {
+            "script": record.script,
+            "input": record.input,
+            "tools": self._visible(record.principal),
+            "replay": host.replayable,
+        }
         with _Heartbeat(self.store, record.run_id, lease, leased.lose):
             outcome = self._sandbox().run(self._component(), json.dumps(request), self.limits, host_calls=host)
         status, output, error = _ending(host, outcome.output_text, outcome.error)
@@ -338,21 +343,23 @@ class _LeasedStore:
         if self.host is not None and self.host.stopped is None:
             self.host.stopped = why
 
-    def begin_step(self, run_id: str, seq: int, kind: str, request_text: str, call_id: str | None) -> None:
-        self._fenced(self._store.begin_step, run_id, seq, kind, request_text, call_id)
+    def begin_step(
+        self, run_id: str, seq: int, kind: str, request_text: str, call_id: str | None, **texts: Any
+    ) -> None:
+        self._fenced(self._store.begin_step, run_id, seq, kind, request_text, call_id, **texts)
 
-    def record_step(self, run_id: str, seq: int, kind: str, request_text: str, result_text: str) -> None:
-        self._fenced(self._store.record_step, run_id, seq, kind, request_text, result_text)
+    def record_step(self, run_id: str, seq: int, kind: str, request_text: str, result_text: str, **texts: Any) -> None:
+        self._fenced(self._store.record_step, run_id, seq, kind, request_text, result_text, **texts)
 
-    def finish_step(self, run_id: str, seq: int, result_text: str) -> None:
-        self._fenced(self._store.finish_step, run_id, seq, result_text)
+    def finish_step(self, run_id: str, seq: int, result_text: str, **texts: Any) -> None:
+        self._fenced(self._store.finish_step, run_id, seq, result_text, **texts)
 
     def forget_step(self, run_id: str, seq: int) -> None:
         self._fenced(self._store.forget_step, run_id, seq)
 
-    def _fenced(self, write: Callable[..., None], *args: Any) -> None:
+    def _fenced(self, write: Callable[..., None], *args: Any, **texts: Any) -> None:
         try:
-            write(*args, owner=self._owner)
+            write(*args, **texts, owner=self._owner)
         except RunBusy as lost:
             self.lose(lost)
             raise
@@ -420,4 +427,6 @@ def _ending(host: RunHost, text: str | None, failed: CallError | None) -> tuple[
             None,
             call_error(error["code"], error["message"], error.get("details") or {}, error["retryable"]),
         )
-    return "done", answer.get("output") if isinstance(answer, dict) else None, None
+    if not isinstance(answer, dict) or "output" not in answer:  # the program changed how JSON encodes it
+        return "failed", None, InvalidOutput(f"the program's output cannot be read: {(text or '')[:200]}")
+    return "done", answer["output"], None

@@ -9,7 +9,12 @@ tool call runs and ``done`` with its result before the program sees it, each
 in its own committed transaction, so a process killed at any point leaves a
 journal that a resume can trust: every ``done`` step is answered from the
 journal, and a ``started`` one (in flight at the crash) runs again and says so
-(``reran``).
+(``reran``). A step also keeps the texts a replay answers from without
+parsing anything: the request as the program sent it (``asked``), what the
+program was sent back (``answer``, a tool call's output or error) and the
+call's summary; a step written before those columns has them NULL and is
+replayed the slower way. The journal's byte bound counts every text a step
+holds.
 
 Statuses: ``running`` (or a process died while it was), ``paused`` (waiting for
 an approval), ``done``, ``failed``, ``cancelled``.
@@ -81,6 +86,9 @@ CREATE TABLE IF NOT EXISTS journal (
     reran INTEGER NOT NULL DEFAULT 0,
     started REAL NOT NULL,
     finished REAL,
+    asked TEXT,
+    answer TEXT,
+    summary TEXT,
     PRIMARY KEY (run_id, seq)
 );
 """
@@ -94,6 +102,9 @@ _ADDED = (
     ("attempt_call_id", "TEXT"),
     ("first_call_id", "TEXT"),
 )
+#: Journal columns added after the first release: the texts a replay answers from without parsing
+#: (NULL in a step written before them, which is then compared and answered the slower way).
+_JOURNAL_ADDED = (("asked", "TEXT"), ("answer", "TEXT"), ("summary", "TEXT"))
 
 
 @dataclass(frozen=True)
@@ -198,6 +209,10 @@ class RunStore:
             for name, kind in _ADDED:
                 if name not in columns:
                     db.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+            columns = {row[1] for row in db.execute("PRAGMA table_info(journal)")}
+            for name, kind in _JOURNAL_ADDED:
+                if name not in columns:
+                    db.execute(f"ALTER TABLE journal ADD COLUMN {name} {kind}")
 
     def close(self) -> None:
         """Close the database's connections."""
@@ -349,9 +364,18 @@ class RunStore:
         ]
 
     def begin_step(
-        self, run_id: str, seq: int, kind: str, request_text: str, call_id: str | None, *, owner: str | None = None
+        self,
+        run_id: str,
+        seq: int,
+        kind: str,
+        request_text: str,
+        call_id: str | None,
+        *,
+        asked: str | None = None,
+        owner: str | None = None,
     ) -> None:
-        """Write step ``seq`` as ``started`` (replacing one left ``started`` by a crash: it runs again).
+        """Write step ``seq`` as ``started`` (replacing one left ``started`` by a crash: it runs again);
+        ``asked`` is the request as the program sent it.
 
         With ``owner``, every journal write here is fenced by the lease (see the module docstring).
         """
@@ -361,43 +385,64 @@ class RunStore:
                 "SELECT 1 FROM journal WHERE run_id = ? AND seq = ? AND state = 'started'", (run_id, seq)
             ).fetchone()
             db.execute(
-                "INSERT OR REPLACE INTO journal (run_id, seq, kind, request, state, call_id, reran, started)"
-                " VALUES (?, ?, ?, ?, 'started', ?, ?, ?)",
-                (run_id, seq, kind, request_text, call_id, 1 if reran else 0, time.time()),
+                "INSERT OR REPLACE INTO journal (run_id, seq, kind, request, state, call_id, reran, started, asked)"
+                " VALUES (?, ?, ?, ?, 'started', ?, ?, ?, ?)",
+                (run_id, seq, kind, request_text, call_id, 1 if reran else 0, time.time(), asked),
             )
             db.execute(
                 "UPDATE runs SET steps = MAX(steps, ?), journal_bytes = journal_bytes + ?, updated = ?"
                 " WHERE run_id = ?",
-                (seq + 1, len(request_text), time.time(), run_id),
+                (seq + 1, len(request_text) + len(asked or ""), time.time(), run_id),
             )
 
     def record_step(
-        self, run_id: str, seq: int, kind: str, request_text: str, result_text: str, *, owner: str | None = None
+        self,
+        run_id: str,
+        seq: int,
+        kind: str,
+        request_text: str,
+        result_text: str,
+        *,
+        asked: str | None = None,
+        owner: str | None = None,
     ) -> None:
-        """Write step ``seq`` ``done`` at once (the clock, the random seed, a search: nothing to run twice)."""
+        """Write step ``seq`` ``done`` at once (the clock, the random seed, a search: nothing to run twice);
+        ``asked`` is the request as the program sent it (the program is answered ``result_text`` itself)."""
         now = time.time()
         with self._db.write() as db:
             _hold(db, run_id, owner)
             db.execute(
-                "INSERT OR REPLACE INTO journal (run_id, seq, kind, request, result, state, started, finished)"
-                " VALUES (?, ?, ?, ?, ?, 'done', ?, ?)",
-                (run_id, seq, kind, request_text, result_text, now, now),
+                "INSERT OR REPLACE INTO journal (run_id, seq, kind, request, result, state, started, finished, asked)"
+                " VALUES (?, ?, ?, ?, ?, 'done', ?, ?, ?)",
+                (run_id, seq, kind, request_text, result_text, now, now, asked),
             )
             db.execute(
                 "UPDATE runs SET steps = MAX(steps, ?), journal_bytes = journal_bytes + ?, updated = ?"
                 " WHERE run_id = ?",
-                (seq + 1, len(request_text) + len(result_text), now, run_id),
+                (seq + 1, len(request_text) + len(result_text) + len(asked or ""), now, run_id),
             )
 
-    def finish_step(self, run_id: str, seq: int, result_text: str, *, owner: str | None = None) -> None:
-        """Write step ``seq``'s result (committed before the program sees it)."""
+    def finish_step(
+        self,
+        run_id: str,
+        seq: int,
+        result_text: str,
+        *,
+        answer: str | None = None,
+        summary: str | None = None,
+        owner: str | None = None,
+    ) -> None:
+        """Write step ``seq``'s result (committed before the program sees it): the envelope
+        (``result_text``), what the program is sent of it (``answer``) and the call's summary."""
+        size = len(result_text) + len(answer or "") + len(summary or "")
         with self._db.write() as db:
             _hold(db, run_id, owner)
             db.execute(
-                "UPDATE journal SET result = ?, state = 'done', finished = ? WHERE run_id = ? AND seq = ?",
-                (result_text, time.time(), run_id, seq),
+                "UPDATE journal SET result = ?, state = 'done', finished = ?, answer = ?, summary = ?"
+                " WHERE run_id = ? AND seq = ?",
+                (result_text, time.time(), answer, summary, run_id, seq),
             )
-            db.execute("UPDATE runs SET journal_bytes = journal_bytes + ? WHERE run_id = ?", (len(result_text), run_id))
+            db.execute("UPDATE runs SET journal_bytes = journal_bytes + ? WHERE run_id = ?", (size, run_id))
 
     def forget_step(self, run_id: str, seq: int, *, owner: str | None = None) -> None:
         """Drop step ``seq`` (a call that paused the run: after the approval it is made again)."""
@@ -424,7 +469,11 @@ class RunStore:
         """The run's steps in order, as a replay reads them: one query, the texts as stored, nothing parsed."""
         with self._db.connection() as db:
             rows = db.execute(
-                "SELECT seq, kind, request, result, state FROM journal WHERE run_id = ? ORDER BY seq", (run_id,)
+                "SELECT seq, kind, request, result, state, asked, answer, summary,"
+                " LENGTH(request) + IFNULL(LENGTH(result), 0) + IFNULL(LENGTH(asked), 0)"
+                " + IFNULL(LENGTH(answer), 0) + IFNULL(LENGTH(summary), 0)"
+                " FROM journal WHERE run_id = ? ORDER BY seq",
+                (run_id,),
             ).fetchall()
         return [RecordedStep(*row) for row in rows]
 
@@ -489,3 +538,11 @@ class RecordedStep:
     request_text: str
     result_text: str | None
     state: str
+    #: The request as the program sent it (None in a step written before this column).
+    asked: str | None = None
+    #: What the program was sent: a tool call's output or error, else ``result_text`` itself (None then).
+    answer: str | None = None
+    #: A tool call's summary (``RunResult.calls``) as it reads on a replay.
+    summary: str | None = None
+    #: The characters the step holds, all its texts together (what the journal's bound counts).
+    size: int = 0
