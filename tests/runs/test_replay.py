@@ -58,9 +58,11 @@ def _program(values: list[str]) -> str:
   const out = [];
   for (const make of cases) {{
     let expected;
-    try {{ expected = JSON.stringify({{ tool: "calc", input: make() }}); }} catch (e) {{ expected = "throws " + e.name; }}
+    try {{ expected = JSON.stringify({{ tool: "calc", input: make() }}); }}
+    catch (e) {{ expected = "throws " + e.name; }}
     let sent = "sent";
-    try {{ await tools.call("calc", make()); }} catch (e) {{ if (!(e instanceof ToolCallError)) sent = "throws " + e.name; }}
+    try {{ await tools.call("calc", make()); }}
+    catch (e) {{ if (!(e instanceof ToolCallError)) sent = "throws " + e.name; }}
     out.push(sent === "sent" ? expected : sent);
   }}
   return out;
