@@ -15,8 +15,9 @@ import glovebox  # noqa: E402
 from glovebox.ray import RayRuntime  # noqa: E402
 from glovebox.scale._raycluster import keep_trap_handlers  # noqa: E402
 
-from .conftest import HitCounter  # noqa: E402
+from .conftest import HitCounter, Sleeper  # noqa: E402
 from .test_backends import APPROVED, check_nested_rows  # noqa: E402
+from .test_deadline import check_cut_short, short_deadline  # noqa: E402
 from .test_runs import THREE_STEPS  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -61,3 +62,15 @@ def test_a_run_on_ray_pauses_resumes_on_a_runtime_and_names_its_run_in_every_row
         assert row is not None and row["outcome"] == "invalid_input"
         egress = row["egress"] if isinstance(row["egress"], dict) else json.loads(row["egress"])
         assert egress["run"]["run_id"] == caught.run_id
+
+
+def test_on_ray_the_runs_deadline_crosses_to_the_replica(
+    cluster: None, slow_home: tuple[Path, Path], sleeper: Sleeper
+) -> None:
+    """A nested call on a replica waiting on a slow upstream ends at the run's deadline (``deadline_at``)."""
+    home, policy = slow_home
+    with RayRuntime(1, home=home, policy=policy, threads=2, replica_options={"num_cpus": 0.5}) as deployment:
+        short_deadline(deployment)
+        result = check_cut_short(deployment, sleeper)
+        (step,) = deployment.runs.journal(result.run_id)
+        assert step.result["meta"]["run"]["run_id"] == result.run_id
