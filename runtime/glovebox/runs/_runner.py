@@ -25,6 +25,13 @@ run: an attempt is what someone started or resumed, so each row says who
 (``by``), how it ended, and what it cost, and a resume by an operator is never
 folded into the row of the run's owner.
 
+An attempt that never ends (its process killed by SIGKILL, or stalled past its
+lease) cannot write its row: the resume that claims the run from it writes it,
+under its call id, with outcome :data:`ABANDONED`; the stalled attempt, finding
+its run claimed, writes none, so every attempt has exactly one row. A cancel
+writes a row of its own (``action`` ``cancel``, ``by`` the canceller); a cancel
+of a finished run changes nothing and writes none.
+
 **The deadline.** An attempt's wall-clock deadline (``limits.timeout_ms``)
 bounds its nested calls too: each carries it in its run context
 (``deadline_at``, epoch seconds, across a ProcessPool's wire and a Ray call),
@@ -81,10 +88,12 @@ class RunAttempt:
         by: who started or resumed it (the owner, or an operator who resumed it).
         attempt: 1 for the first execution, 2... for each resume; None when refused before one.
         first_call_id: the first attempt's call id.
-        previous_call_id: the call id of the attempt before this one (one that died leaves no row of its own).
+        previous_call_id: the call id of the attempt before this one (one that died has a row written by the
+            resume that took the run over from it: ``abandoned``).
         status: the run's status after it: ``done``, ``paused``, ``failed``, ``cancelled`` or ``running``.
         outcome: the row's outcome: ``ok`` (done), the error's code (paused, failed, refused),
-            or ``cancelled`` (the run was cancelled while this attempt ran).
+            ``cancelled`` (the run was cancelled while this attempt ran, or the cancel's own row),
+            or :data:`ABANDONED`.
         error: why it did not finish, when it did not.
         action: None for an attempt (or a refused start or resume); ``cancel`` for the row of a
             cancel (``by`` is who cancelled); ``abandoned`` for the row another attempt writes for
