@@ -126,3 +126,46 @@ def check_one_row_per_attempt(
 def _egress(row: dict[str, Any]) -> dict[str, Any]:
     value = row["egress"]
     return value if isinstance(value, dict) else dict(json.loads(value))
+
+
+def test_a_cancel_of_a_run_whose_process_was_killed_writes_the_dead_attempts_row(
+    run_home: tuple[Path, Path], upstream: HitCounter, tmp_path: Path
+) -> None:
+    home, policy = run_home
+    program = tmp_path / "plan.js"
+    program.write_text(PROGRAM)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(home), str(policy), str(program), upstream.url("")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert upstream.held.wait(300), "the child never reached the held call"
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    upstream.release.set()
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        (record,) = rt.runs.list()
+        killed_call_id = record.attempt_call_id
+    argv = [sys.executable, "-m", "glovebox", "--home", str(home), "--policy", str(policy)]
+    cancelled = subprocess.run(
+        [*argv, "runs", "cancel", record.run_id],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert cancelled.returncode == 1, cancelled.stderr
+    envelope = json.loads(cancelled.stdout)
+    assert envelope["status"] == "cancelled" and envelope["meta"]["cancelled_by"] == "agent", envelope
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        rows = [row for row in rt.audit.records() if row["tool"] == "glovebox:run"]
+        assert [row["call_id"] for row in rows] == [killed_call_id, envelope["meta"]["call_id"]], rows
+        killed, cancel = rows
+        assert killed["outcome"] == "abandoned" and _egress(killed)["run"]["taken_over_by"] == cancel["call_id"]
+        assert cancel["outcome"] == "cancelled" and _egress(cancel)["run"]["action"] == "cancel"
+        assert _egress(cancel)["run"]["previous_call_id"] == killed_call_id
+        assert rt.audit.verify().ok
+    assert dict(upstream.hits) == {"/a": 1, "/b": 1, "/hold/c": 1}, "nothing ran after the kill"

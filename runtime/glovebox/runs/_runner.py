@@ -29,8 +29,9 @@ An attempt that never ends (its process killed by SIGKILL, or stalled past its
 lease) cannot write its row: the resume that claims the run from it writes it,
 under its call id, with outcome :data:`ABANDONED`; the stalled attempt, finding
 its run claimed, writes none, so every attempt has exactly one row. A cancel
-writes a row of its own (``action`` ``cancel``, ``by`` the canceller); a cancel
-of a finished run changes nothing and writes none.
+writes a row of its own (``action`` ``cancel``, ``by`` the canceller), and the
+dead attempt's too when its holder was a process of this host that is gone; a
+cancel of a finished run changes nothing and writes none.
 
 **The deadline.** An attempt's wall-clock deadline (``limits.timeout_ms``)
 bounds its nested calls too: each carries it in its run context
@@ -220,15 +221,7 @@ class Runner:
         if claimed.attempts != seen.attempts + 1:  # another claim came between: its attempt is unknown here
             logger.warning("run %s: an attempt after %s left no row", seen.run_id, seen.attempt_call_id)
             return
-        by = seen.resumed_by if seen.attempts > 1 and seen.resumed_by else seen.principal
-        first = seen.first_call_id or seen.attempt_call_id
-        self._audit(
-            RunAttempt(
-                seen.attempt_call_id, seen.run_id, seen.principal, by, seen.attempts, first, None,
-                "running", ABANDONED, None, seen.source, seen.input, steps=seen.steps,
-                holder=seen.lease_owner, action=ABANDONED, taken_over_by=call_id,
-            )
-        )  # fmt: skip
+        self._audit(_abandoned_attempt(seen, call_id))
 
     def _lease(self) -> Lease:
         owner = f"{socket.gethostname()}/pid {os.getpid()}/{uuid.uuid4().hex[:8]}"
@@ -270,7 +263,10 @@ class Runner:
             call_id = uuid.uuid4().hex
             meta = {"principal": record.principal, "attempts": record.attempts, "call_id": call_id}
             saved = {"status": "cancelled", "calls": [], "meta": {**meta, "cancelled_by": who}}
-            if self.store.set_status(run_id, "cancelled", saved, only_from=record.status):
+            holder = record.lease_owner  # unchanged since read: no resume claimed the run meanwhile
+            if self.store.set_status(run_id, "cancelled", saved, only_from=record.status, owner=holder):
+                if record.status == "running" and holder and record.attempt_call_id and _gone(holder):
+                    self._audit(_abandoned_attempt(record, call_id))  # it died: it will never write its row
                 self._audit(
                     RunAttempt(
                         call_id, run_id, record.principal, who, None, record.first_call_id, record.attempt_call_id,
@@ -365,6 +361,19 @@ class Runner:
         return RunResult(run_id, "running", None, busy, mine.calls, mine.meta), busy.code
 
 
+def _abandoned_attempt(seen: RunRecord, taken_over_by: str) -> RunAttempt:
+    """The row of the latest attempt of ``seen`` (the run as it stood before a resume claimed it, or a
+    cancel ended it): it never ended, so it never wrote one (``taken_over_by``: the claim's or cancel's call id)."""
+    assert seen.attempt_call_id is not None
+    by = seen.resumed_by if seen.attempts > 1 and seen.resumed_by else seen.principal
+    first = seen.first_call_id or seen.attempt_call_id
+    return RunAttempt(
+        seen.attempt_call_id, seen.run_id, seen.principal, by, seen.attempts, first, None,
+        "running", ABANDONED, None, seen.source, seen.input, steps=seen.steps,
+        holder=seen.lease_owner, action=ABANDONED, taken_over_by=taken_over_by,
+    )  # fmt: skip
+
+
 def _dead_holder(record: RunRecord) -> str | None:
     """The lease owner of ``record`` when it is a process of this host that no longer exists (killed,
     say, by SIGKILL): its lease need not be waited out. None when the holder lives, may live (another
@@ -372,17 +381,23 @@ def _dead_holder(record: RunRecord) -> str | None:
     owner = record.lease_owner
     if owner is None or not record.leased():
         return None
+    return owner if _gone(owner) else None
+
+
+def _gone(owner: str) -> bool:
+    """Whether lease owner ``owner`` is a process of this host that no longer exists (whether or not
+    its lease has expired); False when it lives or may live (another host, another user's process)."""
     host, _, rest = owner.partition("/pid ")
     pid = rest.partition("/")[0]
     if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
-        return None
+        return False
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:
-        return owner
+        return True
     except OSError:  # it exists (another user's process)
-        return None
-    return None
+        return False
+    return False
 
 
 def _parented(call: CallTool, parent_call_id: str, deadline_at: float) -> CallTool:
