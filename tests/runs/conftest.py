@@ -148,3 +148,60 @@ def rt(run_home: tuple[Path, Path]) -> Iterator[glovebox.Runtime]:
     home, policy = run_home
     with glovebox.Runtime(home=home, policy=policy) as runtime:
         yield runtime
+
+
+#: The timeout of the slow home's ``hc`` (and of each of its HTTP requests).
+TOOL_TIMEOUT_MS = 30_000
+
+
+class Sleeper:
+    """An HTTP server on 127.0.0.1 that counts each request and answers ``/sleep`` only once released
+    (at the end of the test, or after a minute)."""
+
+    def __init__(self) -> None:
+        self.hits: Counter[str] = Counter()
+        self.release = threading.Event()
+        sleeper = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                sleeper.hits[self.path] += 1
+                if self.path == "/sleep":
+                    sleeper.release.wait(60)
+                send_hit(self, sleeper.hits[self.path])
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server, _ = serve(Handler)
+        self.port = self.server.server_address[1]
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def sleeper() -> Iterator[Sleeper]:
+    server = Sleeper()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def slow_home(tmp_path: Path, sleeper: Sleeper, build_guest: Callable[[str], Path]) -> tuple[Path, Path]:
+    """A home whose ``hc`` may wait 30 s on the sleeper (its timeout and its requests'), and the run policy."""
+    policy = tmp_path / "policy.yaml"
+    text = run_policy(sleeper.port)  # each HTTP request of hc may wait as long as the tool may
+    text = text.replace("quotas:", f"    http_limits: {{request_timeout_ms: {TOOL_TIMEOUT_MS}}}\nquotas:", 1)
+    policy.write_text(text)
+    home = tmp_path / "home"
+    rule = {"host": "127.0.0.1", "schemes": ["http"], "ports": [sleeper.port], "methods": ["GET"]}
+    rule |= {"paths": ["/**"], "allow_private": True}
+    manifest = {"name": "hc", "capabilities": {"http": [rule]}, "limits": {"timeout_ms": TOOL_TIMEOUT_MS}}
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        info = rt.register(build_guest("http_client"), manifest=manifest)
+        assert info.manifest.limits.timeout_ms == TOOL_TIMEOUT_MS
+    return home, policy

@@ -146,7 +146,9 @@ def test_each_attempt_has_its_own_audit_row_and_its_nested_calls_name_it(
         assert run["status"] == "paused" and "previous_call_id" not in run
         calc = rt.audit.find(paused.calls[0]["call_id"])
         assert calc is not None
-        assert _egress(calc)["run"] == {"run_id": paused.run_id, "step": 0, "parent_call_id": first["call_id"]}
+        nested = _egress(calc)["run"]
+        assert nested.pop("deadline_at") > time.time(), "the run's deadline it was held to (a minute on)"
+        assert nested == {"run_id": paused.run_id, "step": 0, "parent_call_id": first["call_id"]}
 
         rt.approve(paused.error.details["approval_id"], principal="admin")  # type: ignore[union-attr]
         with pytest.raises(glovebox.PermissionDenied, match="glovebox:audit"):
@@ -330,9 +332,13 @@ def test_two_processes_resuming_a_crashed_run_at_once_make_its_next_call_once(
     assert dict(gates.hits) == {"/one": 1, "/gate/crash": 2, "/three": 1}
     with glovebox.Runtime(home=home, policy=long) as rt:
         rows = [r for r in rt.audit.records() if r["tool"] == "glovebox:run"]
-        assert sorted(r["outcome"] for r in rows) == ["ok", "run_busy"], "the killed attempt left no row"
+        assert sorted(r["outcome"] for r in rows) == ["abandoned", "ok", "run_busy"]
         (ok,) = [r for r in rows if r["outcome"] == "ok"]
         assert ok["attempt"] == 2 and _egress(ok)["run"]["previous_call_id"] == record.attempt_call_id
+        # The killed attempt's row, written once, by the winner that took the run over from it.
+        (killed,) = [r for r in rows if r["outcome"] == "abandoned"]
+        assert killed["call_id"] == record.attempt_call_id and killed["attempt"] == 1
+        assert _egress(killed)["run"]["taken_over_by"] == ok["call_id"]
         assert rt.audit.verify().ok
 
 

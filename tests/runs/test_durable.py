@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import glovebox
 
@@ -62,6 +63,8 @@ def test_a_run_killed_mid_call_resumes_in_another_process_without_repeating_a_co
     with glovebox.Runtime(home=home, policy=policy) as rt:
         (record,) = rt.runs.list()
         assert record.status == "running" and record.steps == 3
+        killed_call_id = record.attempt_call_id
+        assert killed_call_id is not None and rt.audit.find(killed_call_id) is None, "a killed attempt writes nothing"
     resumed = subprocess.run(
         [
             sys.executable,
@@ -95,3 +98,74 @@ def test_a_run_killed_mid_call_resumes_in_another_process_without_repeating_a_co
     report = json.loads(shown.stdout)
     assert report["reran"] == [2] and [step["reran"] for step in report["journal"]] == [False, False, True, False]
     assert report["meta"]["attempts"] == 2
+    check_one_row_per_attempt(home, policy, record.run_id, killed_call_id, envelope)
+
+
+def check_one_row_per_attempt(
+    home: Path, policy: Path, run_id: str, killed_call_id: str, envelope: dict[str, Any]
+) -> None:
+    """The killed attempt has one row, written by the resume that took the run over; the resume has its own."""
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        rows = [row for row in rt.audit.records() if row["tool"] == "glovebox:run"]
+        assert [row["call_id"] for row in rows] == [killed_call_id, envelope["meta"]["call_id"]], rows
+        killed, resumed = rows
+        run = _egress(killed)["run"]
+        assert killed["outcome"] == "abandoned" and killed["principal"] == "agent" and killed["attempt"] == 1
+        assert killed["first_call_id"] == killed_call_id and killed["digest"].startswith("sha256:")
+        assert run["run_id"] == run_id and run["action"] == "abandoned" and run["by"] == "agent"
+        assert run["status"] == "running" and run["taken_over_by"] == resumed["call_id"]
+        assert "pid" in run["holder"], "the dead holder is named"
+        assert resumed["outcome"] == "ok" and resumed["attempt"] == 2
+        assert _egress(resumed)["run"]["previous_call_id"] == killed_call_id
+        # The killed attempt's completed nested calls name it as their parent, and its row exists.
+        parents = [_egress(row)["run"]["parent_call_id"] for row in rt.audit.records() if row["tool"].startswith("hc")]
+        assert parents == [killed_call_id] * 2 + [resumed["call_id"]] * 2, parents
+        assert rt.audit.verify().ok
+
+
+def _egress(row: dict[str, Any]) -> dict[str, Any]:
+    value = row["egress"]
+    return value if isinstance(value, dict) else dict(json.loads(value))
+
+
+def test_a_cancel_of_a_run_whose_process_was_killed_writes_the_dead_attempts_row(
+    run_home: tuple[Path, Path], upstream: HitCounter, tmp_path: Path
+) -> None:
+    home, policy = run_home
+    program = tmp_path / "plan.js"
+    program.write_text(PROGRAM)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(home), str(policy), str(program), upstream.url("")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert upstream.held.wait(300), "the child never reached the held call"
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    upstream.release.set()
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        (record,) = rt.runs.list()
+        killed_call_id = record.attempt_call_id
+    argv = [sys.executable, "-m", "glovebox", "--home", str(home), "--policy", str(policy)]
+    cancelled = subprocess.run(
+        [*argv, "runs", "cancel", record.run_id],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert cancelled.returncode == 1, cancelled.stderr
+    envelope = json.loads(cancelled.stdout)
+    assert envelope["status"] == "cancelled" and envelope["meta"]["cancelled_by"] == "agent", envelope
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        rows = [row for row in rt.audit.records() if row["tool"] == "glovebox:run"]
+        assert [row["call_id"] for row in rows] == [killed_call_id, envelope["meta"]["call_id"]], rows
+        killed, cancel = rows
+        assert killed["outcome"] == "abandoned" and _egress(killed)["run"]["taken_over_by"] == cancel["call_id"]
+        assert cancel["outcome"] == "cancelled" and _egress(cancel)["run"]["action"] == "cancel"
+        assert _egress(cancel)["run"]["previous_call_id"] == killed_call_id
+        assert rt.audit.verify().ok
+    assert dict(upstream.hits) == {"/a": 1, "/b": 1, "/hold/c": 1}, "nothing ran after the kill"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,7 @@ def test_each_nested_call_has_its_own_audit_row_naming_the_run(rt: glovebox.Runt
         row = rt.audit.find(call["call_id"])
         assert row is not None and row["principal"] == "agent" and row["outcome"] == "ok"
         egress = row["egress"] if isinstance(row["egress"], dict) else json.loads(row["egress"])
+        assert egress["run"].pop("deadline_at") > time.time() - 60, "the run's deadline the call was held to"
         assert egress["run"] == {"run_id": result.run_id, "step": step, "parent_call_id": result.meta["call_id"]}
 
 

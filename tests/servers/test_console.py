@@ -402,3 +402,25 @@ def test_cancel_ends_an_unfinished_run_and_it_never_resumes(console: Console) ->
     resume = httpx.post(console.url + f"/ui/runs/{paused.run_id}/resume", headers=bearer("agent"))
     assert resume.status_code == 409 and "is cancelled" in resume.text
     assert sensitive_runs(console) == 0
+    # Who pressed Cancel is kept: in the run, on its page, and in the cancel's audit row.
+    result = console.runtime.runs.show(paused.run_id)
+    assert result.status == "cancelled" and result.meta["cancelled_by"] == "agent"
+    page = httpx.get(console.url + f"/ui/runs/{paused.run_id}", headers=bearer("agent")).text
+    assert 'id="run-cancelled-by" class="principal">agent<' in page
+    row = console.runtime.audit.find(result.meta["call_id"])
+    assert row is not None and row["tool"] == "glovebox:run" and row["outcome"] == "cancelled"
+    assert json.loads(row["egress"])["run"]["by"] == "agent"
+
+
+def test_an_approving_auditor_who_cancels_anothers_run_is_named_as_its_canceller(console: Console) -> None:
+    paused = console.runtime.run(PAUSING, input={"q": "theirs"}, principal=XSS_PRINCIPAL)
+    assert paused.status == "paused", paused.to_dict()
+    cancel = httpx.post(console.url + f"/ui/runs/{paused.run_id}/cancel", headers=bearer("boss"))
+    assert cancel.status_code == 303
+    result = console.runtime.runs.show(paused.run_id)
+    assert result.status == "cancelled" and result.meta["cancelled_by"] == "boss"
+    page = httpx.get(console.url + f"/ui/runs/{paused.run_id}", headers=bearer("boss")).text
+    assert 'id="run-cancelled-by" class="principal">boss<' in page
+    row = console.runtime.audit.find(result.meta["call_id"])
+    assert row is not None and row["principal"] == XSS_PRINCIPAL and row["outcome"] == "cancelled"
+    assert json.loads(row["egress"])["run"]["by"] == "boss"

@@ -97,8 +97,9 @@ def show(ctx: click.Context, run_id: str, with_journal: bool) -> None:
         steps = rt.runs.journal(run_id)
         record = rt.runs.record(run_id)
     envelope["reran"] = [step.seq for step in steps if step.reran]
-    if record is not None:  # who resumed it last, and who is executing it now (its lease)
+    if record is not None:  # who resumed it last, who cancelled it, and who is executing it now (its lease)
         envelope["resumed_by"] = record.resumed_by
+        envelope["cancelled_by"] = envelope["meta"].get("cancelled_by") if record.status == "cancelled" else None
         envelope["lease"] = None if not record.leased() else {"holder": record.lease_owner}
     if with_journal:
         envelope["journal"] = [step.to_dict() for step in steps]
@@ -124,10 +125,20 @@ def resume(ctx: click.Context, run_id: str, by: str | None) -> None:
 
 @runs.command()
 @click.argument("run_id")
+@click.option(
+    "--by",
+    metavar="PRINCIPAL",
+    help="Who cancels, recorded in the run (cancelled_by) and the cancel's audit row; another principal than"
+    " the run's needs glovebox:audit and the approver scope (default: the run's own principal).",
+)
 @click.pass_context
-def cancel(ctx: click.Context, run_id: str) -> None:
-    """Cancel run RUN_ID unless it finished; a cancelled run never resumes."""
-    _act(ctx, "cancel", run_id)
+def cancel(ctx: click.Context, run_id: str, by: str | None) -> None:
+    """Cancel run RUN_ID unless it finished; a cancelled run never resumes.
+
+    The cancel writes one audit row (glovebox:run, outcome cancelled). A finished run is printed as it
+    ended, and nothing is written.
+    """
+    _act(ctx, "cancel", run_id, by=by)
 
 
 def _act(ctx: click.Context, action: str, run_id: str, **by: str | None) -> None:

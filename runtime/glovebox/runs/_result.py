@@ -34,6 +34,9 @@ class RunResult:
             answered from the journal), ``attempts``, ``duration_ms``, ``fuel_used``,
             ``call_id`` (the attempt's own audit row: its nested calls' rows name it
             as ``egress.run.parent_call_id``) and, after a resume, ``resumed_by``.
+            A cancelled run's ``meta`` has ``cancelled_by`` (who cancelled it) and
+            ``call_id`` the cancel's own audit row (an attempt the cancel stopped
+            answers with its own).
     """
 
     run_id: str

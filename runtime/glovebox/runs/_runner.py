@@ -25,6 +25,20 @@ run: an attempt is what someone started or resumed, so each row says who
 (``by``), how it ended, and what it cost, and a resume by an operator is never
 folded into the row of the run's owner.
 
+An attempt that never ends (its process killed by SIGKILL, or stalled past its
+lease) cannot write its row: the resume that claims the run from it writes it,
+under its call id, with outcome :data:`ABANDONED`; the stalled attempt, finding
+its run claimed, writes none, so every attempt has exactly one row. A cancel
+writes a row of its own (``action`` ``cancel``, ``by`` the canceller), and the
+dead attempt's too when its holder was a process of this host that is gone; a
+cancel of a finished run changes nothing and writes none.
+
+**The deadline.** An attempt's wall-clock deadline (``limits.timeout_ms``)
+bounds its nested calls too: each carries it in its run context
+(``deadline_at``, epoch seconds, across a ProcessPool's wire and a Ray call),
+and a call still running when it passes is cut short with ``timeout``, so the
+run ends by its deadline, not by its slowest tool's.
+
 **The lease.** An attempt holds the run's lease (:mod:`._store`) from its claim to
 its end, renewed by a heartbeat thread every third of its length; its journal
 writes are fenced by it. A resume that finds a live lease does nothing and
@@ -56,7 +70,7 @@ from ._host import CallTool, RunBounds, RunHost, SearchTools
 from ._result import RunResult
 from ._store import FINISHED, Lease, RunRecord, RunStore
 
-__all__ = ["DEFAULT_LEASE_S", "RUN_LIMITS", "RunAttempt", "Runner"]
+__all__ = ["ABANDONED", "DEFAULT_LEASE_S", "RUN_LIMITS", "RunAttempt", "Runner"]
 
 logger = logging.getLogger("glovebox.runs")
 
@@ -75,11 +89,17 @@ class RunAttempt:
         by: who started or resumed it (the owner, or an operator who resumed it).
         attempt: 1 for the first execution, 2... for each resume; None when refused before one.
         first_call_id: the first attempt's call id.
-        previous_call_id: the call id of the attempt before this one (one that died leaves no row of its own).
+        previous_call_id: the call id of the attempt before this one (one that died has a row written by the
+            resume that took the run over from it: ``abandoned``).
         status: the run's status after it: ``done``, ``paused``, ``failed``, ``cancelled`` or ``running``.
         outcome: the row's outcome: ``ok`` (done), the error's code (paused, failed, refused),
-            or ``cancelled`` (the run was cancelled while this attempt ran).
+            ``cancelled`` (the run was cancelled while this attempt ran, or the cancel's own row),
+            or :data:`ABANDONED`.
         error: why it did not finish, when it did not.
+        action: None for an attempt (or a refused start or resume); ``cancel`` for the row of a
+            cancel (``by`` is who cancelled); ``abandoned`` for the row another attempt writes for
+            one whose process died, or stalled past its lease, before it could write its own
+            (``taken_over_by`` names the attempt that took the run over).
     """
 
     call_id: str
@@ -101,7 +121,12 @@ class RunAttempt:
     replayed: int = 0
     calls: int = 0
     holder: str | None = None
+    action: str | None = None
+    taken_over_by: str | None = None
 
+
+#: The outcome (and ``egress.run.action``) of the row written for an attempt that never wrote its own.
+ABANDONED = "abandoned"
 
 #: What the runner hands each attempt's facts to (the Runtime writes them as the attempt's audit row).
 AuditAttempt = Callable[[RunAttempt], None]
@@ -175,14 +200,28 @@ class Runner:
         who = by or record.principal
         lease, call_id = self._lease(), uuid.uuid4().hex
         claimed = self.store.claim(run_id, ("paused", "running"), lease=lease, by=who, call_id=call_id)
-        if claimed is None and (dead := _dead_holder(self._get(run_id))) is not None:
+        if claimed is None and (dead := _dead_holder(seen := self._get(run_id))) is not None:
+            record = seen
             claimed = self.store.claim(run_id, ("paused", "running"), lease=lease, by=who, call_id=call_id, dead=dead)
         if claimed is None:
             current = self._get(run_id)
             if current.status not in FINISHED and current.leased():
                 return self._busy(current, who, call_id)
             return self.result_of(current)  # finished meanwhile
+        if record.status == "running":  # its last attempt never ended: it died, or stalled past its lease
+            self._abandoned(record, claimed, call_id)
         return self._attempt(claimed, lease, call_id, by=who, previous=record.attempt_call_id)
+
+    def _abandoned(self, seen: RunRecord, claimed: RunRecord, call_id: str) -> None:
+        """Write the row of the attempt this resume took the run over from (``seen``: the run as it
+        stood just before the claim): it never wrote one, and now never will (an attempt that finds
+        its run taken over writes none, see :meth:`_lost`). So every attempt has exactly one row."""
+        if seen.attempt_call_id is None:  # a run from before attempts had call ids: nothing to name
+            return
+        if claimed.attempts != seen.attempts + 1:  # another claim came between: its attempt is unknown here
+            logger.warning("run %s: an attempt after %s left no row", seen.run_id, seen.attempt_call_id)
+            return
+        self._audit(_abandoned_attempt(seen, call_id))
 
     def _lease(self) -> Lease:
         owner = f"{socket.gethostname()}/pid {os.getpid()}/{uuid.uuid4().hex[:8]}"
@@ -206,15 +245,37 @@ class Runner:
         meta = {"principal": record.principal, "attempts": record.attempts, "call_id": call_id, "by": by}
         return RunResult(record.run_id, "running", error=busy, meta=meta)
 
-    def cancel(self, run_id: str) -> RunResult:
-        """Mark the run ``cancelled`` unless it finished; a cancelled run never resumes.
+    def cancel(self, run_id: str, *, by: str | None = None) -> RunResult:
+        """Mark the run ``cancelled`` unless it finished, as ``by`` (default: the run's own principal);
+        a cancelled run never resumes. An attempt executing it stops at its next host call.
+
+        The cancel writes one audit row (tool ``glovebox:run``, outcome ``cancelled``,
+        ``egress.run.action`` ``cancel`` and ``by``), and the run's result names the
+        canceller (``meta.cancelled_by``) and that row (``meta.call_id``). A run that
+        had finished is answered as it ended: nothing changes, and no row is written.
 
         Raises:
             ValueError: there is no run ``run_id``.
         """
         record = self._get(run_id)
-        if record.status not in FINISHED:
-            self.store.set_status(run_id, "cancelled", {"status": "cancelled", "calls": [], "meta": {}})
+        who = by or record.principal
+        while record.status not in FINISHED:
+            call_id = uuid.uuid4().hex
+            meta = {"principal": record.principal, "attempts": record.attempts, "call_id": call_id}
+            saved = {"status": "cancelled", "calls": [], "meta": {**meta, "cancelled_by": who}}
+            holder = record.lease_owner  # unchanged since read: no resume claimed the run meanwhile
+            if self.store.set_status(run_id, "cancelled", saved, only_from=record.status, owner=holder):
+                if record.status == "running" and holder and record.attempt_call_id and _gone(holder):
+                    self._audit(_abandoned_attempt(record, call_id))  # it died: it will never write its row
+                self._audit(
+                    RunAttempt(
+                        call_id, run_id, record.principal, who, None, record.first_call_id, record.attempt_call_id,
+                        "cancelled", "cancelled", None, record.source, record.input, steps=record.steps,
+                        holder=record.lease_owner if record.leased() else None, action="cancel",
+                    )
+                )  # fmt: skip
+                break
+            record = self._get(run_id)  # it moved on meanwhile (resumed, paused, or finished)
         return self.result_of(self._get(run_id))
 
     def result_of(self, record: RunRecord) -> RunResult:
@@ -242,7 +303,7 @@ class Runner:
         started = time.perf_counter()
         journal = self.store.recorded_steps(record.run_id)
         leased = _LeasedStore(self.store, lease.owner)
-        call = _parented(self._call, call_id)
+        call = _parented(self._call, call_id, time.time() + self.limits.timeout_ms / 1000)
         store = cast(RunStore, leased)  # the four journal writes RunHost makes, fenced by the lease
         host = RunHost(store, record.run_id, record.principal, journal, call, self._search, self.bounds)
         leased.host = host
@@ -270,6 +331,8 @@ class Runner:
         outcome_code = "ok" if error is None else error.code
         if not self.store.set_status(record.run_id, status, result.to_dict(), only_from="running", owner=lease.owner):
             result, outcome_code = self._lost(record.run_id, leased.lost, result)
+            if self._taken_over(record.run_id, call_id):
+                return result  # the attempt that claimed the run wrote this one's row (``abandoned``)
         self._audit(
             RunAttempt(
                 call_id, record.run_id, record.principal, by, record.attempts, record.first_call_id or call_id,
@@ -280,12 +343,19 @@ class Runner:
         )  # fmt: skip
         return result
 
+    def _taken_over(self, run_id: str, call_id: str) -> bool:
+        """Whether a resume claimed the run from attempt ``call_id`` (its row was written then)."""
+        current = self._get(run_id)
+        return current.attempt_call_id is not None and current.attempt_call_id != call_id
+
     def _lost(self, run_id: str, lost: CallError | None, mine: RunResult) -> tuple[RunResult, str]:
         """What an attempt whose end could not be written answers: the run was cancelled while it
         ran, or another attempt took the run over (this one stalled past its lease)."""
         current = self._get(run_id)
         if current.status == "cancelled":
-            return self.result_of(current), "cancelled"
+            cancelled = self.result_of(current)
+            meta = {**cancelled.meta, "call_id": mine.meta["call_id"]}  # this attempt's own row
+            return RunResult(run_id, "cancelled", None, cancelled.error, mine.calls, meta), "cancelled"
         busy = lost or RunBusy(
             f"run {run_id!r} was taken over by {current.lease_owner} while this attempt ran (its lease expired)",
             details={"run_id": run_id, "holder": current.lease_owner},
@@ -296,6 +366,19 @@ class Runner:
         return RunResult(run_id, "running", None, busy, mine.calls, mine.meta), busy.code
 
 
+def _abandoned_attempt(seen: RunRecord, taken_over_by: str) -> RunAttempt:
+    """The row of the latest attempt of ``seen`` (the run as it stood before a resume claimed it, or a
+    cancel ended it): it never ended, so it never wrote one (``taken_over_by``: the claim's or cancel's call id)."""
+    assert seen.attempt_call_id is not None
+    by = seen.resumed_by if seen.attempts > 1 and seen.resumed_by else seen.principal
+    first = seen.first_call_id or seen.attempt_call_id
+    return RunAttempt(
+        seen.attempt_call_id, seen.run_id, seen.principal, by, seen.attempts, first, None,
+        "running", ABANDONED, None, seen.source, seen.input, steps=seen.steps,
+        holder=seen.lease_owner, action=ABANDONED, taken_over_by=taken_over_by,
+    )  # fmt: skip
+
+
 def _dead_holder(record: RunRecord) -> str | None:
     """The lease owner of ``record`` when it is a process of this host that no longer exists (killed,
     say, by SIGKILL): its lease need not be waited out. None when the holder lives, may live (another
@@ -303,24 +386,33 @@ def _dead_holder(record: RunRecord) -> str | None:
     owner = record.lease_owner
     if owner is None or not record.leased():
         return None
+    return owner if _gone(owner) else None
+
+
+def _gone(owner: str) -> bool:
+    """Whether lease owner ``owner`` is a process of this host that no longer exists (whether or not
+    its lease has expired); False when it lives or may live (another host, another user's process)."""
     host, _, rest = owner.partition("/pid ")
     pid = rest.partition("/")[0]
     if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
-        return None
+        return False
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:
-        return owner
+        return True
     except OSError:  # it exists (another user's process)
-        return None
-    return None
+        return False
+    return False
 
 
-def _parented(call: CallTool, parent_call_id: str) -> CallTool:
-    """``call`` with the attempt's audit call id in each nested call's ``run`` context (``parent_call_id``)."""
+def _parented(call: CallTool, parent_call_id: str, deadline_at: float) -> CallTool:
+    """``call`` with the attempt's audit call id (``parent_call_id``) and the run's deadline
+    (``deadline_at``, epoch seconds) in each nested call's ``run`` context: the call is cut short
+    when the run's time runs out (``glovebox.runtime._retry``), on whichever process or host runs it."""
 
     def nested(tool: str, input: Any, principal: str, call_id: str, run: dict[str, Any]) -> CallResult:
-        return call(tool, input, principal, call_id, {**run, "parent_call_id": parent_call_id})
+        context = {**run, "parent_call_id": parent_call_id, "deadline_at": deadline_at}
+        return call(tool, input, principal, call_id, context)
 
     return nested
 

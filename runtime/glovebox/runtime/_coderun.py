@@ -18,9 +18,10 @@ The runs package (``glovebox.runs``) knows nothing of the Runtime: it is given
 - the policy's ``runs.lease_seconds`` (how long an attempt's lease lasts);
 - the principal's visible tools (the typed wrappers) and a search over them.
 
-A resume made by another principal than the run's owner (an operator) needs
-:data:`AUDIT_SCOPE` and the policy's approver scope; who it was is kept in the
-run (``resumed_by``) and in the attempt's audit row (``egress.run.by``).
+A resume or cancel made by another principal than the run's owner (an operator)
+needs :data:`AUDIT_SCOPE` and the policy's approver scope; who it was is kept in
+the run (``resumed_by``; a cancelled run's ``meta.cancelled_by``) and in the
+audit row (``egress.run.by``).
 """
 
 from __future__ import annotations
@@ -208,9 +209,23 @@ class Runs:
                 details={"run_id": run_id, "principal": by, "scopes": list(needed)},
             )
 
-    def cancel(self, run_id: str) -> RunResult:
-        """Cancel a run that has not finished."""
-        return self.runner.cancel(run_id)
+    def cancel(self, run_id: str, *, by: str | None = None) -> RunResult:
+        """Cancel a run that has not finished, as ``by`` (default: the run's own principal).
+
+        The cancel leaves one audit row (tool ``glovebox:run``, outcome
+        ``cancelled``, ``egress.run.by`` the canceller, ``egress.run.action``
+        ``cancel``), and the run's result names the canceller
+        (``meta.cancelled_by``). Cancelling a finished run changes nothing,
+        writes no row, and answers the run as it ended.
+
+        Raises:
+            ValueError: there is no run ``run_id``.
+            PermissionDenied: ``by`` is another principal than the run's and lacks
+                ``glovebox:audit`` or the policy's approver scope (as for ``resume``).
+        """
+        if by is not None:
+            self._check_operator(run_id, by, "cancel")
+        return self.runner.cancel(run_id, by=by)
 
     def collect(self, older_than_s: float) -> builtins.list[str]:
         """Delete runs that finished more than ``older_than_s`` seconds ago; their ids."""
@@ -228,6 +243,10 @@ class Runs:
             run["previous_call_id"] = attempt.previous_call_id
         if attempt.holder is not None:
             run["holder"] = attempt.holder
+        if attempt.action is not None:  # a cancel's row, or an abandoned attempt's written by its successor
+            run["action"] = attempt.action
+        if attempt.taken_over_by is not None:
+            run["taken_over_by"] = attempt.taken_over_by
         stored = self._runtime.policy.audit
         row = run_row(
             call_id=attempt.call_id, principal=attempt.principal, outcome=attempt.outcome, run=run,

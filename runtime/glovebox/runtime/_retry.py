@@ -25,6 +25,13 @@ for. Only the first tool's list is followed, so fallbacks never loop.
 
 The Runtime also runs an evaluator tool (``glovebox.runtime._checks``) on an
 ``Attempts`` made ``within`` the judged call's deadline.
+
+**A run's nested calls.** A call a code-mode run makes (its context names the
+run's ``deadline_at``) is also held to the run's deadline (``run_deadline``):
+its timeout is cut to the time the run has left, its retries and fallbacks
+share that bound, and one that starts after it passed does not run
+(:meth:`Attempts.check_run`). A call cut short this way answers ``timeout``
+saying so (:meth:`Attempts.run_timeout`), so no nested call outlives its run.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import dataclasses
 import time
 from typing import Any
 
+from ..core._errors import CallTimeout
 from ..model._result import CallResult
 from ..policy import Decision
 from ..policy._guards import Guards, Retries
@@ -48,10 +56,27 @@ NOT_RUN = frozenset({"circuit_open", "overloaded", "rate_limited"})
 class Attempts:
     """Which attempt of a call is running, the first one's call id, and the call's deadline."""
 
-    __slots__ = ("deadline", "first_call_id", "guards", "number", "retries", "routed_from", "started", "within")
+    __slots__ = (
+        "by_run",
+        "deadline",
+        "first_call_id",
+        "guards",
+        "number",
+        "retries",
+        "routed_from",
+        "run_deadline",
+        "started",
+        "timeout_ms",
+        "within",
+    )
 
     def __init__(
-        self, started: float, *, within: float | None = None, routed_from: dict[str, Any] | None = None
+        self,
+        started: float,
+        *,
+        within: float | None = None,
+        routed_from: dict[str, Any] | None = None,
+        run_deadline: float | None = None,
     ) -> None:
         #: When the call was admitted (``time.perf_counter``).
         self.started = started
@@ -60,8 +85,17 @@ class Attempts:
         #: When the last attempt must end (``time.perf_counter``); set by the first decision.
         self.deadline: float | None = None
         self.retries: Retries | None = None
-        #: A deadline the call must also keep (``time.perf_counter``): the call it stands in for, or judges.
+        #: The deadline of the code-mode run that makes this call (``time.perf_counter``), or None.
+        self.run_deadline = run_deadline
+        if run_deadline is not None:
+            within = run_deadline if within is None else min(within, run_deadline)
+        #: A deadline the call must also keep (``time.perf_counter``): the call it stands in for, or judges,
+        #: and the run that makes it.
         self.within = within
+        #: Whether the run's deadline comes before the call's own (set by the first decision).
+        self.by_run = False
+        #: The tool's own timeout, as the first decision gave it (milliseconds).
+        self.timeout_ms = 0
         #: The tool, call id and code this call stands in for, when it is a fallback.
         self.routed_from = routed_from
         #: The guards the policy gave the tool (see :meth:`note`).
@@ -73,6 +107,8 @@ class Attempts:
             self.first_call_id = meta["call_id"]
             own = self.started + decision.limits.timeout_ms / 1000
             self.deadline = own if self.within is None else min(own, self.within)
+            self.timeout_ms = decision.limits.timeout_ms
+            self.by_run = self.run_deadline is not None and self.deadline == self.run_deadline < own
             if decision.action == "allow":
                 self.retries = decision.guards.retries
         if self.routed_from is not None:
@@ -89,6 +125,30 @@ class Attempts:
             return decision
         limits = decision.limits.model_copy(update={"timeout_ms": max(1, left_ms)})
         return dataclasses.replace(decision, limits=limits)
+
+    def check_run(self) -> None:
+        """Refuse a nested call that would start after its run's deadline passed.
+
+        Raises:
+            CallTimeout: the run's deadline has passed.
+        """
+        if self.run_deadline is not None and time.perf_counter() >= self.run_deadline:
+            raise CallTimeout(
+                "the run's deadline passed before this call could start: it did not run",
+                details={"timeout_ms": 0, "deadline": "run"},
+            )
+
+    def run_timeout(self, error: CallTimeout) -> CallTimeout:
+        """The ``timeout`` of a call its run's deadline cut short: it says so, and names both timeouts."""
+        if not self.by_run:
+            return error
+        assert self.deadline is not None
+        left_ms = max(1, int((self.deadline - self.started) * 1000))
+        return CallTimeout(
+            f"the tool did not finish within the {left_ms} ms its run had left (its own timeout is"
+            f" {self.timeout_ms} ms): the run's deadline cut it short",
+            details={**error.details, "timeout_ms": left_ms, "tool_timeout_ms": self.timeout_ms, "deadline": "run"},
+        )
 
     def next_wait(self, result: CallResult) -> float | None:
         """Seconds to wait before the next attempt, or None when ``result`` is the answer."""
@@ -128,4 +188,4 @@ class Attempts:
     def routed(self, result: CallResult) -> Attempts:
         """The attempts of a fallback standing in for ``result``: inside this call's deadline."""
         origin = {"tool": result.meta["tool"], "call_id": result.meta["call_id"], "code": result.code}
-        return Attempts(time.perf_counter(), within=self.deadline, routed_from=origin)
+        return Attempts(time.perf_counter(), within=self.deadline, routed_from=origin, run_deadline=self.run_deadline)

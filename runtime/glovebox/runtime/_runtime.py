@@ -20,7 +20,7 @@ from wasmtime.component import Component
 from ..audit._log import AuditLog
 from ..audit._row import bare_row
 from ..core import _settings
-from ..core._errors import CallError, InvalidInput, InvalidOutput, Overloaded, ToolNotFound
+from ..core._errors import CallError, CallTimeout, InvalidInput, InvalidOutput, Overloaded, ToolNotFound
 from ..core._jsonlimits import JsonRejected, checked_text, escape_surrogates
 from ..core._jsonlimits import loads as loads_json
 from ..engine._settings import EngineSettings
@@ -42,7 +42,7 @@ from ..telemetry._tracing import TracedCall, Tracing, step
 from . import _coderun
 from ._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED, Admission, mapping_bound
 from ._checks import OutputChecks
-from ._envelope import failure, new_call_id, new_meta
+from ._envelope import RUN_CONTEXT, failure, new_call_id, new_meta
 from ._gate import CallTrace, PolicyGate, input_digest
 from ._retry import Attempts
 from ._wasmparts import WasmParts
@@ -556,7 +556,7 @@ class Runtime:
     ) -> CallResult:
         """Run the call, and again while the policy's retries say so, then its fallbacks while they
         answer a retryable failure (see ``glovebox.runtime._retry``)."""
-        attempts = Attempts(started)
+        attempts = Attempts(started, run_deadline=_run_deadline())
         result = self._retried(name, input, principal, started, attempts, call_id, tracer)
         for route in attempts.routes(result):
             attempts = attempts.routed(result)
@@ -604,6 +604,8 @@ class Runtime:
             encoded = _admissible(name, meta["principal"] if principal is None else principal, input)
             output = self._call(name, input, meta, trace, attempts, tracer, encoded)
             result = CallResult(ok=True, output=output, meta=meta)
+        except CallTimeout as error:  # the run's deadline may have cut it short: it says so
+            result = failure(attempts.run_timeout(error), meta)
         except Exception as error:
             result = failure(error, meta)
         finally:
@@ -710,6 +712,7 @@ class Runtime:
 
         ``encoded`` is the input's JSON text and UTF-8 size as ``_admissible`` made them (None: made here)."""
         info = self._resolve_step(name, value, meta, trace)
+        attempts.check_run()
         decision = attempts.begin(self._policy_step(info, meta, trace, tracer), meta)
         breaker = decision.guards.breaker
         if breaker is not None:
@@ -910,6 +913,18 @@ class Runtime:
             with step(tracer, "glovebox.validate", "output"):
                 self._validator(info, "output").validate(output)
         return output
+
+
+def _run_deadline() -> float | None:
+    """The deadline (``time.perf_counter``) of the code-mode run making this call, from its context's
+    ``deadline_at`` (epoch seconds: it crosses a process or a host), or None outside a run."""
+    run = RUN_CONTEXT.get()
+    if run is None:
+        return None
+    at = run.get("deadline_at")
+    if not isinstance(at, int | float) or isinstance(at, bool):
+        return None
+    return time.perf_counter() + (float(at) - time.time())
 
 
 def _code(error: CallError | None) -> str | None:

@@ -20,7 +20,8 @@ Pages (HTML; Jinja2 templates and a stylesheet shipped in ``servers/ui/``)::
     POST /ui/runs/{id}/resume       resume a paused run, as the run's own principal (its principal, or an
                                     approver who may see it; who pressed it is kept in the run and in
                                     the attempt's audit row)
-    POST /ui/runs/{id}/cancel       cancel an unfinished run (as resume)
+    POST /ui/runs/{id}/cancel       cancel an unfinished run (as resume; who pressed it is kept in the run,
+                                    ``cancelled_by``, and in the cancel's audit row)
     GET  /ui/tools                  the tools the viewer may see, each with its last calls' outcomes (any principal)
     GET  /ui/health                 policy digest and error, admission counters, breakers, and charts of
                                     the last 30 minutes' calls by outcome and p50/p99 (glovebox:audit)
@@ -481,7 +482,7 @@ class _Console:
         if cancel:
             if record.status in ("done", "failed", "cancelled"):
                 return self.page(request, "error.html", viewer, status=409, message=f"run {run_id!r} has finished")
-            await self._run(functools.partial(runs.cancel, run_id))
+            await self._run(functools.partial(runs.cancel, run_id, by=viewer.principal))  # who pressed Cancel
         else:
             if record.status != "paused":
                 message = f"run {run_id!r} is {record.status}: only a paused run resumes"
