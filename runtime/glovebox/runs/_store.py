@@ -379,20 +379,17 @@ class RunStore:
 
         With ``owner``, every journal write here is fenced by the lease (see the module docstring).
         """
+        now = time.time()
         with self._db.write() as db:
-            _hold(db, run_id, owner)
-            reran = db.execute(
-                "SELECT 1 FROM journal WHERE run_id = ? AND seq = ? AND state = 'started'", (run_id, seq)
-            ).fetchone()
+            _update_run(
+                db, run_id, owner, "steps = MAX(steps, ?), journal_bytes = journal_bytes + ?, updated = ?",
+                (seq + 1, len(request_text) + len(asked or ""), now),
+            )  # fmt: skip
             db.execute(
                 "INSERT OR REPLACE INTO journal (run_id, seq, kind, request, state, call_id, reran, started, asked)"
-                " VALUES (?, ?, ?, ?, 'started', ?, ?, ?, ?)",
-                (run_id, seq, kind, request_text, call_id, 1 if reran else 0, time.time(), asked),
-            )
-            db.execute(
-                "UPDATE runs SET steps = MAX(steps, ?), journal_bytes = journal_bytes + ?, updated = ?"
-                " WHERE run_id = ?",
-                (seq + 1, len(request_text) + len(asked or ""), time.time(), run_id),
+                " VALUES (?, ?, ?, ?, 'started', ?,"
+                " EXISTS (SELECT 1 FROM journal WHERE run_id = ? AND seq = ? AND state = 'started'), ?, ?)",
+                (run_id, seq, kind, request_text, call_id, run_id, seq, now, asked),
             )
 
     def record_step(
@@ -410,16 +407,14 @@ class RunStore:
         ``asked`` is the request as the program sent it (the program is answered ``result_text`` itself)."""
         now = time.time()
         with self._db.write() as db:
-            _hold(db, run_id, owner)
+            _update_run(
+                db, run_id, owner, "steps = MAX(steps, ?), journal_bytes = journal_bytes + ?, updated = ?",
+                (seq + 1, len(request_text) + len(result_text) + len(asked or ""), now),
+            )  # fmt: skip
             db.execute(
                 "INSERT OR REPLACE INTO journal (run_id, seq, kind, request, result, state, started, finished, asked)"
                 " VALUES (?, ?, ?, ?, ?, 'done', ?, ?, ?)",
                 (run_id, seq, kind, request_text, result_text, now, now, asked),
-            )
-            db.execute(
-                "UPDATE runs SET steps = MAX(steps, ?), journal_bytes = journal_bytes + ?, updated = ?"
-                " WHERE run_id = ?",
-                (seq + 1, len(request_text) + len(result_text) + len(asked or ""), now, run_id),
             )
 
     def finish_step(
@@ -436,13 +431,12 @@ class RunStore:
         (``result_text``), what the program is sent of it (``answer``) and the call's summary."""
         size = len(result_text) + len(answer or "") + len(summary or "")
         with self._db.write() as db:
-            _hold(db, run_id, owner)
+            _update_run(db, run_id, owner, "journal_bytes = journal_bytes + ?", (size,))
             db.execute(
                 "UPDATE journal SET result = ?, state = 'done', finished = ?, answer = ?, summary = ?"
                 " WHERE run_id = ? AND seq = ?",
                 (result_text, time.time(), answer, summary, run_id, seq),
             )
-            db.execute("UPDATE runs SET journal_bytes = journal_bytes + ? WHERE run_id = ?", (size, run_id))
 
     def forget_step(self, run_id: str, seq: int, *, owner: str | None = None) -> None:
         """Drop step ``seq`` (a call that paused the run: after the approval it is made again)."""
@@ -482,6 +476,17 @@ _COLUMNS = (
     "run_id, principal, status, lang, source, script, input, result, created, updated, attempts, steps, journal_bytes,"
     " lease_owner, lease_expires, resumed_by, attempt_call_id, first_call_id"
 )
+
+
+def _update_run(db: Any, run_id: str, owner: str | None, assignments: str, args: tuple[Any, ...]) -> None:
+    """``UPDATE runs SET assignments`` for ``run_id``, fenced (only while ``owner`` holds the lease,
+    else :class:`~glovebox.RunBusy` and nothing is written): the fence and the write are one statement."""
+    query = f"UPDATE runs SET {assignments} WHERE run_id = ?"
+    if owner is None:
+        db.execute(query, (*args, run_id))
+    elif db.execute(query + " AND lease_owner = ?", (*args, run_id, owner)).rowcount == 0:
+        _hold(db, run_id, owner)  # raises, naming who holds it now
+        raise AssertionError("unreachable: the lease changed hands inside one write transaction")
 
 
 def _hold(db: Any, run_id: str, owner: str | None) -> None:
