@@ -12,7 +12,11 @@ checked before they count:
 
 ``--paired CALLS`` times one call at a time instead, alternating ``Runtime.call``
 and ``ProcessPool(processes=1).call`` (default threads) on one thread, and prints
-p50/p99 of each and pool ÷ runtime (the issue's target: ≤ 1.25×). ``--against
+p50/p99 of each and pool ÷ runtime (the issue's target: ≤ 1.25×); ``nospin-1p``
+is this tree's pool with both spins off (``SPIN_S``, ``WORKER_SPIN_S``), so the
+spin's share is seen apart from the rest. The throughput rounds also print the
+CPU µs per call of this process (the front), the workers and the home's audit
+fold process, and the calls/s the cores could give at that cost. ``--against
 DIR`` (a ``glovebox`` package directory from another tree, e.g. ``git archive``
 of main) adds that tree's ``ProcessPool`` to both: to the paired loop as a third
 contender in the same rotation, and to the throughput rounds (pool-Np of each
@@ -91,12 +95,52 @@ def solo(home: str, processes: int, seconds: float) -> tuple[float, float]:
     return sum(calls) / seconds, sum(cpu_ms) / 1000 / seconds / processes
 
 
-def pool(home: str, processes: int, seconds: float, package: ModuleType = glovebox) -> float:
-    """Calls per second through a ProcessPool (``package``'s), with 4 caller threads per worker."""
-    with package.ProcessPool(processes=processes, home=home, threads=1) as calls:
+def _folders(home: str) -> list[int]:
+    """The pids of the home's audit fold process (``python -I -c ... _foldmain ... HOME``)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(b"_foldmain" in arg for arg in argv) and home.encode() in argv:
+            found.append(int(cmdline.parent.name))
+    return found
+
+
+def _cpu_of(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            total += _cpu_s(pid)
+        except OSError:  # it ended
+            pass
+    return total
+
+
+def pool(
+    home: str,
+    processes: int,
+    seconds: float,
+    package: ModuleType | None = glovebox,
+    shares: dict[str, float] | None = None,
+) -> float:
+    """Calls per second through a ProcessPool (``package``'s; None: this tree's with no spin), with 4
+    caller threads per worker.
+
+    ``shares`` (on Linux) gets the CPU µs per call of this process (the front), the
+    workers and the home's fold process over the timed window."""
+    if package is None:
+        made = _still(home, processes, threads=1)
+    else:
+        made = package.ProcessPool(processes=processes, home=home, threads=1)
+    with made as calls:
         for _ in range(8 * processes):
             _check(calls.call("text-stats", INPUT))  # every worker warm
         done = [0] * (4 * processes)
+        proc = Path("/proc/self/stat").exists()
+        workers, folders = (calls.pids, _folders(home)) if proc else ([], [])
+        cpu = (time.process_time(), _cpu_of(workers), _cpu_of(folders)) if proc else (0.0, 0.0, 0.0)
         end = time.perf_counter() + seconds
 
         def client(i: int) -> None:
@@ -109,6 +153,12 @@ def pool(home: str, processes: int, seconds: float, package: ModuleType = gloveb
             thread.start()
         for thread in threads:
             thread.join()
+        if proc and shares is not None:
+            n = sum(done)
+            born = [pid for pid in _folders(home) if pid not in folders]  # a folder started in the window
+            shares["front"] = (time.process_time() - cpu[0]) / n * 1e6
+            shares["workers"] = (_cpu_of(workers) - cpu[1]) / n * 1e6
+            shares["fold"] = (_cpu_of(folders) - cpu[2] + _cpu_of(born)) / n * 1e6
     return sum(done) / seconds
 
 
@@ -131,10 +181,25 @@ def _pct(samples: list[float], pct: float) -> float:
     return ordered[min(len(ordered) - 1, int(pct / 100 * len(ordered)))] * 1e6
 
 
+def _still(home: str, processes: int = 1, **options: Any) -> Any:
+    """This tree's ProcessPool with both spins off: its callers and workers sleep in ``read`` at once."""
+    from glovebox.scale import _procpool
+
+    spin, _procpool.WORKER_SPIN_S = _procpool.WORKER_SPIN_S, 0.0
+    try:
+        made = glovebox.ProcessPool(processes=processes, home=home, **options)
+    finally:
+        _procpool.WORKER_SPIN_S = spin
+    made._spin = 0.0
+    return made
+
+
 def paired(home: str, calls: int, packages: dict[str, ModuleType]) -> dict[str, dict[str, float]]:
-    """p50/p99 (µs) of one call at a time: a Runtime and each package's ProcessPool(1), in rotation."""
+    """p50/p99 (µs) of one call at a time: a Runtime and each package's ProcessPool(1), in rotation
+    (and this tree's with no spin: ``nospin-1p``)."""
     with glovebox.Runtime(home=home) as rt:
         pools = {name: package.ProcessPool(processes=1, home=home) for name, package in packages.items()}
+        pools["nospin-1p"] = _still(home)
         try:
             contenders: dict[str, Callable[[], glovebox.CallResult]] = {"runtime": lambda: rt.call("text-stats", INPUT)}
             for name, made in pools.items():
@@ -173,8 +238,12 @@ def costs(home: str, calls: int, packages: dict[str, ModuleType]) -> dict[str, d
     """CPU µs and context switches per call, here and in the worker, of each package's ProcessPool(1):
     figures the machine's load moves much less than wall-clock time."""
     figures = {}
-    for name, package in packages.items():
-        with package.ProcessPool(processes=1, home=home) as made:
+    makers: dict[str, Callable[[], Any]] = {
+        name: lambda package=package: package.ProcessPool(processes=1, home=home) for name, package in packages.items()
+    }
+    makers["nospin-1p"] = lambda: _still(home)
+    for name, make in makers.items():
+        with make() as made:
             for _ in range(200):
                 made.call("text-stats", INPUT)
             [pid] = made.pids
@@ -213,6 +282,23 @@ def print_costs(figures: dict[str, dict[str, float]]) -> None:
         )
 
 
+def print_shares(shares: dict[str, list[dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """The mean CPU µs per call of the front, the workers and the fold, per contender, printed."""
+    means = {}
+    for name, each in shares.items():
+        if each and each[0]:
+            means[name] = {key: sum(s[key] for s in each) / len(each) for key in each[0]}
+    if means:
+        print("  CPU µs per call in the throughput rounds (front = this process; bound = cores / their sum):")
+    for name, mean in means.items():
+        total = sum(mean.values())
+        print(
+            f"    {name:<10} front {mean['front']:5.0f}  workers {mean['workers']:5.0f}  "
+            f"fold {mean['fold']:4.0f}  -> bound {(os.cpu_count() or 1) / total * 1e6:6,.0f} calls/s"
+        )
+    return means
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="how long each contender calls")
@@ -245,17 +331,22 @@ def main() -> None:
             for n in (1, 2):
                 figures[f"solo-{n}p"], busy[f"solo-{n}p"] = solo(home, n, args.seconds)
         rounds: list[dict[str, float]] = []
+        shares: dict[str, list[dict[str, float]]] = {}
         for _ in range(args.rounds):
             rates: dict[str, float] = {}
             for n in (1, 2):
-                for label, package in packages.items():
-                    rates[label.replace("1p", f"{n}p")] = pool(home, n, args.seconds, package)
+                for label, package in {**packages, "nospin-1p": None}.items():
+                    name, share = label.replace("1p", f"{n}p"), {}
+                    rates[name] = pool(home, n, args.seconds, package, share)
+                    shares.setdefault(name, []).append(share)
             rounds.append(rates)
             print("  " + "  ".join(f"{name} {rate:,.0f}/s" for name, rate in rates.items()) + f"   ({_load()})")
+        report["cpu_per_call_us"] = print_shares(shares)
         figures.update({name: sum(r[name] for r in rounds) / len(rounds) for name in rounds[0]})
         with glovebox.Runtime(home=home) as rt:
             verified = rt.audit.verify()
     ratios = {"pool-2p / pool-1p": figures["pool-2p"] / figures["pool-1p"]}
+    ratios["nospin-2p / nospin-1p"] = figures["nospin-2p"] / figures["nospin-1p"]
     if "before-1p" in figures:
         ratios["before-2p / before-1p"] = figures["before-2p"] / figures["before-1p"]
         ratios["pool-1p / before-1p"] = figures["pool-1p"] / figures["before-1p"]

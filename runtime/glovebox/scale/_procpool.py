@@ -119,6 +119,8 @@ class _Worker:
     page: mmap.mmap | None = None
     #: The write end of the worker's bell, rung when a request is sent while byte 0 is 0.
     bell: int = -1
+    #: Callers of ``call`` woken with their answer so far (a reader stops spinning once it has woken one).
+    roused: int = 0
 
     def __post_init__(self) -> None:
         self.frames = _procwire.Frames(self.conn.fileno())
@@ -440,11 +442,15 @@ class ProcessPool(FrontRuntime):
 
     def _read(self, worker: _Worker, mine: _Pending | None) -> None:
         """Read and settle answers until ``mine`` is answered (the watcher: until its turn is over)."""
-        ended = False
+        ended, roused = False, worker.roused
         try:
             while not self._turn_over(worker, mine):
+                # A caller spins for its answer only while it is the worker's one call (other calls
+                # mean busy cores), and not once it has woken another caller (who then wants the GIL).
+                lone = mine is not None and len(worker.pending) <= 1 and worker.roused == roused
+                spin = self._spin if lone else 0.0
                 try:
-                    data = worker.frames.next(self._spin if mine is not None else 0.0)
+                    data = worker.frames.next(spin)
                 except _procwire.BadFrame as exc:  # its stream cannot be read past this: the worker is lost
                     logger.error("worker %d sent %s; stopping it", worker.pid, exc)
                     worker.process.kill()
@@ -488,6 +494,7 @@ class ProcessPool(FrontRuntime):
             assert pending.wake is not None
             pending.waiting = False
             worker.sleepers.remove(pending)
+            worker.roused += 1
             pending.wake.release()
 
     def _watch(self, worker: _Worker) -> None:

@@ -70,7 +70,8 @@ __all__ = [
 
 #: The message that tells a worker to stop.
 STOP = b"null"
-#: Bytes of the page a worker shares with its pool; byte 0 is 1 while a thread of the worker holds its pipe.
+#: Bytes of the page a worker shares with its pool: byte 0 is 1 while a thread of the worker holds
+#: its pipe, byte 1 counts its idle threads (up to 255); the worker writes both, the pool reads.
 FLAG_BYTES = 64
 _WIRE = json_encoder(ensure_ascii=True, allow_nan=True)  # JSONEncoder's text, straight from the C encoder
 _READ = json.JSONDecoder().decode

@@ -112,6 +112,7 @@ class _Turns:
         self.send_lock = threading.Lock()
         self.waiting: deque[Request] = deque()
         self.running = 0
+        self.idle_threads = 0
         self.stopping = False
         self.bell = bell
         self.nudge = os.pipe()
@@ -189,14 +190,23 @@ class _Turns:
 
     def idle(self) -> None:
         """Sleep until the bell, a nudge, or (while calls run) :data:`STANDBY_MS`, one idle thread at a time."""
-        with self.standby:
-            if self.stopping:
-                return
-            for fd, events in self.sleeper.poll(STANDBY_MS if self.running else IDLE_MS):
-                if events & select.POLLIN:
-                    os.read(fd, 4096)
-                elif fd == self.bell:  # the pool is gone (the pipe's end says so to the reader)
-                    self.sleeper.unregister(fd)
+        self._count_idle(+1)
+        try:
+            with self.standby:
+                if self.stopping:
+                    return
+                for fd, events in self.sleeper.poll(STANDBY_MS if self.running else IDLE_MS):
+                    if events & select.POLLIN:
+                        os.read(fd, 4096)
+                    elif fd == self.bell:  # the pool is gone (the pipe's end says so to the reader)
+                        self.sleeper.unregister(fd)
+        finally:
+            self._count_idle(-1)
+
+    def _count_idle(self, change: int) -> None:
+        with self.state:
+            self.idle_threads += change
+            self.page[1] = min(self.idle_threads, 255)  # (byte 1: for whoever watches the worker)
 
     def read(self) -> Request | None:
         """The next request on the pipe (skipping what is not one), or None once stopping."""
