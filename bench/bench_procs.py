@@ -219,6 +219,30 @@ def paired(home: str, calls: int, packages: dict[str, ModuleType]) -> dict[str, 
     return {name: {"p50_us": _pct(s, 50), "p99_us": _pct(s, 99)} for name, s in samples.items()}
 
 
+def gaps(home: str, calls: int) -> dict[str, float]:
+    """Thread CPU µs of one ``Runtime.call`` back to back, after a 300 µs sleep, and after a 300 µs
+    spin: what a call costs when its thread did something else first (as a pool's worker always has)."""
+    figures: dict[str, float] = {}
+    with glovebox.Runtime(home=home) as rt:
+        for _ in range(300):
+            rt.call("text-stats", INPUT)
+        for _ in range(2):
+            for how in ("back to back", "after a sleep", "after a spin"):
+                used = 0.0
+                for _ in range(calls):
+                    if how == "after a sleep":
+                        time.sleep(0.0003)
+                    elif how == "after a spin":
+                        until = time.perf_counter() + 0.0003
+                        while time.perf_counter() < until:
+                            pass
+                    started = time.thread_time()
+                    rt.call("text-stats", INPUT)
+                    used += time.thread_time() - started
+                figures[how] = min(figures.get(how, float("inf")), used / calls * 1e6)
+    return figures
+
+
 def _switches(pid: int | str) -> int:
     """Context switches (voluntary and not) of every thread of process ``pid`` so far."""
     total = 0
@@ -299,6 +323,32 @@ def print_shares(shares: dict[str, list[dict[str, float]]]) -> dict[str, dict[st
     return means
 
 
+def print_gaps(figures: dict[str, float]) -> dict[str, float]:
+    print("thread CPU of one Runtime.call (the lower of two passes):")
+    for how, used in figures.items():
+        print(f"  {how:<14} {used:6.0f} µs")
+    return figures
+
+
+def throughput(
+    home: str, packages: dict[str, ModuleType], rounds: int, seconds: float, report: dict[str, Any]
+) -> list[dict[str, float]]:
+    """pool-1p and pool-2p calls/s of each tree (and this one's with no spin), ``rounds`` times in turn."""
+    done: list[dict[str, float]] = []
+    shares: dict[str, list[dict[str, float]]] = {}
+    for _ in range(rounds):
+        rates: dict[str, float] = {}
+        for n in (1, 2):
+            for label, package in {**packages, "nospin-1p": None}.items():
+                name, share = label.replace("1p", f"{n}p"), {}
+                rates[name] = pool(home, n, seconds, package, share)
+                shares.setdefault(name, []).append(share)
+        done.append(rates)
+        print("  " + "  ".join(f"{name} {rate:,.0f}/s" for name, rate in rates.items()) + f"   ({_load()})")
+    report["cpu_per_call_us"] = print_shares(shares)
+    return done
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="how long each contender calls")
@@ -307,6 +357,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="throughput rounds (each tree in turn)")
     parser.add_argument("--only-pools", action="store_true", help="skip runtime-1t and solo-Np")
     parser.add_argument("--wasm", type=Path, help="a text-stats build to use instead of building one")
+    parser.add_argument("--gaps", type=int, default=0, metavar="CALLS", help="CPU of a call after a pause")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         packages = {"pool-1p": glovebox}
@@ -324,24 +375,15 @@ def main() -> None:
             if Path("/proc/self/task").is_dir():
                 report["costs"] = costs(home, args.paired, packages)
                 print_costs(report["costs"])
+        if args.gaps:
+            report["gaps"] = print_gaps(gaps(home, args.gaps))
         figures: dict[str, float] = {}
         busy = {}
         if not args.only_pools:
             figures["runtime-1t"] = runtime_loop(home, args.seconds, 0.0) / args.seconds
             for n in (1, 2):
                 figures[f"solo-{n}p"], busy[f"solo-{n}p"] = solo(home, n, args.seconds)
-        rounds: list[dict[str, float]] = []
-        shares: dict[str, list[dict[str, float]]] = {}
-        for _ in range(args.rounds):
-            rates: dict[str, float] = {}
-            for n in (1, 2):
-                for label, package in {**packages, "nospin-1p": None}.items():
-                    name, share = label.replace("1p", f"{n}p"), {}
-                    rates[name] = pool(home, n, args.seconds, package, share)
-                    shares.setdefault(name, []).append(share)
-            rounds.append(rates)
-            print("  " + "  ".join(f"{name} {rate:,.0f}/s" for name, rate in rates.items()) + f"   ({_load()})")
-        report["cpu_per_call_us"] = print_shares(shares)
+        rounds = throughput(home, packages, args.rounds, args.seconds, report)
         figures.update({name: sum(r[name] for r in rounds) / len(rounds) for name in rounds[0]})
         with glovebox.Runtime(home=home) as rt:
             verified = rt.audit.verify()
