@@ -12,9 +12,10 @@ checked before they count:
 
 ``--paired CALLS`` times one call at a time instead, alternating ``Runtime.call``
 and ``ProcessPool(processes=1).call`` (default threads) on one thread, and prints
-p50/p99 of each and pool ÷ runtime (the issue's target: ≤ 1.25×); ``nospin-1p``
-is this tree's pool with both spins off (``SPIN_S``, ``WORKER_SPIN_S``), so the
-spin's share is seen apart from the rest. The throughput rounds also print the
+p50/p99 of each and pool ÷ runtime (the issue's target: ≤ 1.25×). ``--gaps CALLS``
+prints the thread CPU of a ``Runtime.call`` made back to back, after a 300 µs
+sleep and after a 300 µs spin (a worker's call always follows a wait in
+``read``). The throughput rounds also print the
 CPU µs per call of this process (the front), the workers and the home's audit
 fold process, and the calls/s the cores could give at that cost. ``--against
 DIR`` (a ``glovebox`` package directory from another tree, e.g. ``git archive``
@@ -122,19 +123,14 @@ def pool(
     home: str,
     processes: int,
     seconds: float,
-    package: ModuleType | None = glovebox,
+    package: ModuleType = glovebox,
     shares: dict[str, float] | None = None,
 ) -> float:
-    """Calls per second through a ProcessPool (``package``'s; None: this tree's with no spin), with 4
-    caller threads per worker.
+    """Calls per second through a ProcessPool (``package``'s), with 4 caller threads per worker.
 
     ``shares`` (on Linux) gets the CPU µs per call of this process (the front), the
     workers and the home's fold process over the timed window."""
-    if package is None:
-        made = _still(home, processes, threads=1)
-    else:
-        made = package.ProcessPool(processes=processes, home=home, threads=1)
-    with made as calls:
+    with package.ProcessPool(processes=processes, home=home, threads=1) as calls:
         for _ in range(8 * processes):
             _check(calls.call("text-stats", INPUT))  # every worker warm
         done = [0] * (4 * processes)
@@ -181,25 +177,10 @@ def _pct(samples: list[float], pct: float) -> float:
     return ordered[min(len(ordered) - 1, int(pct / 100 * len(ordered)))] * 1e6
 
 
-def _still(home: str, processes: int = 1, **options: Any) -> Any:
-    """This tree's ProcessPool with both spins off: its callers and workers sleep in ``read`` at once."""
-    from glovebox.scale import _procpool
-
-    spin, _procpool.WORKER_SPIN_S = _procpool.WORKER_SPIN_S, 0.0
-    try:
-        made = glovebox.ProcessPool(processes=processes, home=home, **options)
-    finally:
-        _procpool.WORKER_SPIN_S = spin
-    made._spin = 0.0
-    return made
-
-
 def paired(home: str, calls: int, packages: dict[str, ModuleType]) -> dict[str, dict[str, float]]:
-    """p50/p99 (µs) of one call at a time: a Runtime and each package's ProcessPool(1), in rotation
-    (and this tree's with no spin: ``nospin-1p``)."""
+    """p50/p99 (µs) of one call at a time: a Runtime and each package's ProcessPool(1), in rotation."""
     with glovebox.Runtime(home=home) as rt:
         pools = {name: package.ProcessPool(processes=1, home=home) for name, package in packages.items()}
-        pools["nospin-1p"] = _still(home)
         try:
             contenders: dict[str, Callable[[], glovebox.CallResult]] = {"runtime": lambda: rt.call("text-stats", INPUT)}
             for name, made in pools.items():
@@ -265,7 +246,6 @@ def costs(home: str, calls: int, packages: dict[str, ModuleType]) -> dict[str, d
     makers: dict[str, Callable[[], Any]] = {
         name: lambda package=package: package.ProcessPool(processes=1, home=home) for name, package in packages.items()
     }
-    makers["nospin-1p"] = lambda: _still(home)
     for name, make in makers.items():
         with make() as made:
             for _ in range(200):
@@ -333,13 +313,13 @@ def print_gaps(figures: dict[str, float]) -> dict[str, float]:
 def throughput(
     home: str, packages: dict[str, ModuleType], rounds: int, seconds: float, report: dict[str, Any]
 ) -> list[dict[str, float]]:
-    """pool-1p and pool-2p calls/s of each tree (and this one's with no spin), ``rounds`` times in turn."""
+    """pool-1p and pool-2p calls/s of each tree, ``rounds`` times in turn."""
     done: list[dict[str, float]] = []
     shares: dict[str, list[dict[str, float]]] = {}
     for _ in range(rounds):
         rates: dict[str, float] = {}
         for n in (1, 2):
-            for label, package in {**packages, "nospin-1p": None}.items():
+            for label, package in packages.items():
                 name, share = label.replace("1p", f"{n}p"), {}
                 rates[name] = pool(home, n, seconds, package, share)
                 shares.setdefault(name, []).append(share)
@@ -388,7 +368,6 @@ def main() -> None:
         with glovebox.Runtime(home=home) as rt:
             verified = rt.audit.verify()
     ratios = {"pool-2p / pool-1p": figures["pool-2p"] / figures["pool-1p"]}
-    ratios["nospin-2p / nospin-1p"] = figures["nospin-2p"] / figures["nospin-1p"]
     if "before-1p" in figures:
         ratios["before-2p / before-1p"] = figures["before-2p"] / figures["before-1p"]
         ratios["pool-1p / before-1p"] = figures["pool-1p"] / figures["before-1p"]

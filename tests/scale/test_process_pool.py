@@ -401,7 +401,7 @@ def test_a_caller_interrupted_while_it_reads_leaves_the_pool_working(home: Path,
     assert [row["outcome"] for row in rows if row["outcome"] != "ok"] == ["timeout"], rows
 
 
-# -- the shared page, the bell and the spin ------------------------------------------------------------
+# -- the shared page, the bell and the framing ------------------------------------------------------------
 
 
 class _Held(ThreadingHTTPServer):
@@ -491,52 +491,6 @@ def test_a_request_sent_while_the_workers_reader_runs_a_call_rings_another_threa
         holding.join(60)
         assert held_answer[0].ok and held_answer[0].output["http_status"] == 200
         assert [pool.call("echo", {"n": i}).output for i in range(3)] == [{"n": i} for i in range(3)]
-
-
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to see the worker loop")
-def test_a_worker_killed_while_its_caller_spins_answers_internal_error(home: Path, build_guest: BuildGuest) -> None:
-    with glovebox.Runtime(home=home) as rt:
-        rt.register(build_guest("loop_forever"), {"name": "loop", "limits": {"timeout_ms": 60_000, "fuel": 10**10}})
-    with glovebox.ProcessPool(processes=1, home=home) as pool:
-        [victim] = pool.pids
-        assert pool.call("echo", {"n": 1}).ok
-        pool._spin = 600.0  # the caller looks at the pipe for the whole call: it never sleeps in read
-        before = _cpu_ticks(victim)
-        caller, answers = _in_thread(lambda: pool.call("loop", {}, principal="ann"))
-        _until(lambda: _cpu_ticks(victim) - before > os.sysconf("SC_CLK_TCK") // 2, "the guest to loop")
-        os.kill(victim, signal.SIGKILL)
-        caller.join(60)  # the end of the pipe ends the spin, not its ten minutes
-        assert not caller.is_alive()
-        [result] = answers
-        assert result.code == "internal_error" and result.error is not None and result.error.retryable
-        assert result.error.details == {"call_id": result.meta["call_id"], "worker_pid": victim}
-        [row] = _audit_rows(home, result.meta["call_id"])
-        assert row["outcome"] == "internal_error" and row["principal"] == "ann"
-        _until(lambda: len(pool.pids) == 1 and victim not in pool.pids, "a replacement worker")
-        assert pool.call("echo", {"n": 2}).meta["worker_pid"] not in (victim, os.getpid())
-
-
-@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs setitimer")
-def test_a_caller_interrupted_while_it_spins_leaves_the_pool_working(home: Path, build_guest: BuildGuest) -> None:
-    with glovebox.Runtime(home=home) as rt:
-        rt.register(build_guest("loop_forever"), {"name": "loop", "limits": {"timeout_ms": 1500, "fuel": 10**10}})
-    with glovebox.ProcessPool(processes=1, home=home) as pool:
-        assert pool.call("echo", {"n": 1}).ok
-        pool._spin = 600.0
-        previous = signal.signal(signal.SIGALRM, _interrupt)
-        try:
-            signal.setitimer(signal.ITIMER_REAL, 0.3)
-            with pytest.raises(Interrupted):
-                pool.call("loop", {})
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
-        assert pool.call("echo", {"n": 2}).output == {"n": 2}  # read while the loop still runs, or after it
-        _until(lambda: pool.in_flight == 0, "the abandoned call's answer to be read")
-        assert [pool.call("echo", {"n": i}).output for i in range(3)] == [{"n": i} for i in range(3)]
-    with glovebox.Runtime(home=home) as rt:
-        rows = list(rt.audit.records())
-    assert [row["outcome"] for row in rows if row["outcome"] != "ok"] == ["timeout"], rows
 
 
 @pytest.mark.parametrize(

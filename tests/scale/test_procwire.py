@@ -1,5 +1,5 @@
-"""The pool's pipe framing: messages read whole, however the bytes arrive, nothing lost to a signal or a
-spin, and a header that cannot be one refused.
+"""The pool's pipe framing: messages read whole, however the bytes arrive, nothing lost to a signal, and
+a header that cannot be one refused.
 
 Each test writes to a real pipe with ``multiprocessing.Connection.send_bytes`` (what
 the worker and the pool write with) or by hand, and reads with ``Frames``.
@@ -10,9 +10,8 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
-from typing import Any
 
 import pytest
 
@@ -130,59 +129,3 @@ def test_a_header_that_cannot_be_one_is_a_bad_frame_not_a_read_forever(pipe: tup
     with pytest.raises(BadFrame, match="a frame header of -?[0-9]+ bytes") as caught:
         frames.next()
     assert isinstance(caught.value, OSError)  # what both readers already treat as a broken pipe
-
-
-def _in_thread(read: Callable[[], bytes]) -> tuple[threading.Thread, list[Any]]:
-    got: list[Any] = []
-
-    def run() -> None:
-        try:
-            got.append(read())
-        except BaseException as exc:  # noqa: BLE001 - the test looks at what was raised
-            got.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, got
-
-
-def test_a_spinning_read_takes_a_message_written_while_it_spins(pipe: tuple[int, int]) -> None:
-    """Spinning ten minutes: the message written meanwhile comes back long before (a join of a minute)."""
-    read, write = pipe
-    frames = Frames(read)
-    thread, got = _in_thread(lambda: frames.next(spin=600.0))
-    Connection(write).send_bytes(b"in the spin")
-    thread.join(60)
-    assert not thread.is_alive() and got == [b"in the spin"]
-
-
-def test_the_end_of_the_pipe_ends_a_spin_at_once(pipe: tuple[int, int]) -> None:
-    read, write = pipe
-    frames = Frames(read)
-    os.write(write, (100).to_bytes(4, "big") + b"part")  # then the writer dies mid-message
-    thread, got = _in_thread(lambda: frames.next(spin=600.0))
-    os.close(write)
-    thread.join(60)
-    assert not thread.is_alive()
-    [error] = got
-    assert type(error) is OSError and str(error) == "the pipe closed inside a message"
-
-
-@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs setitimer")
-def test_a_spin_cut_short_by_a_signal_loses_no_byte(pipe: tuple[int, int]) -> None:
-    read, write = pipe
-    message = b"abcdefghij" * 10
-    frame = len(message).to_bytes(4, "big") + message
-    os.write(write, frame[:21])
-    frames = Frames(read)
-    previous = signal.signal(signal.SIGALRM, _interrupt)
-    try:
-        signal.setitimer(signal.ITIMER_REAL, 0.2)
-        with pytest.raises(Interrupted):
-            frames.next(spin=600.0)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-    os.write(write, frame[21:] + frame)
-    assert frames.next(spin=600.0) == message
-    assert frames.next() == message

@@ -71,11 +71,6 @@ CLOSE_TIMEOUT_S = 120.0
 MAX_RESTART_DELAY_S = 5.0
 #: ``_Worker.turn`` while the worker's watcher thread reads its pipe.
 _WATCHER = "watcher"
-#: Seconds a caller waiting for its answer looks at the pipe before it sleeps in ``read``, so an
-#: answer that comes within it is taken without a scheduler wake-up.
-SPIN_S = 0.001
-#: The same for a worker with no call running, waiting for its next request.
-WORKER_SPIN_S = 0.0002
 
 
 @dataclass
@@ -119,8 +114,6 @@ class _Worker:
     page: mmap.mmap | None = None
     #: The write end of the worker's bell, rung when a request is sent while byte 0 is 0.
     bell: int = -1
-    #: Callers of ``call`` woken with their answer so far (a reader stops spinning once it has woken one).
-    roused: int = 0
 
     def __post_init__(self) -> None:
         self.frames = _procwire.Frames(self.conn.fileno())
@@ -206,7 +199,6 @@ class ProcessPool(FrontRuntime):
 
         self._context = multiprocessing.get_context("spawn")
         self._threads = threads
-        self._spin = SPIN_S
         self._cond = threading.Condition()
         self._closed = False
         self._turn = 0
@@ -265,7 +257,7 @@ class ProcessPool(FrontRuntime):
         process = self._context.Process(
             target=serve,
             args=(theirs, self._options, self._threads, *self._init),
-            kwargs={"flag": flag, "bell": ring, "spin": WORKER_SPIN_S},
+            kwargs={"flag": flag, "bell": ring},
             name="glovebox-worker",
             daemon=True,
         )
@@ -442,15 +434,11 @@ class ProcessPool(FrontRuntime):
 
     def _read(self, worker: _Worker, mine: _Pending | None) -> None:
         """Read and settle answers until ``mine`` is answered (the watcher: until its turn is over)."""
-        ended, roused = False, worker.roused
+        ended = False
         try:
             while not self._turn_over(worker, mine):
-                # A caller spins for its answer only while it is the worker's one call (other calls
-                # mean busy cores), and not once it has woken another caller (who then wants the GIL).
-                lone = mine is not None and len(worker.pending) <= 1 and worker.roused == roused
-                spin = self._spin if lone else 0.0
                 try:
-                    data = worker.frames.next(spin)
+                    data = worker.frames.next()
                 except _procwire.BadFrame as exc:  # its stream cannot be read past this: the worker is lost
                     logger.error("worker %d sent %s; stopping it", worker.pid, exc)
                     worker.process.kill()
@@ -494,7 +482,6 @@ class ProcessPool(FrontRuntime):
             assert pending.wake is not None
             pending.waiting = False
             worker.sleepers.remove(pending)
-            worker.roused += 1
             pending.wake.release()
 
     def _watch(self, worker: _Worker) -> None:

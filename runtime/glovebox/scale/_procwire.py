@@ -30,13 +30,6 @@ big-endian length, or ``-1`` and an 8-byte one), so either end may write with
 loses nothing. A header that cannot be one (a negative length, or one over
 :data:`MAX_FRAME`) raises :class:`BadFrame`: the stream cannot be resynchronised,
 so the reader treats the pipe as broken.
-
-A reader about to wait may first spin (``Frames.next(spin=...)``): for up to that
-many seconds it asks the descriptor whether bytes are ready (``poll`` with no
-timeout, then ``sched_yield``) instead of sleeping in ``read``, so a busy peer's
-next message is taken without a scheduler wake-up; the GIL is released at each
-look, and the bytes are still read only by ``read``, so nothing is lost when a
-signal cuts the spin.
 """
 
 from __future__ import annotations
@@ -46,7 +39,6 @@ import json
 import os
 import re
 import select
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -216,7 +208,6 @@ def is_unicode(*texts: str | None) -> bool:
 _CHUNK = 1 << 16
 #: The longest message either end accepts (bytes); a longer header is a broken stream.
 MAX_FRAME = 1 << 30
-_YIELD = getattr(os, "sched_yield", None) or (lambda: time.sleep(0))
 
 
 class BadFrame(OSError):
@@ -237,8 +228,8 @@ class Frames:
         self._poll = select.poll()
         self._poll.register(fd, select.POLLIN)
 
-    def next(self, spin: float = 0.0) -> bytes:
-        """The next message; ``spin``: seconds to look for it before sleeping in ``read`` (see the module).
+    def next(self) -> bytes:
+        """The next message.
 
         Raises:
             EOFError: the pipe closed between messages.
@@ -252,9 +243,6 @@ class Frames:
                 message = bytes(buffer[start : start + size])
                 del buffer[: start + size]
                 return message
-            if spin > 0.0:
-                self._spin(spin)
-                spin = 0.0
             chunk = os.read(self._fd, max(_CHUNK, start + size - len(buffer)))
             if not chunk:
                 if buffer:
@@ -266,13 +254,6 @@ class Frames:
         """Whether a whole message is buffered or the descriptor has bytes (or its end) to read."""
         size, start = self._frame()
         return (size >= 0 and len(self._buffer) >= start + size) or bool(self._poll.poll(0))
-
-    def _spin(self, seconds: float) -> None:
-        """Return once the descriptor has something to read, or after ``seconds``."""
-        poll, clock = self._poll.poll, time.perf_counter
-        deadline = clock() + seconds
-        while not poll(0) and clock() < deadline:
-            _YIELD()
 
     def _frame(self) -> tuple[int, int]:
         """The length of the buffered message and where it starts (``-1`` while the header is incomplete)."""

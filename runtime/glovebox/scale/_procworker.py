@@ -57,7 +57,6 @@ def serve(
     *,
     flag: Connection,
     bell: Connection,
-    spin: float = 0.0,
 ) -> None:
     """Run ``initializer(*initargs)``, then calls read from ``conn`` on a Runtime made from
     ``options`` until told to stop; ``flag`` (a descriptor of the pool's shared page) and
@@ -69,7 +68,7 @@ def serve(
     flag.close()
     with Runtime(**options) as runtime:
         conn.send(("ready", os.getpid()))
-        _Turns(runtime, conn, threads, page, bell.fileno(), spin).serve()
+        _Turns(runtime, conn, threads, page, bell.fileno()).serve()
 
 
 #: How long an idle thread waits for the bell while calls run, before it takes the pipe anyway (ms).
@@ -95,16 +94,15 @@ class _Turns:
     request while byte 0 reads 0 (every thread is running a call), and the
     woken thread takes the pipe. A reader that lets go of the pipe with bytes
     still in it (a request written just before it let go) nudges the standby
-    thread itself; and while calls run, the standby thread takes the pipe after
-    :data:`STANDBY_MS` without a ring, so no request waits on a lost ring for
-    longer. With no call running, the reader spins ``spin`` seconds on the pipe
-    before it sleeps (nothing else here wants the GIL then). Reading the stop
-    message or the pipe's end stops the turns: requests read before it still
-    run, then every thread leaves.
+    thread itself; and the standby thread takes the pipe unrung after
+    :data:`STANDBY_MS` when it fell asleep with calls running (:data:`IDLE_MS`
+    when none ran), so no request waits longer on a ring lost to the two sides'
+    memory ordering. Reading the stop message or the pipe's end stops the
+    turns: requests read before it still run, then every thread leaves.
     """
 
-    def __init__(self, runtime: Runtime, conn: Connection, threads: int, page: mmap.mmap, bell: int, spin: float):
-        self.runtime, self.conn, self.threads, self.page, self.spin = runtime, conn, threads, page, spin
+    def __init__(self, runtime: Runtime, conn: Connection, threads: int, page: mmap.mmap, bell: int) -> None:
+        self.runtime, self.conn, self.threads, self.page = runtime, conn, threads, page
         self.frames = Frames(conn.fileno())
         self.reading = threading.Lock()
         self.standby = threading.Lock()
@@ -212,7 +210,7 @@ class _Turns:
         """The next request on the pipe (skipping what is not one), or None once stopping."""
         while not self.stopping:
             try:
-                data = self.frames.next(self.spin if not self.running else 0.0)
+                data = self.frames.next()
             except (EOFError, OSError):
                 break  # the parent is gone (or its stream broke): nobody will read an answer
             try:
