@@ -241,26 +241,38 @@ def _cpu_s(pid: int | str) -> float:
 
 def costs(home: str, calls: int, packages: dict[str, ModuleType]) -> dict[str, dict[str, float]]:
     """CPU µs and context switches per call, here and in the worker, of each package's ProcessPool(1):
-    figures the machine's load moves much less than wall-clock time."""
-    figures = {}
-    makers: dict[str, Callable[[], Any]] = {
-        name: lambda package=package: package.ProcessPool(processes=1, home=home) for name, package in packages.items()
-    }
-    for name, make in makers.items():
-        with make() as made:
+    figures the machine's load moves much less than wall-clock time. The pools take turns in blocks
+    of 100 calls, so a change of load falls on each alike."""
+    pools = {name: package.ProcessPool(processes=1, home=home) for name, package in packages.items()}
+    totals = {name: [0.0, 0.0, 0, 0] for name in pools}
+    try:
+        for made in pools.values():
             for _ in range(200):
                 made.call("text-stats", INPUT)
-            [pid] = made.pids
-            here, there = (time.process_time(), _switches("self")), (_cpu_s(pid), _switches(pid))
-            for _ in range(calls):
-                made.call("text-stats", INPUT)
-            figures[name] = {
-                "caller_cpu_us": (time.process_time() - here[0]) / calls * 1e6,
-                "worker_cpu_us": (_cpu_s(pid) - there[0]) / calls * 1e6,
-                "caller_switches": (_switches("self") - here[1]) / calls,
-                "worker_switches": (_switches(pid) - there[1]) / calls,
-            }
-    return figures
+        for _ in range(max(1, calls // 100)):
+            for name, made in pools.items():
+                [pid] = made.pids
+                here, there = (time.process_time(), _switches("self")), (_cpu_s(pid), _switches(pid))
+                for _ in range(100):
+                    made.call("text-stats", INPUT)
+                total = totals[name]
+                total[0] += time.process_time() - here[0]
+                total[1] += _cpu_s(pid) - there[0]
+                total[2] += _switches("self") - here[1]
+                total[3] += _switches(pid) - there[1]
+    finally:
+        for made in pools.values():
+            made.close()
+    done = max(1, calls // 100) * 100
+    return {
+        name: {
+            "caller_cpu_us": total[0] / done * 1e6,
+            "worker_cpu_us": total[1] / done * 1e6,
+            "caller_switches": total[2] / done,
+            "worker_switches": total[3] / done,
+        }
+        for name, total in totals.items()
+    }
 
 
 def _load() -> str:
