@@ -129,3 +129,24 @@ def test_a_header_that_cannot_be_one_is_a_bad_frame_not_a_read_forever(pipe: tup
     with pytest.raises(BadFrame, match="a frame header of -?[0-9]+ bytes") as caught:
         frames.next()
     assert isinstance(caught.value, OSError)  # what both readers already treat as a broken pipe
+
+
+def test_buffered_and_readable_say_what_the_next_read_meets(pipe: tuple[int, int]) -> None:
+    """What a worker's reader asks as it lets go of the pipe: is a request left that no ring announced?"""
+    read, write = pipe
+    frames = Frames(read)
+    assert not frames.buffered() and not frames.readable()
+    writer = Connection(os.dup(write), readable=False)
+    writer.send_bytes(b"one")
+    writer.close()
+    os.write(write, (5).to_bytes(4, "big") + b"tw")  # a second message, cut short
+    assert frames.readable()
+    assert frames.next() == b"one"  # one read took both: the first whole, the second in part
+    assert not frames.buffered() and not frames.readable()
+    os.write(write, b"o!!")
+    assert frames.readable() and not frames.buffered()
+    assert frames.next() == b"two!!"
+    frames._buffer += (-3).to_bytes(4, "big", signed=True)
+    assert frames.buffered()  # a header that cannot be one is left for the reader to meet, not raised here
+    with pytest.raises(BadFrame):
+        frames.next()

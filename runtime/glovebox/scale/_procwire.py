@@ -250,10 +250,18 @@ class Frames:
                 raise EOFError
             buffer += chunk
 
-    def ready(self) -> bool:
-        """Whether a whole message is buffered or the descriptor has bytes (or its end) to read."""
-        size, start = self._frame()
-        return (size >= 0 and len(self._buffer) >= start + size) or bool(self._poll.poll(0))
+    def buffered(self) -> bool:
+        """Whether the buffer holds a whole message, or a header that cannot be one (for the next
+        reader to meet); only for the thread that reads."""
+        try:
+            size, start = self._frame()
+        except BadFrame:
+            return True
+        return size >= 0 and len(self._buffer) >= start + size
+
+    def readable(self) -> bool:
+        """Whether the descriptor has bytes, or its end, to read (any thread may ask)."""
+        return bool(self._poll.poll(0))
 
     def _frame(self) -> tuple[int, int]:
         """The length of the buffered message and where it starts (``-1`` while the header is incomplete)."""

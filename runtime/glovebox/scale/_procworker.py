@@ -139,11 +139,14 @@ class _Turns:
         """Run ``request`` and answer it; then the request this thread runs next, or None to leave."""
         try:
             answer = _answer(self.runtime, request)
-        finally:
+        except BaseException:
             with self.state:
                 self.running -= 1
-                follow = self.waiting.popleft() if self.waiting and self.running < self.threads else None
-                self.running += follow is not None
+            raise
+        with self.state:
+            self.running -= 1
+            follow = self.waiting.popleft() if self.waiting and self.running < self.threads else None
+            self.running += follow is not None
         held = follow is None and not self.stopping and self.reading.acquire(blocking=False)
         if held:
             self.page[0] = 1  # before the answer: the caller's next request finds a reader
@@ -180,9 +183,10 @@ class _Turns:
             self.page[0] = 0
             with self.state:  # (a lock: the flag is stored before the pipe is looked at below)
                 stopping = self.stopping
+            buffered = self.frames.buffered()  # (the buffer is only looked at with ``reading`` held)
             self.reading.release()
-        if stopping or self.frames.ready():  # a request no ring announced, or the end: wake the standby thread
-            with contextlib.suppress(BlockingIOError):
+        if stopping or buffered or self.frames.readable():  # a request no ring announced, or the end
+            with contextlib.suppress(BlockingIOError):  # wake the standby thread (full: it is being woken)
                 os.write(self.nudge[1], b"\0")
         return request
 
