@@ -12,7 +12,12 @@ checked before they count:
 
 ``--paired CALLS`` times one call at a time instead, alternating ``Runtime.call``
 and ``ProcessPool(processes=1).call`` (default threads) on one thread, and prints
-p50/p99 of each and pool ÷ runtime (the issue's target: ≤ 1.25×). ``--against
+p50/p99 of each and pool ÷ runtime (the issue's target: ≤ 1.25×). ``--gaps CALLS``
+prints the thread CPU of a ``Runtime.call`` made back to back, after a 300 µs
+sleep and after a 300 µs spin (a worker's call always follows a wait in
+``read``). The throughput rounds also print the
+CPU µs per call of this process (the front), the workers and the home's audit
+fold process, and the calls/s the cores could give at that cost. ``--against
 DIR`` (a ``glovebox`` package directory from another tree, e.g. ``git archive``
 of main) adds that tree's ``ProcessPool`` to both: to the paired loop as a third
 contender in the same rotation, and to the throughput rounds (pool-Np of each
@@ -91,12 +96,47 @@ def solo(home: str, processes: int, seconds: float) -> tuple[float, float]:
     return sum(calls) / seconds, sum(cpu_ms) / 1000 / seconds / processes
 
 
-def pool(home: str, processes: int, seconds: float, package: ModuleType = glovebox) -> float:
-    """Calls per second through a ProcessPool (``package``'s), with 4 caller threads per worker."""
+def _folders(home: str) -> list[int]:
+    """The pids of the home's audit fold process (``python -I -c ... _foldmain ... HOME``)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(b"_foldmain" in arg for arg in argv) and home.encode() in argv:
+            found.append(int(cmdline.parent.name))
+    return found
+
+
+def _cpu_of(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            total += _cpu_s(pid)
+        except OSError:  # it ended
+            pass
+    return total
+
+
+def pool(
+    home: str,
+    processes: int,
+    seconds: float,
+    package: ModuleType = glovebox,
+    shares: dict[str, float] | None = None,
+) -> float:
+    """Calls per second through a ProcessPool (``package``'s), with 4 caller threads per worker.
+
+    ``shares`` (on Linux) gets the CPU µs per call of this process (the front), the
+    workers and the home's fold process over the timed window."""
     with package.ProcessPool(processes=processes, home=home, threads=1) as calls:
         for _ in range(8 * processes):
             _check(calls.call("text-stats", INPUT))  # every worker warm
         done = [0] * (4 * processes)
+        proc = Path("/proc/self/stat").exists()
+        workers, folders = (calls.pids, _folders(home)) if proc else ([], [])
+        cpu = (time.process_time(), _cpu_of(workers), _cpu_of(folders)) if proc else (0.0, 0.0, 0.0)
         end = time.perf_counter() + seconds
 
         def client(i: int) -> None:
@@ -109,6 +149,12 @@ def pool(home: str, processes: int, seconds: float, package: ModuleType = gloveb
             thread.start()
         for thread in threads:
             thread.join()
+        if proc and shares is not None:
+            n = sum(done)
+            born = [pid for pid in _folders(home) if pid not in folders]  # a folder started in the window
+            shares["front"] = (time.process_time() - cpu[0]) / n * 1e6
+            shares["workers"] = (_cpu_of(workers) - cpu[1]) / n * 1e6
+            shares["fold"] = (_cpu_of(folders) - cpu[2] + _cpu_of(born)) / n * 1e6
     return sum(done) / seconds
 
 
@@ -154,6 +200,30 @@ def paired(home: str, calls: int, packages: dict[str, ModuleType]) -> dict[str, 
     return {name: {"p50_us": _pct(s, 50), "p99_us": _pct(s, 99)} for name, s in samples.items()}
 
 
+def gaps(home: str, calls: int) -> dict[str, float]:
+    """Thread CPU µs of one ``Runtime.call`` back to back, after a 300 µs sleep, and after a 300 µs
+    spin: what a call costs when its thread did something else first (as a pool's worker always has)."""
+    figures: dict[str, float] = {}
+    with glovebox.Runtime(home=home) as rt:
+        for _ in range(300):
+            rt.call("text-stats", INPUT)
+        for _ in range(2):
+            for how in ("back to back", "after a sleep", "after a spin"):
+                used = 0.0
+                for _ in range(calls):
+                    if how == "after a sleep":
+                        time.sleep(0.0003)
+                    elif how == "after a spin":
+                        until = time.perf_counter() + 0.0003
+                        while time.perf_counter() < until:
+                            pass
+                    started = time.thread_time()
+                    rt.call("text-stats", INPUT)
+                    used += time.thread_time() - started
+                figures[how] = min(figures.get(how, float("inf")), used / calls * 1e6)
+    return figures
+
+
 def _switches(pid: int | str) -> int:
     """Context switches (voluntary and not) of every thread of process ``pid`` so far."""
     total = 0
@@ -171,23 +241,38 @@ def _cpu_s(pid: int | str) -> float:
 
 def costs(home: str, calls: int, packages: dict[str, ModuleType]) -> dict[str, dict[str, float]]:
     """CPU µs and context switches per call, here and in the worker, of each package's ProcessPool(1):
-    figures the machine's load moves much less than wall-clock time."""
-    figures = {}
-    for name, package in packages.items():
-        with package.ProcessPool(processes=1, home=home) as made:
+    figures the machine's load moves much less than wall-clock time. The pools take turns in blocks
+    of 100 calls, so a change of load falls on each alike."""
+    pools = {name: package.ProcessPool(processes=1, home=home) for name, package in packages.items()}
+    totals = {name: [0.0, 0.0, 0, 0] for name in pools}
+    try:
+        for made in pools.values():
             for _ in range(200):
                 made.call("text-stats", INPUT)
-            [pid] = made.pids
-            here, there = (time.process_time(), _switches("self")), (_cpu_s(pid), _switches(pid))
-            for _ in range(calls):
-                made.call("text-stats", INPUT)
-            figures[name] = {
-                "caller_cpu_us": (time.process_time() - here[0]) / calls * 1e6,
-                "worker_cpu_us": (_cpu_s(pid) - there[0]) / calls * 1e6,
-                "caller_switches": (_switches("self") - here[1]) / calls,
-                "worker_switches": (_switches(pid) - there[1]) / calls,
-            }
-    return figures
+        for _ in range(max(1, calls // 100)):
+            for name, made in pools.items():
+                [pid] = made.pids
+                here, there = (time.process_time(), _switches("self")), (_cpu_s(pid), _switches(pid))
+                for _ in range(100):
+                    made.call("text-stats", INPUT)
+                total = totals[name]
+                total[0] += time.process_time() - here[0]
+                total[1] += _cpu_s(pid) - there[0]
+                total[2] += _switches("self") - here[1]
+                total[3] += _switches(pid) - there[1]
+    finally:
+        for made in pools.values():
+            made.close()
+    done = max(1, calls // 100) * 100
+    return {
+        name: {
+            "caller_cpu_us": total[0] / done * 1e6,
+            "worker_cpu_us": total[1] / done * 1e6,
+            "caller_switches": total[2] / done,
+            "worker_switches": total[3] / done,
+        }
+        for name, total in totals.items()
+    }
 
 
 def _load() -> str:
@@ -213,6 +298,49 @@ def print_costs(figures: dict[str, dict[str, float]]) -> None:
         )
 
 
+def print_shares(shares: dict[str, list[dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """The mean CPU µs per call of the front, the workers and the fold, per contender, printed."""
+    means = {}
+    for name, each in shares.items():
+        if each and each[0]:
+            means[name] = {key: sum(s[key] for s in each) / len(each) for key in each[0]}
+    if means:
+        print("  CPU µs per call in the throughput rounds (front = this process; bound = cores / their sum):")
+    for name, mean in means.items():
+        total = sum(mean.values())
+        print(
+            f"    {name:<10} front {mean['front']:5.0f}  workers {mean['workers']:5.0f}  "
+            f"fold {mean['fold']:4.0f}  -> bound {(os.cpu_count() or 1) / total * 1e6:6,.0f} calls/s"
+        )
+    return means
+
+
+def print_gaps(figures: dict[str, float]) -> dict[str, float]:
+    print("thread CPU of one Runtime.call (the lower of two passes):")
+    for how, used in figures.items():
+        print(f"  {how:<14} {used:6.0f} µs")
+    return figures
+
+
+def throughput(
+    home: str, packages: dict[str, ModuleType], rounds: int, seconds: float, report: dict[str, Any]
+) -> list[dict[str, float]]:
+    """pool-1p and pool-2p calls/s of each tree, ``rounds`` times in turn."""
+    done: list[dict[str, float]] = []
+    shares: dict[str, list[dict[str, float]]] = {}
+    for _ in range(rounds):
+        rates: dict[str, float] = {}
+        for n in (1, 2):
+            for label, package in packages.items():
+                name, share = label.replace("1p", f"{n}p"), {}
+                rates[name] = pool(home, n, seconds, package, share)
+                shares.setdefault(name, []).append(share)
+        done.append(rates)
+        print("  " + "  ".join(f"{name} {rate:,.0f}/s" for name, rate in rates.items()) + f"   ({_load()})")
+    report["cpu_per_call_us"] = print_shares(shares)
+    return done
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="how long each contender calls")
@@ -221,6 +349,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="throughput rounds (each tree in turn)")
     parser.add_argument("--only-pools", action="store_true", help="skip runtime-1t and solo-Np")
     parser.add_argument("--wasm", type=Path, help="a text-stats build to use instead of building one")
+    parser.add_argument("--gaps", type=int, default=0, metavar="CALLS", help="CPU of a call after a pause")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         packages = {"pool-1p": glovebox}
@@ -238,20 +367,15 @@ def main() -> None:
             if Path("/proc/self/task").is_dir():
                 report["costs"] = costs(home, args.paired, packages)
                 print_costs(report["costs"])
+        if args.gaps:
+            report["gaps"] = print_gaps(gaps(home, args.gaps))
         figures: dict[str, float] = {}
         busy = {}
         if not args.only_pools:
             figures["runtime-1t"] = runtime_loop(home, args.seconds, 0.0) / args.seconds
             for n in (1, 2):
                 figures[f"solo-{n}p"], busy[f"solo-{n}p"] = solo(home, n, args.seconds)
-        rounds: list[dict[str, float]] = []
-        for _ in range(args.rounds):
-            rates: dict[str, float] = {}
-            for n in (1, 2):
-                for label, package in packages.items():
-                    rates[label.replace("1p", f"{n}p")] = pool(home, n, args.seconds, package)
-            rounds.append(rates)
-            print("  " + "  ".join(f"{name} {rate:,.0f}/s" for name, rate in rates.items()) + f"   ({_load()})")
+        rounds = throughput(home, packages, args.rounds, args.seconds, report)
         figures.update({name: sum(r[name] for r in rounds) / len(rounds) for name in rounds[0]})
         with glovebox.Runtime(home=home) as rt:
             verified = rt.audit.verify()

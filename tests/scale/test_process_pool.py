@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,10 @@ import mcp_types
 import pytest
 
 import glovebox
+from glovebox.scale import _procwire
 from glovebox.scale._procpool import _Pending
 
+from ..capabilities.test_http import QuietHandler
 from ..conftest import _free_port
 
 BuildGuest = Callable[[str], Path]
@@ -396,6 +399,129 @@ def test_a_caller_interrupted_while_it_reads_leaves_the_pool_working(home: Path,
     with glovebox.Runtime(home=home) as rt:
         rows = list(rt.audit.records())
     assert [row["outcome"] for row in rows if row["outcome"] != "ok"] == ["timeout"], rows
+
+
+# -- the shared page, the bell and the framing ------------------------------------------------------------
+
+
+class _Held(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    gate: threading.Event
+    arrived: threading.Semaphore
+
+
+class _HoldHandler(QuietHandler):
+    server: _Held
+
+    def do_GET(self) -> None:
+        self.server.arrived.release()
+        self.server.gate.wait(60)  # a call waiting here holds one worker thread until the test lets it go
+        self._reply(200, b'{"ok": true}')
+
+
+@pytest.fixture
+def held() -> Iterator[_Held]:
+    httpd = _Held(("127.0.0.1", 0), _HoldHandler)
+    httpd.gate, httpd.arrived = threading.Event(), threading.Semaphore(0)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.gate.set()
+    httpd.shutdown()
+    httpd.server_close()
+
+
+HOLD_POLICY = """
+version: 1
+defaults:
+  action: allow
+grants:
+  - tool: hold
+    http:
+      - host: 127.0.0.1
+        schemes: [http]
+        ports: [{port}]
+        methods: [GET]
+        paths: ["/**"]
+        allow_private: true
+"""
+
+
+def _only_the_bell_wakes() -> None:
+    """A worker initializer: its idle thread never takes the pipe unrung (no standby timeout)."""
+    from glovebox.scale import _procworker
+
+    _procworker.STANDBY_MS = _procworker.IDLE_MS = 3_600_000
+
+
+def _in_thread(call: Callable[[], glovebox.CallResult]) -> tuple[threading.Thread, list[glovebox.CallResult]]:
+    answers: list[glovebox.CallResult] = []
+    thread = threading.Thread(target=lambda: answers.append(call()))
+    thread.start()
+    return thread, answers
+
+
+def test_a_request_sent_while_the_workers_reader_runs_a_call_rings_another_thread_in(
+    home: Path, held: _Held, build_guest: BuildGuest, tmp_path: Path
+) -> None:
+    """The thread that read the held call runs it and leaves the pipe; only the bell brings the idle one."""
+    port = held.server_address[1]
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(HOLD_POLICY.format(port=port))
+    declared = [{"host": "127.0.0.1", "schemes": ["http"], "ports": [port], "methods": ["GET"], "allow_private": True}]
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        rt.register(build_guest("http_client"), {"name": "hold", "capabilities": {"http": declared}})
+    with glovebox.ProcessPool(
+        processes=1, home=home, policy=policy, threads=2, initializer=_only_the_bell_wakes
+    ) as pool:
+        [worker] = pool._workers
+        assert pool.call("echo", {"n": 0}).ok
+        page = worker.page
+        assert page is not None
+        _until(lambda: (page[0], page[1]) == (1, 2), "one thread at the pipe and two idle")
+        holding, held_answer = _in_thread(lambda: pool.call("hold", {"url": f"http://127.0.0.1:{port}/hold"}))
+        assert held.arrived.acquire(timeout=60)
+        assert page[:2] == b"\x00\x02"  # its reader runs the held call, and nobody took the pipe unrung
+        echoing, echoed = _in_thread(lambda: pool.call("echo", {"n": 1}))
+        echoing.join(30)  # the held call waits 60 s: an echo that needed it to end would still be waiting
+        assert not echoing.is_alive(), "the echo waited for the held call: the bell did not ring"
+        assert echoed[0].output == {"n": 1} and not held.gate.is_set()
+        held.gate.set()
+        holding.join(60)
+        assert held_answer[0].ok and held_answer[0].output["http_status"] == 200
+        assert [pool.call("echo", {"n": i}).output for i in range(3)] == [{"n": i} for i in range(3)]
+
+
+@pytest.mark.parametrize(
+    "header",
+    [(-5).to_bytes(4, "big", signed=True), b"\xff\xff\xff\xff" + (_procwire.MAX_FRAME + 1).to_bytes(8, "big")],
+    ids=["negative", "oversized"],
+)
+def test_a_request_frame_that_cannot_be_one_ends_the_worker_and_it_is_replaced(home: Path, header: bytes) -> None:
+    with glovebox.ProcessPool(processes=1, home=home) as pool:
+        [worker] = pool._workers
+        [victim] = [pool.call("echo", {"n": 1}).meta["worker_pid"]]
+        with worker.send_lock:
+            os.write(worker.conn.fileno(), header + b"{}")  # what follows cannot be found: the worker stops
+        _until(lambda: len(pool.pids) == 1 and victim not in pool.pids, "a replacement worker")
+        assert worker.process.exitcode == 0  # it stopped, it did not crash
+        result = pool.call("echo", {"n": 2})
+        assert result.output == {"n": 2} and result.meta["worker_pid"] != victim
+
+
+def test_an_answer_frame_that_cannot_be_one_stops_its_worker_and_its_call_is_lost_once(home: Path) -> None:
+    with glovebox.ProcessPool(processes=1, home=home) as pool:
+        [worker] = pool._workers
+        victim = pool.call("echo", {"n": 1}).meta["worker_pid"]
+        worker.frames._buffer += (-7).to_bytes(4, "big", signed=True)  # as if the worker had written it
+        result = pool.call("echo", {"n": 2}, principal="ann")
+        assert result.code == "internal_error" and result.error is not None and result.error.retryable
+        assert result.error.details == {"call_id": result.meta["call_id"], "worker_pid": victim}
+        assert len(_audit_rows(home, result.meta["call_id"])) == 1  # the worker's own row, or the pool's
+        _until(lambda: len(pool.pids) == 1 and victim not in pool.pids, "a replacement worker")
+        assert worker.process.exitcode == -signal.SIGKILL  # killed: its stream could not be read on
+        assert pool.call("echo", {"n": 3}).output == {"n": 3}
 
 
 def test_an_idle_worker_that_dies_is_replaced_before_the_next_call(home: Path) -> None:

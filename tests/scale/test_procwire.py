@@ -1,4 +1,5 @@
-"""The pool's pipe framing: messages read whole, however the bytes arrive, and nothing lost to a signal.
+"""The pool's pipe framing: messages read whole, however the bytes arrive, nothing lost to a signal, and
+a header that cannot be one refused.
 
 Each test writes to a real pipe with ``multiprocessing.Connection.send_bytes`` (what
 the worker and the pool write with) or by hand, and reads with ``Frames``.
@@ -14,7 +15,7 @@ from multiprocessing.connection import Connection
 
 import pytest
 
-from glovebox.scale._procwire import Frames
+from glovebox.scale._procwire import MAX_FRAME, BadFrame, Frames
 
 
 @pytest.fixture
@@ -110,3 +111,42 @@ def test_a_read_cut_short_by_a_signal_loses_no_byte(pipe: tuple[int, int]) -> No
     os.write(write, frame[37:] + frame)
     assert frames.next() == message
     assert frames.next() == message
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        (-5).to_bytes(4, "big", signed=True),  # a negative length
+        (-2).to_bytes(4, "big", signed=True),
+        b"\xff\xff\xff\xff" + (MAX_FRAME + 1).to_bytes(8, "big"),  # the long form, over the limit
+        (MAX_FRAME + 1).to_bytes(4, "big"),  # the short form, over the limit
+    ],
+)
+def test_a_header_that_cannot_be_one_is_a_bad_frame_not_a_read_forever(pipe: tuple[int, int], header: bytes) -> None:
+    read, write = pipe
+    os.write(write, header + b"after")
+    frames = Frames(read)
+    with pytest.raises(BadFrame, match="a frame header of -?[0-9]+ bytes") as caught:
+        frames.next()
+    assert isinstance(caught.value, OSError)  # what both readers already treat as a broken pipe
+
+
+def test_buffered_and_readable_say_what_the_next_read_meets(pipe: tuple[int, int]) -> None:
+    """What a worker's reader asks as it lets go of the pipe: is a request left that no ring announced?"""
+    read, write = pipe
+    frames = Frames(read)
+    assert not frames.buffered() and not frames.readable()
+    writer = Connection(os.dup(write), readable=False)
+    writer.send_bytes(b"one")
+    writer.close()
+    os.write(write, (5).to_bytes(4, "big") + b"tw")  # a second message, cut short
+    assert frames.readable()
+    assert frames.next() == b"one"  # one read took both: the first whole, the second in part
+    assert not frames.buffered() and not frames.readable()
+    os.write(write, b"o!!")
+    assert frames.readable() and not frames.buffered()
+    assert frames.next() == b"two!!"
+    frames._buffer += (-3).to_bytes(4, "big", signed=True)
+    assert frames.buffered()  # a header that cannot be one is left for the reader to meet, not raised here
+    with pytest.raises(BadFrame):
+        frames.next()

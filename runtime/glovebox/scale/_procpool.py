@@ -32,12 +32,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import mmap
 import os
 import pickle
 import select
+import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ from ..core import _settings
 from ..core._errors import InternalError
 from ..model._result import CallResult, ToolInfo
 from ..policy import Policy
-from ..runtime._envelope import RUN_CONTEXT, failure, new_meta
+from ..runtime._envelope import RUN_CONTEXT, failure, new_call_id, new_meta
 from ..runtime._gate import input_digest
 from ..runtime._runtime import Runtime
 from ..telemetry import _tracing
@@ -74,7 +75,8 @@ _WATCHER = "watcher"
 
 @dataclass
 class _Pending:
-    future: Future[CallResult]
+    #: Set with the answer for a call from ``acall`` (a caller of ``call`` reads ``result`` instead).
+    future: Future[CallResult] | None
     name: str
     value: Any
     principal: str | None
@@ -87,6 +89,7 @@ class _Pending:
     wake: threading.Lock | None = None
     waiting: bool = False
     call_id: str = ""
+    result: CallResult | None = None
 
 
 @dataclass
@@ -107,6 +110,10 @@ class _Worker:
     exited: bool = False  # the process ended (its pipe is read to the end, by the watcher)
     ended: bool = False  # the pipe's end was read
     nudge: tuple[int, int] = field(default_factory=os.pipe)  # written to wake the watcher
+    #: The page shared with the worker: byte 0 is 1 while a thread of the worker holds its pipe.
+    page: mmap.mmap | None = None
+    #: The write end of the worker's bell, rung when a request is sent while byte 0 is 0.
+    bell: int = -1
 
     def __post_init__(self) -> None:
         self.frames = _procwire.Frames(self.conn.fileno())
@@ -235,15 +242,36 @@ class ProcessPool(FrontRuntime):
         self._front.close()
 
     def _start(self) -> _Worker:
+        from multiprocessing.connection import Connection
+
         from ._procworker import serve
 
         ours, theirs = self._context.Pipe()
+        with tempfile.TemporaryFile() as backing:  # unlinked: the page is only in the two mappings
+            os.ftruncate(backing.fileno(), _procwire.FLAG_BYTES)
+            page = mmap.mmap(backing.fileno(), _procwire.FLAG_BYTES)
+            flag = Connection(os.dup(backing.fileno()))  # (a Connection crosses to the child as a descriptor)
+        bell_read, bell = os.pipe()
+        os.set_blocking(bell, False)
+        ring = Connection(bell_read)
         process = self._context.Process(
-            target=serve, args=(theirs, self._options, self._threads, *self._init), name="glovebox-worker", daemon=True
+            target=serve,
+            args=(theirs, self._options, self._threads, *self._init),
+            kwargs={"flag": flag, "bell": ring},
+            name="glovebox-worker",
+            daemon=True,
         )
-        process.start()
-        theirs.close()
-        worker = _Worker(process, ours)
+        try:
+            process.start()
+        except BaseException:
+            page.close()
+            os.close(bell)
+            raise
+        finally:  # the child has its own copies now
+            theirs.close()
+            flag.close()
+            ring.close()
+        worker = _Worker(process, ours, page=page, bell=bell)
         worker.reader = threading.Thread(target=self._watch, args=(worker,), name="glovebox-pool", daemon=True)
         worker.reader.start()
         return worker
@@ -278,7 +306,7 @@ class ProcessPool(FrontRuntime):
         Raises:
             ValueError: the pool is closed.
         """
-        return self._call_with(uuid.uuid4().hex, name, input, principal)
+        return self._call_with(new_call_id(), name, input, principal)
 
     def _call_with(
         self, call_id: str, name: str, input: Any, principal: str | None, run: dict[str, Any] | None = None
@@ -298,7 +326,8 @@ class ProcessPool(FrontRuntime):
         import asyncio  # imported here to keep `import glovebox` light
 
         tracer, started = self._tracing.tracer(), time.time_ns()
-        _, pending = self._submit(name, input, principal, uuid.uuid4().hex)
+        _, pending = self._submit(name, input, principal, new_call_id())
+        assert pending.future is not None
         result = await asyncio.wrap_future(pending.future)
         _report(tracer, started, pending.span, result)
         return result
@@ -319,7 +348,9 @@ class ProcessPool(FrontRuntime):
             raise TypeError(f"principal must be a str or None, not {type(principal).__name__}")
         # As JSON text: no value of the caller's is unpickled in a worker (see ``_procwire``).
         payload = _procwire.encode(call_id, name, value, principal, _tracing.carrier(), run)
-        pending = _Pending(Future(), name, value, principal, run=run, wake=wake, call_id=call_id)
+        pending = _Pending(
+            Future() if wake is None else None, name, value, principal, run=run, wake=wake, call_id=call_id
+        )
         if wake is not None:
             wake.acquire()
         worker = self._dispatch(call_id, pending)
@@ -353,11 +384,15 @@ class ProcessPool(FrontRuntime):
             return worker
 
     def _send(self, worker: _Worker, payload: bytes | None) -> None:
-        """Write to a worker's pipe; a dead worker's calls are answered by its watcher."""
+        """Write to a worker's pipe, and ring its bell when none of its threads holds the pipe;
+        a dead worker's calls are answered by its watcher."""
         data = payload if payload is not None else _procwire.STOP
         try:
             with worker.send_lock:
                 worker.conn.send_bytes(data)
+                if worker.page is not None and not worker.page[0]:  # every thread there is running a call
+                    with contextlib.suppress(BlockingIOError):  # full: rung already
+                        os.write(worker.bell, b"\0")
         except (OSError, ValueError):
             pass
 
@@ -369,10 +404,10 @@ class ProcessPool(FrontRuntime):
         try:
             while True:
                 with self._cond:
-                    if pending.future.done():
+                    if pending.result is not None:
                         if worker.turn is pending:  # given the turn as its answer came in
                             self._pass(worker)
-                        return pending.future.result()
+                        return pending.result
                     mine = worker.turn is None or worker.turn is pending
                     if mine:
                         worker.turn = pending
@@ -380,7 +415,9 @@ class ProcessPool(FrontRuntime):
                         pending.waiting = True
                         worker.sleepers.append(pending)
                 if mine:
-                    self._read(worker, pending)
+                    self._read(worker, pending)  # (it passes the turn on before it returns)
+                    if pending.result is not None:
+                        return pending.result
                 else:
                     pending.wake.acquire()
         except BaseException:  # interrupted: the call is left to the watcher, and so is the pipe
@@ -402,6 +439,11 @@ class ProcessPool(FrontRuntime):
             while not self._turn_over(worker, mine):
                 try:
                     data = worker.frames.next()
+                except _procwire.BadFrame as exc:  # its stream cannot be read past this: the worker is lost
+                    logger.error("worker %d sent %s; stopping it", worker.pid, exc)
+                    worker.process.kill()
+                    ended = True
+                    break
                 except (EOFError, OSError):
                     ended = True
                     break
@@ -412,10 +454,10 @@ class ProcessPool(FrontRuntime):
                 self._pass(worker)
 
     def _turn_over(self, worker: _Worker, mine: _Pending | None) -> bool:
+        if mine is not None:  # (only the reader sets ``ended``, and ``result`` is set once)
+            return worker.ended or mine.result is not None
         with self._cond:
-            if worker.ended:
-                return True
-            return mine.future.done() if mine is not None else self._successor(worker) != _WATCHER
+            return worker.ended or self._successor(worker) != _WATCHER
 
     def _successor(self, worker: _Worker) -> _Pending | str | None:
         """Who should read the pipe next (the lock held): the watcher while calls no thread waits on are
@@ -479,25 +521,31 @@ class ProcessPool(FrontRuntime):
             self._settle(worker, message[1])
 
     def _settle(self, worker: _Worker, call_id: str, envelope: dict[str, Any] | None = None, span: Any = None) -> None:
+        result = None
+        if envelope is not None:
+            try:
+                result = CallResult.from_dict(envelope)
+            except ValueError:
+                logger.exception("unreadable answer to call %s from worker %d", call_id, worker.pid)
         with self._cond:
             pending = worker.pending.pop(call_id, None)
-            if pending is not None:
-                worker.detached -= pending.wake is None
-        if pending is None:
-            return
-        try:
-            result = CallResult.from_dict(envelope) if envelope is not None else self._lost(worker, call_id, pending)
-            pending.span = span if envelope is not None and _is_span_ids(span) else None
-        except ValueError:
-            logger.exception("unreadable answer to call %s from worker %d", call_id, worker.pid)
-            result = self._lost(worker, call_id, pending)
-        self._answer(worker, pending, result)
+            if pending is None:
+                return
+            worker.detached -= pending.wake is None
+            if result is not None:
+                pending.span = span if _is_span_ids(span) else None
+                if pending.future is None:  # a caller of ``call`` (or one interrupted): one step
+                    pending.result = result
+                    self._rouse(worker, pending)
+                    return
+        self._answer(worker, pending, result if result is not None else self._lost(worker, call_id, pending))
 
     def _answer(self, worker: _Worker, pending: _Pending, result: CallResult) -> None:
-        pending.future.set_result(result)
-        if pending.wake is not None:
-            with self._cond:
-                self._rouse(worker, pending)
+        with self._cond:
+            pending.result = result
+            self._rouse(worker, pending)
+        if pending.future is not None:
+            pending.future.set_result(result)
 
     def _died(self, worker: _Worker) -> None:
         """Answer the calls a dead worker left, and start its replacement unless closing."""
@@ -511,6 +559,12 @@ class ProcessPool(FrontRuntime):
         worker.conn.close()
         for fd in worker.nudge:
             os.close(fd)
+        with worker.send_lock:  # (a sender checks both under it: the descriptor's number may be reused)
+            os.close(worker.bell)
+            worker.bell = -1
+            if worker.page is not None:
+                worker.page.close()
+                worker.page = None
 
         if not closing:
             logger.error("worker %d ended (exit code %s); replacing it", worker.pid, worker.process.exitcode)

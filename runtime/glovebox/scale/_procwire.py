@@ -27,7 +27,9 @@ Messages are framed as ``multiprocessing.Connection`` frames them (a 4-byte
 big-endian length, or ``-1`` and an 8-byte one), so either end may write with
 ``Connection.send_bytes``; :class:`Frames` reads them through a buffer, so one
 ``read`` takes every message the pipe holds, and a read cut short by a signal
-loses nothing.
+loses nothing. A header that cannot be one (a negative length, or one over
+:data:`MAX_FRAME`) raises :class:`BadFrame`: the stream cannot be resynchronised,
+so the reader treats the pipe as broken.
 """
 
 from __future__ import annotations
@@ -36,18 +38,34 @@ import functools
 import json
 import os
 import re
+import select
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core._canonical import json_encoder
 from ..core._errors import InvalidInput
 from ..core._jsonlimits import JsonRejected, check_value, escape_surrogates
 from ..schema._schemas import encode_input
 
-__all__ = ["STOP", "BadRequest", "Frames", "Request", "decode", "encode", "is_unicode"]
+__all__ = [
+    "FLAG_BYTES",
+    "MAX_FRAME",
+    "STOP",
+    "BadFrame",
+    "BadRequest",
+    "Frames",
+    "Request",
+    "decode",
+    "encode",
+    "is_unicode",
+]
 
 #: The message that tells a worker to stop.
 STOP = b"null"
-_WIRE = json.JSONEncoder(ensure_ascii=True, allow_nan=True).encode
+#: Bytes of the page a worker shares with its pool: byte 0 is 1 while a thread of the worker holds
+#: its pipe, byte 1 counts its idle threads (up to 255); the worker writes both, the pool reads.
+FLAG_BYTES = 64
+_WIRE = json_encoder(ensure_ascii=True, allow_nan=True)  # JSONEncoder's text, straight from the C encoder
 _READ = json.JSONDecoder().decode
 _NOT_JSON_PREFIX = "input is not a JSON value: "
 _OBJECT = re.compile(r"Object of type (.+) is not JSON serializable", re.DOTALL)
@@ -89,10 +107,11 @@ def encode(
     request: dict[str, Any] = {"call_id": call_id, "name": name, "principal": principal, "trace": trace}
     if run is not None:
         request["run"] = run
+    request["input"] = value
     try:
-        return _WIRE({**request, "input": value}).encode("ascii")
+        return _WIRE(request).encode("ascii")
     except (TypeError, ValueError, RecursionError):
-        pass
+        del request["input"]
     try:
         check_value(value)
     except JsonRejected as exc:
@@ -187,6 +206,12 @@ def is_unicode(*texts: str | None) -> bool:
 
 #: Bytes asked of the pipe per ``read`` (more when a message is known to be longer).
 _CHUNK = 1 << 16
+#: The longest message either end accepts (bytes); a longer header is a broken stream.
+MAX_FRAME = 1 << 30
+
+
+class BadFrame(OSError):
+    """A frame header that cannot be one: the messages after it cannot be found."""
 
 
 class Frames:
@@ -200,12 +225,15 @@ class Frames:
     def __init__(self, fd: int) -> None:
         self._fd = fd
         self._buffer = bytearray()
+        self._poll = select.poll()
+        self._poll.register(fd, select.POLLIN)
 
     def next(self) -> bytes:
         """The next message.
 
         Raises:
             EOFError: the pipe closed between messages.
+            BadFrame: a header that cannot be one.
             OSError: the pipe closed inside a message, or the read failed.
         """
         buffer = self._buffer
@@ -222,14 +250,31 @@ class Frames:
                 raise EOFError
             buffer += chunk
 
+    def buffered(self) -> bool:
+        """Whether the buffer holds a whole message, or a header that cannot be one (for the next
+        reader to meet); only for the thread that reads."""
+        try:
+            size, start = self._frame()
+        except BadFrame:
+            return True
+        return size >= 0 and len(self._buffer) >= start + size
+
+    def readable(self) -> bool:
+        """Whether the descriptor has bytes, or its end, to read (any thread may ask)."""
+        return bool(self._poll.poll(0))
+
     def _frame(self) -> tuple[int, int]:
         """The length of the buffered message and where it starts (``-1`` while the header is incomplete)."""
         buffer = self._buffer
         if len(buffer) < 4:
             return -1, 4
         size = int.from_bytes(buffer[:4], "big", signed=True)
-        if size != -1:
-            return size, 4
-        if len(buffer) < 12:
-            return -1, 12
-        return int.from_bytes(buffer[4:12], "big"), 12
+        if size == -1:
+            if len(buffer) < 12:
+                return -1, 12
+            size, start = int.from_bytes(buffer[4:12], "big"), 12
+        else:
+            start = 4
+        if not 0 <= size <= MAX_FRAME:
+            raise BadFrame(f"a frame header of {size} bytes")
+        return size, start

@@ -16,16 +16,20 @@ when it names a call id): it never ends the worker.
 A request carrying a run context (a nested call of a code-mode run) is made
 with it, so its ``meta.run`` and audit row name the run as on a Runtime.
 Calls run on ``threads`` threads, so one call waiting on an upstream does not
-hold up the others; the thread that reads a request runs it (see ``_Turns``).
+hold up the others; the thread that reads a request runs it, and the pool rings
+a bell only when no thread of the worker is at the pipe (see ``_Turns``).
 The worker ignores SIGINT (its parent decides when it stops) and ends when told
 to, or when its parent's end of the pipe closes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import mmap
 import os
 import pickle
+import select
 import signal
 import threading
 from collections import deque
@@ -37,9 +41,9 @@ from ..runtime._envelope import RUN_CONTEXT
 from ..runtime._internal import internals
 from ..runtime._runtime import Runtime
 from ..telemetry import _tracing
-from ._procwire import BadRequest, Frames, Request, decode, is_unicode
+from ._procwire import FLAG_BYTES, BadRequest, Frames, Request, decode, is_unicode
 
-__all__ = ["serve"]
+__all__ = ["IDLE_MS", "STANDBY_MS", "serve"]
 
 logger = logging.getLogger("glovebox")
 
@@ -50,38 +54,70 @@ def serve(
     threads: int,
     initializer: Callable[..., object] | None = None,
     initargs: tuple[Any, ...] = (),
+    *,
+    flag: Connection,
+    bell: Connection,
 ) -> None:
     """Run ``initializer(*initargs)``, then calls read from ``conn`` on a Runtime made from
-    ``options`` until told to stop."""
+    ``options`` until told to stop; ``flag`` (a descriptor of the pool's shared page) and
+    ``bell`` (the read end of its bell pipe) as :class:`_Turns` uses them."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if initializer is not None:
         initializer(*initargs)  # one that raises ends the worker before it is ready
+    page = mmap.mmap(flag.fileno(), FLAG_BYTES)  # (mmap keeps its own descriptor)
+    flag.close()
     with Runtime(**options) as runtime:
         conn.send(("ready", os.getpid()))
-        _Turns(runtime, conn, threads).serve()
+        _Turns(runtime, conn, threads, page, bell.fileno()).serve()
+
+
+#: How long an idle thread waits for the bell while calls run, before it takes the pipe anyway (ms).
+STANDBY_MS = 20
+#: The same when no call runs (a call that starts meanwhile is covered after this at most).
+IDLE_MS = 1000
 
 
 class _Turns:
-    """``threads + 1`` threads take turns at the pipe; the one that reads a request runs it.
+    """``threads + 1`` threads share the pipe; the one that reads a request runs it, and nobody is woken for it.
 
-    A thread holds ``reading`` while it waits on the pipe. It runs the request it
-    read itself (no hand-off to another thread) when fewer than ``threads`` calls
-    are running, and lets the next thread take its turn at the pipe; otherwise it
-    leaves the request in ``waiting`` and reads on (the pipe is always drained,
-    so the pool's writes never block), and the next thread to finish a call runs
-    it. Reading the stop message or the pipe's end stops the turns: requests read
-    before it still run, then every thread leaves.
+    One thread at a time holds ``reading``: it reads the pipe, and byte 0 of the
+    page shared with the pool is 1 while it holds it. A thread that reads a
+    request runs it when fewer than ``threads`` calls are running, letting go of
+    the pipe (byte 0 back to 0) without waking any other thread; otherwise it
+    leaves the request in ``waiting`` and reads on (the pipe is always drained
+    while a thread holds it), and the next thread to finish a call runs it. A
+    thread that finishes a call takes the pipe back before it sends its answer,
+    when nobody holds it, so the pool's next request finds a reader.
+
+    Idle threads take turns at ``standby``; the one holding it sleeps on the
+    pool's bell and a local nudge. The pool rings the bell when it writes a
+    request while byte 0 reads 0 (every thread is running a call), and the
+    woken thread takes the pipe. A reader that lets go of the pipe with bytes
+    still in it (a request written just before it let go) nudges the standby
+    thread itself; and the standby thread takes the pipe unrung after
+    :data:`STANDBY_MS` when it fell asleep with calls running (:data:`IDLE_MS`
+    when none ran), so no request waits longer on a ring lost to the two sides'
+    memory ordering. Reading the stop message or the pipe's end stops the
+    turns: requests read before it still run, then every thread leaves.
     """
 
-    def __init__(self, runtime: Runtime, conn: Connection, threads: int) -> None:
-        self.runtime, self.conn, self.threads = runtime, conn, threads
+    def __init__(self, runtime: Runtime, conn: Connection, threads: int, page: mmap.mmap, bell: int) -> None:
+        self.runtime, self.conn, self.threads, self.page = runtime, conn, threads, page
         self.frames = Frames(conn.fileno())
         self.reading = threading.Lock()
+        self.standby = threading.Lock()
         self.state = threading.Lock()
         self.send_lock = threading.Lock()
         self.waiting: deque[Request] = deque()
         self.running = 0
+        self.idle_threads = 0
         self.stopping = False
+        self.bell = bell
+        self.nudge = os.pipe()
+        os.set_blocking(self.nudge[1], False)
+        self.sleeper = select.poll()
+        self.sleeper.register(bell, select.POLLIN)
+        self.sleeper.register(self.nudge[0], select.POLLIN)
 
     def serve(self) -> None:
         """Take turns on this thread and ``threads`` others until told to stop."""
@@ -95,12 +131,29 @@ class _Turns:
             thread.join()
 
     def turns(self) -> None:
-        while (request := self.next()) is not None:
-            try:
-                _answer(self.runtime, self.conn, self.send_lock, request)
-            finally:
-                with self.state:
-                    self.running -= 1
+        request = self.next()
+        while request is not None:
+            request = self.run(request)
+
+    def run(self, request: Request) -> Request | None:
+        """Run ``request`` and answer it; then the request this thread runs next, or None to leave."""
+        try:
+            answer = _answer(self.runtime, request)
+        except BaseException:
+            with self.state:
+                self.running -= 1
+            raise
+        with self.state:
+            self.running -= 1
+            follow = self.waiting.popleft() if self.waiting and self.running < self.threads else None
+            self.running += follow is not None
+        held = follow is None and not self.stopping and self.reading.acquire(blocking=False)
+        if held:
+            self.page[0] = 1  # before the answer: the caller's next request finds a reader
+        _send_answer(self.conn, self.send_lock, request.call_id, answer)
+        if follow is not None:
+            return follow
+        return self.read_turn() if held else self.next()
 
     def next(self) -> Request | None:
         """The request this thread runs next (counted as running), or None to leave."""
@@ -109,15 +162,53 @@ class _Turns:
                 if self.waiting and self.running < self.threads:
                     self.running += 1
                     return self.waiting.popleft()
-            with self.reading:
-                request = self.read()
-                if request is None:
+                if self.stopping:
                     return None
+            if self.reading.acquire(blocking=False):
+                self.page[0] = 1
+                return self.read_turn()
+            self.idle()
+
+    def read_turn(self) -> Request | None:
+        """Read the pipe (``reading`` held) until a request can run; let go of the pipe; that request."""
+        request = None
+        try:
+            while (request := self.read()) is not None:
                 with self.state:
                     if self.running < self.threads:
                         self.running += 1
-                        return request
+                        break
                     self.waiting.append(request)
+        finally:
+            self.page[0] = 0
+            with self.state:  # (a lock: the flag is stored before the pipe is looked at below)
+                stopping = self.stopping
+            buffered = self.frames.buffered()  # (the buffer is only looked at with ``reading`` held)
+            self.reading.release()
+        if stopping or buffered or self.frames.readable():  # a request no ring announced, or the end
+            with contextlib.suppress(BlockingIOError):  # wake the standby thread (full: it is being woken)
+                os.write(self.nudge[1], b"\0")
+        return request
+
+    def idle(self) -> None:
+        """Sleep until the bell, a nudge, or (while calls run) :data:`STANDBY_MS`, one idle thread at a time."""
+        self._count_idle(+1)
+        try:
+            with self.standby:
+                if self.stopping:
+                    return
+                for fd, events in self.sleeper.poll(STANDBY_MS if self.running else IDLE_MS):
+                    if events & select.POLLIN:
+                        os.read(fd, 4096)
+                    elif fd == self.bell:  # the pool is gone (the pipe's end says so to the reader)
+                        self.sleeper.unregister(fd)
+        finally:
+            self._count_idle(-1)
+
+    def _count_idle(self, change: int) -> None:
+        with self.state:
+            self.idle_threads += change
+            self.page[1] = min(self.idle_threads, 255)  # (byte 1: for whoever watches the worker)
 
     def read(self) -> Request | None:
         """The next request on the pipe (skipping what is not one), or None once stopping."""
@@ -125,7 +216,7 @@ class _Turns:
             try:
                 data = self.frames.next()
             except (EOFError, OSError):
-                break  # the parent is gone: nobody will read an answer
+                break  # the parent is gone (or its stream broke): nobody will read an answer
             try:
                 request = decode(data)
             except BadRequest as exc:
@@ -140,7 +231,8 @@ class _Turns:
         return None
 
 
-def _answer(runtime: Runtime, conn: Connection, send_lock: threading.Lock, request: Request) -> None:
+def _answer(runtime: Runtime, request: Request) -> tuple[Any, ...]:
+    """The message that answers ``request``: ``("result", ...)``, or ``("failed", call_id)`` when the call raised."""
     call_id, name, principal, trace = request.call_id, request.name, request.principal, request.trace
     spans: list[Any] = []
     token = _tracing.attach_headers(trace) if trace else None
@@ -152,14 +244,17 @@ def _answer(runtime: Runtime, conn: Connection, send_lock: threading.Lock, reque
             result = internals(runtime).call_as(call_id, name, request.input, principal, spans)
         result.meta["worker_pid"] = os.getpid()
         recorded = _tracing.span_ids(spans[0]) if spans else None
-        answer: tuple[Any, ...] = ("result", call_id, result.to_dict(), recorded)
+        return ("result", call_id, result.to_dict(), recorded)
     except Exception:
         logger.exception("call %s raised in worker %d", call_id, os.getpid())
-        answer = ("failed", call_id)
+        return ("failed", call_id)
     finally:
         if run is not None:
             RUN_CONTEXT.reset(run)
         _tracing.detach(token)
+
+
+def _send_answer(conn: Connection, send_lock: threading.Lock, call_id: str, answer: tuple[Any, ...]) -> None:
     try:
         data = pickle.dumps(answer, pickle.HIGHEST_PROTOCOL)
         with send_lock:
