@@ -496,3 +496,20 @@ def test_a_lane_request_the_replica_cannot_read_answers_internal_error(deploymen
         answer = _raylane._read_frame(conn)
     assert answer is not None and answer.startswith(b"b") and b"not a JSON object" in answer
     assert deployment.call("echo", {"n": 1}).ok  # the replica goes on
+
+
+def test_a_lane_that_cannot_be_reached_sends_the_call_through_ray_once(deployment: RayRuntime) -> None:
+    replica = deployment.call("echo", {"n": 0}).meta["replica"]
+    about = ray.get(deployment.actor(replica).open_lane.remote())
+    before = about["answered"]
+    # The socket is gone (a temp cleaner removed it): no connection can be made, nothing is sent.
+    slot = next(slot for slot in deployment._slots if slot.replica_id == replica)  # noqa: SLF001
+    lane = slot.lane
+    assert lane is not None
+    lane.close()
+    slot.lane = _raylane.Lane(about["path"] + ".gone", about["token"])
+    answer = deployment.call("echo", {"n": 7})
+    assert answer.ok and answer.output == {"n": 7} and answer.meta["replica"] == replica, answer.to_dict()
+    assert ray.get(deployment.actor(replica).open_lane.remote())["answered"] == before  # Ray's path, not the lane
+    assert slot.lane is None  # and Ray's path from then on
+    assert deployment.call("echo", {"n": 8}).ok

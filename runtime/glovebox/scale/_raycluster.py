@@ -52,7 +52,7 @@ from ..runtime._runtime import Runtime
 from . import _procwire
 from ._front import FrontRuntime
 from ._procpool import lost_call
-from ._raylane import Lane, LaneLost, LaneRefused
+from ._raylane import Lane, LaneLost, LaneRefused, LaneUnreachable
 from ._rayreplica import Artifact, Replica, policy_digest
 
 __all__ = ["RayRuntime", "keep_trap_handlers"]
@@ -363,16 +363,23 @@ class RayRuntime(FrontRuntime):
 
         Raises:
             ActorDiedError: the lane broke because the replica died (Ray says so).
-            LaneLost: the lane broke with the replica alive (it is not used again).
+            LaneLost: the lane broke with the replica alive, once the request may have been sent (it
+                is not used again; a lane that could not be reached at all sends the call through Ray).
             LaneRefused: the replica could not read the request.
         """
         try:
             return lane.call(booked.data, booked.tool, booked.info.digest)
-        except LaneLost:
+        except LaneLost as lost:
             booked.slot.lane = None  # Ray's path from now on, whatever broke the lane
             lane.close()
             ray.get(booked.slot.actor.ready.remote(), timeout=CLOSE_TIMEOUT_S)  # ActorDiedError when dead
-            raise
+            if not isinstance(lost, LaneUnreachable):
+                raise
+        # The lane could not be reached and the replica lives: nothing was sent, so the call goes
+        # through Ray instead, once, under the same call id.
+        booked.lane = None
+        booked.ref = booked.slot.call_held.remote(booked.data, booked.tool, booked.info.digest)
+        return ray.get(booked.ref)
 
     async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
         """``call`` without blocking the event loop (the wait is on the replica's answer)."""

@@ -40,7 +40,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Lane", "LaneLost", "LaneRefused", "LaneServer"]
+__all__ = ["Lane", "LaneLost", "LaneRefused", "LaneServer", "LaneUnreachable"]
 
 logger = logging.getLogger("glovebox")
 
@@ -53,6 +53,10 @@ _ANSWER, _BAD = b"a", b"b"
 
 class LaneLost(ConnectionError):
     """The connection broke (or the replica closed it) before the call's answer came."""
+
+
+class LaneUnreachable(LaneLost):
+    """No connection to the lane could be made (its socket is gone, say): nothing was sent."""
 
 
 class LaneRefused(ValueError):
@@ -178,7 +182,7 @@ class Lane:
             conn.sendall(self._token)
         except OSError as exc:
             conn.close()
-            raise LaneLost(f"cannot reach the replica's lane: {exc}") from None
+            raise LaneUnreachable(f"cannot reach the replica's lane: {exc}") from None
         return conn
 
     def _give(self, conn: socket.socket) -> None:
