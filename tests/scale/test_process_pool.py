@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from glovebox.scale._procpool import _Pending
 
 from ..capabilities.test_http import QuietHandler
 from ..conftest import _free_port
+from .held import Held, holding
 
 BuildGuest = Callable[[str], Path]
 #: Fields that differ between two runs of the same call.
@@ -404,15 +404,8 @@ def test_a_caller_interrupted_while_it_reads_leaves_the_pool_working(home: Path,
 # -- the shared page, the bell and the framing ------------------------------------------------------------
 
 
-class _Held(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    gate: threading.Event
-    arrived: threading.Semaphore
-
-
 class _HoldHandler(QuietHandler):
-    server: _Held
+    server: Held
 
     def do_GET(self) -> None:
         self.server.arrived.release()
@@ -421,15 +414,9 @@ class _HoldHandler(QuietHandler):
 
 
 @pytest.fixture
-def held() -> Iterator[_Held]:
-    httpd = _Held(("127.0.0.1", 0), _HoldHandler)
-    httpd.gate, httpd.arrived = threading.Event(), threading.Semaphore(0)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.gate.set()
-    httpd.shutdown()
-    httpd.server_close()
+def held() -> Iterator[Held]:
+    with holding(_HoldHandler) as httpd:
+        yield httpd
 
 
 HOLD_POLICY = """
@@ -463,7 +450,7 @@ def _in_thread(call: Callable[[], glovebox.CallResult]) -> tuple[threading.Threa
 
 
 def test_a_request_sent_while_the_workers_reader_runs_a_call_rings_another_thread_in(
-    home: Path, held: _Held, build_guest: BuildGuest, tmp_path: Path
+    home: Path, held: Held, build_guest: BuildGuest, tmp_path: Path
 ) -> None:
     """The thread that read the held call runs it and leaves the pipe; only the bell brings the idle one."""
     port = held.server_address[1]

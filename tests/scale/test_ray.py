@@ -21,7 +21,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +37,7 @@ from glovebox.scale._rayreplica import Artifact  # noqa: E402
 
 from ..capabilities.test_http import QuietHandler  # noqa: E402
 from ..conftest import _free_port  # noqa: E402
+from .held import Held, holding  # noqa: E402
 
 BuildGuest = Callable[[str], Path]
 VOLATILE = {"call_id", "duration_ms", "worker_pid", "replica"}
@@ -64,15 +64,8 @@ grants:
 """
 
 
-class _Held(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    gate: threading.Event
-    arrived: threading.Semaphore
-
-
 class _Handler(QuietHandler):
-    server: _Held
+    server: Held
 
     def do_GET(self) -> None:
         if self.path == "/hold":
@@ -82,15 +75,9 @@ class _Handler(QuietHandler):
 
 
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[_Held]:
-    httpd = _Held(("127.0.0.1", 0), _Handler)
-    httpd.gate, httpd.arrived = threading.Event(), threading.Semaphore(0)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.gate.set()
-    httpd.shutdown()
-    httpd.server_close()
+def upstream() -> Iterator[Held]:
+    with holding(_Handler) as httpd:
+        yield httpd
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +100,7 @@ def cluster(references: list[dict[str, Any]]) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def homes(tmp_path_factory: pytest.TempPathFactory, build_guest: BuildGuest, upstream: _Held) -> dict[str, Path]:
+def homes(tmp_path_factory: pytest.TempPathFactory, build_guest: BuildGuest, upstream: Held) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("ray")
     policy = root / "policy.yaml"
     policy.write_text(POLICY.format(port=upstream.server_address[1]))
@@ -287,7 +274,7 @@ def test_a_policy_change_reaches_every_replica(deployment: RayRuntime, homes: di
     assert deployment.call("trap", {}, principal="ann").code == "guest_trap"
 
 
-def test_overloaded_at_the_bound(deployment: RayRuntime, upstream: _Held, homes: dict[str, Path]) -> None:
+def test_overloaded_at_the_bound(deployment: RayRuntime, upstream: Held, homes: dict[str, Path]) -> None:
     url = f"http://127.0.0.1:{upstream.server_address[1]}/hold"
     upstream.gate.clear()
     answers: list[glovebox.CallResult] = []
@@ -309,7 +296,7 @@ def test_overloaded_at_the_bound(deployment: RayRuntime, upstream: _Held, homes:
 
 
 def test_a_killed_replica_answers_internal_error_once_and_is_replaced(
-    deployment: RayRuntime, upstream: _Held, homes: dict[str, Path]
+    deployment: RayRuntime, upstream: Held, homes: dict[str, Path]
 ) -> None:
     base = f"http://127.0.0.1:{upstream.server_address[1]}"
     victim = deployment.call("hc", {"url": base + "/fast"}).meta["replica"]  # where hc runs while idle

@@ -34,8 +34,7 @@ def _call_export(func: Any, context: Any, text: str) -> tuple[bool, str]:
     """Lower ``text``, run the export (the GIL is released), lift its result."""
     params = (ffi.wasmtime_component_val_t * 1)()
     params[0].kind = ffi.WASMTIME_COMPONENT_STRING
-    data = text.encode("utf-8")
-    _byte_vec_new(byref(params[0].of.string), len(data), data)  # one copy, the GIL kept (see below)
+    params[0].of.string = ffi.str_to_capi(text)
     result = ffi.wasmtime_component_val_t()
     try:
         error = ffi.wasmtime_component_func_call(func, context, params, 1, byref(result), 1)
@@ -87,7 +86,6 @@ def _bind(name: str, restype: object, argtypes: list[object]) -> Any:
     return function
 
 
-_byte_vec_new = _bind("wasm_byte_vec_new", None, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p])
 _store_new = _bind("wasmtime_store_new", ctypes.POINTER(ffi.wasmtime_store_t), bindings._wasmtime_store_new.argtypes)
 _store_context = _bind(
     "wasmtime_store_context", ctypes.POINTER(ffi.wasmtime_context_t), [ctypes.POINTER(ffi.wasmtime_store_t)]
