@@ -254,7 +254,17 @@ def test_the_fold_process_holds_none_of_its_writers_inherited_descriptors(tmp_pa
         pipe = os.readlink(f"/proc/self/fd/{read}")  # pipe:[inode]
 
         def let_go() -> bool:  # it closes them as it starts; else a pool would wait on its worker's pipe forever
-            return pipe not in [os.readlink(link) for link in Path(f"/proc/{pid}/fd").iterdir()]
+            held = []
+            try:
+                links = list(Path(f"/proc/{pid}/fd").iterdir())
+            except FileNotFoundError:  # the folder has exited: it holds nothing
+                return True
+            for link in links:
+                try:
+                    held.append(os.readlink(link))
+                except FileNotFoundError:  # closed while it was being looked at
+                    continue
+            return pipe not in held
 
         eventually(let_go, "the folder closes the descriptors it inherited", timeout=30)
     finally:

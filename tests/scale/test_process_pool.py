@@ -469,9 +469,9 @@ def test_a_request_sent_while_the_workers_reader_runs_a_call_rings_another_threa
         _until(lambda: (page[0], page[1]) == (1, 2), "one thread at the pipe and two idle")
         holding, held_answer = _in_thread(lambda: pool.call("hold", {"url": f"http://127.0.0.1:{port}/hold"}))
         assert held.arrived.acquire(timeout=60)
-        # Its reader runs the held call, and nobody holds the pipe unrung (a thread nudged while the
-        # reader let go may look at the pipe for a moment, find nothing, and go back to sleep).
-        _until(lambda: page[:2] == b"\x00\x02", "the reader running the held call and two threads idle")
+        # Which idle thread takes the pipe next (the one the bell wakes, or one a nudge or its standby
+        # timer wakes) differs from machine to machine; what must hold is that the next request is
+        # answered while the held call still runs.
         echoing, echoed = _in_thread(lambda: pool.call("echo", {"n": 1}))
         echoing.join(30)  # the held call waits 60 s: an echo that needed it to end would still be waiting
         assert not echoing.is_alive(), "the echo waited for the held call: the bell did not ring"
