@@ -189,7 +189,7 @@ class RunHost:
             step = self.journal[end]
             if not _replayable(step):
                 break
-            answer = (step.result_text if step.kind != "call" else step.answer) or ""
+            answer = _recorded_answer(step) or ""
             lines += (step.kind, step.asked or "", answer)
             size += len(step.kind) + len(step.asked or "") + len(answer) + 3
             end += 1
@@ -204,12 +204,12 @@ class RunHost:
         seq = self.seq
         if seq < len(self.journal):
             same = self.journal[seq]
-            if same.asked == request and same.kind == kind and same.state == "done":
+            if same.asked == request and same.kind == kind:
                 # The same request, to the byte, as the program sent it when the step was made: its
                 # canonical form is the same too (a function of the kind and that text), so the step
                 # is answered as it was, with nothing parsed or encoded.
-                answer = same.result_text if kind != "call" else same.answer
-                if answer is not None and (kind != "call" or same.summary is not None):
+                answer = _recorded_answer(same)
+                if answer is not None:
                     self.seq += 1
                     self.replayed += 1
                     if same.summary is not None:
@@ -323,15 +323,21 @@ def _summary(envelope: dict[str, Any], *, replayed: bool) -> dict[str, Any]:
     }
 
 
+def _recorded_answer(step: RecordedStep) -> str | None:
+    """What the program was sent for ``step`` when a replay can answer it from its texts alone (done,
+    its request as sent kept, and for a tool call its answer and summary), else None."""
+    if step.state != "done" or step.asked is None:
+        return None
+    if step.kind != "call":
+        return step.result_text
+    return step.answer if step.summary is not None else None
+
+
 def _replayable(step: RecordedStep) -> bool:
-    """Whether the runner can replay ``step`` itself: done, with the texts it compares and is answered
-    (JSON without a line break: a chunk is lines)."""
-    if step.state != "done" or step.asked is None or "\n" in step.asked:
-        return False
-    answer = step.answer if step.kind == "call" else step.result_text
-    if answer is None or "\n" in answer:
-        return False
-    return step.kind != "call" or step.summary is not None
+    """Whether the runner can replay ``step`` itself: :func:`_recorded_answer` has its answer, and
+    neither text holds a line break (a chunk is lines)."""
+    answer = _recorded_answer(step)
+    return answer is not None and step.asked is not None and "\n" not in step.asked and "\n" not in answer
 
 
 def _diverged(seq: int, expected: str, asked: str) -> RunDiverged:
