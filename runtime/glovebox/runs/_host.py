@@ -58,25 +58,26 @@ _STOP = '{"stop": true}'
 #: How much of the journal one replay chunk hands the runner at most (at least one step).
 _CHUNK_STEPS = 256
 _CHUNK_BYTES = 256 * 1024
+
+
 #: JSON text as the journal holds it, and a request in the form steps are compared in (encoders made
 #: once: ``json.dumps`` with options builds a new encoder per call, a few microseconds per step).
-_plain = json.JSONEncoder(ensure_ascii=False).encode
-_plain_sorted = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
-_ascii = json.JSONEncoder().encode
-_ascii_sorted = json.JSONEncoder(sort_keys=True).encode
+def _storable(sort_keys: bool) -> Callable[[Any], str]:
+    """A JSON encoder writing characters as they are, except that a text holding a lone surrogate
+    (JavaScript strings may hold one, UTF-8 cannot) is written escaped, so the journal can store it."""
+    plain = json.JSONEncoder(ensure_ascii=False, sort_keys=sort_keys).encode
+    escaped = json.JSONEncoder(sort_keys=sort_keys).encode
+
+    def encode(value: Any) -> str:
+        text = plain(value)
+        return text if text.isascii() or _utf8(text) else escaped(value)
+
+    return encode
 
 
-def _text(value: Any) -> str:
-    """``value`` as JSON text, characters as they are; a lone surrogate (JavaScript strings may hold
-    one, UTF-8 cannot) is written escaped, with the rest of the text, so the journal can store it."""
-    text = _plain(value)
-    return text if text.isascii() or _utf8(text) else _ascii(value)
-
-
-def _canonical(value: Any) -> str:
-    """``value`` as a request is compared: :func:`_text` with sorted keys."""
-    text = _plain_sorted(value)
-    return text if text.isascii() or _utf8(text) else _ascii_sorted(value)
+#: JSON text as the journal holds it, and a request in the form steps are compared in (sorted keys).
+_text = _storable(sort_keys=False)
+_canonical = _storable(sort_keys=True)
 
 
 def _utf8(text: str) -> bool:
