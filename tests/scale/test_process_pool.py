@@ -30,7 +30,7 @@ import mcp_types
 import pytest
 
 import glovebox
-from glovebox.scale import _procwire
+from glovebox.scale import _procwire, _procworker
 from glovebox.scale._procpool import _Pending
 
 from ..capabilities.test_http import QuietHandler
@@ -382,7 +382,8 @@ def _interrupt(signum: int, frame: object) -> None:
 @pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs setitimer")
 def test_a_caller_interrupted_while_it_reads_leaves_the_pool_working(home: Path, build_guest: BuildGuest) -> None:
     with glovebox.Runtime(home=home) as rt:
-        rt.register(build_guest("loop_forever"), {"name": "loop", "limits": {"timeout_ms": 1500, "fuel": 10**10}})
+        # (10**10 fuel, the most a manifest may ask, lasts this loop ~1.4 s here: the deadline must come first)
+        rt.register(build_guest("loop_forever"), {"name": "loop", "limits": {"timeout_ms": 800, "fuel": 10**10}})
     with glovebox.ProcessPool(processes=1, home=home) as pool:
         assert pool.call("echo", {"n": 1}).ok  # warm: the interrupted call is waiting on the pipe, not the start
         previous = signal.signal(signal.SIGALRM, _interrupt)
@@ -572,6 +573,31 @@ def test_a_worker_whose_initializer_raises_answers_internal_error_and_is_replace
         second = pool.call("echo", {"n": 2})
         assert second.code == "internal_error" and second.meta["worker_pid"] != first.meta["worker_pid"]
     [row] = _audit_rows(home, first.meta["call_id"])
+    assert row["outcome"] == "internal_error" and row["principal"] == "ann"
+
+
+def _turns_fail() -> None:
+    """A worker ``initializer`` that breaks the worker's turn-taking (not a call): the question a
+    reader asks as it lets go of the pipe raises, as a shared ``select.poll`` once did."""
+    from glovebox.scale import _procwire
+
+    def readable(self: _procwire.Frames) -> bool:
+        raise RuntimeError("concurrent poll() invocation")
+
+    _procwire.Frames.readable = readable  # type: ignore[method-assign]
+
+
+def test_a_worker_whose_turns_fail_ends_and_its_call_answers_internal_error_instead_of_waiting(home: Path) -> None:
+    """The thread that read the call dies holding it: the worker ends rather than leave its caller waiting."""
+    with glovebox.ProcessPool(processes=1, home=home, initializer=_turns_fail) as pool:
+        [worker] = pool._workers
+        result = pool.call("echo", {"n": 1}, principal="ann")
+        assert result.code == "internal_error" and result.error is not None and result.error.retryable
+        victim = result.meta["worker_pid"]
+        assert result.error.details == {"call_id": result.meta["call_id"], "worker_pid": victim}
+        _until(lambda: len(pool.pids) == 1 and victim not in pool.pids, "a replacement worker")
+        assert worker.process.exitcode == _procworker.EXIT_TURN_FAILED
+    [row] = _audit_rows(home, result.meta["call_id"])
     assert row["outcome"] == "internal_error" and row["principal"] == "ann"
 
 

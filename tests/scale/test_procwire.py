@@ -150,3 +150,28 @@ def test_buffered_and_readable_say_what_the_next_read_meets(pipe: tuple[int, int
     assert frames.buffered()  # a header that cannot be one is left for the reader to meet, not raised here
     with pytest.raises(BadFrame):
         frames.next()
+
+
+def test_readable_may_be_asked_by_many_threads_at_once(pipe: tuple[int, int]) -> None:
+    """A worker's threads ask as they let go of the pipe, in parallel: no question may raise
+    (a ``select.poll`` object refuses a second ``poll()`` while one runs, and the thread
+    that met that refusal used to die holding a request it had read)."""
+    read, write = pipe
+    frames = Frames(read)
+    os.write(write, b"\0")  # readable from the start: each answer is True
+    failures: list[BaseException] = []
+    answers: list[bool] = []
+
+    def ask() -> None:
+        try:
+            answers.extend(frames.readable() for _ in range(20_000))
+        except BaseException as exc:  # noqa: BLE001 - the failure is the finding
+            failures.append(exc)
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert len(answers) == 160_000 and all(answers)

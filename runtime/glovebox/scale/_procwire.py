@@ -225,8 +225,6 @@ class Frames:
     def __init__(self, fd: int) -> None:
         self._fd = fd
         self._buffer = bytearray()
-        self._poll = select.poll()
-        self._poll.register(fd, select.POLLIN)
 
     def next(self) -> bytes:
         """The next message.
@@ -260,8 +258,14 @@ class Frames:
         return size >= 0 and len(self._buffer) >= start + size
 
     def readable(self) -> bool:
-        """Whether the descriptor has bytes, or its end, to read (any thread may ask)."""
-        return bool(self._poll.poll(0))
+        """Whether the descriptor has bytes, or its end, to read (any thread may ask, at once).
+
+        A ``select.poll`` object refuses a second ``poll()`` while one runs
+        (``RuntimeError``), so each question gets its own (half a microsecond).
+        """
+        poll = select.poll()
+        poll.register(self._fd, select.POLLIN)
+        return bool(poll.poll(0))
 
     def _frame(self) -> tuple[int, int]:
         """The length of the buffered message and where it starts (``-1`` while the header is incomplete)."""

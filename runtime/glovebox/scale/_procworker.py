@@ -19,7 +19,10 @@ Calls run on ``threads`` threads, so one call waiting on an upstream does not
 hold up the others; the thread that reads a request runs it, and the pool rings
 a bell only when no thread of the worker is at the pipe (see ``_Turns``).
 The worker ignores SIGINT (its parent decides when it stops) and ends when told
-to, or when its parent's end of the pipe closes.
+to, or when its parent's end of the pipe closes; a thread whose turn-taking
+fails (a bug here, not a call: a call's exception is answered) ends the whole
+worker with :data:`EXIT_TURN_FAILED`, since a request that thread read would
+otherwise wait for good, and the pool replaces it as it replaces a killed one.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from ..runtime._runtime import Runtime
 from ..telemetry import _tracing
 from ._procwire import FLAG_BYTES, BadRequest, Frames, Request, decode, is_unicode
 
-__all__ = ["IDLE_MS", "STANDBY_MS", "serve"]
+__all__ = ["EXIT_TURN_FAILED", "IDLE_MS", "STANDBY_MS", "serve"]
 
 logger = logging.getLogger("glovebox")
 
@@ -71,6 +74,8 @@ def serve(
         _Turns(runtime, conn, threads, page, bell.fileno()).serve()
 
 
+#: The exit code of a worker whose turns failed (``os._exit``: no thread may go on holding a request).
+EXIT_TURN_FAILED = 70
 #: How long an idle thread waits for the bell while calls run, before it takes the pipe anyway (ms).
 STANDBY_MS = 20
 #: The same when no call runs (a call that starts meanwhile is covered after this at most).
@@ -131,9 +136,16 @@ class _Turns:
             thread.join()
 
     def turns(self) -> None:
-        request = self.next()
-        while request is not None:
-            request = self.run(request)
+        try:
+            request = self.next()
+            while request is not None:
+                request = self.run(request)
+        except BaseException:  # the turns' own bookkeeping failed (what a call raises, ``_answer`` catches)
+            # This thread may hold a request it read, counted as running, that no other thread
+            # will ever run or answer: its caller would wait for good. The worker ends instead,
+            # and the pool answers its calls ``internal_error`` (audited once) and replaces it.
+            logger.critical("worker %d stops: a thread taking turns at its pipe failed", os.getpid(), exc_info=True)
+            os._exit(EXIT_TURN_FAILED)
 
     def run(self, request: Request) -> Request | None:
         """Run ``request`` and answer it; then the request this thread runs next, or None to leave."""
