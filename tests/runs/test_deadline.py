@@ -116,3 +116,21 @@ def test_on_a_process_pool_the_deadline_crosses_to_the_worker(slow_home: tuple[P
         result = check_cut_short(pool, sleeper)
         (step,) = pool.runs.journal(result.run_id)
         assert step.result["meta"]["worker_pid"] > 0, "the nested call ran on a worker"
+
+
+def test_the_runners_first_build_does_not_count_against_the_first_runs_deadline(rt: glovebox.Runtime) -> None:
+    """The runner is built on the first run (a compile of tens of seconds on a cold cache): the run's
+    deadline, and so its nested calls', starts once it is built, as does the lease's clock."""
+    short_deadline(rt)
+    runner = rt.runs.runner
+    build = runner._component
+
+    def slow_build() -> Any:
+        time.sleep(RUN_TIMEOUT_MS / 1000 + 0.5)  # a build that outlasts the whole of the run's deadline
+        return build()
+
+    runner._component = slow_build
+    program = 'export default async function (i, tools) { return (await tools.calc({ expression: "6 * 7" })).value; }'
+    result = rt.run(program, principal="agent", lang="js")
+    assert result.status == "done" and result.output == 42, result.to_dict()
+    assert [call["code"] for call in result.calls] == [None], result.calls

@@ -172,11 +172,12 @@ class Runner:
             check_value(input)
         except JsonRejected as exc:
             raise InvalidInput(f"the run's input breaks the JSON rules: {exc}") from exc
+        component = self._component()  # (built on first use: before the run exists, its lease or deadline)
         lease, call_id = self._lease(), uuid.uuid4().hex
         run_id = self.store.create(principal, lang, source, script, input, lease=lease, call_id=call_id)
         record = self.store.get(run_id)
         assert record is not None
-        return self._attempt(record, lease, call_id, by=principal, previous=None)
+        return self._attempt(record, component, lease, call_id, by=principal, previous=None)
 
     def refuse(self, principal: str, error: CallError, *, source: str, input: Any) -> RunResult:
         """A run refused before it existed (a quota): ``failed`` with ``error``, and its audit row."""
@@ -200,6 +201,7 @@ class Runner:
         if record.status in FINISHED:
             return self.result_of(record)
         who = by or record.principal
+        component = self._component()  # (built on first use: before the claim starts the lease's clock)
         lease, call_id = self._lease(), uuid.uuid4().hex
         claimed = self.store.claim(run_id, ("paused", "running"), lease=lease, by=who, call_id=call_id)
         if claimed is None and (dead := _dead_holder(seen := self._get(run_id))) is not None:
@@ -212,7 +214,7 @@ class Runner:
             return self.result_of(current)  # finished meanwhile
         if record.status == "running":  # its last attempt never ended: it died, or stalled past its lease
             self._abandoned(record, claimed, call_id)
-        return self._attempt(claimed, lease, call_id, by=who, previous=record.attempt_call_id)
+        return self._attempt(claimed, component, lease, call_id, by=who, previous=record.attempt_call_id)
 
     def _abandoned(self, seen: RunRecord, claimed: RunRecord, call_id: str) -> None:
         """Write the row of the attempt this resume took the run over from (``seen``: the run as it
@@ -301,7 +303,9 @@ class Runner:
             raise ValueError(f"no run {run_id!r} in this home")
         return record
 
-    def _attempt(self, record: RunRecord, lease: Lease, call_id: str, *, by: str, previous: str | None) -> RunResult:
+    def _attempt(
+        self, record: RunRecord, component: Component, lease: Lease, call_id: str, *, by: str, previous: str | None
+    ) -> RunResult:
         started = time.perf_counter()
         journal = self.store.recorded_steps(record.run_id)
         leased = _LeasedStore(self.store, lease.owner)
@@ -316,7 +320,7 @@ class Runner:
             "replay": host.replayable,
         }
         with self._heartbeats.hold(record.run_id, lease, leased.lose):
-            outcome = self._sandbox().run(self._component(), json.dumps(request), self.limits, host_calls=host)
+            outcome = self._sandbox().run(component, json.dumps(request), self.limits, host_calls=host)
         status, output, error = _ending(host, outcome.output_text, outcome.error)
         meta: dict[str, Any] = {
             "principal": record.principal,

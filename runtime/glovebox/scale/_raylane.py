@@ -104,7 +104,7 @@ class LaneServer:
         self._closed = False
         self._conns: set[socket.socket] = set()
         self._lock = threading.Lock()
-        #: Calls answered on the lane so far.
+        #: Calls answered on the lane so far (counted as each answer is about to be sent).
         self.answered = 0
         threading.Thread(target=self._accept, name="glovebox-lane", daemon=True).start()
 
@@ -138,9 +138,9 @@ class LaneServer:
                 except Exception:  # as a Ray task's exception would be: this call fails, the lane goes on
                     logger.exception("a call on the lane raised")
                     answer = _BAD + b"the replica raised while answering the call"
-                conn.sendall(_frames(answer))
-                with self._lock:
+                with self._lock:  # counted before it is sent: whoever reads the answer may ask the count next
                     self.answered += 1
+                conn.sendall(_frames(answer))
         except (OSError, UnicodeDecodeError) as exc:
             logger.warning("a lane connection ended: %s", exc)
         finally:
