@@ -228,7 +228,11 @@ def _switches(pid: int | str) -> int:
     """Context switches (voluntary and not) of every thread of process ``pid`` so far."""
     total = 0
     for status in Path(f"/proc/{pid}/task").glob("*/status"):
-        for line in status.read_text().splitlines():
+        try:
+            text = status.read_text()
+        except (FileNotFoundError, ProcessLookupError):  # a thread that ended while the tasks were listed
+            continue
+        for line in text.splitlines():
             if "ctxt_switches:" in line:
                 total += int(line.split()[1])
     return total
