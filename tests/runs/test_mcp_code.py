@@ -72,3 +72,35 @@ async def test_execute_search_and_resume_over_stdio(run_home: tuple[Path, Path],
     async with client(home, policy, "outsider") as other:
         refused = await other.call_tool("resume", {"run_id": run["run_id"]})
         assert refused.is_error and "no run" in envelope(refused)["error"]["message"]
+
+
+#: 300 nested calls (more than one replay chunk of 256 steps), then one that waits for approval.
+LONG_THEN_PAUSE = """export default async function (i, tools) {
+  let total = 0;
+  for (let k = 0; k < 300; k++) total += (await tools.calc({ expression: `${k} + 1` })).value;
+  const fetched = await tools.call("hc-approve", { url: i.url });
+  return [total, fetched.status];
+}"""
+
+
+async def test_resume_over_mcp_replays_past_a_chunk_and_runs_no_step_twice(
+    run_home: tuple[Path, Path], upstream: HitCounter
+) -> None:
+    """The MCP ``resume`` tool takes the runner's chunked replay: 300 recorded calls come back from the
+    journal (more than one chunk), none runs again, and the approved call runs once."""
+    home, policy = run_home
+    async with client(home, policy, "agent") as session:
+        paused = await session.call_tool("execute", {"code": LONG_THEN_PAUSE, "input": {"url": upstream.url("/q")}})
+        run = envelope(paused)
+        assert paused.is_error and run["status"] == "paused", run
+        with glovebox.Runtime(home=home, policy=policy) as rt:
+            rt.approve(run["error"]["details"]["approval_id"], principal="admin")
+        resumed = await session.call_tool("resume", {"run_id": run["run_id"]})
+        done = envelope(resumed)
+        assert not resumed.is_error and done["output"] == [sum(range(1, 301)), "ok"], done
+        meta = done["meta"]
+        assert (meta["replayed"], meta["steps"], meta["attempts"]) == (300, 301, 2), meta  # the approved call live
+    assert upstream.hits == {"/q": 1}
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        tools = [row["tool"].partition("@")[0] for row in rt.audit.records()]  # (rows name tool@version)
+    assert tools.count("calc") == 300, "a replayed step ran its tool again"
