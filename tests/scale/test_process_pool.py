@@ -440,8 +440,6 @@ grants:
 
 def _only_the_bell_wakes() -> None:
     """A worker initializer: its idle thread never takes the pipe unrung (no standby timeout)."""
-    from glovebox.scale import _procworker
-
     _procworker.STANDBY_MS = _procworker.IDLE_MS = 3_600_000
 
 
@@ -585,7 +583,6 @@ def test_a_worker_whose_initializer_raises_answers_internal_error_and_is_replace
 def _turns_fail() -> None:
     """A worker ``initializer`` that breaks the worker's turn-taking (not a call): the question a
     reader asks as it lets go of the pipe raises, as a shared ``select.poll`` once did."""
-    from glovebox.scale import _procwire
 
     def readable(self: _procwire.Frames) -> bool:
         raise RuntimeError("concurrent poll() invocation")
