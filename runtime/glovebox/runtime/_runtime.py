@@ -8,51 +8,40 @@ import functools
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
-
-from wasmtime.component import Component
 
 from ..audit._log import AuditLog
-from ..audit._row import bare_row
 from ..core import _settings
-from ..core._errors import CallError, CallTimeout, InvalidInput, InvalidOutput, Overloaded, ToolNotFound
-from ..core._jsonlimits import JsonRejected, checked_text, escape_surrogates
-from ..core._jsonlimits import loads as loads_json
+from ..core._errors import Overloaded
 from ..engine._settings import EngineSettings
-from ..guards import BreakerBoard, BreakerState, HostBreakers
-from ..model._grants import Grants, GrantsSource, load_grants
+from ..guards import BreakerBoard, BreakerState
+from ..model._grants import GrantsSource, load_grants
 from ..model._result import CallResult, ToolInfo
 from ..policy import Approval, Decision, Policy
-from ..policy._guards import Breaker
 from ..registry._compiled import CompiledCache
 from ..registry._keyring import Keyring
 from ..registry._registration import ManifestSource, Registrar, resolve_manifest
 from ..registry._registry import Registry
 from ..runs._result import RunResult
-from ..sandbox._compute import DEFAULT_MAX_RUNNING, ComputeSlots, waiting
+from ..sandbox._compute import DEFAULT_MAX_RUNNING, ComputeSlots
 from ..sandbox._sandbox import Sandbox
-from ..schema._schemas import SchemaCheck, encode_input, sized_input
-from ..telemetry import _tracing
-from ..telemetry._tracing import TracedCall, Tracing, step
-from . import _coderun
+from ..telemetry._tracing import TracedCall, Tracing
+from . import _coderun, handlers
 from ._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED, Admission, mapping_bound
-from ._checks import OutputChecks
-from ._envelope import RUN_CONTEXT, failure, new_call_id, new_meta
-from ._gate import CallTrace, PolicyGate, input_digest
-from ._retry import Attempts
+from ._call import Call, Handler, compose
+from ._gate import CallTrace, PolicyGate
+from ._record import AuditRecorder
 from ._wasmparts import WasmParts
+from .executors import Executor, Executors, McpRemoteExecutor, WasmExecutor
+from .handlers._admission import refused
+from .handlers._resolve import not_found_message
+from .handlers._validate import SchemaCache
 
 if TYPE_CHECKING:
     import httpx
-
-    from ..capabilities._fetch import HttpCapability
-    from ..capabilities._sql import SqlCapability
-    from ..sandbox._callstate import CallState
 
 __all__ = ["Runtime", "load_grants", "resolve_manifest"]
 
@@ -93,6 +82,10 @@ class Runtime:
         max_running: admitted calls that run Python or wasm at once (default
             two per core); a call gives its compute slot up while it waits on
             the network and takes it back in arrival order (see ``glovebox.sandbox._compute``).
+        executor: what runs each admitted call's tool (see ``glovebox.runtime.executors``);
+            default: a fresh wasm sandbox in this process (and a remote MCP server's
+            tool proxied to it). Tests of everything around the sandbox pass a
+            ``FakeExecutor``: every call still goes through the whole chain.
         tracer_provider: the OpenTelemetry ``TracerProvider`` whose tracer makes
             the call spans; default: the global provider, looked up per call, so
             one configured later takes effect (with none configured, or without
@@ -119,6 +112,7 @@ class Runtime:
         max_queued: int = DEFAULT_MAX_QUEUED,
         tracer_provider: Any = None,
         max_running: int = DEFAULT_MAX_RUNNING,
+        executor: Executor | None = None,
     ):
         if engine is not None and not isinstance(engine, EngineSettings):
             raise TypeError(f"engine must be an EngineSettings, not {type(engine).__name__}")
@@ -134,7 +128,6 @@ class Runtime:
         self.policy_path = self._gate.path
         self._policy_given = policy is not None
         self._audit = AuditLog(self.home)
-        self._transport = transport
         self._registry = Registry(self.home)
         bound = self._admission.max_in_flight
         self.engine_settings = engine if engine is not None else EngineSettings().sized_for(bound)
@@ -144,14 +137,17 @@ class Runtime:
         self.require_signatures = (
             require_signatures if require_signatures is not None else _settings.require_signatures()
         )
-        self._validators: dict[tuple[str, str, str], SchemaCheck] = {}
         self._board: BreakerBoard | None = None
-        self._output_checks: dict[tuple[str, str, str], OutputChecks] = {}
         self._lock = threading.Lock()
-        self._executor: ThreadPoolExecutor | None = None
+        self._threads: ThreadPoolExecutor | None = None
         self._runs: _coderun.Runs | None = None
         self._runs_call: _coderun.NestedCall | None = None  # a scale-out backend's call path (internals)
         self._closed = False
+        self._recorder = AuditRecorder(self._audit)
+        self._wasm_executor = WasmExecutor(self._wasm, self._gate, self._breakers, transport)
+        remote = McpRemoteExecutor(self._registry, self._breakers)
+        self._executors = Executors(executor or self._wasm_executor, {} if executor else {"mcp-remote": remote})
+        self._build_chain(self._executors)
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -171,9 +167,10 @@ class Runtime:
                 return
             self._closed = True
         with self._lock:
-            executor = self._executor
-        if executor is not None:
-            executor.shutdown(wait=True)
+            threads = self._threads
+        if threads is not None:
+            threads.shutdown(wait=True)
+        self._executors.close()
         if self._wasm_parts is not None:
             self._wasm_parts.release()
         self._registry.close()
@@ -219,6 +216,10 @@ class Runtime:
     @property
     def _compiled(self) -> CompiledCache:
         return self._wasm().compiled
+
+    def _component(self, info: ToolInfo) -> Any:
+        """The compiled component of ``info`` (for the benchmarks' bare-sandbox figures)."""
+        return self._compiled.get(info.digest)
 
     @property
     def _registrar(self) -> Registrar:
@@ -493,7 +494,7 @@ class Runtime:
             with self._lock:
                 self._check_open()
                 if self._runs is None:
-                    self._runs = _coderun.Runs(self, _not_found_message, call=self._runs_call)
+                    self._runs = _coderun.Runs(self, not_found_message, call=self._runs_call)
                 runs = self._runs
         return runs
 
@@ -516,7 +517,10 @@ class Runtime:
             TypeError: ``name`` is not a str, or ``principal`` is neither a str nor None (misuse).
             ValueError: the Runtime is closed.
         """
-        return self._call_as(new_call_id(), name, input, principal)
+        self._check_open()
+        _check_name(name)
+        _check_principal(principal)
+        return self._chain(Call(name, input, principal))
 
     def _call_as(
         self, call_id: str, name: str, input: Any, principal: str | None, spans: list[Any] | None = None
@@ -526,120 +530,11 @@ class Runtime:
         self._check_open()
         _check_name(name)
         _check_principal(principal)
-        with TracedCall(self._tracing.tracer()) as traced:
-            result = traced.finish(self._enter(call_id, name, input, principal, traced.tracer))
-        if spans is not None and traced.span is not None:
-            spans.append(traced.span)
-        return result
-
-    def _enter(self, call_id: str, name: str, input: Any, principal: str | None, tracer: Any) -> CallResult:
-        try:
-            self._admission.enter()
-        except Overloaded as refusal:
-            return self._refuse(name, input, principal, refusal, call_id)
-        return self._admitted(name, input, principal, call_id, tracer)
-
-    def _admitted(
-        self, name: str, input: Any, principal: str | None, call_id: str | None = None, tracer: Any = None
-    ) -> CallResult:
-        """Run a call that holds an admission slot, and give the slot back."""
-        started = time.perf_counter()
-        running = self._compute.enter()
-        try:
-            return self._attempts(name, input, principal, started, call_id, tracer)
-        finally:
-            self._compute.leave(running)
-            self._admission.leave(time.perf_counter() - started)
-
-    def _attempts(
-        self, name: str, input: Any, principal: str | None, started: float, call_id: str | None, tracer: Any
-    ) -> CallResult:
-        """Run the call, and again while the policy's retries say so, then its fallbacks while they
-        answer a retryable failure (see ``glovebox.runtime._retry``)."""
-        attempts = Attempts(started, run_deadline=_run_deadline())
-        result = self._retried(name, input, principal, started, attempts, call_id, tracer)
-        for route in attempts.routes(result):
-            attempts = attempts.routed(result)
-            result = self._retried(route, input, principal, time.perf_counter(), attempts, None, tracer)
-            if not attempts.moves_on(result):
-                break
-        return result
-
-    def _retried(
-        self,
-        name: str,
-        input: Any,
-        principal: str | None,
-        started: float,
-        attempts: Attempts,
-        call_id: str | None,
-        tracer: Any,
-    ) -> CallResult:
-        result = self._run(name, input, principal, started, attempts, call_id, tracer)
-        while (wait_s := attempts.next_wait(result)) is not None:
-            with waiting():  # a backoff holds no compute slot
-                time.sleep(wait_s)
-            result = self._run(name, input, principal, time.perf_counter(), attempts, None, tracer)
-        return result
-
-    def _refuse(
-        self, name: str, input: Any, principal: str | None, refusal: Overloaded, call_id: str | None = None
-    ) -> CallResult:
-        """The result (and audit row) of a call refused at admission."""
-        return self._record(failure(refusal, new_meta(name, principal, call_id)), input, CallTrace())
-
-    def _run(
-        self,
-        name: str,
-        input: Any,
-        principal: str | None,
-        started: float,
-        attempts: Attempts,
-        call_id: str | None = None,
-        tracer: Any = None,
-    ) -> CallResult:
-        meta = new_meta(name, principal, call_id)
-        trace = CallTrace()
-        try:
-            encoded = _admissible(name, meta["principal"] if principal is None else principal, input)
-            output = self._call(name, input, meta, trace, attempts, tracer, encoded)
-            result = CallResult(ok=True, output=output, meta=meta)
-        except CallTimeout as error:  # the run's deadline may have cut it short: it says so
-            result = failure(attempts.run_timeout(error), meta)
-        except Exception as error:
-            result = failure(error, meta)
-        finally:
-            self._gate.settle(trace, meta["fuel_used"])
-        attempts.note(trace.guards)
-        if trace.breaker is not None:
-            self._report(trace.breaker, result)
-        if tracer is not None and trace.decision is not None:
-            _tracing.note_decision(trace.decision)
-        meta["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
-        return self._record(result, input, trace)
-
-    def _report(self, breaker: tuple[str, Breaker], result: CallResult) -> None:
-        """Tell the tool's breaker how the call went: a success, a failure it counts, or neither."""
-        name, settings = breaker
-        if result.ok:
-            self._breakers().record("tool", name, settings, failed=False)
-        elif result.code in settings.count:
-            self._breakers().record("tool", name, settings, failed=True)
+        return self._chain(Call(name, input, principal, call_id, spans=spans))
 
     def _record(self, result: CallResult, value: Any, trace: CallTrace) -> CallResult:
         """Commit the audit record; a call that cannot be audited fails closed."""
-        try:
-            self._audit.append(trace.record(result, value))
-        except Exception as error:
-            call_id = result.meta["call_id"]
-            logger.error("cannot write the audit record of call %s", call_id)
-            failed = failure(error, result.meta)
-            try:  # the call still leaves its row: the bare facts, marked as cut
-                self._audit.append(bare_row(failed, input_digest=trace.input_digest, decision=trace.decision))
-            except Exception:
-                logger.exception("cannot write even the bare audit record of call %s", call_id)
-            return failed
-        return result
+        return self._recorder.record(result, value, trace)
 
     async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
         """``call`` for a coroutine: admitted, then run on a thread of its own.
@@ -652,19 +547,19 @@ class Runtime:
         _check_name(name)
         _check_principal(principal)
         with TracedCall(self._tracing.tracer()) as traced:
-            return traced.finish(await self._aenter(name, input, principal, traced.tracer))
+            call = Call(name, input, principal, tracer=traced.tracer)
+            return traced.finish(await self._aenter(call))
 
-    async def _aenter(self, name: str, input: Any, principal: str | None, tracer: Any) -> CallResult:
+    async def _aenter(self, call: Call) -> CallResult:
         import asyncio  # imported here to keep `import glovebox` light
 
         try:
             await self._admission.aenter()
         except Overloaded as refusal:
-            return await asyncio.to_thread(self._refuse, name, input, principal, refusal)
-        job_args = (name, input, principal, None, tracer)
-        run: Callable[[], CallResult] = functools.partial(self._admitted, *job_args)
-        if tracer is not None:  # the worker thread runs in this coroutine's context: the call span is current
-            run = functools.partial(contextvars.copy_context().run, self._admitted, *job_args)
+            return await asyncio.to_thread(refused, self._recorder, call, refusal)
+        run: Callable[[], CallResult] = functools.partial(self._admitted, call)
+        if call.tracer is not None:  # the worker thread runs in this coroutine's context: the call span is current
+            run = functools.partial(contextvars.copy_context().run, self._admitted, call)
         try:
             job = self._pool().submit(run)
         except BaseException:  # closed meanwhile
@@ -691,251 +586,36 @@ class Runtime:
     def _pool(self) -> ThreadPoolExecutor:
         with self._lock:
             self._check_open()
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(
+            if self._threads is None:
+                self._threads = ThreadPoolExecutor(
                     max_workers=self._admission.max_in_flight, thread_name_prefix="glovebox"
                 )
-            return self._executor
+            return self._threads
 
-    def _call(
-        self,
-        name: str,
-        value: Any,
-        meta: dict[str, Any],
-        trace: CallTrace,
-        attempts: Attempts,
-        tracer: Any = None,
-        encoded: tuple[str, int] | None = None,
-    ) -> Any:
-        """The steps of an admitted call: resolve, the policy's decision, the input's checks,
-        the run (a sandbox, or the remote server of a ``mcp-remote`` tool), the output's checks.
+    def _build_chain(self, executors: Executors) -> None:
+        """The call pipeline, in the order a call meets it (see ``glovebox.runtime.handlers``).
 
-        ``encoded`` is the input's JSON text and UTF-8 size as ``_admissible`` made them (None: made here)."""
-        info = self._resolve_step(name, value, meta, trace)
-        attempts.check_run()
-        decision = attempts.begin(self._policy_step(info, meta, trace, tracer), meta)
-        breaker = decision.guards.breaker
-        if breaker is not None:
-            self._breaker_step(info, breaker, trace)
-        input_text = self._input_step(info, value, tracer, encoded)
-        self._gate.spend_approval(trace, info, meta["principal"], decision)
-        if info.kind == "mcp-remote":
-            text = self._call_remote(info, value, decision, meta)
-        else:
-            text = self._sandbox_step(info, input_text, decision, meta, tracer, trace)
-        output = self._decode_output(info, text, tracer)
-        if decision.guards.checks is not None or info.manifest.checks is not None:
-            self._check_step(info, decision, value, output, text, meta, attempts, tracer)
-        return output
-
-    def _check_step(
-        self,
-        info: ToolInfo,
-        decision: Decision,
-        value: Any,
-        output: Any,
-        text: str,
-        meta: dict[str, Any],
-        attempts: Attempts,
-        tracer: Any,
-    ) -> None:
-        """The policy's and the manifest's output checks (see ``glovebox.runtime._checks``);
-        a failure raises ``EvaluationFailed``."""
-        checks, declared = decision.guards.checks, info.manifest.checks
-        key = (info.digest, info.name, "checks")
-        kept = self._output_checks.get(key)
-        if kept is None or not kept.kept_for(checks, declared):
-            kept = self._output_checks[key] = OutputChecks(checks, declared)
-        scrubber = None
-        secrets = self._grants_for(decision).secrets
-        if kept.secrets and secrets:
-            from ..capabilities._secrets import Scrubber, load_secrets
-
-            scrubber = Scrubber(load_secrets(secrets))
-        judge = functools.partial(self._judge, meta["principal"], attempts.deadline, tracer)
-        kept.evaluate(output, text, scrubber, meta, judge, {"tool": info.name, "input": value})
-
-    def _judge(
-        self, principal: str, deadline: float | None, tracer: Any, name: str, payload: dict[str, Any]
-    ) -> CallResult:
-        """An evaluator tool's call: a fresh sandbox and audit row, same principal, inside the judged deadline."""
-        now = time.perf_counter()
-        return self._run(name, payload, principal, now, Attempts(now, within=deadline), None, tracer)
-
-    def _resolve_step(self, name: str, value: Any, meta: dict[str, Any], trace: CallTrace) -> ToolInfo:
-        """The tool the call names, its facts in ``meta``; the input's digest and the policy in ``trace``."""
-        trace.input_digest = input_digest(value)
-        trace.policy = self._gate.current()
-        info = self._resolve_for(name, meta["principal"])
-        meta.update(tool=info.name, version=info.version, digest=info.digest)
-        if info.deprecated is not None:
-            meta["deprecated"] = info.deprecated
-        return info
-
-    def _policy_step(self, info: ToolInfo, meta: dict[str, Any], trace: CallTrace, tracer: Any) -> Decision:
-        """Scopes, rules, quotas and approvals: the decision, or the refusal raised."""
-        with step(tracer, "glovebox.policy") as span:
-            decision = self._gate.admit(trace, info, meta["principal"])
-            if span is not None:
-                span.set_attribute("glovebox.policy.decision", decision.action)
-        return decision
-
-    def _breaker_step(self, info: ToolInfo, breaker: Breaker, trace: CallTrace) -> None:
-        """Fail fast (``circuit_open``) when the tool's breaker, or its imported operation's host's, is open."""
-        board = self._breakers()
-        if "tool" in breaker.scopes:
-            board.check("tool", info.name, breaker)
-            trace.breaker = (info.name, breaker)
-        operation = info.manifest.operation
-        if "host" in breaker.scopes and operation is not None:  # the one host it calls is known before it runs
-            host = urlsplit(operation.url).hostname
-            if host and board.check("host", host, breaker):
-                trace.probing = {host}
-
-    def _input_step(self, info: ToolInfo, value: Any, tracer: Any, encoded: tuple[str, int] | None = None) -> str:
-        """The input as the tool receives it, checked against its schema."""
-        input_text = encode_input(value) if encoded is None else sized_input(*encoded)
-        if info.input_schema is not True:
-            with step(tracer, "glovebox.validate", "input"):
-                self._validator(info, "input").validate(value, input_text)
-        if info.kind == "mcp-remote" and not isinstance(value, dict):  # MCP arguments are an object
-            raise InvalidInput(f"a remote MCP tool takes a JSON object as input, not {type(value).__name__}")
-        if info.manifest.operation is not None or info.manifest.sql_operation is not None:
-            input_text = _operation_input(info, input_text)  # an imported operation: the generic guest reads both
-        return input_text
-
-    def _sandbox_step(
-        self,
-        info: ToolInfo,
-        input_text: str,
-        decision: Decision,
-        meta: dict[str, Any],
-        tracer: Any,
-        trace: CallTrace | None = None,
-    ) -> str:
-        """A fresh instance runs ``call`` under the decision's limits and grants; its output text."""
-        component = self._component(info)
-        grants = self._grants_for(decision)
-        trace = trace if trace is not None else CallTrace()
-        http = self._http_for(info, grants, tracer, decision.guards.breaker, trace.probing)
-        sql = self._sql_for(info, grants, meta["principal"], trace)
-        with step(tracer, "glovebox.sandbox") as span:
-            try:
-                outcome = self._sandbox.run(component, input_text, decision.limits, http, sql)
-            finally:
-                if http is not None:
-                    http.close()
-                if sql is not None:
-                    trace.sql_params = sql.params
-            if span is not None:
-                _tracing.mark(span, _code(outcome.error), {"glovebox.fuel_used": outcome.fuel_used})
-        meta["fuel_used"] = outcome.fuel_used
-        _record_state(meta, outcome.state)
-        if outcome.error is not None:
-            raise outcome.error
-        assert outcome.output_text is not None
-        return outcome.output_text
-
-    def _call_remote(self, info: ToolInfo, value: dict[str, Any], decision: Decision, meta: dict[str, Any]) -> str:
-        """Proxy a call of a ``mcp-remote`` tool to its server (see ``glovebox.remote._proxy``)."""
-        from ..remote._proxy import call_remote, load_descriptor  # the mcp SDK only when a remote tool is called
-
-        descriptor = load_descriptor(self._registry.descriptor_path(info.digest), info.digest)
-        meta["remote"] = {"url": descriptor.origin, "tool": descriptor.tool}
-        limits = decision.limits
-        exchange = functools.partial(call_remote, descriptor, value, limits.timeout_ms, limits.output_bytes)
-        breaker, host = decision.guards.breaker, urlsplit(descriptor.origin).hostname
-        with waiting():  # the exchange is network I/O: the compute slot is free for others meanwhile
-            if breaker is not None and "host" in breaker.scopes and host:  # the server's host has a breaker too
-                return HostBreakers(self._breakers(), breaker).exchange(host, exchange)
-            return exchange()
-
-    def _resolve_for(self, name: str, principal: str) -> ToolInfo:
-        """The tool a call names; a miss lists only the tools ``principal`` may see."""
-        try:
-            return self._registry.resolve(name)
-        except ToolNotFound as missing:
-            visible = [info.name for info in self.visible_tools(principal)]
-            raise ToolNotFound(_not_found_message(name, principal, visible), details=missing.details) from missing
-
-    def _grants_for(self, decision: Decision) -> Grants:
-        """The capabilities of one call: the policy's grants, or, with no policy, ``grants``."""
-        return decision.grants if self._policy_given else self._grants
-
-    def _http_for(
-        self,
-        info: ToolInfo,
-        grants: Grants,
-        tracer: Any = None,
-        breaker: Breaker | None = None,
-        probing: set[str] | None = None,
-    ) -> HttpCapability | None:
-        declared = info.manifest.capabilities.http
-        if not declared or not grants.http:
-            return None  # the host function answers `denied` without touching the network
-        from ..capabilities._fetch import HttpCapability  # httpx only when a call may use it
-        from ..capabilities._secrets import load_secrets
-
-        hosts = None
-        if breaker is not None and "host" in breaker.scopes:
-            hosts = HostBreakers(self._breakers(), breaker, probing)
-        secrets = load_secrets(grants.secrets)
-        return HttpCapability(declared, grants, secrets, self._transport, tracer=tracer, hosts=hosts)
-
-    def _sql_for(self, info: ToolInfo, grants: Grants, principal: str, trace: CallTrace) -> SqlCapability | None:
-        declared = info.manifest.capabilities.sql
-        if not declared or not grants.sql:
-            return None  # the host function answers `denied` without opening a database
-        from ..capabilities._sql import SqlCapability  # sqlglot only when a call may use it
-
-        approver = self._gate.statement_approver(trace, info, principal)
-        return SqlCapability(declared, grants.sql, approver)
-
-    def _validator(self, info: ToolInfo, which: str) -> SchemaCheck:
-        key = (info.digest, info.name, which)
-        validator = self._validators.get(key)
-        if validator is None:
-            schema = info.input_schema if which == "input" else info.output_schema
-            validator = SchemaCheck.for_schema(schema, which, info.manifest.limits.timeout_ms)
-            self._validators[key] = validator
-        return validator
-
-    def _component(self, info: ToolInfo) -> Component:
-        return self._compiled.get(info.digest)
-
-    def _decode_output(self, info: ToolInfo, text: str, tracer: Any = None) -> Any:
-        try:
-            output = loads_json(text)
-        except JsonRejected as exc:
-            details = {**exc.details, "excerpt": escape_surrogates(text[:200])}
-            raise InvalidOutput(f"the tool's output {exc}", details=details) from exc
-        if info.output_schema is not True:
-            with step(tracer, "glovebox.validate", "output"):
-                self._validator(info, "output").validate(output)
-        return output
-
-
-def _run_deadline() -> float | None:
-    """The deadline (``time.perf_counter``) of the code-mode run making this call, from its context's
-    ``deadline_at`` (epoch seconds: it crosses a process or a host), or None outside a run."""
-    run = RUN_CONTEXT.get()
-    if run is None:
-        return None
-    at = run.get("deadline_at")
-    if not isinstance(at, int | float) or isinstance(at, bool):
-        return None
-    return time.perf_counter() + (float(at) - time.time())
-
-
-def _code(error: CallError | None) -> str | None:
-    return None if error is None else error.code
-
-
-def _operation_input(info: ToolInfo, input_text: str) -> str:
-    """``{"operation": <descriptor>, "input": <validated input>}`` for the generic HTTP-operation or SQL guest."""
-    operation = info.manifest.operation or info.manifest.sql_operation
-    assert operation is not None
-    return f'{{"operation":{operation.model_dump_json()},"input":{input_text}}}'
+        ``_chain`` is the whole of it (``call``); ``_admitted`` starts after admission
+        (``acall``, whose admission waits in the coroutine); ``_attempt`` is one attempt
+        (an evaluator's call, judged inside the call it judges).
+        """
+        schemas = SchemaCache()
+        attempt_steps: list[Handler] = [
+            handlers.Audit(self._recorder),
+            handlers.Resolve(self._registry, self._gate, self.visible_tools),
+            handlers.Policy(self._gate, None if self._policy_given else self._grants),
+            handlers.Breakers(self._breakers),
+            handlers.ValidateInput(schemas),
+            handlers.Approvals(self._gate),
+            handlers.OutputChecks(lambda call: self._attempt(call)),
+        ]
+        admitted_steps: list[Handler] = [handlers.Compute(self._admission, self._compute), handlers.Attempts()]
+        front: list[Handler] = [handlers.Tracing(self._tracing), handlers.Admission(self._admission, self._recorder)]
+        #: The handlers in the order a call meets them (the executor's step comes last).
+        self._handlers = (*front, *admitted_steps, *attempt_steps)
+        self._attempt = compose(attempt_steps, handlers.Execute(executors, schemas))
+        self._admitted = compose(admitted_steps, self._attempt)
+        self._chain = compose(front, self._admitted)
 
 
 def _check_name(name: Any) -> None:
@@ -947,50 +627,3 @@ def _check_principal(principal: Any) -> None:
     """A principal is a str (or None): anything else could not even be audited."""
     if principal is not None and not isinstance(principal, str):
         raise TypeError(f"principal must be a str or None, not {type(principal).__name__}")
-
-
-_DROPPED_COUNTS = ("logs_dropped", "denials_dropped", "egress_dropped", "upstream_failures_dropped", "sql_log_dropped")
-
-
-def _record_state(meta: dict[str, Any], state: CallState) -> None:
-    """Put what the host functions recorded (already bounded and scrubbed) into meta."""
-    if state.egress:
-        meta["egress"] = state.egress
-    meta["logs"] = state.logs
-    if state.denials:
-        meta["denials"] = state.denials
-    if state.sql_log:
-        meta["sql"] = state.sql_log
-    if (
-        state.logs_dropped
-        or state.denials_dropped
-        or state.egress_dropped
-        or state.upstream_failures_dropped
-        or state.sql_log_dropped
-    ):
-        for name in _DROPPED_COUNTS:
-            if getattr(state, name):
-                meta[name] = getattr(state, name)
-
-
-def _not_found_message(name: str, principal: str, visible: list[str]) -> str:
-    """What a call of an unknown tool answers: never a tool the caller may not see."""
-    if not visible:
-        return f"no tool named {name!r} is registered; none is available to {principal!r}"
-    shown = ", ".join(visible[:20]) + (", …" if len(visible) > 20 else "")
-    return f"no tool named {name!r} is registered; available to {principal!r}: {shown}"
-
-
-def _admissible(name: str, principal: Any, value: Any) -> tuple[str, int] | None:
-    """Refuse, before anything else, what no later step may see: strings that are not
-    valid Unicode and inputs that break the JSON rules. Return the input's JSON text and
-    its UTF-8 size, made once here for the later steps (None when it is not JSON)."""
-    for what, text in (("tool name", name), ("principal", principal)):
-        if isinstance(text, str) and escape_surrogates(text) != text:
-            raise InvalidInput(
-                f"the {what} {escape_surrogates(text)!r} holds a lone surrogate: it must be valid Unicode"
-            )
-    try:
-        return checked_text(value)
-    except JsonRejected as exc:
-        raise InvalidInput(f"input {exc}", details=exc.details) from exc

@@ -1,0 +1,39 @@
+"""``Admission``: a call takes one of the Runtime's ``max_in_flight`` slots, or answers ``overloaded``."""
+
+from __future__ import annotations
+
+from ...core._errors import Overloaded
+from ...model._result import CallResult
+from .._admission import Admission as Slots
+from .._call import Call, Handler, Next
+from .._envelope import failure, new_meta
+from .._gate import CallTrace
+from .._record import AuditRecorder
+
+__all__ = ["Admission", "refused"]
+
+
+class Admission(Handler):
+    """Waits in line for a slot (see ``glovebox.runtime._admission``); a refused call still leaves its row.
+
+    The slot is given back by :class:`~glovebox.runtime.handlers.Compute`, which also runs for
+    ``acall`` (whose admission waits in the coroutine, not on a thread).
+    """
+
+    __slots__ = ("_recorder", "_slots")
+
+    def __init__(self, slots: Slots, recorder: AuditRecorder) -> None:
+        self._slots = slots
+        self._recorder = recorder
+
+    def handle(self, call: Call, next: Next) -> CallResult:
+        try:
+            self._slots.enter()
+        except Overloaded as refusal:
+            return refused(self._recorder, call, refusal)
+        return next(call)
+
+
+def refused(recorder: AuditRecorder, call: Call, refusal: Overloaded) -> CallResult:
+    """The answer (and the audit row) of a call refused at admission."""
+    return recorder.record(failure(refusal, new_meta(call.tool, call.principal, call.call_id)), call.input, CallTrace())

@@ -1,0 +1,26 @@
+"""``Approvals``: a ``require_approval`` call spends its approval here, after its input was validated
+(invalid input never uses one up), or answers ``approval_required``."""
+
+from __future__ import annotations
+
+from ...model._result import CallResult
+from .._call import Call, Handler, Next
+from .._gate import PolicyGate
+
+__all__ = ["Approvals"]
+
+
+class Approvals(Handler):
+    """Spends the one approval of a call the policy holds for approval (see ``PolicyGate``)."""
+
+    __slots__ = ("_gate",)
+
+    def __init__(self, gate: PolicyGate) -> None:
+        self._gate = gate
+
+    def handle(self, call: Call, next: Next) -> CallResult:
+        state = call.state
+        assert state is not None
+        info, decision = state.resolved()
+        self._gate.spend_approval(state.trace, info, state.meta["principal"], decision)
+        return next(call)

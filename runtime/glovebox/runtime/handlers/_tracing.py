@@ -1,0 +1,30 @@
+"""``Tracing``: the call's ``glovebox.call`` span (when a tracer is configured) and its log line."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ...model._result import CallResult
+from ...telemetry._tracing import TracedCall
+from ...telemetry._tracing import Tracing as TracerSource
+from .._call import Call, Handler, Next
+
+__all__ = ["Tracing"]
+
+
+class Tracing(Handler):
+    """Wraps the whole call in its span; the span goes to ``call.spans`` when the caller asked for it."""
+
+    __slots__ = ("_source",)
+
+    def __init__(self, source: TracerSource) -> None:
+        self._source = source
+
+    def handle(self, call: Call, next: Next) -> CallResult:
+        with TracedCall(self._source.tracer()) as traced:
+            if traced.tracer is not None:
+                call = dataclasses.replace(call, tracer=traced.tracer)
+            result = traced.finish(next(call))
+        if call.spans is not None and traced.span is not None:
+            call.spans.append(traced.span)
+        return result

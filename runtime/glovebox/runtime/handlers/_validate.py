@@ -1,0 +1,55 @@
+"""``ValidateInput``: the input against the tool's input schema; its text as the tool receives it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from ...core._errors import InvalidInput
+from ...model._result import CallResult, ToolInfo
+from ...schema._schemas import SchemaCheck, encode_input, sized_input
+from ...telemetry._tracing import step
+from .._call import Call, Handler, Next
+
+__all__ = ["SchemaCache", "ValidateInput"]
+
+
+class SchemaCache:
+    """One compiled validator per (artifact, tool, input|output), made on first use."""
+
+    __slots__ = ("_kept",)
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[str, str, str], SchemaCheck] = {}
+
+    def get(self, info: ToolInfo, which: Literal["input", "output"]) -> SchemaCheck:
+        key = (info.digest, info.name, which)
+        validator = self._kept.get(key)
+        if validator is None:
+            schema = info.input_schema if which == "input" else info.output_schema
+            validator = self._kept[key] = SchemaCheck.for_schema(schema, which, info.manifest.limits.timeout_ms)
+        return validator
+
+
+class ValidateInput(Handler):
+    """Refuses input that breaks the tool's schema (``invalid_input``) before anything runs."""
+
+    __slots__ = ("_schemas",)
+
+    def __init__(self, schemas: SchemaCache) -> None:
+        self._schemas = schemas
+
+    def handle(self, call: Call, next: Next) -> CallResult:
+        state = call.state
+        assert state is not None and state.info is not None
+        info, value = state.info, call.input
+        input_text = encode_input(value) if state.encoded is None else sized_input(*state.encoded)
+        if info.input_schema is not True:
+            with step(call.tracer, "glovebox.validate", "input"):
+                self._schemas.get(info, "input").validate(value, input_text)
+        if info.kind == "mcp-remote" and not isinstance(value, dict):  # MCP arguments are an object
+            raise InvalidInput(f"a remote MCP tool takes a JSON object as input, not {type(value).__name__}")
+        operation = info.manifest.operation or info.manifest.sql_operation
+        if operation is not None:  # an imported operation: the generic guest reads both
+            input_text = f'{{"operation":{operation.model_dump_json()},"input":{input_text}}}'
+        state.input_text = input_text
+        return next(call)
