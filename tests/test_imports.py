@@ -84,6 +84,29 @@ GLOVEBOX = {
     "glovebox.registry._registry",
     "glovebox.model._result",
     "glovebox.runtime._runtime",
+    # The call pipeline: the call object, its handlers and executors (the layers below, nothing heavy).
+    "glovebox.runtime._call",
+    "glovebox.runtime._record",
+    "glovebox.runtime.handlers",
+    *(
+        f"glovebox.runtime.handlers._{name}"
+        for name in (
+            "admission",
+            "approvals",
+            "attempts",
+            "audit",
+            "breakers",
+            "checks",
+            "compute",
+            "output",
+            "policy",
+            "resolve",
+            "tracing",
+            "validate",
+        )
+    ),
+    "glovebox.runtime.executors",
+    *(f"glovebox.runtime.executors._{name}" for name in ("base", "fake", "remote", "wasm")),
     "glovebox.sandbox._sandbox",
     "glovebox.schema._schemarules",
     "glovebox.schema._schemas",

@@ -28,7 +28,7 @@ from ._base import Executor
 
 if TYPE_CHECKING:
     from ...model._result import ToolInfo
-    from .._runtime import Runtime
+    from .._backend import CallBackend as Runtime
 
 __all__ = ["FakeExecutor", "ToolFunction"]
 
@@ -66,13 +66,15 @@ class FakeExecutor(Executor):
             InvalidManifest: the manifest is malformed.
         """
         from ...model._manifest import parse_manifest
-        from .._internal import internals
+        from ...registry._registry import Registry
 
         parsed = parse_manifest(dict(manifest), "(fake tool)")
         if function is not None:
             self.tools[parsed.name] = function
-        store = internals(runtime).registry
         placeholder = b"\0fake glovebox tool\0" + parsed.to_json().encode()
         digest = "sha256:" + hashlib.sha256(placeholder).hexdigest()
-        blob = store.stage_blob(placeholder)
-        return store.add(parsed, digest, len(placeholder), blob=blob)
+        store = Registry(runtime.home)  # the home's registry, as any process may open it
+        try:
+            return store.add(parsed, digest, len(placeholder), blob=store.stage_blob(placeholder))
+        finally:
+            store.close()
