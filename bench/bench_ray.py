@@ -124,11 +124,12 @@ def _call_of(runner: Any) -> Call:
 
 
 def _before(base: type) -> type:
-    """``RayRuntime`` with the call path it had before ``Replica.call_held`` (for ``--compare``)."""
+    """``RayWorkers`` with the call path it had before ``Replica.call_held`` (for ``--compare``)."""
     import functools
     import uuid
 
     from glovebox.core._errors import ToolNotFound
+    from glovebox.runtime._call import Call as Request
     from glovebox.scale import _procwire
     from glovebox.scale._raycluster import _Booked
 
@@ -144,13 +145,14 @@ def _before(base: type) -> type:
             lane: bool = False,
         ) -> Any:
             call_id = call_id or uuid.uuid4().hex
+            here = Request(name, value, principal, call_id)
             try:
-                info = self._front.tool(name)
+                info = self._driver.tool(name)
             except (ToolNotFound, ValueError):
-                return functools.partial(self._internal.call_as, call_id, name, value, principal)
+                return functools.partial(self._local, here)
             slot = self._choose(info.digest)
             if slot is None:
-                return functools.partial(self._internal.refuse, name, value, principal, self._overloaded(), call_id)
+                return functools.partial(self._recorder.refuse, here, self._overloaded())
             artifact = self._artifact(info)
             data = _procwire.encode(call_id, name, value, principal, None)
             ref = slot.actor.call.remote(data, artifact)  # the Artifact every call, task events on
@@ -160,13 +162,19 @@ def _before(base: type) -> type:
 
 
 def _through_ray(base: type) -> type:
-    """``RayRuntime`` whose calls never take a lane: ``Replica.call_held`` through Ray (for ``--compare``)."""
+    """``RayWorkers`` whose calls never take a lane: ``Replica.call_held`` through Ray (for ``--compare``)."""
 
     class ThroughRay(base):  # type: ignore[misc]
         def _lane(self, slot: Any) -> None:
             return None
 
     return ThroughRay
+
+
+def _with_workers(runner: Any, variant: Callable[[type], type]) -> Any:
+    """``runner`` (a RayRuntime) with its workers' call path replaced by ``variant`` of it."""
+    runner._ray.__class__ = variant(type(runner._ray))
+    return runner
 
 
 def compare(rounds: int) -> None:
@@ -188,8 +196,8 @@ def compare(rounds: int) -> None:
         contenders = {
             "runtime": stack.enter_context(glovebox.Runtime(home=home)),
             "pool-2p": stack.enter_context(glovebox.ProcessPool(processes=2, home=home, threads=32)),
-            "ray-before": stack.enter_context(_before(RayRuntime)(2, **ray_options)),
-            "ray-held": stack.enter_context(_through_ray(RayRuntime)(2, **ray_options)),
+            "ray-before": stack.enter_context(_with_workers(RayRuntime(2, **ray_options), _before)),
+            "ray-held": stack.enter_context(_with_workers(RayRuntime(2, **ray_options), _through_ray)),
             "ray-after": stack.enter_context(RayRuntime(2, **ray_options)),
         }
         for name, runner in contenders.items():

@@ -106,7 +106,7 @@ GLOVEBOX = {
         )
     ),
     "glovebox.runtime.executors",
-    *(f"glovebox.runtime.executors._{name}" for name in ("base", "fake", "remote", "wasm")),
+    *(f"glovebox.runtime.executors._{name}" for name in ("base", "fake", "remote", "wasm", "workers")),
     "glovebox.sandbox._sandbox",
     "glovebox.schema._schemarules",
     "glovebox.schema._schemas",
@@ -153,7 +153,6 @@ GLOVEBOX = {
     "glovebox.runtime._internal",
     "glovebox.runtime._backend",
     "glovebox.scale._factory",
-    "glovebox.scale._front",
     "glovebox.scale",
     "glovebox.integrations",
     # Code mode (Runtime.run): stdlib, wasmtime and what the runtime loads already.

@@ -144,7 +144,7 @@ def test_every_worker_holds_the_servers_max_running(_isolated_env: Path) -> None
     with glovebox.Runtime(home=_isolated_env) as rt:
         with _calls(rt, 2, "local", None, 2, max_in_flight=7, max_queued=5, max_running=1) as pool:
             assert isinstance(pool, glovebox.ProcessPool)
-            assert {key: pool._options[key] for key in ("max_in_flight", "max_queued", "max_running")} == {
+            assert {key: pool._workers._options[key] for key in ("max_in_flight", "max_queued", "max_running")} == {
                 "max_in_flight": 7,
                 "max_queued": 5,
                 "max_running": 1,

@@ -1,7 +1,7 @@
 """No module outside ``glovebox.runtime`` touches a private attribute of a Runtime.
 
-The rest of the package reaches a Runtime's internals through one narrow
-object (``glovebox.runtime._internal.internals``). This test finds every
+The rest of the package uses a Runtime through its public API (a pool worker
+or a Ray replica hands it a prepared call, ``Runtime.send``). This test finds every
 private name the ``Runtime`` class defines (its ``_methods`` and the
 ``self._attributes`` it assigns) and fails on any attribute access with one of
 those names, in any module outside ``runtime/glovebox/runtime/``, on anything

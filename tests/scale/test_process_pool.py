@@ -202,10 +202,10 @@ def test_a_principal_that_is_not_a_str_is_misuse_in_both(home: Path) -> None:
 
 def test_a_worker_survives_a_message_it_cannot_read(home: Path) -> None:
     with glovebox.ProcessPool(processes=1, home=home) as pool:
-        [worker] = pool._workers
+        [worker] = pool._workers._workers
         first = pool.call("echo", {"n": 1})
         for garbage in (b"", b"\x80\x04garbage", b"[1, 2]", b'{"call_id": 7}', b"\xff" * 100):
-            pool._send(worker, garbage)
+            pool._workers._send(worker, garbage)
         second = pool.call("echo", {"n": 2})
         assert second.output == {"n": 2} and second.meta["worker_pid"] == first.meta["worker_pid"]
         assert pool.pids == [first.meta["worker_pid"]]
@@ -267,8 +267,8 @@ def test_a_killed_worker_is_replaced_and_its_call_answers_internal_error_once(
 def test_a_call_the_worker_audited_is_not_audited_again(home: Path, pool: glovebox.ProcessPool) -> None:
     done = pool.call("echo", {"n": 1})
     call_id = done.meta["call_id"]
-    worker = next(w for w in pool._workers if w.pid == done.meta["worker_pid"])
-    lost = pool._lost(worker, call_id, _Pending(Future(), "echo", {"n": 1}, None))
+    worker = next(w for w in pool._workers._workers if w.pid == done.meta["worker_pid"])
+    lost = pool._workers._lost(worker, call_id, _Pending(Future(), "echo", {"n": 1}, None))
     assert lost.code == "internal_error"
     [row] = _audit_rows(home, call_id)
     assert row["outcome"] == "ok"
@@ -465,7 +465,7 @@ def test_a_request_sent_while_the_workers_reader_runs_a_call_rings_another_threa
     with glovebox.ProcessPool(
         processes=1, home=home, policy=policy, threads=2, initializer=_only_the_bell_wakes
     ) as pool:
-        [worker] = pool._workers
+        [worker] = pool._workers._workers
         assert pool.call("echo", {"n": 0}).ok
         page = worker.page
         assert page is not None
@@ -494,7 +494,7 @@ def test_a_request_sent_while_the_workers_reader_runs_a_call_rings_another_threa
 )
 def test_a_request_frame_that_cannot_be_one_ends_the_worker_and_it_is_replaced(home: Path, header: bytes) -> None:
     with glovebox.ProcessPool(processes=1, home=home) as pool:
-        [worker] = pool._workers
+        [worker] = pool._workers._workers
         [victim] = [pool.call("echo", {"n": 1}).meta["worker_pid"]]
         with worker.send_lock:
             os.write(worker.conn.fileno(), header + b"{}")  # what follows cannot be found: the worker stops
@@ -506,7 +506,7 @@ def test_a_request_frame_that_cannot_be_one_ends_the_worker_and_it_is_replaced(h
 
 def test_an_answer_frame_that_cannot_be_one_stops_its_worker_and_its_call_is_lost_once(home: Path) -> None:
     with glovebox.ProcessPool(processes=1, home=home) as pool:
-        [worker] = pool._workers
+        [worker] = pool._workers._workers
         victim = pool.call("echo", {"n": 1}).meta["worker_pid"]
         worker.frames._buffer += (-7).to_bytes(4, "big", signed=True)  # as if the worker had written it
         result = pool.call("echo", {"n": 2}, principal="ann")
@@ -593,7 +593,7 @@ def _turns_fail() -> None:
 def test_a_worker_whose_turns_fail_ends_and_its_call_answers_internal_error_instead_of_waiting(home: Path) -> None:
     """The thread that read the call dies holding it: the worker ends rather than leave its caller waiting."""
     with glovebox.ProcessPool(processes=1, home=home, initializer=_turns_fail) as pool:
-        [worker] = pool._workers
+        [worker] = pool._workers._workers
         result = pool.call("echo", {"n": 1}, principal="ann")
         assert result.code == "internal_error" and result.error is not None and result.error.retryable
         victim = result.meta["worker_pid"]

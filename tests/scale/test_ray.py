@@ -490,7 +490,7 @@ def test_a_lane_that_cannot_be_reached_sends_the_call_through_ray_once(deploymen
     about = ray.get(deployment.actor(replica).open_lane.remote())
     before = about["answered"]
     # The socket is gone (a temp cleaner removed it): no connection can be made, nothing is sent.
-    slot = next(slot for slot in deployment._slots if slot.replica_id == replica)  # noqa: SLF001
+    slot = next(slot for slot in deployment._ray._slots if slot.replica_id == replica)  # noqa: SLF001
     lane = slot.lane
     assert lane is not None
     lane.close()

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from ..core._errors import CallError
     from ..registry._registration import Registrar
     from ..registry._registry import Registry
-    from ._coderun import NestedCall
     from ._runtime import Runtime
 
 __all__ = ["RuntimeInternals", "internals"]
@@ -64,20 +63,6 @@ class RuntimeInternals:
     def record(self, result: CallResult, input: Any) -> CallResult:
         """Write the audit row of a call run elsewhere; a call that cannot be audited fails closed."""
         return self._runtime._record(result, input, CallTrace(input_digest=input_digest(input)))
-
-    def route_runs(self, call: NestedCall) -> None:
-        """Make the nested calls of this Runtime's runs (``run``, ``runs.resume``) through ``call``.
-
-        A scale-out backend hands its own call path, so a program runs in this
-        process and each of its calls runs on a worker or replica. ``call`` is
-        made while ``RUN_CONTEXT`` holds the run's context, under the call id the
-        journal wrote first. Set before the first run; later it raises ValueError.
-        """
-        runtime = self._runtime
-        with runtime._lock:
-            if runtime._runs is not None:
-                raise ValueError("this Runtime's runs are already open: route them before the first run")
-            runtime._runs_call = call
 
     def append_row(self, result: CallResult, input: Any) -> None:
         """Write a row for a call whose runner was lost (raises when the log refuses it)."""

@@ -35,8 +35,7 @@ from ._call import Call, Handler, compose
 from ._gate import CallTrace, PolicyGate
 from ._record import AuditRecorder
 from ._wasmparts import WasmParts
-from .executors import Executor, Executors, McpRemoteExecutor, WasmExecutor
-from .handlers._admission import refused
+from .executors import Executor, Executors, McpRemoteExecutor, WasmExecutor, Workers
 from .handlers._resolve import not_found_message
 from .handlers._validate import SchemaCache
 
@@ -141,9 +140,9 @@ class Runtime:
         self._lock = threading.Lock()
         self._threads: ThreadPoolExecutor | None = None
         self._runs: _coderun.Runs | None = None
-        self._runs_call: _coderun.NestedCall | None = None  # a scale-out backend's call path (internals)
         self._closed = False
         self._recorder = AuditRecorder(self._audit)
+        self._workers: Workers | None = None  # where calls go instead of the chain (ProcessPool, RayRuntime)
         self._wasm_executor = WasmExecutor(self._wasm, self._gate, self._breakers, transport)
         remote = McpRemoteExecutor(self._registry, self._breakers)
         self._executors = Executors(executor or self._wasm_executor, {} if executor else {"mcp-remote": remote})
@@ -166,6 +165,8 @@ class Runtime:
             if self._closed:
                 return
             self._closed = True
+        if self._workers is not None:
+            self._workers.close()
         with self._lock:
             threads = self._threads
         if threads is not None:
@@ -494,7 +495,7 @@ class Runtime:
             with self._lock:
                 self._check_open()
                 if self._runs is None:
-                    self._runs = _coderun.Runs(self, not_found_message, call=self._runs_call)
+                    self._runs = _coderun.Runs(self, not_found_message, call=self._nested_call)
                 runs = self._runs
         return runs
 
@@ -517,20 +518,40 @@ class Runtime:
             TypeError: ``name`` is not a str, or ``principal`` is neither a str nor None (misuse).
             ValueError: the Runtime is closed.
         """
+        return self.send(Call(name, input, principal))
+
+    def send(self, call: Call) -> CallResult:
+        """Run a prepared :class:`~glovebox.runtime._call.Call`; as :meth:`call`, under ``call.call_id``
+        when it is set (a ProcessPool worker's call, whose id the pool chose), and with the call's
+        ``glovebox.call`` span appended to ``call.spans`` when that is a list.
+
+        Raises:
+            TypeError: the call's tool name is not a str, or its principal neither a str nor None.
+            ValueError: the Runtime is closed.
+        """
         self._check_open()
-        _check_name(name)
-        _check_principal(principal)
-        return self._chain(Call(name, input, principal))
+        _check_name(call.tool)
+        _check_principal(call.principal)
+        if self._workers is not None:
+            return self._workers.send(call)
+        return self._chain(call)
 
     def _call_as(
         self, call_id: str, name: str, input: Any, principal: str | None, spans: list[Any] | None = None
     ) -> CallResult:
-        """``call`` under a call id chosen by the caller (a ProcessPool picks it before dispatch);
-        the call's ``glovebox.call`` span, when it has one, is appended to ``spans``."""
-        self._check_open()
-        _check_name(name)
-        _check_principal(principal)
-        return self._chain(Call(name, input, principal, call_id, spans=spans))
+        """``call`` under a call id chosen by the caller; the call's span, when it has one, goes into ``spans``."""
+        return self.send(Call(name, input, principal, call_id, spans=spans))
+
+    def _nested_call(self, call_id: str, name: str, input: Any, principal: str) -> CallResult:
+        """A nested call of a code-mode run (``RUN_CONTEXT`` holds its context), under the id its journal wrote."""
+        return self.send(Call(name, input, principal, call_id))
+
+    def _run_on(self, workers: Workers) -> None:
+        """Send every call to ``workers`` from now on (the constructors of ProcessPool and RayRuntime)."""
+        with self._lock:
+            if self._runs is not None or self._workers is not None:
+                raise ValueError("this Runtime already runs calls: choose its workers when it is made")
+            self._workers = workers
 
     def _record(self, result: CallResult, value: Any, trace: CallTrace) -> CallResult:
         """Commit the audit record; a call that cannot be audited fails closed."""
@@ -546,6 +567,8 @@ class Runtime:
         self._check_open()
         _check_name(name)
         _check_principal(principal)
+        if self._workers is not None:
+            return await self._workers.asend(Call(name, input, principal))
         with TracedCall(self._tracing.tracer()) as traced:
             call = Call(name, input, principal, tracer=traced.tracer)
             return traced.finish(await self._aenter(call))
@@ -556,7 +579,7 @@ class Runtime:
         try:
             await self._admission.aenter()
         except Overloaded as refusal:
-            return await asyncio.to_thread(refused, self._recorder, call, refusal)
+            return await asyncio.to_thread(self._recorder.refuse, call, refusal)
         run: Callable[[], CallResult] = functools.partial(self._admitted, call)
         if call.tracer is not None:  # the worker thread runs in this coroutine's context: the call span is current
             run = functools.partial(contextvars.copy_context().run, self._admitted, call)
@@ -575,13 +598,13 @@ class Runtime:
 
     @property
     def in_flight(self) -> int:
-        """Calls holding an admission slot right now (for metrics)."""
-        return self._admission.in_flight
+        """Calls holding an admission slot right now, or sent to the workers and not answered (for metrics)."""
+        return self._admission.in_flight if self._workers is None else self._workers.in_flight
 
     @property
     def queued(self) -> int:
-        """Calls waiting for an admission slot right now (for metrics)."""
-        return self._admission.queued
+        """Calls waiting for an admission slot (or for a live worker) right now (for metrics)."""
+        return self._admission.queued if self._workers is None else self._workers.queued
 
     def _pool(self) -> ThreadPoolExecutor:
         with self._lock:

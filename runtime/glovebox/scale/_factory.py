@@ -8,6 +8,8 @@ anything ``glovebox serve`` can.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -16,7 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BACKENDS", "RAY_THREADS", "open_backend"]
 
-#: The names :func:`open_backend` takes.
+#: The names :func:`open_backend` takes (the table at the end of this module says what each opens).
 BACKENDS = ("local", "processes", "ray")
 #: Calls a Ray replica runs at once unless ``threads`` says otherwise.
 RAY_THREADS = 16
@@ -65,26 +67,45 @@ def open_backend(
     ...
     ValueError: unknown backend 'threads'; choose local, processes or ray
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose local, processes or ray")
-    _refuse_foreign(backend, processes=processes, threads=threads, replicas=replicas, address=address)
-    if backend == "local":
-        from ..runtime._runtime import Runtime
+    chosen = _BACKENDS.get(backend)
+    if chosen is None:
+        raise ValueError(f"unknown backend {backend!r}; choose {', '.join(BACKENDS[:-1])} or {BACKENDS[-1]}")
+    given = {"processes": processes, "threads": threads, "replicas": replicas, "address": address}
+    for name, value in given.items():
+        if value is not None and name not in chosen.takes:
+            raise ValueError(f"{name} is not an option of the {backend} backend")
+    return chosen.open(home, policy, given, options)
 
-        return Runtime(home, policy, **options)
-    if backend == "processes":
-        from ._procpool import ProcessPool
 
-        return ProcessPool(processes, home, policy, threads=threads or 4, **options)
+def _local(home: Any, policy: Any, given: dict[str, Any], options: dict[str, Any]) -> CallBackend:
+    from ..runtime._runtime import Runtime
+
+    return Runtime(home, policy, **options)
+
+
+def _processes(home: Any, policy: Any, given: dict[str, Any], options: dict[str, Any]) -> CallBackend:
+    from ._procpool import ProcessPool
+
+    return ProcessPool(given["processes"], home, policy, threads=given["threads"] or 4, **options)
+
+
+def _ray(home: Any, policy: Any, given: dict[str, Any], options: dict[str, Any]) -> CallBackend:
     from ..ray import RayRuntime
 
-    return RayRuntime(replicas or 2, address, home, policy, threads=threads or RAY_THREADS, **options)
+    threads = given["threads"] or RAY_THREADS
+    return RayRuntime(given["replicas"] or 2, given["address"], home, policy, threads=threads, **options)
 
 
-_TAKES = {"local": set(), "processes": {"processes", "threads"}, "ray": {"threads", "replicas", "address"}}
+@dataclass(frozen=True)
+class _Backend:
+    """A backend :func:`open_backend` knows: the options it takes beside the Runtime's, and how it opens."""
+
+    takes: frozenset[str]
+    open: Callable[[Any, Any, dict[str, Any], dict[str, Any]], CallBackend]
 
 
-def _refuse_foreign(backend: str, **given: Any) -> None:
-    for name, value in given.items():
-        if value is not None and name not in _TAKES[backend]:
-            raise ValueError(f"{name} is not an option of the {backend} backend")
+_BACKENDS = {
+    "local": _Backend(frozenset(), _local),
+    "processes": _Backend(frozenset({"processes", "threads"}), _processes),
+    "ray": _Backend(frozenset({"threads", "replicas", "address"}), _ray),
+}

@@ -23,6 +23,9 @@ wrote one before dying (the call id is chosen here, before dispatch, so the
 audit log is looked up by it), so every call leaves exactly one row. In that
 narrow case (the row written, the answer lost) the row holds what the tool did.
 
+A ProcessPool is a :class:`Runtime` in this process (its registry, policy,
+approvals, breakers, runs and audit log are its own, on the workers' home)
+whose calls go to :class:`PoolWorkers` instead of down its own chain.
 ``run`` (code mode) runs the program in this process; each nested call takes
 the path of ``call`` to a worker, carrying its call id and the run's context
 (``_procwire``'s ``run``), so its row names the run as on a Runtime.
@@ -44,25 +47,23 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..audit._log import AuditLog
-from ..audit._row import call_row
 from ..core import _settings
-from ..core._errors import InternalError
-from ..model._result import CallResult, ToolInfo
+from ..model._result import CallResult
 from ..policy import Policy
-from ..runtime._envelope import RUN_CONTEXT, failure, new_call_id, new_meta
-from ..runtime._gate import input_digest
+from ..runtime._call import Call
+from ..runtime._envelope import RUN_CONTEXT, new_call_id
+from ..runtime._record import AuditRecorder
 from ..runtime._runtime import Runtime
+from ..runtime.executors import Workers
 from ..telemetry import _tracing
 from ..telemetry._calllog import log_call
 from . import _procwire
-from ._front import FrontRuntime
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
     from multiprocessing.process import BaseProcess
 
-__all__ = ["ProcessPool", "lost_call"]
+__all__ = ["PoolWorkers", "ProcessPool"]
 
 logger = logging.getLogger("glovebox")
 #: Seconds ``close`` waits for a worker to finish its calls before killing it.
@@ -125,7 +126,7 @@ class _Worker:
         return self.process.pid
 
 
-class ProcessPool(FrontRuntime):
+class ProcessPool(Runtime):
     """Runs calls in ``processes`` worker processes, each holding a Runtime on one home.
 
     Args:
@@ -182,19 +183,55 @@ class ProcessPool(FrontRuntime):
         count = processes if processes is not None else os.cpu_count() or 1
         if count < 1 or threads < 1:
             raise ValueError("processes and threads must be at least 1")
-        resolved = _settings.home_dir(home)
-        self._tracing = _tracing.Tracing(options.pop("tracer_provider", None))
-        self._options: dict[str, Any] = {
-            "home": resolved,
+        tracing = _tracing.Tracing(options.pop("tracer_provider", None))
+        worker_options: dict[str, Any] = {
+            "home": _settings.home_dir(home),
             "policy": policy if policy is not None else _settings.policy_file(),
             **options,
         }
-        self._init = (initializer, tuple(initargs))
+        init = (initializer, tuple(initargs))
         try:
-            pickle.dumps((self._options, self._init))
+            pickle.dumps((worker_options, init))
         except Exception as exc:
             raise TypeError(f"ProcessPool's arguments must be picklable to reach its workers: {exc}") from exc
-        self._front = Runtime(**self._options)  # refuses bad arguments here, not in every worker; answers listings
+        super().__init__(**worker_options)  # refuses bad arguments here, not in every worker
+        try:
+            self._run_on(PoolWorkers(count, threads, worker_options, init, tracing, AuditRecorder(self.audit)))
+        except BaseException:
+            super().close()
+            raise
+
+    def __enter__(self) -> ProcessPool:
+        return self
+
+    @property
+    def runtime(self) -> Runtime:
+        """This pool itself: the Runtime that answers for the registry, the policy and approvals."""
+        return self
+
+    @property
+    def pids(self) -> list[int]:
+        """The process ids of the live workers."""
+        assert isinstance(self._workers, PoolWorkers)
+        return self._workers.pids
+
+
+class PoolWorkers(Workers):
+    """The worker processes of a :class:`ProcessPool` and the pipes to them."""
+
+    def __init__(
+        self,
+        count: int,
+        threads: int,
+        options: dict[str, Any],
+        init: tuple[Callable[..., object] | None, tuple[Any, ...]],
+        tracing: _tracing.Tracing,
+        recorder: AuditRecorder,
+    ) -> None:
+        self._options = options
+        self._init = init
+        self._tracing = tracing
+        self._recorder = recorder
         import multiprocessing
 
         self._context = multiprocessing.get_context("spawn")
@@ -204,16 +241,15 @@ class ProcessPool(FrontRuntime):
         self._turn = 0
         self._waiting = 0
         self._restart_delay = 0.1
-        self._workers: list[_Worker] = [self._start() for _ in range(count)]
-        self._route_runs(self._nested_call)  # a program runs here; its calls run on the workers
+        self._workers: list[_Worker] = []
+        try:
+            for _ in range(count):
+                self._workers.append(self._start())
+        except BaseException:
+            self.close()
+            raise
 
     # -- lifecycle -----------------------------------------------------------
-
-    def __enter__(self) -> ProcessPool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     @property
     def pids(self) -> list[int]:
@@ -239,7 +275,6 @@ class ProcessPool(FrontRuntime):
         for worker in workers:
             if worker.reader is not None:
                 worker.reader.join()
-        self._front.close()
 
     def _start(self) -> _Worker:
         from multiprocessing.connection import Connection
@@ -276,16 +311,6 @@ class ProcessPool(FrontRuntime):
         worker.reader.start()
         return worker
 
-    def register(
-        self,
-        wasm_path: str | os.PathLike[str],
-        manifest: Any = None,
-        *,
-        signature: str | os.PathLike[str] | None = None,
-    ) -> ToolInfo:
-        """Register in the pool's home, as :meth:`Runtime.register`; every worker sees it at its next call."""
-        return self._register_front(wasm_path, manifest, signature)
-
     @property
     def in_flight(self) -> int:
         """Calls sent to the workers and not answered yet (running there, or in a worker's line)."""
@@ -300,33 +325,23 @@ class ProcessPool(FrontRuntime):
 
     # -- calls ------------------------------------------------------------------
 
-    def call(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
-        """Run tool ``name`` on ``input`` in a worker process; as :meth:`Runtime.call`.
-
-        Raises:
-            ValueError: the pool is closed.
-        """
-        return self._call_with(new_call_id(), name, input, principal)
-
-    def _call_with(
-        self, call_id: str, name: str, input: Any, principal: str | None, run: dict[str, Any] | None = None
-    ) -> CallResult:
+    def send(self, call: Call) -> CallResult:
+        """Run ``call`` in a worker process (the whole chain runs there); wait here for its answer."""
         tracer, started = self._tracing.tracer(), time.time_ns()
-        worker, pending = self._submit(name, input, principal, call_id, run, threading.Lock())
+        call_id = call.call_id or new_call_id()
+        worker, pending = self._submit(
+            call.tool, call.input, call.principal, call_id, RUN_CONTEXT.get(), threading.Lock()
+        )
         result = self._wait(worker, pending)
         _report(tracer, started, pending.span, result)
         return result
 
-    def _nested_call(self, call_id: str, name: str, input: Any, principal: str) -> CallResult:
-        """A nested call of a run (``RUN_CONTEXT`` holds its context): a call on a worker, under ``call_id``."""
-        return self._call_with(call_id, name, input, principal, RUN_CONTEXT.get())
-
-    async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
-        """``call`` without blocking the event loop (the wait is on the worker's answer)."""
+    async def asend(self, call: Call) -> CallResult:
+        """``send`` without blocking the event loop (the wait is on the worker's answer)."""
         import asyncio  # imported here to keep `import glovebox` light
 
         tracer, started = self._tracing.tracer(), time.time_ns()
-        _, pending = self._submit(name, input, principal, new_call_id())
+        _, pending = self._submit(call.tool, call.input, call.principal, call.call_id or new_call_id())
         assert pending.future is not None
         result = await asyncio.wrap_future(pending.future)
         _report(tracer, started, pending.span, result)
@@ -586,52 +601,9 @@ class ProcessPool(FrontRuntime):
 
     def _lost(self, worker: _Worker, call_id: str, pending: _Pending) -> CallResult:
         """The answer of a call whose worker died or failed before answering; audited once."""
-        return lost_call(
-            self._front.audit,
-            call_id,
-            pending.name,
-            pending.value,
-            pending.principal,
-            started=pending.started,
-            what="the worker process running this call",
-            where={"worker_pid": worker.pid},
-            run=pending.run,
-        )
-
-
-def lost_call(
-    audit: AuditLog,
-    call_id: str,
-    name: str,
-    value: Any,
-    principal: str | None,
-    *,
-    started: float,
-    what: str,
-    where: dict[str, Any],
-    recorded: bool | None = None,
-    run: dict[str, Any] | None = None,
-) -> CallResult:
-    """The answer of a call whose runner ended before answering: ``internal_error``, retryable.
-
-    ``where`` (who ran it: ``worker_pid``, ``replica``...) goes into ``meta`` and
-    ``details``. The call's audit row is written to ``audit`` unless a row with its
-    id is already there, or ``recorded`` says one was written elsewhere, so the
-    call leaves exactly one row. ``run`` is the run context of a nested call
-    of a code-mode run (its ``meta.run``).
-    """
-    meta = new_meta(name, principal, call_id)
-    if run is not None:
-        meta["run"] = dict(run)
-    meta["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
-    meta.update(where)
-    result = failure(InternalError(f"{what} ended before answering", retryable=True), meta, public=where)
-    try:
-        if not recorded and audit.find(call_id) is None:
-            audit.append(call_row(result, None, input_digest=input_digest(value)))
-    except Exception:
-        logger.exception("cannot write the audit record of call %s", call_id)
-    return result
+        call = Call(pending.name, pending.value, pending.principal, call_id, started=pending.started)
+        where = {"worker_pid": worker.pid}
+        return self._recorder.lost(call, what="the worker process running this call", where=where, run=pending.run)
 
 
 def _is_span_ids(value: Any) -> bool:

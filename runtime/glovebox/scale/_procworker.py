@@ -40,8 +40,9 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from ..runtime._call import Call
 from ..runtime._envelope import RUN_CONTEXT
-from ..runtime._internal import internals
+from ..runtime._record import AuditRecorder
 from ..runtime._runtime import Runtime
 from ..telemetry import _tracing
 from ._procwire import FLAG_BYTES, BadRequest, Frames, Request, decode, is_unicode
@@ -251,9 +252,9 @@ def _answer(runtime: Runtime, request: Request) -> tuple[Any, ...]:
     run = RUN_CONTEXT.set(request.run) if request.run is not None else None
     try:
         if request.refusal is not None and is_unicode(name, principal):  # as Runtime.call refuses it, first
-            result = internals(runtime).refuse(name, None, principal, request.refusal, call_id)
+            result = AuditRecorder(runtime.audit).refuse(Call(name, None, principal, call_id), request.refusal)
         else:  # (a name or principal that is not valid Unicode is refused before the input)
-            result = internals(runtime).call_as(call_id, name, request.input, principal, spans)
+            result = runtime.send(Call(name, request.input, principal, call_id, spans=spans))
         result.meta["worker_pid"] = os.getpid()
         recorded = _tracing.span_ids(spans[0]) if spans else None
         return ("result", call_id, result.to_dict(), recorded)

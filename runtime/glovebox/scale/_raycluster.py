@@ -16,9 +16,11 @@ A replica that dies (``ray.kill``, its node lost) is replaced under the same
 id; each call it held answers ``internal_error``, retryable, with
 ``details.replica``, audited by the driver unless the replica wrote the row first.
 
-``run`` (code mode) runs the program on the driver, journaled in the driver's
-home; each nested call takes the path of ``call`` to a replica, carrying its
-call id and the run's context (``_procwire``'s ``run``).
+A RayRuntime is a :class:`Runtime` on the driver whose calls go to
+:class:`RayWorkers` instead of down its own chain (the calls it answers itself
+take that chain). ``run`` (code mode) runs the program on the driver, journaled
+in the driver's home; each nested call takes the path of ``call`` to a replica,
+carrying its call id and the run's context (``_procwire``'s ``run``).
 """
 
 from __future__ import annotations
@@ -46,16 +48,16 @@ from ..core._errors import Overloaded, ToolNotFound
 from ..model._result import CallResult, ToolInfo
 from ..policy import Policy
 from ..registry._registration import ManifestSource
+from ..runtime._call import Call
 from ..runtime._envelope import RUN_CONTEXT
-from ..runtime._internal import internals
+from ..runtime._record import AuditRecorder
 from ..runtime._runtime import Runtime
+from ..runtime.executors import Workers
 from . import _procwire
-from ._front import FrontRuntime
-from ._procpool import lost_call
 from ._raylane import Lane, LaneLost, LaneRefused, LaneUnreachable
 from ._rayreplica import Artifact, Replica, policy_digest
 
-__all__ = ["RayRuntime", "keep_trap_handlers"]
+__all__ = ["RayRuntime", "RayWorkers", "keep_trap_handlers"]
 
 logger = logging.getLogger("glovebox")
 #: Seconds ``close`` waits for each replica to finish its calls before killing it.
@@ -103,7 +105,7 @@ class _Booked:
         return f"{self.info.name}@{self.info.version}"
 
 
-class RayRuntime(FrontRuntime):
+class RayRuntime(Runtime):
     """Runs calls on ``replicas`` Ray actors, each holding a Runtime; same calls as :class:`Runtime`.
 
     Args:
@@ -146,17 +148,158 @@ class RayRuntime(FrontRuntime):
         replica_options: dict[str, Any] | None = None,
         **options: Any,
     ) -> None:
-        self._max_pending = max_pending if max_pending is not None else 4 * threads
-        if replicas < 1 or threads < 1 or self._max_pending < 1:
+        pending = max_pending if max_pending is not None else 4 * threads
+        if replicas < 1 or threads < 1 or pending < 1:
             raise ValueError("replicas, threads and max_pending must be at least 1")
         resolved = _settings.home_dir(home)
         chosen = policy if policy is not None else _settings.policy_file()
-        self._front = Runtime(resolved, chosen, **options)
-        self._internal = internals(self._front)
+        super().__init__(resolved, chosen, **options)
+        node = Path(node_home) if node_home is not None else None
+        replica_runtime = {"home": node or resolved, "policy": chosen, **options}
+        try:
+            workers = RayWorkers(
+                self,
+                self._chain,  # the calls the driver answers itself take its own chain
+                self._registry.blob_path,
+                replicas,
+                address,
+                threads=threads,
+                max_pending=pending,
+                node_home=node,
+                options=replica_runtime,
+                actor_options=replica_options,
+            )
+        except BaseException:
+            super().close()
+            raise
+        self._run_on(workers)
+        self._ray = workers
+
+    def __enter__(self) -> RayRuntime:
+        return self
+
+    @property
+    def runtime(self) -> Runtime:
+        """This RayRuntime itself: the Runtime that answers for the registry, the policy and approvals."""
+        return self
+
+    def replicas(self) -> list[dict[str, Any]]:
+        """The live replicas: ``replica`` id, ``pid``, Ray ``node_id`` and ``home``, waiting for new ones."""
+        return self._ray.replicas()
+
+    def actor(self, replica_id: str) -> Any:
+        """The Ray actor handle of a live replica (for operators and tests)."""
+        return self._ray.actor(replica_id)
+
+    # -- registry, policy, approvals, audit ---------------------------------------
+
+    def register(
+        self,
+        wasm_path: str | os.PathLike[str],
+        manifest: ManifestSource = None,
+        *,
+        signature: str | os.PathLike[str] | None = None,
+    ) -> ToolInfo:
+        """Register in the driver's home (as :meth:`Runtime.register`); replicas fetch it on first call.
+
+        The signature file is kept beside the registry (``signatures/<hex>.sig``) so that
+        replicas whose home requires signatures can verify the artifact themselves.
+        """
+        with self._ray.signatures_lock:
+            info = super().register(wasm_path, manifest, signature=signature)
+            source = Path(signature) if signature is not None else Path(f"{wasm_path}.sig")
+            if source.is_file():
+                target = self._ray.signature_path(info.digest)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(source.read_bytes())
+        return info
+
+    def gc(self, *, progress: Callable[[str], None] | None = None) -> list[Path]:
+        """As :meth:`Runtime.gc`, and the kept signatures (``signatures/``) no registered tool refers to.
+
+        A signature is collected with the last tool of its digest, deprecated or not.
+        The files are listed before the tools are read, and a registration writes its
+        file only once its tool is registered, so a signature kept before this call
+        began is never taken from a tool. (Another process re-registering a digest
+        at this very moment may lose the file it rewrites: replicas whose homes
+        require signatures then refuse the tool, they never run it unverified.)
+        """
+        removed = super().gc(progress=progress)
+        with self._ray.signatures_lock:
+            kept = sorted((self.home / "signatures").glob("*.sig"))
+            held = {info.digest.removeprefix("sha256:") for info in self.tools()}
+            for path in kept:
+                if path.stem not in held:
+                    path.unlink(missing_ok=True)
+                    removed.append(path)
+        return removed
+
+    def explain_everywhere(self, name: str, *, principal: str | None = None) -> dict[str, dict[str, Any]]:
+        """``explain`` as each live replica answers it, by replica id (``Decision.to_dict()``).
+
+        The driver resolves ``name`` and each replica decides under its own policy
+        for that tool, whether or not its node home holds the tool yet.
+
+        Raises:
+            ToolNotFound: the driver's registry has no such tool.
+        """
+        info = self.tool(name)
+        return self._ray.broadcast(lambda actor: actor.explain.remote(info, principal))
+
+    def reload_policy(self) -> str:  # type: ignore[override]
+        """Re-read the policy file on the driver and every replica now; answer the policy's digest.
+
+        Replicas also re-read a changed file on their own, as every Runtime does.
+
+        Raises:
+            RuntimeError: a replica holds a different policy (its node's file differs).
+        """
+        super().reload_policy()
+        expected = policy_digest(self)
+        found = self._ray.broadcast(lambda actor: actor.reload_policy.remote())
+        differ = sorted(replica for replica, digest in found.items() if digest != expected)
+        if differ:
+            raise RuntimeError(f"replicas {', '.join(differ)} hold a different policy than the driver")
+        return expected
+
+    def verify_audit(self) -> list[dict[str, Any]]:
+        """Verify every audit chain of the deployment: the driver's and each replica home's, once each.
+
+        Returns:
+            One entry per chain: ``node_id`` (None for the driver), ``home``, ``ok``, ``rows``, ``problem``.
+        """
+        check = self.audit.verify()
+        driver: dict[str, Any] = {"node_id": None, "home": str(self.home), "ok": check.ok}
+        driver.update(rows=check.rows, problem=check.problem)
+        return self._ray.replica_chains(driver)
+
+
+class RayWorkers(Workers):
+    """The replica actors of a :class:`RayRuntime` and the router in front of them."""
+
+    def __init__(
+        self,
+        driver: Runtime,
+        local: Callable[[Call], CallResult],
+        blob_path: Callable[[str], Path],
+        replicas: int,
+        address: str | None,
+        *,
+        threads: int,
+        max_pending: int,
+        node_home: Path | None,
+        options: dict[str, Any],
+        actor_options: dict[str, Any] | None,
+    ) -> None:
+        self._driver = driver
+        self._local = local
+        self._blob_path = blob_path
+        self._recorder = AuditRecorder(driver.audit)
+        self._max_pending = max_pending
         self._threads = threads
-        self._node_home = Path(node_home) if node_home is not None else None
-        self._options = {"home": self._node_home or resolved, "policy": chosen, **options}
-        self._actor_options = replica_options or {"num_cpus": 1, "scheduling_strategy": "SPREAD"}
+        self._node_home = node_home
+        self._options = options
+        self._actor_options = actor_options or {"num_cpus": 1, "scheduling_strategy": "SPREAD"}
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
             with keep_trap_handlers():
@@ -166,7 +309,7 @@ class RayRuntime(FrontRuntime):
                     ray.init(address=address)
         self._actor_class: Any = ray.remote(Replica)
         self._lock = threading.Lock()
-        self._signatures_lock = threading.Lock()  # a registration's signature is never collected before it is kept
+        self.signatures_lock = threading.Lock()  # a registration's signature is never collected before it is kept
         self._closed = False
         self._blobs: dict[str, Any] = {}
         self._mean_ms = 10.0
@@ -176,15 +319,8 @@ class RayRuntime(FrontRuntime):
         except BaseException:
             self.close()
             raise
-        self._route_runs(self._nested_call)  # a program runs on the driver; its calls run on the replicas
 
     # -- lifecycle -----------------------------------------------------------
-
-    def __enter__(self) -> RayRuntime:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def _start(self, replica_id: str) -> _Slot:
         options = {"max_concurrency": self._threads, "max_restarts": 0, **self._actor_options}
@@ -209,7 +345,6 @@ class RayRuntime(FrontRuntime):
             logger.warning("a replica did not close cleanly")
         for slot in slots:
             ray.kill(slot.actor)
-        self._front.close()
         if self._owns_ray:
             with keep_trap_handlers():
                 ray.shutdown()
@@ -228,118 +363,37 @@ class RayRuntime(FrontRuntime):
                     return slot.actor
         raise KeyError(f"no live replica {replica_id!r}")
 
-    # -- registry, policy, approvals, audit ---------------------------------------
-
-    def register(
-        self,
-        wasm_path: str | os.PathLike[str],
-        manifest: ManifestSource = None,
-        *,
-        signature: str | os.PathLike[str] | None = None,
-    ) -> ToolInfo:
-        """Register in the driver's home (as :meth:`Runtime.register`); replicas fetch it on first call.
-
-        The signature file is kept beside the registry (``signatures/<hex>.sig``) so that
-        replicas whose home requires signatures can verify the artifact themselves.
-        """
-        with self._signatures_lock:
-            info = self._front.register(wasm_path, manifest, signature=signature)
-            source = Path(signature) if signature is not None else Path(f"{wasm_path}.sig")
-            if source.is_file():
-                target = self._signature_path(info.digest)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(source.read_bytes())
-        return info
-
-    def gc(self, *, progress: Callable[[str], None] | None = None) -> list[Path]:
-        """As :meth:`Runtime.gc`, and the kept signatures (``signatures/``) no registered tool refers to.
-
-        A signature is collected with the last tool of its digest, deprecated or not.
-        The files are listed before the tools are read, and a registration writes its
-        file only once its tool is registered, so a signature kept before this call
-        began is never taken from a tool. (Another process re-registering a digest
-        at this very moment may lose the file it rewrites: replicas whose homes
-        require signatures then refuse the tool, they never run it unverified.)
-        """
-        removed = self._front.gc(progress=progress)
-        with self._signatures_lock:
-            kept = sorted((self.home / "signatures").glob("*.sig"))
-            held = {info.digest.removeprefix("sha256:") for info in self._front.tools()}
-            for path in kept:
-                if path.stem not in held:
-                    path.unlink(missing_ok=True)
-                    removed.append(path)
-        return removed
-
-    def explain_everywhere(self, name: str, *, principal: str | None = None) -> dict[str, dict[str, Any]]:
-        """``explain`` as each live replica answers it, by replica id (``Decision.to_dict()``).
-
-        The driver resolves ``name`` and each replica decides under its own policy
-        for that tool, whether or not its node home holds the tool yet.
-
-        Raises:
-            ToolNotFound: the driver's registry has no such tool.
-        """
-        info = self._front.tool(name)
-        return self._broadcast(lambda actor: actor.explain.remote(info, principal))
-
-    def reload_policy(self) -> str:
-        """Re-read the policy file on the driver and every replica now; answer the policy's digest.
-
-        Replicas also re-read a changed file on their own, as every Runtime does.
-
-        Raises:
-            RuntimeError: a replica holds a different policy (its node's file differs).
-        """
-        self._front.reload_policy()
-        expected = policy_digest(self._front)
-        found = self._broadcast(lambda actor: actor.reload_policy.remote())
-        differ = sorted(replica for replica, digest in found.items() if digest != expected)
-        if differ:
-            raise RuntimeError(f"replicas {', '.join(differ)} hold a different policy than the driver")
-        return expected
-
-    def verify_audit(self) -> list[dict[str, Any]]:
-        """Verify every audit chain of the deployment: the driver's and each replica home's, once each.
-
-        Returns:
-            One entry per chain: ``node_id`` (None for the driver), ``home``, ``ok``, ``rows``, ``problem``.
-        """
-        check = self._front.audit.verify()
-        driver: dict[str, Any] = {"node_id": None, "home": str(self.home), "ok": check.ok}
-        driver.update(rows=check.rows, problem=check.problem)
-        chains = {("driver", str(self.home)): driver}
-        with self._lock:
-            slots = [slot for slot in self._slots if slot.alive]
-        for slot in slots:
-            about = ray.get(slot.ready)
-            key = (about["node_id"], about["home"])
-            if about["home"] != str(self.home) and key not in chains:
-                chains[key] = {"node_id": about["node_id"], **ray.get(slot.actor.verify_audit.remote())}
-        return list(chains.values())
-
-    def _broadcast(self, send: Any) -> dict[str, Any]:
+    def broadcast(self, send: Any) -> dict[str, Any]:
+        """Each live replica's answer to ``send(actor)``, by replica id."""
         with self._lock:
             slots = [slot for slot in self._slots if slot.alive]
         answers = ray.get([send(slot.actor) for slot in slots])
         return {slot.replica_id: answer for slot, answer in zip(slots, answers, strict=True)}
 
-    def _signature_path(self, digest: str) -> Path:
-        return self.home / "signatures" / f"{digest.removeprefix('sha256:')}.sig"
+    def replica_chains(self, driver: dict[str, Any]) -> list[dict[str, Any]]:
+        """``driver``'s chain and each replica home's other than the driver's, verified once each."""
+        home = driver["home"]
+        chains = {("driver", home): driver}
+        with self._lock:
+            slots = [slot for slot in self._slots if slot.alive]
+        for slot in slots:
+            about = ray.get(slot.ready)
+            key = (about["node_id"], about["home"])
+            if about["home"] != home and key not in chains:
+                chains[key] = {"node_id": about["node_id"], **ray.get(slot.actor.verify_audit.remote())}
+        return list(chains.values())
+
+    def signature_path(self, digest: str) -> Path:
+        """Where the driver keeps the signature of the artifact ``digest`` for the replicas."""
+        return self._driver.home / "signatures" / f"{digest.removeprefix('sha256:')}.sig"
 
     # -- calls ------------------------------------------------------------------
 
-    def call(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
-        """Run tool ``name`` on ``input`` on a replica; as :meth:`Runtime.call`.
-
-        Raises:
-            ValueError: this RayRuntime is closed.
-        """
-        return self._call_with(uuid.uuid4().hex, name, input, principal)
-
-    def _nested_call(self, call_id: str, name: str, input: Any, principal: str) -> CallResult:
-        """A nested call of a run (``RUN_CONTEXT`` holds its context): a call on a replica, under ``call_id``."""
-        return self._call_with(call_id, name, input, principal, RUN_CONTEXT.get())
+    def send(self, call: Call) -> CallResult:
+        """Run ``call`` on a replica (or here, for the calls the driver answers itself)."""
+        return self._call_with(
+            call.call_id or uuid.uuid4().hex, call.tool, call.input, call.principal, RUN_CONTEXT.get()
+        )
 
     def _call_with(
         self, call_id: str, name: str, input: Any, principal: str | None, run: dict[str, Any] | None = None
@@ -381,11 +435,11 @@ class RayRuntime(FrontRuntime):
         booked.ref = booked.slot.call_held.remote(booked.data, booked.tool, booked.info.digest)
         return ray.get(booked.ref)
 
-    async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
-        """``call`` without blocking the event loop (the wait is on the replica's answer)."""
+    async def asend(self, call: Call) -> CallResult:
+        """``send`` without blocking the event loop (the wait is on the replica's answer)."""
         import asyncio  # imported here to keep `import glovebox` light
 
-        booked = self._submit(name, input, principal, uuid.uuid4().hex)
+        booked = self._submit(call.tool, call.input, call.principal, call.call_id or uuid.uuid4().hex)
         if not isinstance(booked, _Booked):
             return await asyncio.to_thread(booked)  # answered here: the registry, the audit
         try:
@@ -416,15 +470,16 @@ class RayRuntime(FrontRuntime):
             raise TypeError(f"principal must be a str or None, not {type(principal).__name__}")
         if self._closed:
             raise ValueError("this RayRuntime is closed")
+        here = Call(name, value, principal, call_id)
         try:
-            info = self._front.tool(name)
+            info = self._driver.tool(name)
         except (ToolNotFound, ValueError):  # answered (and audited) here, as any Runtime would
-            return functools.partial(self._internal.call_as, call_id, name, value, principal)
+            return functools.partial(self._local, here)
         if info.kind == "mcp-remote":  # no artifact to ship (its descriptor is not wasm): the driver proxies it
-            return functools.partial(self._internal.call_as, call_id, name, value, principal)
+            return functools.partial(self._local, here)
         slot = self._choose(info.digest)
         if slot is None:
-            return functools.partial(self._internal.refuse, name, value, principal, self._overloaded(), call_id)
+            return functools.partial(self._recorder.refuse, here, self._overloaded())
         # As JSON text, as a ProcessPool worker gets it: a replica unpickles nothing the caller chose.
         data = _procwire.encode(call_id, name, value, principal, None, run)
         booked = _Booked(slot, None, call_id, name, value, principal, info, data, run=run)
@@ -496,10 +551,10 @@ class RayRuntime(FrontRuntime):
         with self._lock:
             blob = self._blobs.get(info.digest)
         if blob is None:
-            blob = ray.put(self._internal.registry.blob_path(info.digest).read_bytes())
+            blob = ray.put(self._blob_path(info.digest).read_bytes())
             with self._lock:
                 blob = self._blobs.setdefault(info.digest, blob)
-        signature_file = self._signature_path(info.digest)
+        signature_file = self.signature_path(info.digest)
         signature = signature_file.read_bytes() if signature_file.is_file() else None
         return Artifact(info.name, info.version, info.digest, info.manifest, [blob], signature)
 
@@ -537,13 +592,9 @@ class RayRuntime(FrontRuntime):
             self._slots[self._slots.index(slot)] = self._start(slot.replica_id)
 
     def _lost(self, booked: _Booked) -> CallResult:
-        return lost_call(
-            self._front.audit,
-            booked.call_id,
-            booked.name,
-            booked.value,
-            booked.principal,
-            started=booked.started,
+        call = Call(booked.name, booked.value, booked.principal, booked.call_id, started=booked.started)
+        return self._recorder.lost(
+            call,
             what=f"the replica running this call ({booked.slot.replica_id})",
             where={"replica": booked.slot.replica_id},
             recorded=self._recorded_elsewhere(booked.call_id),

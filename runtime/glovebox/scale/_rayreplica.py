@@ -33,8 +33,9 @@ from ..core._errors import CallError, InternalError, ToolNotFound
 from ..model._manifest import Manifest
 from ..model._result import CallResult, ToolInfo
 from ..policy import decide
+from ..runtime._call import Call
 from ..runtime._envelope import RUN_CONTEXT, failure, new_meta
-from ..runtime._internal import internals
+from ..runtime._record import AuditRecorder
 from ..runtime._runtime import Runtime
 from ._procwire import BadRequest, Request, decode, is_unicode
 from ._raylane import LaneServer
@@ -125,9 +126,9 @@ class Replica:
         try:
             refusal = request.refusal
             if refusal is not None and is_unicode(request.name, principal):  # first, as Runtime.call
-                result = internals(self.runtime).refuse(ref, None, principal, refusal, call_id)
+                result = AuditRecorder(self.runtime.audit).refuse(Call(ref, None, principal, call_id), refusal)
             else:
-                result = internals(self.runtime).call_as(call_id, ref, value, principal)
+                result = self.runtime.send(Call(ref, value, principal, call_id))
         finally:
             if token is not None:
                 RUN_CONTEXT.reset(token)
@@ -195,7 +196,7 @@ class Replica:
     ) -> CallResult:
         meta = new_meta(artifact.name, principal, call_id)
         meta.update(version=artifact.version, digest=artifact.digest)
-        return internals(self.runtime).record(failure(error, meta), value)
+        return AuditRecorder(self.runtime.audit).elsewhere(failure(error, meta), value)
 
     def reload_policy(self) -> str:
         """Re-read the policy file; answer the digest of the policy now in force."""

@@ -6,11 +6,9 @@ from ...core._errors import Overloaded
 from ...model._result import CallResult
 from .._admission import Admission as Slots
 from .._call import Call, Handler, Next
-from .._envelope import failure, new_meta
-from .._gate import CallTrace
 from .._record import AuditRecorder
 
-__all__ = ["Admission", "refused"]
+__all__ = ["Admission"]
 
 
 class Admission(Handler):
@@ -30,10 +28,5 @@ class Admission(Handler):
         try:
             self._slots.enter()
         except Overloaded as refusal:
-            return refused(self._recorder, call, refusal)
+            return self._recorder.refuse(call, refusal)
         return next(call)
-
-
-def refused(recorder: AuditRecorder, call: Call, refusal: Overloaded) -> CallResult:
-    """The answer (and the audit row) of a call refused at admission."""
-    return recorder.record(failure(refusal, new_meta(call.tool, call.principal, call.call_id)), call.input, CallTrace())
