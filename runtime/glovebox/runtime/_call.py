@@ -1,12 +1,14 @@
 """A call as one object: the request that flows down the handler chain, and the chain itself.
 
-A :class:`Call` is made once per ``Runtime.call`` and never changed: a handler
-that needs to say something new about it (its tracer, its attempts, the state of
-one attempt) hands the next handler a copy (``dataclasses.replace``). Each
-handler is a small class with one method, ``handle(call, next) -> CallResult``
-(see :mod:`glovebox.runtime.handlers`); :func:`compose` strings them together in
-the order the Runtime lists them, ending in the terminal step that hands the
-call to an executor (:mod:`glovebox.runtime.executors`).
+A :class:`Call` is made once per ``Runtime.call`` and never changed (it is a
+named tuple): a handler that needs to say something new about it (its tracer,
+its attempts, the state of one attempt) hands the next handler a copy
+(``call._replace(...)``). Each handler is a small class with one method,
+``handle(call) -> CallResult``, that does its part before and/or after passing
+the call to ``self.next``, the rest of the chain (see :mod:`glovebox.runtime.handlers`);
+:func:`compose` strings them together in the order the Runtime lists them,
+ending in the terminal step that hands the call to an executor
+(:mod:`glovebox.runtime.executors`).
 
 Inside one attempt, the handlers below the audit handler learn things the later
 ones need: which tool version the name resolved to, the policy's decision, the
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from ..model._grants import Grants
@@ -32,8 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["Call", "CallState", "Handler", "Next", "compose"]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Call:
+class Call(NamedTuple):
     """One call of a tool, as the chain passes it from handler to handler."""
 
     #: The tool as the caller named it: ``name`` or ``name@version``.
@@ -59,6 +60,26 @@ class Call:
     def who(self) -> str:
         """The principal, ``anonymous`` when none was given."""
         return self.principal or "anonymous"
+
+    # The copies the chain's own handlers make on every call, built without ``_replace``'s generality.
+
+    def started_at(self, started: float) -> Call:
+        """This call, admitted at ``started`` (``time.perf_counter``)."""
+        t, i, p, c, _, tr, sp, a, st = self
+        return _new(Call, (t, i, p, c, started, tr, sp, a, st))
+
+    def attempted(self, attempts: Attempts) -> Call:
+        """This call, under ``attempts``."""
+        t, i, p, c, s, tr, sp, _, st = self
+        return _new(Call, (t, i, p, c, s, tr, sp, attempts, st))
+
+    def in_state(self, state: CallState) -> Call:
+        """This call, for the attempt whose state is ``state``."""
+        t, i, p, c, s, tr, sp, a, _ = self
+        return _new(Call, (t, i, p, c, s, tr, sp, a, state))
+
+
+_new = tuple.__new__
 
 
 @dataclasses.dataclass(slots=True)
@@ -93,27 +114,30 @@ Next = Callable[[Call], "CallResult"]
 
 
 class Handler:
-    """One step of the call pipeline: do something before and/or after the rest of the chain."""
+    """One step of the call pipeline: do something before and/or after the rest of the chain.
 
-    __slots__ = ()
+    ``handle(call)`` answers the call, usually by passing it (or a copy) to ``self.next``,
+    the rest of the chain, which :func:`compose` sets (a handler belongs to one chain).
+    """
 
-    def handle(self, call: Call, next: Next) -> CallResult:
-        """Answer ``call``, usually by passing it (or a copy) to ``next``."""
+    __slots__ = ("next",)
+
+    def __init__(self) -> None:
+        self.next: Next = _unchained
+
+    def handle(self, call: Call) -> CallResult:
+        """Answer ``call``."""
         raise NotImplementedError
 
 
 def compose(handlers: Sequence[Handler], last: Next) -> Next:
-    """The chain ``handlers[0] → handlers[1] → … → last`` as one callable."""
+    """The chain ``handlers[0] → handlers[1] → … → last`` as one callable (each handler's ``next`` set)."""
     chain = last
     for handler in reversed(handlers):
-        chain = _link(handler, chain)
+        handler.next = chain
+        chain = handler.handle  # a bound method: one frame a step, nothing wrapped around it
     return chain
 
 
-def _link(handler: Handler, next: Next) -> Next:
-    handle = handler.handle
-
-    def link(call: Call) -> CallResult:
-        return handle(call, next)
-
-    return link
+def _unchained(call: Call) -> CallResult:
+    raise RuntimeError("this handler is not in a chain: compose() sets what comes next")

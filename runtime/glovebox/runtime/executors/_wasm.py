@@ -52,13 +52,14 @@ class WasmExecutor(Executor):
         info, decision = state.resolved()
         assert state.input_text is not None
         meta, trace = state.meta, state.trace
-        component = self._parts().compiled.get(info.digest)
+        parts = self._parts()
+        component = parts.compiled.get(info.digest)
         breaker = decision.guards.breaker
         http = self._http_for(info, state.grants, call.tracer, breaker, trace.probing)
         sql = self._sql_for(info, state.grants, meta["principal"], trace)
         with step(call.tracer, "glovebox.sandbox") as span:
             try:
-                outcome = self.sandbox.run(component, state.input_text, decision.limits, http, sql)
+                outcome = parts.sandbox.run(component, state.input_text, decision.limits, http, sql)
             finally:
                 if http is not None:
                     http.close()
@@ -116,6 +117,13 @@ def record_state(meta: dict[str, Any], state: HostState) -> None:
         meta["denials"] = state.denials
     if state.sql_log:
         meta["sql"] = state.sql_log
-    for name in _DROPPED_COUNTS:
-        if getattr(state, name):
-            meta[name] = getattr(state, name)
+    if (
+        state.logs_dropped
+        or state.denials_dropped
+        or state.egress_dropped
+        or state.upstream_failures_dropped
+        or state.sql_log_dropped
+    ):
+        for name in _DROPPED_COUNTS:
+            if getattr(state, name):
+                meta[name] = getattr(state, name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...core._errors import Overloaded
 from ...model._result import CallResult
 from .._admission import Admission as Slots
-from .._call import Call, Handler, Next
+from .._call import Call, Handler
 from .._record import AuditRecorder
 
 __all__ = ["Admission"]
@@ -21,10 +21,12 @@ class Admission(Handler):
     __slots__ = ("_recorder", "_slots")
 
     def __init__(self, slots: Slots, recorder: AuditRecorder) -> None:
+        super().__init__()
         self._slots = slots
         self._recorder = recorder
 
-    def handle(self, call: Call, next: Next) -> CallResult:
+    def handle(self, call: Call) -> CallResult:
+        next = self.next
         try:
             self._slots.enter()
         except Overloaded as refusal:

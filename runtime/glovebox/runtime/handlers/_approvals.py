@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ...model._result import CallResult
-from .._call import Call, Handler, Next
+from .._call import Call, Handler
 from .._gate import PolicyGate
 
 __all__ = ["Approvals"]
@@ -16,11 +16,13 @@ class Approvals(Handler):
     __slots__ = ("_gate",)
 
     def __init__(self, gate: PolicyGate) -> None:
+        super().__init__()
         self._gate = gate
 
-    def handle(self, call: Call, next: Next) -> CallResult:
+    def handle(self, call: Call) -> CallResult:
+        next = self.next
         state = call.state
-        assert state is not None
-        info, decision = state.resolved()
-        self._gate.spend_approval(state.trace, info, state.meta["principal"], decision)
+        assert state is not None and state.info is not None and state.decision is not None
+        if state.decision.action == "require_approval":
+            self._gate.spend_approval(state.trace, state.info, state.meta["principal"], state.decision)
         return next(call)

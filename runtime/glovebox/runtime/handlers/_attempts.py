@@ -5,7 +5,6 @@ The rules (deadlines, which codes, ``routed_from``) are ``glovebox.runtime._retr
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any
 
@@ -23,26 +22,30 @@ class Attempts(Handler):
 
     __slots__ = ()
 
-    def handle(self, call: Call, next: Next) -> CallResult:
-        tries = Tries(call.started, run_deadline=run_deadline())
-        result = _retried(dataclasses.replace(call, attempts=tries), next)
+    def handle(self, call: Call) -> CallResult:
+        next = self.next
+        tries = Tries(call.started, run_deadline=None if RUN_CONTEXT.get() is None else run_deadline())
+        call = call.attempted(tries)
+        result = next(call)
+        if tries.retries is not None:
+            result = _retried(call, result, next)
         for route in tries.routes(result):
             tries = tries.routed(result)
-            fallback = dataclasses.replace(call, tool=route, call_id=None, started=time.perf_counter(), attempts=tries)
-            result = _retried(fallback, next)
+            fallback = call._replace(tool=route, call_id=None, started=time.perf_counter(), attempts=tries)
+            result = _retried(fallback, next(fallback), next)
             if not tries.moves_on(result):
                 break
         return result
 
 
-def _retried(call: Call, next: Next) -> CallResult:
+def _retried(call: Call, result: CallResult, next: Next) -> CallResult:
+    """``result``, or the answer of the attempts the policy's retries add after it."""
     tries = call.attempts
     assert tries is not None
-    result = next(call)
     while (wait_s := tries.next_wait(result)) is not None:
         with waiting():  # a backoff holds no compute slot
             time.sleep(wait_s)
-        result = next(dataclasses.replace(call, call_id=None, started=time.perf_counter()))
+        result = next(call._replace(call_id=None, started=time.perf_counter()))
     return result
 
 

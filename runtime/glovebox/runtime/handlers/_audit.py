@@ -7,14 +7,13 @@ happened, leaves exactly one row.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any
 
 from ...core._errors import CallTimeout, InvalidInput
 from ...core._jsonlimits import JsonRejected, checked_text, escape_surrogates
 from ...model._result import CallResult
-from .._call import Call, CallState, Handler, Next
+from .._call import Call, CallState, Handler
 from .._envelope import failure, new_meta
 from .._gate import CallTrace
 from .._record import AuditRecorder
@@ -28,16 +27,18 @@ class Audit(Handler):
     __slots__ = ("_recorder",)
 
     def __init__(self, recorder: AuditRecorder) -> None:
+        super().__init__()
         self._recorder = recorder
 
-    def handle(self, call: Call, next: Next) -> CallResult:
+    def handle(self, call: Call) -> CallResult:
+        next = self.next
         tries = call.attempts
         assert tries is not None, "the attempts handler runs first"
         meta = new_meta(call.tool, call.principal, call.call_id)
         state = CallState(meta, CallTrace())
         try:
             state.encoded = admissible(call.tool, call.principal or meta["principal"], call.input)
-            result = next(dataclasses.replace(call, state=state))
+            result = next(call.in_state(state))
         except CallTimeout as error:  # the run's deadline may have cut it short: it says so
             result = failure(tries.run_timeout(error), meta)
         except Exception as error:

@@ -10,7 +10,7 @@ from ...core._errors import CallError
 from ...guards import BreakerBoard
 from ...model._result import CallResult
 from ...policy._guards import Breaker
-from .._call import Call, Handler, Next
+from .._call import Call, Handler
 
 __all__ = ["Breakers"]
 
@@ -21,15 +21,18 @@ class Breakers(Handler):
     __slots__ = ("_board",)
 
     def __init__(self, board: Callable[[], BreakerBoard]) -> None:
+        super().__init__()
         self._board = board  # the home's breakers, opened on first need
 
-    def handle(self, call: Call, next: Next) -> CallResult:
+    def handle(self, call: Call) -> CallResult:
+        next = self.next
         state = call.state
-        assert state is not None
-        info, decision = state.resolved()
-        breaker = decision.guards.breaker
+        assert state is not None and state.decision is not None
+        breaker = state.decision.guards.breaker
         if breaker is None:
             return next(call)
+        info = state.info
+        assert info is not None
         board = self._board()
         tool_breaker = "tool" in breaker.scopes
         if tool_breaker:

@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
 
 from ...model._result import CallResult
-from .._call import Call, Handler, Next
+from .._call import Call, Handler
 from .._checks import OutputChecks as Checks
 from .._retry import Attempts as Tries
 
@@ -26,15 +25,17 @@ class OutputChecks(Handler):
     __slots__ = ("_attempt", "_kept")
 
     def __init__(self, attempt: Callable[[Call], CallResult]) -> None:
+        super().__init__()
         self._attempt = attempt
         self._kept: dict[tuple[str, str, str], Checks] = {}
 
-    def handle(self, call: Call, next: Next) -> CallResult:
+    def handle(self, call: Call) -> CallResult:
+        next = self.next
         result = next(call)
         state = call.state
-        assert state is not None
-        info, decision = state.resolved()
-        checks, declared = decision.guards.checks, info.manifest.checks
+        assert state is not None and state.info is not None and state.decision is not None
+        info = state.info
+        checks, declared = state.decision.guards.checks, info.manifest.checks
         if checks is None and declared is None:
             return result
         key = (info.digest, info.name, "checks")
@@ -53,7 +54,7 @@ class OutputChecks(Handler):
         def judge(name: str, payload: dict[str, Any]) -> CallResult:
             now = time.perf_counter()
             judged = Call(name, payload, call.principal, started=now, tracer=call.tracer)
-            return self._attempt(dataclasses.replace(judged, attempts=Tries(now, within=deadline)))
+            return self._attempt(judged._replace(attempts=Tries(now, within=deadline)))
 
         kept.evaluate(
             result.output, state.output_text, scrubber, state.meta, judge, {"tool": info.name, "input": call.input}

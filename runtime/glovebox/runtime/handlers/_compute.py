@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 
 from ...model._result import CallResult
 from ...sandbox._compute import ComputeSlots
 from .._admission import Admission as Slots
-from .._call import Call, Handler, Next
+from .._call import Call, Handler
 
 __all__ = ["Compute"]
 
@@ -20,14 +19,16 @@ class Compute(Handler):
     __slots__ = ("_compute", "_slots")
 
     def __init__(self, slots: Slots, compute: ComputeSlots) -> None:
+        super().__init__()
         self._slots = slots
         self._compute = compute
 
-    def handle(self, call: Call, next: Next) -> CallResult:
+    def handle(self, call: Call) -> CallResult:
+        next = self.next
         started = time.perf_counter()
         running = self._compute.enter()
         try:
-            return next(dataclasses.replace(call, started=started))
+            return next(call.started_at(started))
         finally:
             self._compute.leave(running)
             self._slots.leave(time.perf_counter() - started)

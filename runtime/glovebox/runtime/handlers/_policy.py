@@ -6,7 +6,7 @@ from ...model._grants import Grants
 from ...model._result import CallResult
 from ...telemetry import _tracing
 from ...telemetry._tracing import step
-from .._call import Call, Handler, Next
+from .._call import Call, Handler
 from .._gate import PolicyGate
 
 __all__ = ["Policy"]
@@ -18,11 +18,13 @@ class Policy(Handler):
     __slots__ = ("_default", "_gate")
 
     def __init__(self, gate: PolicyGate, default_grants: Grants | None) -> None:
+        super().__init__()
         self._gate = gate
         #: With no policy configured, what every call is granted (None: the policy's grants govern).
         self._default = default_grants
 
-    def handle(self, call: Call, next: Next) -> CallResult:
+    def handle(self, call: Call) -> CallResult:
+        next = self.next
         state, tries = call.state, call.attempts
         assert state is not None and state.info is not None and tries is not None
         trace, meta = state.trace, state.meta

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from ...core._errors import ToolNotFound
 from ...model._result import CallResult, ToolInfo
 from ...registry._registry import Registry
-from .._call import Call, Handler, Next
+from .._call import Call, Handler
 from .._gate import PolicyGate, input_digest
 
 __all__ = ["Resolve", "not_found_message"]
@@ -19,11 +19,13 @@ class Resolve(Handler):
     __slots__ = ("_gate", "_registry", "_visible")
 
     def __init__(self, registry: Registry, gate: PolicyGate, visible: Callable[[str], list[ToolInfo]]) -> None:
+        super().__init__()
         self._registry = registry
         self._gate = gate
         self._visible = visible
 
-    def handle(self, call: Call, next: Next) -> CallResult:
+    def handle(self, call: Call) -> CallResult:
+        next = self.next
         state = call.state
         assert state is not None and call.attempts is not None
         trace, meta = state.trace, state.meta

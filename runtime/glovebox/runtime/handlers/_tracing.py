@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from ...model._result import CallResult
 from ...telemetry._tracing import TracedCall
 from ...telemetry._tracing import Tracing as TracerSource
-from .._call import Call, Handler, Next
+from .._call import Call, Handler
 
 __all__ = ["Tracing"]
 
@@ -18,12 +16,14 @@ class Tracing(Handler):
     __slots__ = ("_source",)
 
     def __init__(self, source: TracerSource) -> None:
+        super().__init__()
         self._source = source
 
-    def handle(self, call: Call, next: Next) -> CallResult:
+    def handle(self, call: Call) -> CallResult:
+        next = self.next
         with TracedCall(self._source.tracer()) as traced:
             if traced.tracer is not None:
-                call = dataclasses.replace(call, tracer=traced.tracer)
+                call = call._replace(tracer=traced.tracer)
             result = traced.finish(next(call))
         if call.spans is not None and traced.span is not None:
             call.spans.append(traced.span)

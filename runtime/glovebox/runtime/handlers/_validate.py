@@ -8,7 +8,7 @@ from ...core._errors import InvalidInput
 from ...model._result import CallResult, ToolInfo
 from ...schema._schemas import SchemaCheck, encode_input, sized_input
 from ...telemetry._tracing import step
-from .._call import Call, Handler, Next
+from .._call import Call, Handler
 
 __all__ = ["SchemaCache", "ValidateInput"]
 
@@ -36,9 +36,11 @@ class ValidateInput(Handler):
     __slots__ = ("_schemas",)
 
     def __init__(self, schemas: SchemaCache) -> None:
+        super().__init__()
         self._schemas = schemas
 
-    def handle(self, call: Call, next: Next) -> CallResult:
+    def handle(self, call: Call) -> CallResult:
+        next = self.next
         state = call.state
         assert state is not None and state.info is not None
         info, value = state.info, call.input
