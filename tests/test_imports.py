@@ -157,12 +157,23 @@ GLOVEBOX = {
     "glovebox.integrations",
     # Code mode (Runtime.run): stdlib, wasmtime and what the runtime loads already.
     "glovebox.runs",
+    "glovebox.runs._attempt",
+    "glovebox.runs._claims",
+    "glovebox.runs._component",
+    "glovebox.runs._env",
+    "glovebox.runs._gc",
     "glovebox.runs._host",
+    "glovebox.runs._journal",
+    "glovebox.runs._leases",
+    "glovebox.runs._records",
     "glovebox.runs._result",
     "glovebox.runs._runner",
+    "glovebox.runs._schema",
     "glovebox.runs._store",
+    "glovebox.runs._tools",
     "glovebox.runs._types",
     "glovebox.runtime._coderun",
+    "glovebox.runtime._runenv",
 }
 
 

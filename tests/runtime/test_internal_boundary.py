@@ -45,7 +45,7 @@ def violations(root: Path, private: set[str]) -> list[str]:
 
 def test_runtime_private_names_are_found() -> None:
     private = runtime_private_names()
-    assert {"_call_as", "_registry", "_record", "_check_open", "_gate"} <= private
+    assert {"_chain", "_registry", "_recorder", "_check_open", "_gate"} <= private
 
 
 def test_the_check_catches_a_private_access(tmp_path: Path) -> None:

@@ -49,7 +49,8 @@ from typing import Any
 
 from ..core._errors import CallError, RunDiverged, RunLimit
 from ..model._result import CallResult
-from ._store import RecordedStep, RunStore
+from ._records import RecordedStep
+from ._store import RunStore
 
 __all__ = ["RunBounds", "RunHost"]
 

@@ -1,22 +1,11 @@
-"""``Runtime.run`` and ``Runtime.runs``: code mode wired to this Runtime.
+"""``Runtime.run`` and ``Runtime.runs``: code mode, given a Runtime's run environment.
 
-The runs package (``glovebox.runs``) knows nothing of the Runtime: it is given
-
-- the code runner's compiled component (built once per engine and runner
-  source in the toolchain directory, compiled once per engine's code settings);
-- the Runtime's sandbox, in which each attempt runs;
-- a function making one nested call: ``Runtime.call`` of the run's principal
-  under a call id the journal wrote first, with ``meta.run`` (``run_id``,
-  ``step``, ``parent_call_id``: the call id of the attempt's own row) so that
-  the call's audit row names its run and attempt; a scale-out backend hands
-  its own call path instead (``call``: a ProcessPool's workers, a RayRuntime's
-  replicas), which carries the call id and ``RUN_CONTEXT`` to wherever the
-  call runs, so the program runs here and its nested calls spread like any
-  other call;
-- a function writing each attempt's audit row (:func:`glovebox.audit._row.run_row`)
-  to the Runtime's audit log;
-- the policy's ``runs.lease_seconds`` (how long an attempt's lease lasts);
-- the principal's visible tools (the typed wrappers) and a search over them.
+The runs package (``glovebox.runs``) knows nothing of the Runtime: :class:`Runs`
+is handed one :class:`~glovebox.runs._env.RunEnvironment` (the Runtime's is
+``glovebox.runtime._runenv.RuntimeRunEnvironment``), from which it takes the
+sandbox, the nested calls, the visible tools, the audit log and the policy's
+``runs`` settings (``lease_seconds``, ``runs_per_minute``, ``retention_days``).
+Programs are transpiled here (esbuild), once per source.
 
 A resume or cancel made by another principal than the run's owner (an operator)
 needs :data:`AUDIT_SCOPE` and the policy's approver scope; who it was is kept in
@@ -30,79 +19,54 @@ import builtins
 import contextvars
 import functools
 import hashlib
-import logging
 import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from wasmtime.component import Component
-
-from ..audit._row import run_row
-from ..core._canonical import sha256_digest
-from ..core._errors import PermissionDenied, RateLimited, ToolNotFound
-from ..core._settings import toolchain_cache_dir
-from ..engine._compile import precompile
-from ..model._result import CallResult, ToolInfo
+from ..core._errors import PermissionDenied, RateLimited
+from ..runs._env import RunEnvironment
 from ..runs._host import RunBounds
 from ..runs._result import RunResult
-from ..runs._runner import RUN_LIMITS, RunAttempt, Runner
+from ..runs._runner import RUN_LIMITS, Runner
 from ..runs._store import JournalStep, RunRecord, RunStore
+from ..runs._tools import search_tools
 from ..runs._types import declarations
-from ._envelope import RUN_CONTEXT, failure, new_meta
-from ._gate import CallTrace, input_digest
 
-#: The Runtime these runs belong to (not imported: ``_runtime`` imports this module).
-Runtime = Any
-#: One nested call, made while ``RUN_CONTEXT`` holds the run's context: (call_id, tool, input, principal) -> result.
-NestedCall = Callable[[str, str, Any, str], CallResult]
+if TYPE_CHECKING:
+    pass
 
-logger = logging.getLogger("glovebox.runs")
-
-__all__ = ["AUDIT_SCOPE", "NestedCall", "Runs", "search_tools"]
+__all__ = ["AUDIT_SCOPE", "Runs", "lang_of", "search_tools"]
 
 #: The scope that reads the audit log (the console's); with the approver scope, it lets a principal
 #: resume or cancel another principal's run.
 AUDIT_SCOPE = "glovebox:audit"
 
-_SCRIPTS = 256  # transpiled programs (and principals' visible tools) kept per Runtime
-_VISIBLE_TTL_S = 1.0
+_SCRIPTS = 256  # transpiled programs kept per Runtime
 _LANGS = {".js": "js", ".mjs": "js", ".ts": "ts", ".mts": "ts"}
 
 
 class Runs:
-    """The runs of a Runtime's home: ``list``, ``show``, ``journal``, ``resume``, ``cancel``, ``collect``."""
+    """The runs of a home: ``list``, ``show``, ``journal``, ``resume``, ``cancel``, ``collect``.
+
+    Args:
+        env: what the runs need from the Runtime (see the module docstring).
+        bounds: how far one run may go (steps, journal bytes).
+    """
 
     def __init__(
         self,
-        runtime: Runtime,
-        not_found: Callable[[str, str, builtins.list[str]], str],
+        env: RunEnvironment,
+        *,
         bounds: RunBounds | None = None,
-        call: NestedCall | None = None,
     ) -> None:
-        self._runtime = runtime
-        self._call_as: NestedCall = call or runtime._call_as  # where a nested call runs once it may
-        self._not_found = not_found  # the message of an unknown tool, as Runtime.call says it
-        self.store = RunStore(runtime.home)
+        self.env = env
+        self.store = RunStore(self.env.home)
+        self.runner = Runner(self.store, self.env, limits=RUN_LIMITS, bounds=bounds)
         self._lock = threading.Lock()
-        self._component: Component | None = None
         self._scripts: OrderedDict[tuple[str, str], str] = OrderedDict()
-        self._visible: dict[str, tuple[float, builtins.list[str]]] = {}
-        self.runner = Runner(
-            self.store,
-            lambda: runtime._sandbox,
-            self._runner_component,
-            self._nested_call,
-            self._search,
-            self._visible_names,
-            limits=RUN_LIMITS,
-            bounds=bounds,
-            audit=self._audit_attempt,
-            lease_s=lambda: runtime.policy.runs.lease_seconds,
-        )
 
     def close(self) -> None:
         """Close the run store."""
@@ -125,7 +89,7 @@ class Runs:
 
     def _over_quota(self, principal: str) -> RateLimited | None:
         """``rate_limited`` when ``principal`` started the policy's ``runs.runs_per_minute`` in the last minute."""
-        limit = self._runtime.policy.runs.runs_per_minute
+        limit = self.env.policy.runs.runs_per_minute
         if limit is None:
             return None
         started = self.store.starts_since(principal, time.time() - 60.0, limit)
@@ -139,7 +103,7 @@ class Runs:
 
     def retention_s(self) -> float:
         """How long finished runs are kept: the policy's ``runs.retention_days``."""
-        return float(self._runtime.policy.runs.retention_days) * 86400.0
+        return float(self.env.policy.runs.retention_days) * 86400.0
 
     def list(
         self, *, principal: str | None = None, status: str | None = None, limit: int = 100, offset: int = 0
@@ -165,12 +129,12 @@ class Runs:
 
     def declarations(self, principal: str | None = None) -> str:
         """The TypeScript declaration (``.d.ts``) of the ``tools`` a program of ``principal`` sees."""
-        visible = self._runtime.visible_tools(principal)
+        visible = self.env.visible_tools(principal)
         return declarations([(i.name, i.description, i.input_schema, i.output_schema) for i in visible])
 
     def search(self, query: str, principal: str | None = None) -> builtins.list[dict[str, Any]]:
         """What ``tools.search(query)`` answers a program of ``principal``."""
-        return self._search(query, principal or "anonymous")
+        return self.runner.tools.search(query, principal or "anonymous")
 
     def journal(self, run_id: str) -> builtins.list[JournalStep]:
         """A run's journal, step by step."""
@@ -199,7 +163,7 @@ class Runs:
         record = self.record(run_id)
         if record is None or record.principal == by:
             return
-        policy = self._runtime.policy
+        policy = self.env.policy
         needed = (AUDIT_SCOPE, policy.approvals.approver_scope)
         held = policy.scopes_of(by)
         if not all(scope in held for scope in needed):
@@ -231,36 +195,8 @@ class Runs:
         """Delete runs that finished more than ``older_than_s`` seconds ago; their ids."""
         return self.store.collect(time.time() - older_than_s)
 
-    # -- what the runner is given ---------------------------------------------
-
-    def _audit_attempt(self, attempt: RunAttempt) -> None:
-        """Write one attempt's audit row; a row that cannot be written is logged (the run's own
-        nested calls were each audited, and its journal holds what it did)."""
-        run: dict[str, Any] = {"run_id": attempt.run_id, "attempt": attempt.attempt, "by": attempt.by}
-        run |= {"status": attempt.status, "steps": attempt.steps, "replayed": attempt.replayed}
-        run["calls"] = attempt.calls
-        if attempt.previous_call_id is not None:
-            run["previous_call_id"] = attempt.previous_call_id
-        if attempt.holder is not None:
-            run["holder"] = attempt.holder
-        if attempt.action is not None:  # a cancel's row, or an abandoned attempt's written by its successor
-            run["action"] = attempt.action
-        if attempt.taken_over_by is not None:
-            run["taken_over_by"] = attempt.taken_over_by
-        stored = self._runtime.policy.audit
-        row = run_row(
-            call_id=attempt.call_id, principal=attempt.principal, outcome=attempt.outcome, run=run,
-            program_digest=sha256_digest(attempt.source.encode("utf-8", "surrogatepass")),
-            input_digest=input_digest(attempt.input), value=attempt.input, output=attempt.output,
-            duration_ms=attempt.duration_ms, fuel_used=attempt.fuel_used, attempt=attempt.attempt,
-            first_call_id=attempt.first_call_id, store_inputs=stored.store_inputs, store_outputs=stored.store_outputs,
-        )  # fmt: skip
-        try:
-            self._runtime.audit.append(row)
-        except Exception:
-            logger.exception("cannot write the audit row of run %s (attempt %s)", attempt.run_id, attempt.call_id)
-
     def _script(self, code: str, lang: str) -> str:
+        """``code`` transpiled for the runner (kept for the latest :data:`_SCRIPTS` programs)."""
         from ..toolchains._build import sdk_dir
         from ..toolchains._jsrunner import transpile
 
@@ -277,47 +213,6 @@ class Runs:
                 self._scripts.popitem(last=False)
         return script
 
-    def _runner_component(self) -> Component:
-        component = self._component
-        if component is None:
-            with self._lock:
-                if self._component is None:
-                    self._component = _load_runner(self._runtime)
-                component = self._component
-        return component
-
-    def _nested_call(self, tool: str, input: Any, principal: str, call_id: str, run: dict[str, Any]) -> CallResult:
-        """A full call of ``principal``; a tool it cannot see does not exist (as in ``tool_not_found``)."""
-        token = RUN_CONTEXT.set(run)
-        try:
-            visible = self._visible_names(principal)
-            if tool.partition("@")[0] not in visible:
-                missing = ToolNotFound(self._not_found(tool, principal, visible), details={"tool": tool})
-                refused = failure(missing, new_meta(tool, principal, call_id))
-                recorded: CallResult = self._runtime._record(refused, input, CallTrace())  # its audit row
-                return recorded
-            answer: CallResult = self._call_as(call_id, tool, input, principal)
-            return answer
-        finally:
-            RUN_CONTEXT.reset(token)
-
-    def _visible_names(self, principal: str) -> builtins.list[str]:
-        """The names ``principal`` may see (kept for a second: a run's calls ask again and again)."""
-        now = time.monotonic()
-        with self._lock:
-            kept = self._visible.get(principal)
-            if kept is not None and now - kept[0] < _VISIBLE_TTL_S:
-                return kept[1]
-        names = sorted(info.name for info in self._runtime.visible_tools(principal))
-        with self._lock:
-            self._visible[principal] = (now, names)
-            if len(self._visible) > _SCRIPTS:
-                self._visible.pop(next(iter(self._visible)))
-        return names
-
-    def _search(self, query: str, principal: str) -> builtins.list[dict[str, Any]]:
-        return search_tools(self._runtime.visible_tools(principal), query)
-
 
 def lang_of(path: str | os.PathLike[str]) -> str:
     """``js`` or ``ts`` from a program file's suffix.
@@ -329,41 +224,6 @@ def lang_of(path: str | os.PathLike[str]) -> str:
     if suffix not in _LANGS:
         raise ValueError(f"{path}: a program is a .js, .mjs, .ts or .mts file")
     return _LANGS[suffix]
-
-
-def search_tools(tools: builtins.list[ToolInfo], query: str, limit: int = 20) -> builtins.list[dict[str, Any]]:
-    """The tools whose name or description holds the query's words, best first (every word counts)."""
-    words = [word for word in query.lower().replace("-", " ").replace("_", " ").split() if word]
-    scored = []
-    for info in tools:
-        name = info.name.lower().replace("-", " ").replace("_", " ")
-        text = f"{name} {info.description.lower()}"
-        score = sum(3 if word in name else 1 for word in words if word in text)
-        if score or not words:
-            scored.append((-score, info.name, info))
-    scored.sort(key=lambda item: (item[0], item[1]))
-    return [
-        {"name": info.name, "version": info.version, "description": info.description} for _, _, info in scored[:limit]
-    ]
-
-
-def _load_runner(runtime: Runtime) -> Component:
-    from ..toolchains._build import sdk_dir
-    from ..toolchains._jsrunner import runner_component
-
-    cache = toolchain_cache_dir()
-    wasm = runner_component(sdk_dir(), cache)
-    shared = runtime._wasm().shared
-    compiled = cache / f"{wasm.stem}-{shared.fingerprint}.cwasm"
-    if not compiled.is_file():
-        partial = compiled.with_name(f"{compiled.name}.tmp{os.getpid()}.{threading.get_ident()}")
-        try:
-            precompile(wasm, partial, shared.settings, "the code runner")
-            os.replace(partial, compiled)
-        finally:
-            partial.unlink(missing_ok=True)
-    loaded: Component = shared.load(compiled)
-    return loaded
 
 
 async def arun(runs: Runs, code: str, *, input: Any, principal: str | None, lang: str) -> RunResult:

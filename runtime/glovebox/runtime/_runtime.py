@@ -32,8 +32,9 @@ from ..telemetry._tracing import TracedCall, Tracing
 from . import _coderun, handlers
 from ._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED, Admission, mapping_bound
 from ._call import Call, Handler, compose
-from ._gate import CallTrace, PolicyGate
+from ._gate import PolicyGate
 from ._record import AuditRecorder
+from ._runenv import RuntimeRunEnvironment
 from ._wasmparts import WasmParts
 from .executors import Executor, Executors, McpRemoteExecutor, WasmExecutor, Workers
 from .handlers._resolve import not_found_message
@@ -495,7 +496,7 @@ class Runtime:
             with self._lock:
                 self._check_open()
                 if self._runs is None:
-                    self._runs = _coderun.Runs(self, not_found_message, call=self._nested_call)
+                    self._runs = _coderun.Runs(RuntimeRunEnvironment(self, not_found_message))
                 runs = self._runs
         return runs
 
@@ -536,26 +537,12 @@ class Runtime:
             return self._workers.send(call)
         return self._chain(call)
 
-    def _call_as(
-        self, call_id: str, name: str, input: Any, principal: str | None, spans: list[Any] | None = None
-    ) -> CallResult:
-        """``call`` under a call id chosen by the caller; the call's span, when it has one, goes into ``spans``."""
-        return self.send(Call(name, input, principal, call_id, spans=spans))
-
-    def _nested_call(self, call_id: str, name: str, input: Any, principal: str) -> CallResult:
-        """A nested call of a code-mode run (``RUN_CONTEXT`` holds its context), under the id its journal wrote."""
-        return self.send(Call(name, input, principal, call_id))
-
     def _run_on(self, workers: Workers) -> None:
         """Send every call to ``workers`` from now on (the constructors of ProcessPool and RayRuntime)."""
         with self._lock:
             if self._runs is not None or self._workers is not None:
                 raise ValueError("this Runtime already runs calls: choose its workers when it is made")
             self._workers = workers
-
-    def _record(self, result: CallResult, value: Any, trace: CallTrace) -> CallResult:
-        """Commit the audit record; a call that cannot be audited fails closed."""
-        return self._recorder.record(result, value, trace)
 
     async def acall(self, name: str, input: Any, *, principal: str | None = None) -> CallResult:
         """``call`` for a coroutine: admitted, then run on a thread of its own.
