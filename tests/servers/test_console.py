@@ -493,3 +493,12 @@ def test_the_documented_console_recipe_signs_the_example_admin_in(
             assert '<strong class="principal">admin</strong>' in tools.text
             for page in ("/ui/approvals", "/ui/audit", "/ui/runs", "/ui/health"):
                 assert client.get(page).status_code == 200, page
+
+
+def test_the_api_never_takes_the_consoles_session_cookie(console: Console) -> None:
+    with signed_in(console, "admin") as client:
+        assert client.get("/ui/tools").status_code == 200
+        answer = client.get("/v1/tools")  # the session cookie is Path=/ui, so it is sent by hand
+        assert answer.status_code == 401
+        forged = httpx.get(console.url + "/v1/tools", cookies={COOKIE: client.cookies[COOKIE]})
+        assert forged.status_code == 401 and forged.json()["error"]["details"]["reason"] == "missing_api_key"
