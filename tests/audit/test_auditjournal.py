@@ -19,8 +19,7 @@ import pytest
 import glovebox
 import glovebox.audit._foldproc
 import glovebox.audit._journal
-import glovebox.audit._log
-from glovebox.audit import _log as _audit
+from glovebox.audit import _rowform as _audit
 from glovebox.audit._chain import GENESIS
 from glovebox.audit._journal import Journal
 
@@ -60,7 +59,7 @@ def record(call_id: str, **extra: Any) -> dict[str, Any]:
     ],
 )
 def test_the_hash_cut_around_seq_is_the_row_hash(extra: dict[str, Any]) -> None:
-    pending = _audit._prepare(record("c1", **extra))
+    pending = _audit.prepare(record("c1", **extra))
     got = pending.chain(7, "f" * 64)
     assert pending.row["seq"] == 7 and pending.row["prev_hash"] == "f" * 64
     assert got == _audit.row_hash("f" * 64, pending.row)
@@ -158,7 +157,7 @@ def test_rows_the_database_refuses_stay_in_the_journal_until_it_takes_them(tmp_p
     log.append(record("b"))  # the call is not held up by the broken database
     with pytest.raises(sqlite3.IntegrityError, match="disk full"):
         log.fold()
-    assert [r["call_id"] for r in log._pages(0)] == ["a"]
+    assert [r["call_id"] for r in log._chain.pages(0)] == ["a"]
     with sqlite3.connect(tmp_path / "audit.sqlite") as db:
         db.execute("DROP TRIGGER full")
     log.append(record("c"))
@@ -188,7 +187,7 @@ def test_writers_never_wait_for_the_chain_lock(tmp_path: Path) -> None:
     for thread in threads:
         thread.join(timeout=60)
     assert not any(thread.is_alive() for thread in threads)  # every append returned while the lock was held
-    assert [r["call_id"] for r in log._pages(0)] == []
+    assert [r["call_id"] for r in log._chain.pages(0)] == []
     holder.execute("ROLLBACK")
     holder.close()
     assert len(call_ids(log)) == 200 and log.verify().ok
@@ -199,9 +198,9 @@ def test_the_cli_in_another_process_sees_a_live_writers_unfolded_rows(tmp_path: 
     writer = glovebox.AuditLog(tmp_path)
     writer.append(record("before"))
     writer.fold()
-    writer._folder.stop()  # type: ignore[union-attr]
+    writer._writer.folder.stop()  # type: ignore[union-attr]
     writer.append(record("returned"))  # journaled, not folded: its writer is alive and idle
-    assert [r["call_id"] for r in writer._pages(0)] == ["before"]
+    assert [r["call_id"] for r in writer._chain.pages(0)] == ["before"]
     for command in (["tail", "--json"], ["export", "--jsonl"], ["verify"]):
         done = subprocess.run(
             [sys.executable, "-m", "glovebox", "--home", str(tmp_path), "audit", *command],
@@ -220,11 +219,11 @@ def test_the_cli_in_another_process_sees_a_live_writers_unfolded_rows(tmp_path: 
 def test_a_dead_writers_cut_last_line_is_dropped_and_its_file_removed(tmp_path: Path) -> None:
     writer = glovebox.AuditLog(tmp_path)
     writer.append(record("whole"))
-    writer._folder.stop()  # type: ignore[union-attr]
+    writer._writer.folder.stop()  # type: ignore[union-attr]
     (journal,) = (tmp_path / "audit.journal").glob("*.jsonl")
     with journal.open("ab") as f:
         f.write(b'123 {"call_id": "cut", "princ')  # what a writer killed mid-write leaves
-    writer._journal.close()  # the writer is gone
+    writer._writer.journal.close()  # the writer is gone
     reader = glovebox.AuditLog(tmp_path)
     assert call_ids(reader) == ["whole"] and reader.verify().ok
     assert not journal.exists()
@@ -234,9 +233,9 @@ def test_a_dead_writers_cut_last_line_is_dropped_and_its_file_removed(tmp_path: 
 def test_a_live_writers_unfinished_line_waits_for_its_end(tmp_path: Path) -> None:
     writer = glovebox.AuditLog(tmp_path)
     writer.append(record("first"))
-    writer._folder.stop()  # type: ignore[union-attr]
-    line = b"%d %s\n" % (time.time_ns(), _audit._body(record("second")))
-    fd = writer._journal._fd
+    writer._writer.folder.stop()  # type: ignore[union-attr]
+    line = b"%d %s\n" % (time.time_ns(), _audit.body(record("second")))
+    fd = writer._writer.journal._fd
     assert fd is not None
     os.write(fd, line[:20])  # the writer is half-way through a write
     reader = glovebox.AuditLog(tmp_path)
@@ -256,7 +255,7 @@ def test_a_failed_write_moves_the_writer_to_a_fresh_file(tmp_path: Path) -> None
         row = {"principal": "p", "tool": "t", "outcome": "ok", "fuel_used": 0, "duration_ms": 0.0, "egress": {}}
         log = glovebox.AuditLog(Path(sys.argv[1]))
         log.append({**row, "call_id": "before"})
-        log._folder.stop()
+        log._writer.folder.stop()
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         size = next(Path(sys.argv[1], "audit.journal").glob("*.jsonl")).stat().st_size
         resource.setrlimit(resource.RLIMIT_FSIZE, (size + 40, resource.RLIM_INFINITY))
@@ -266,7 +265,7 @@ def test_a_failed_write_moves_the_writer_to_a_fresh_file(tmp_path: Path) -> None
             print("refused:", exc.errno, flush=True)
         resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
         log.append({**row, "call_id": "after"})
-        log._journal.close()
+        log._writer.journal.close()
         """
     )
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)

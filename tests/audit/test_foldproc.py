@@ -19,7 +19,7 @@ import pytest
 
 import glovebox
 import glovebox.audit._foldproc as foldproc
-from glovebox.audit import _log as _audit
+from glovebox.audit import _rowform as _audit
 
 
 def record(call_id: str) -> dict[str, Any]:
@@ -80,7 +80,7 @@ def test_a_writers_rows_are_chained_by_a_process_of_the_home_not_a_thread(tmp_pa
     log.append(record("a"))
     eventually(lambda: chained(tmp_path) == ["a"], "the row is chained with no reader folding")
     assert foldproc.folder_running(tmp_path)
-    assert log._folder is not None and folders_of(tmp_path) == [log._folder.pid]
+    assert log._writer.folder is not None and folders_of(tmp_path) == [log._writer.folder.pid]
     assert not any(thread.name == "glovebox-audit-fold" for thread in threading.enumerate())
     log.append(record("b"))
     eventually(lambda: chained(tmp_path) == ["a", "b"], "a later row is chained too")
@@ -214,7 +214,10 @@ def test_a_fold_process_that_fails_is_restarted_with_a_pause_and_says_why(
     log = glovebox.AuditLog(tmp_path)
     with caplog.at_level(logging.WARNING, logger="glovebox.audit"):
         log.append(record("a"))
-        eventually(lambda: log._folder is not None and log._folder._failures == 0 and log._folder.pid, "started")
+        eventually(
+            lambda: log._writer.folder is not None and log._writer.folder._failures == 0 and log._writer.folder.pid,
+            "started",
+        )
 
         def failed_twice() -> bool:
             log.append(record("x"))
@@ -230,9 +233,9 @@ def test_a_fold_process_that_fails_is_restarted_with_a_pause_and_says_why(
 def test_old_canonical_journal_lines_and_plain_ones_fold_into_one_chain(tmp_path: Path) -> None:
     log = glovebox.AuditLog(tmp_path)
     log.append(record("plain"))
-    assert log._journal._fd is not None
-    line = b"%d %s\n" % (time.time_ns(), _audit._body(record("canonical")))  # what an older release wrote
-    os.write(log._journal._fd, line)
+    assert log._writer.journal._fd is not None
+    line = b"%d %s\n" % (time.time_ns(), _audit.body(record("canonical")))  # what an older release wrote
+    os.write(log._writer.journal._fd, line)
     log.append({**record("big"), "output": "x" * (_audit.RAW_LINE_CHARS + 1)})  # too large for a plain line
     log.close()
     reader = glovebox.AuditLog(tmp_path)

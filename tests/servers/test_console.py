@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
+import pytest
 
+import glovebox
+from glovebox.servers import create_app
+from glovebox.servers._guards import SECURITY_HEADERS
 from glovebox.servers._sessions import COOKIE
 
 from .conftest import KEYS, XSS_PRINCIPAL, Console, sha
@@ -424,3 +429,76 @@ def test_an_approving_auditor_who_cancels_anothers_run_is_named_as_its_canceller
     row = console.runtime.audit.find(result.meta["call_id"])
     assert row is not None and row["principal"] == XSS_PRINCIPAL and row["outcome"] == "cancelled"
     assert json.loads(row["egress"])["run"]["by"] == "boss"
+
+
+def test_ui_and_ui_slash_are_the_same_page(console: Console) -> None:
+    for path in ("/ui", "/ui/"):
+        answer = httpx.get(console.url + path, headers=bearer("agent"))
+        assert answer.status_code == 303 and answer.headers["location"] == "/ui/tools", path
+        assert answer.headers["content-security-policy"].startswith("default-src 'self'")
+        page = httpx.get(console.url + path, headers=bearer("agent"), follow_redirects=True)
+        assert page.status_code == 200 and str(page.url) == console.url + "/ui/tools", path
+        assert "sensitive@0.0.0" in page.text
+
+
+@pytest.mark.parametrize("who", [None, "admin"])
+def test_an_unknown_or_wrong_method_console_path_is_a_page_with_the_security_headers(
+    console: Console, who: str | None
+) -> None:
+    headers = bearer(who) if who else {}
+    for method, path, status in (
+        ("GET", "/ui/nope", 404),
+        ("GET", "/ui/tools/x/y", 404),
+        ("GET", "/ui/static/nope.css", 404),
+        ("POST", "/ui/tools", 405),
+    ):
+        answer = httpx.request(method, console.url + path, headers=headers)
+        assert answer.status_code == status, (method, path)
+        assert answer.headers["content-type"].startswith("text/html"), (method, path)
+        assert "<script" not in answer.text and "/v1/tools" not in answer.text, "no JSON list of API routes"
+        _assert_secured(answer)
+    assert sorted(httpx.post(console.url + "/ui/tools").headers["allow"].split(", ")) == ["GET", "HEAD"]
+
+
+def test_every_api_answer_carries_the_security_headers_too(console: Console) -> None:
+    for answer in (
+        httpx.get(console.url + "/v1/tools", headers=bearer("agent")),
+        httpx.get(console.url + "/v1/tools"),  # 401
+        httpx.get(console.url + "/v2/nope"),  # Starlette's 404, as the envelope
+        httpx.get(console.url + "/healthz"),
+    ):
+        _assert_secured(answer)
+    assert httpx.get(console.url + "/v2/nope").json()["error"]["code"] == "invalid_input"
+
+
+def _assert_secured(answer: httpx.Response) -> None:
+    for name, value in SECURITY_HEADERS.items():
+        assert answer.headers.get(name) == value, (answer.request.url, name)
+
+
+def test_the_documented_console_recipe_signs_the_example_admin_in(
+    tmp_path: Path, serve_app: Callable[[object], str]
+) -> None:
+    # docs/guide/console.md: serve the example team policy, open /ui/, sign in with admin-demo-key.
+    policy = Path(__file__).resolve().parents[2] / "policies" / "examples" / "team.yaml"
+    assert "admin-demo-key" in (Path(__file__).resolve().parents[2] / "docs" / "guide" / "console.md").read_text()
+    with glovebox.Runtime(home=tmp_path / "home", policy=policy) as rt:
+        url = serve_app(create_app(rt))
+        with httpx.Client(base_url=url, follow_redirects=True) as client:
+            form = client.get("/ui/")
+            assert str(form.url) == url + "/ui/signin?next=%2Fui%2Ftools", form.url
+            data = {"csrf": csrf_of(form.text), "api_key": "admin-demo-key", "next": "/ui/tools"}
+            tools = client.post("/ui/signin", data=data)
+            assert tools.status_code == 200 and str(tools.url) == url + "/ui/tools"
+            assert '<strong class="principal">admin</strong>' in tools.text
+            for page in ("/ui/approvals", "/ui/audit", "/ui/runs", "/ui/health"):
+                assert client.get(page).status_code == 200, page
+
+
+def test_the_api_never_takes_the_consoles_session_cookie(console: Console) -> None:
+    with signed_in(console, "admin") as client:
+        assert client.get("/ui/tools").status_code == 200
+        answer = client.get("/v1/tools")  # the session cookie is Path=/ui, so it is sent by hand
+        assert answer.status_code == 401
+        forged = httpx.get(console.url + "/v1/tools", cookies={COOKIE: client.cookies[COOKIE]})
+        assert forged.status_code == 401 and forged.json()["error"]["details"]["reason"] == "missing_api_key"

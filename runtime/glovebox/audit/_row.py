@@ -8,7 +8,7 @@ decision, the approval it used or was refused by (``egress.approval``: its id
 and who decided; inside the hash chain, and absent from calls without one, so
 older rows verify unchanged), and whether the policy stores inputs and outputs. A run of code
 mode has one row per attempt (:func:`run_row`). The values stored
-are redacted (:func:`glovebox.audit._log.redact`); bounding, escaping and
+are redacted (:func:`glovebox.audit._rowform.redact`); bounding, escaping and
 chaining happen when the log appends the row.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..model._result import CallResult
-from ._log import redact
+from ._rowform import redact
 
 __all__ = ["RUN_TOOL", "bare_row", "call_row", "plain_params", "run_row"]
 

@@ -1,6 +1,9 @@
-"""The HTTP API's answers to requests that reach no handler, in the envelope shape.
+"""The HTTP API's refusals and its answers to requests that reach no handler, in the envelope shape.
 
-Starlette answers an unknown route (404), a method a route does not serve
+A :class:`~glovebox.servers._refusals.Refused` a handler or guard raises is
+answered here, once: its status, and an envelope with its code, message,
+details and meta (a 401 adds how to send a key and a ``WWW-Authenticate``
+challenge). Starlette answers an unknown route (404), a method a route does not serve
 (405) and an exception escaping a handler (500) in plain text; these handlers
 answer the envelope instead, with ``meta.call_id`` null since no call ran. A
 500 is opaque: the traceback goes to the ``glovebox`` logger, never to the
@@ -11,7 +14,7 @@ would re-raise to the server, which drops the connection).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -19,23 +22,36 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..core._errors import ToolNotFound
-from ._auth import envelope_error
+from ._auth import CHALLENGE, envelope_error, unauthorized_body
+from ._refusals import NotFound, Refused, Unauthenticated
 
-__all__ = ["ROUTES_HINT", "answer_failures", "exception_handlers", "not_visible"]
+__all__ = ["ROUTES_HINT", "Renderer", "answer_failures", "exception_handlers", "not_visible"]
+
+#: A page renderer for a path prefix (the console's): ``(request, exception) -> answer``.
+Renderer = Callable[[Request, Exception], Awaitable[Response]]
 
 logger = logging.getLogger("glovebox")
 
 ROUTES_HINT = "GET /v1/tools, GET /v1/tools/{name}, POST /v1/tools/{name}/call, GET /healthz, GET /metrics"
 
 
-def not_visible(name: str, principal: str) -> dict[str, Any]:
-    """The ``tool_not_found`` envelope for a tool ``principal`` may not see or that does not exist.
+def not_visible(name: str, principal: str) -> NotFound:
+    """The ``tool_not_found`` refusal for a tool ``principal`` may not see or that does not exist.
 
     It names no other tool: what a caller may see is ``GET /v1/tools``.
     """
     error = ToolNotFound(f"no tool named {name!r} is visible to {principal!r}")
     meta = {"tool": name, "principal": principal}
-    return envelope_error(error.code, error.message, details={"tool": name}, meta=meta)
+    return NotFound(error.message, code=error.code, details={"tool": name}, meta=meta)
+
+
+async def _refused(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, Refused)
+    if isinstance(exc, Unauthenticated):
+        body = unauthorized_body(exc.failure) if exc.failure is not None else envelope_error(exc.code, exc.message)
+        return JSONResponse(body, status_code=exc.status, headers={"WWW-Authenticate": CHALLENGE})
+    body = envelope_error(exc.code, exc.message, details=exc.details, meta=exc.meta)
+    return JSONResponse(body, status_code=exc.status)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -54,9 +70,25 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return JSONResponse(envelope_error(code, message, details=details), status_code=exc.status_code, headers=headers)
 
 
-def exception_handlers() -> dict[Any, Any]:
-    """Starlette ``exception_handlers``: every ``HTTPException``."""
-    return {HTTPException: _http_error}
+def exception_handlers(pages: Mapping[str, Renderer] | None = None) -> dict[Any, Any]:
+    """Starlette ``exception_handlers`` for every ``Refused`` and ``HTTPException``.
+
+    ``pages`` maps a path prefix (``"/ui"``) to the renderer of the pages under
+    it; every other path is answered with the envelope.
+    """
+    prefixes = dict(pages or {})
+
+    def dispatch(api: Renderer) -> Renderer:
+        async def handle(request: Request, exc: Exception) -> Response:
+            path = request.url.path
+            for prefix, render in prefixes.items():
+                if path == prefix or path.startswith(prefix + "/"):
+                    return await render(request, exc)
+            return await api(request, exc)
+
+        return handle
+
+    return {Refused: dispatch(_refused), HTTPException: dispatch(_http_error)}
 
 
 def answer_failures(app: Callable[..., Any]) -> Callable[..., Any]:
