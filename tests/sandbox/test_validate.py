@@ -199,7 +199,8 @@ def test_import_outside_the_world(
     with pytest.raises(
         glovebox.InvalidArtifact,
         match=rf"imports `{re.escape(name)}`, which is outside the glovebox world "
-        r"\(a tool may import only `glovebox:tool/host@0.1.0` and `glovebox:tool/sql@0.1.0`\)",
+        r"\(a tool may import only `glovebox:tool/host@0.1.0`, `glovebox:tool/sql@0.1.0` "
+        r"and `glovebox:tool/kv@0.1.0`\)",
     ):
         runtime.register(wat_component("env", text), manifest={"name": "env"})
     assert_registry_untouched(runtime)

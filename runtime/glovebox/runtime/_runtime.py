@@ -19,6 +19,7 @@ from wasmtime.component import Component
 
 from ..audit._log import AuditLog
 from ..audit._row import bare_row
+from ..capabilities import CapabilityContext, bind_capabilities
 from ..core import _settings
 from ..core._errors import CallError, CallTimeout, InvalidInput, InvalidOutput, Overloaded, ToolNotFound
 from ..core._jsonlimits import JsonRejected, checked_text, escape_surrogates
@@ -50,8 +51,6 @@ from ._wasmparts import WasmParts
 if TYPE_CHECKING:
     import httpx
 
-    from ..capabilities._fetch import HttpCapability
-    from ..capabilities._sql import SqlCapability
     from ..sandbox._callstate import CallState
 
 __all__ = ["Runtime", "load_grants", "resolve_manifest"]
@@ -817,20 +816,18 @@ class Runtime:
         component = self._component(info)
         grants = self._grants_for(decision)
         trace = trace if trace is not None else CallTrace()
-        http = self._http_for(info, grants, tracer, decision.guards.breaker, trace.probing)
-        sql = self._sql_for(info, grants, meta["principal"], trace)
+        context = self._capability_context(info, meta["principal"], tracer, decision.guards.breaker, trace)
+        capabilities = bind_capabilities(info.manifest.capabilities, grants, context)
         with step(tracer, "glovebox.sandbox") as span:
             try:
-                outcome = self._sandbox.run(component, input_text, decision.limits, http, sql)
+                outcome = self._sandbox.run(component, input_text, decision.limits, capabilities)
             finally:
-                if http is not None:
-                    http.close()
-                if sql is not None:
-                    trace.sql_params = sql.params
+                capabilities.close(trace)
             if span is not None:
                 _tracing.mark(span, _code(outcome.error), {"glovebox.fuel_used": outcome.fuel_used})
         meta["fuel_used"] = outcome.fuel_used
         _record_state(meta, outcome.state)
+        capabilities.record(meta, outcome.state)
         if outcome.error is not None:
             raise outcome.error
         assert outcome.output_text is not None
@@ -862,34 +859,15 @@ class Runtime:
         """The capabilities of one call: the policy's grants, or, with no policy, ``grants``."""
         return decision.grants if self._policy_given else self._grants
 
-    def _http_for(
-        self,
-        info: ToolInfo,
-        grants: Grants,
-        tracer: Any = None,
-        breaker: Breaker | None = None,
-        probing: set[str] | None = None,
-    ) -> HttpCapability | None:
-        declared = info.manifest.capabilities.http
-        if not declared or not grants.http:
-            return None  # the host function answers `denied` without touching the network
-        from ..capabilities._fetch import HttpCapability  # httpx only when a call may use it
-        from ..capabilities._secrets import load_secrets
-
+    def _capability_context(
+        self, info: ToolInfo, principal: str, tracer: Any, breaker: Breaker | None, trace: CallTrace
+    ) -> CapabilityContext:
+        """What binding the call's capabilities may need (the factories run only for a granted capability)."""
         hosts = None
         if breaker is not None and "host" in breaker.scopes:
-            hosts = HostBreakers(self._breakers(), breaker, probing)
-        secrets = load_secrets(grants.secrets)
-        return HttpCapability(declared, grants, secrets, self._transport, tracer=tracer, hosts=hosts)
-
-    def _sql_for(self, info: ToolInfo, grants: Grants, principal: str, trace: CallTrace) -> SqlCapability | None:
-        declared = info.manifest.capabilities.sql
-        if not declared or not grants.sql:
-            return None  # the host function answers `denied` without opening a database
-        from ..capabilities._sql import SqlCapability  # sqlglot only when a call may use it
-
-        approver = self._gate.statement_approver(trace, info, principal)
-        return SqlCapability(declared, grants.sql, approver)
+            hosts = functools.partial(HostBreakers, self._breakers(), breaker, trace.probing)
+        approver = functools.partial(self._gate.statement_approver, trace, info, principal)
+        return CapabilityContext(self.home, principal, tracer, self._transport, hosts, approver)
 
     def _validator(self, info: ToolInfo, which: str) -> SchemaCheck:
         key = (info.digest, info.name, which)
