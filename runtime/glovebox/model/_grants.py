@@ -69,8 +69,7 @@ else:
         "Grants",
         __name__,
         Frozen,
-        "What one call may use beyond its own memory: the default is nothing.\n\n"
-        "One group of fields per registered capability (``glovebox.model._capability``).",
+        "What one call may use beyond its own memory: the default is nothing.",
         {key: spec for capability in registered() for key, spec in capability.grant_fields().items()},
     )
 

@@ -100,8 +100,7 @@ else:
         "Capabilities",
         __name__,
         Frozen,
-        "Host capabilities a tool declares it needs. Nothing is granted by default.\n\n"
-        "One field per registered capability (``glovebox.model._capability``).",
+        "Host capabilities a tool declares it needs. Nothing is granted by default.",
         {key: spec for capability in registered() for key, spec in capability.manifest_fields().items()},
     )
 

@@ -77,8 +77,7 @@ else:
         "GrantRule",
         __name__,
         _Targeted,
-        "Capabilities granted to matching calls (intersected with the manifest's own).\n\n"
-        "One group of fields per registered capability (``glovebox.model._capability``).",
+        "Capabilities granted to matching calls (intersected with the manifest's own).",
         {key: spec for capability in registered() for key, spec in capability.policy_fields().items()},
     )
 
