@@ -176,3 +176,48 @@ def test_grant_fields_are_checked(tmp_path: Path) -> None:
     path.write_text(json.dumps({"version": 1, "grants": [{"tool": "*", "kv": [{"namespace": "n", "quota_bytes": 0}]}]}))
     with pytest.raises(glovebox.InvalidPolicy, match=r"grants\.0\.kv\.0\.quota_bytes"):
         glovebox.load_policy(path)
+
+
+# -- the JavaScript and Python guest helpers ----------------------------------------------------------
+
+GUESTS = Path(__file__).resolve().parents[1] / "guests"
+HELPER_OPS = [
+    {"op": "get", "ns": "notes", "key": "k"},
+    {"op": "set", "ns": "notes", "key": "k", "value": "vé"},
+    {"op": "get", "ns": "notes", "key": "k"},
+    {"op": "set", "ns": "notes", "key": "big", "value": "x" * 40},
+    {"op": "get", "ns": "secrets", "key": "k"},
+    {"op": "delete", "ns": "notes", "key": "k"},
+    {"op": "get", "ns": "notes", "key": "k"},
+]
+HELPER_RESULTS = [
+    {"missing": True},
+    {},
+    {"value": "vé"},
+    {"error": "quota-exceeded", "reason": "namespace 'notes' would hold 47 bytes, over its quota of 32 bytes"},
+    {"error": "denied", "reason": "the kv namespace 'secrets' is not granted to this call"},
+    {},
+    {"missing": True},
+]
+
+
+def _helper_runtime(tmp_path: Path) -> glovebox.Runtime:
+    grant = {"tool": "*", "kv": [{"namespace": "notes", "quota_bytes": 32}]}
+    return glovebox.Runtime(home=tmp_path / "home", policy=_policy(grant))
+
+
+DECLARED = {"kv": [{"namespace": "notes"}, {"namespace": "secrets"}]}
+
+
+def test_the_javascript_helper(tmp_path: Path, build_js: Callable[[Path], Path]) -> None:
+    with _helper_runtime(tmp_path) as rt:
+        rt.register(build_js(GUESTS / "js_kv.js"), manifest={"name": "js-kv", "capabilities": DECLARED})
+        result = rt.call("js-kv", {"ops": HELPER_OPS})
+    assert result.ok and result.output["results"] == HELPER_RESULTS, result.to_dict()
+
+
+def test_the_python_helper(tmp_path: Path, build_py: Callable[[Path], Path]) -> None:
+    with _helper_runtime(tmp_path) as rt:
+        rt.register(build_py(GUESTS / "py_kv.py"), manifest={"name": "py-kv", "capabilities": DECLARED})
+        result = rt.call("py-kv", {"ops": HELPER_OPS})
+    assert result.ok and result.output["results"] == HELPER_RESULTS, result.to_dict()
