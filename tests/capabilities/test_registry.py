@@ -43,7 +43,7 @@ def test_an_entry_point_must_name_a_capability_and_names_are_unique() -> None:
     assert isinstance(_load(["glovebox.capabilities.kv"])[0], Capability)  # the attribute defaults to CAPABILITY
 
 
-PLUGIN = '''
+PLUGIN = """
 from glovebox.capabilities import Capability, HostFunction
 from glovebox.core._frozen import Frozen
 from glovebox.sandbox._hostabi import WrongShape, lower_text
@@ -85,7 +85,7 @@ class Greet(Capability):
 
 
 CAPABILITY = Greet()
-'''
+"""
 
 #: A component importing the plug-in's interface; ``call`` answers what ``greet`` returned.
 COMPONENT = """
