@@ -865,7 +865,7 @@ class Runtime:
         """What binding the call's capabilities may need (the factories run only for a granted capability)."""
         hosts = None
         if breaker is not None and "host" in breaker.scopes:
-            hosts = functools.partial(HostBreakers, self._breakers(), breaker, trace.probing)
+            hosts = functools.partial(_host_breakers, self._breakers, breaker, trace.probing)  # the board opens on use
         approver = functools.partial(self._gate.statement_approver, trace, info, principal)
         return CapabilityContext(self.home, principal, tracer, self._transport, hosts, approver)
 
@@ -928,6 +928,10 @@ def _check_principal(principal: Any) -> None:
 
 
 _DROPPED_COUNTS = ("logs_dropped", "denials_dropped", "egress_dropped", "upstream_failures_dropped", "sql_log_dropped")
+
+
+def _host_breakers(board: Callable[[], BreakerBoard], breaker: Breaker, probing: set[str] | None) -> HostBreakers:
+    return HostBreakers(board(), breaker, probing)
 
 
 def _record_state(meta: dict[str, Any], state: CallState) -> None:
