@@ -153,7 +153,7 @@ def test_read_only_grant_refuses_writes(kv: Callable[..., glovebox.Runtime]) -> 
         ]
 
 
-def test_no_grant_is_denied_and_blamed(kv: Callable[..., glovebox.Runtime], tmp_path: Path) -> None:
+def test_no_grant_is_denied_and_opens_nothing(kv: Callable[..., glovebox.Runtime], tmp_path: Path) -> None:
     with kv() as rt:
         result = _ops(rt, {"op": "set", "ns": "notes", "key": "k", "value": "v"})
         assert _results(result) == [{"status": "denied", "reason": "the kv capability is not granted to this call"}]
