@@ -126,6 +126,14 @@ GLOVEBOX = {
     "glovebox.runtime._wasmparts",
     "glovebox.core._world",
     "glovebox.capabilities",
+    # The capability registry and the built-ins' declarations (models and host-function names; their
+    # clients, parsers and drivers load only when a call is granted them).
+    "glovebox.capabilities._bind",
+    "glovebox.capabilities.http",
+    "glovebox.capabilities.kv",
+    "glovebox.capabilities.sql",
+    "glovebox.model._capability",
+    "glovebox.model._grantrules",
     "glovebox.model._rules",
     "glovebox.policy",
     "glovebox.policy._approvals",

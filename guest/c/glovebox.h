@@ -16,7 +16,7 @@
  *
  * Build it with `glovebox build tool.c -o tool.wasm`. Everything below — the
  * canonical-ABI glue for the `glovebox:tool@0.1.0` world, a growable buffer,
- * JSON helpers, `gb_log`, `gb_http_fetch`, `gb_http_get` and `gb_sql_query` — lives in this header so that a
+ * JSON helpers, `gb_log`, `gb_http_fetch`, `gb_http_get`, `gb_sql_query` and `gb_kv_get`/`gb_kv_set`/`gb_kv_delete` — lives in this header so that a
  * tool carries no boilerplate. The header is written for a single translation
  * unit (one tool = one .c file).
  *
@@ -552,6 +552,73 @@ static gb_sql_status gb_sql_query(const char *database, const char *statement, c
 static const char *gb_sql_status_name(gb_sql_status st) {
     static const char *names[] = {"denied", "approval-required", "timeout", "database"};
     return st == GB_SQL_OK ? "ok" : (st >= 0 && st <= 3 ? names[st] : "unknown");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host imports: interface glovebox:tool/kv@0.1.0                             */
+/* ------------------------------------------------------------------------ */
+
+typedef enum gb_kv_status {
+    GB_KV_OK = -1,
+    GB_KV_DENIED = 0,         /* the namespace is not granted (or only for reading) */
+    GB_KV_QUOTA_EXCEEDED = 1, /* the write would take the namespace past its byte quota */
+    GB_KV_INVALID = 2,        /* the key is empty or longer than 512 bytes */
+    GB_KV_STORAGE = 3,        /* the store failed */
+    GB_KV_NOT_FOUND = 4,      /* gb_kv_get only: the key has no value (not a host error) */
+} gb_kv_status;
+
+__attribute__((import_module("glovebox:tool/kv@0.1.0"), import_name("get")))
+extern void gb__host_kv_get(int32_t ns, int32_t ns_len, int32_t key, int32_t key_len, int32_t ret);
+__attribute__((import_module("glovebox:tool/kv@0.1.0"), import_name("set")))
+extern void gb__host_kv_set(int32_t ns, int32_t ns_len, int32_t key, int32_t key_len, int32_t value,
+                            int32_t value_len, int32_t ret);
+__attribute__((import_module("glovebox:tool/kv@0.1.0"), import_name("delete")))
+extern void gb__host_kv_delete(int32_t ns, int32_t ns_len, int32_t key, int32_t key_len, int32_t ret);
+
+/* A kv-error at ret + 4 (its case byte, then the reason's pointer and length). */
+static gb_kv_status gb__kv_error(const uint8_t *ret, gb_buf *reason) {
+    char *msg = (char *)(uintptr_t)(*(const uint32_t *)(ret + 8));
+    size_t msg_len = *(const uint32_t *)(ret + 12);
+    if (reason) gb_buf_append(reason, msg, msg_len);
+    free(msg);
+    return (gb_kv_status)ret[4];
+}
+
+/* The value of `key` in `namespace`, appended to `value`: GB_KV_OK, GB_KV_NOT_FOUND */
+/* when the key has none, or a host error whose words go to `reason` (when not NULL). */
+static gb_kv_status gb_kv_get(const char *ns, const char *key, gb_buf *value, gb_buf *reason) {
+    _Alignas(4) uint8_t ret[16];
+    gb__host_kv_get((int32_t)(uintptr_t)ns, (int32_t)strlen(ns), (int32_t)(uintptr_t)key, (int32_t)strlen(key),
+                    (int32_t)(uintptr_t)ret);
+    if (ret[0] != 0) return gb__kv_error(ret, reason);
+    if (ret[4] == 0) return GB_KV_NOT_FOUND;
+    char *text = (char *)(uintptr_t)(*(uint32_t *)(ret + 8));
+    size_t len = *(uint32_t *)(ret + 12);
+    if (value) gb_buf_append(value, text, len);
+    free(text);
+    return GB_KV_OK;
+}
+
+/* Set `key` in `namespace` to the `value_len` bytes (UTF-8) at `value`. */
+static gb_kv_status gb_kv_set(const char *ns, const char *key, const char *value, size_t value_len, gb_buf *reason) {
+    _Alignas(4) uint8_t ret[16];
+    gb__host_kv_set((int32_t)(uintptr_t)ns, (int32_t)strlen(ns), (int32_t)(uintptr_t)key, (int32_t)strlen(key),
+                    (int32_t)(uintptr_t)value, (int32_t)value_len, (int32_t)(uintptr_t)ret);
+    return ret[0] == 0 ? GB_KV_OK : gb__kv_error(ret, reason);
+}
+
+/* Remove `key` from `namespace` (GB_KV_OK when it had no value either). */
+static gb_kv_status gb_kv_delete(const char *ns, const char *key, gb_buf *reason) {
+    _Alignas(4) uint8_t ret[16];
+    gb__host_kv_delete((int32_t)(uintptr_t)ns, (int32_t)strlen(ns), (int32_t)(uintptr_t)key, (int32_t)strlen(key),
+                       (int32_t)(uintptr_t)ret);
+    return ret[0] == 0 ? GB_KV_OK : gb__kv_error(ret, reason);
+}
+
+/* The name of a kv status: "ok", "denied", "quota-exceeded", "invalid", "storage", "not-found". */
+static const char *gb_kv_status_name(gb_kv_status st) {
+    static const char *names[] = {"denied", "quota-exceeded", "invalid", "storage", "not-found"};
+    return st == GB_KV_OK ? "ok" : (st >= 0 && st <= 4 ? names[st] : "unknown");
 }
 
 /* ------------------------------------------------------------------------ */

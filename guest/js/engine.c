@@ -334,6 +334,44 @@ done:
     return result;
 }
 
+/* kv natives: kvGet(ns, key) -> {value} | {missing: true} | {error, reason};  */
+/* kvSet(ns, key, value) and kvDelete(ns, key) -> {} | {error, reason}.        */
+static JSValue gb__kv_answer(JSContext *ctx, gb_kv_status st, gb_buf *value, gb_buf *reason) {
+    JSValue result = JS_NewObject(ctx);
+    if (st == GB_KV_OK && value != NULL) {
+        JS_SetPropertyStr(ctx, result, "value", JS_NewStringLen(ctx, value->data ? value->data : "", value->len));
+    } else if (st == GB_KV_NOT_FOUND) {
+        JS_SetPropertyStr(ctx, result, "missing", JS_TRUE);
+    } else if (st != GB_KV_OK) {
+        JS_SetPropertyStr(ctx, result, "error", JS_NewString(ctx, gb_kv_status_name(st)));
+        JS_SetPropertyStr(ctx, result, "reason", JS_NewStringLen(ctx, reason->data ? reason->data : "", reason->len));
+    }
+    return result;
+}
+
+static JSValue gb_native_kv(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv, int magic) {
+    (void)this_val;
+    int want = magic == 1 ? 3 : 2; /* 0 get, 1 set, 2 delete */
+    if (argc < want) return JS_ThrowTypeError(ctx, "kv needs (namespace, key%s)", magic == 1 ? ", value" : "");
+    const char *ns = JS_ToCString(ctx, argv[0]), *key = JS_ToCString(ctx, argv[1]), *value = NULL;
+    size_t value_len = 0;
+    JSValue result = JS_EXCEPTION;
+    if (!ns || !key) goto done;
+    if (magic == 1 && !(value = JS_ToCStringLen(ctx, &value_len, argv[2]))) goto done;
+    gb_buf got = {0}, reason = {0};
+    gb_kv_status st = magic == 0 ? gb_kv_get(ns, key, &got, &reason)
+                    : magic == 1 ? gb_kv_set(ns, key, value, value_len, &reason)
+                                 : gb_kv_delete(ns, key, &reason);
+    result = gb__kv_answer(ctx, st, magic == 0 ? &got : NULL, &reason);
+    gb_buf_free(&got);
+    gb_buf_free(&reason);
+done:
+    if (ns) JS_FreeCString(ctx, ns);
+    if (key) JS_FreeCString(ctx, key);
+    if (value) JS_FreeCString(ctx, value);
+    return result;
+}
+
 #ifdef GB_CODE_RUNNER
 /* ---- the code runner's host calls (glovebox:tool/run, runner.wit) --------- */
 /* Linked into the code runner's engine only: a tool's engine has no such      */
@@ -755,6 +793,9 @@ static const JSCFunctionListEntry gb_natives[] = {
     JS_CFUNC_DEF("decode", 1, gb_native_decode),
     JS_CFUNC_DEF("fetch", 4, gb_native_fetch),
     JS_CFUNC_DEF("query", 3, gb_native_query),
+    JS_CFUNC_MAGIC_DEF("kvGet", 2, gb_native_kv, 0),
+    JS_CFUNC_MAGIC_DEF("kvSet", 3, gb_native_kv, 1),
+    JS_CFUNC_MAGIC_DEF("kvDelete", 2, gb_native_kv, 2),
 #ifdef GB_CODE_RUNNER
     JS_CFUNC_DEF("host", 2, gb_native_host),
     JS_CFUNC_DEF("encode", 1, gb_native_encode),

@@ -66,6 +66,19 @@ declare module "glovebox" {
     query(database: string, statement: string, params?: SqlValue[]): Promise<SqlRows>;
   };
 
+  /** The host did not do the kv operation. */
+  export class KvError extends ToolError {
+    readonly kind: "denied" | "quota-exceeded" | "invalid" | "storage";
+    readonly reason: string;
+  }
+
+  /** The host's key-value store, in the namespaces the call was granted. Rejects with KvError. */
+  export const kv: {
+    get(namespace: string, key: string): Promise<string | undefined>;
+    set(namespace: string, key: string, value: string): Promise<void>;
+    delete(namespace: string, key: string): Promise<void>;
+  };
+
   /** Append a line to the call's log (meta.logs). */
   export function log(level: "debug" | "info" | "warn" | "error", ...message: unknown[]): void;
 }

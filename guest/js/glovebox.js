@@ -3,7 +3,7 @@
 // A tool is a module whose default export takes the call's input (a JSON value)
 // and returns its output (a JSON value), or a Promise of it:
 //
-//     import { http, log, sql, ToolError } from "glovebox";
+//     import { http, kv, log, sql, ToolError } from "glovebox";
 //
 //     export default async function (input) {
 //       if (!input.city) throw new ToolError("city is empty"); // -> guest_error
@@ -158,6 +158,37 @@ export const sql = {
     const answer = native.query(String(database), String(statement), params);
     if (answer.error !== undefined) throw new SqlError(answer.error, answer.reason);
     return JSON.parse(answer.text);
+  },
+};
+
+/** The host did not do the kv operation: `kind` is denied, quota-exceeded, invalid or storage. */
+export class KvError extends ToolError {
+  constructor(kind, reason) {
+    super(`kv ${kind}: ${reason}`);
+    this.name = "KvError";
+    this.kind = kind;
+    this.reason = reason;
+  }
+}
+
+function kvAnswer(answer) {
+  if (answer.error !== undefined) throw new KvError(answer.error, answer.reason);
+  return answer.value;
+}
+
+/** The host's key-value store: namespaces the call was granted, each with a byte quota. */
+export const kv = {
+  /** The value (a string) of `key` in `namespace`, or undefined; rejects with KvError. */
+  async get(namespace, key) {
+    return kvAnswer(native.kvGet(String(namespace), String(key)));
+  },
+  /** Set `key` in `namespace` to the string `value`; rejects with KvError (quota-exceeded past the quota). */
+  async set(namespace, key, value) {
+    kvAnswer(native.kvSet(String(namespace), String(key), String(value)));
+  },
+  /** Remove `key` from `namespace`; rejects with KvError. */
+  async delete(namespace, key) {
+    kvAnswer(native.kvDelete(String(namespace), String(key)));
   },
 };
 

@@ -26,6 +26,9 @@ running out of memory (``MemoryError``) is reported to the host, which answers
 database alias and returns ``{"columns", "rows", "row_count", "truncated",
 "rows_changed"}``, or raises ``SqlError`` (a ``ToolError``) whose ``kind`` is
 ``denied``, ``approval-required``, ``timeout`` or ``database``.
+``kv.get(namespace, key)`` (a string or None), ``kv.set(namespace, key, value)`` and
+``kv.delete(namespace, key)`` use the host's key-value store, or raise ``KvError``
+whose ``kind`` is ``denied``, ``quota-exceeded``, ``invalid`` or ``storage``.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["HttpError", "Response", "SqlError", "ToolError", "http", "log", "sql", "tool"]
+__all__ = ["HttpError", "KvError", "Response", "SqlError", "ToolError", "http", "kv", "log", "sql", "tool"]
 
 #: What the host recognises (logged at level error) as "the guest ran out of memory".
 OOM_MARKER = "glovebox: out of memory"
@@ -183,6 +186,48 @@ def _sql_value(host_sql: Any, value: Any) -> Any:
 
 
 sql = _Sql()
+
+
+class KvError(ToolError):
+    """The host did not do the kv operation: ``kind`` is denied, quota-exceeded, invalid or storage."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(f"kv {kind}: {reason}")
+        self.kind = kind
+        self.reason = reason
+
+
+_KV_KINDS = {"denied": "denied", "quotaexceeded": "quota-exceeded", "invalid": "invalid", "storage": "storage"}
+
+
+class _Kv:
+    """The host's key-value store (only the namespaces the call was granted)."""
+
+    def get(self, namespace: str, key: str) -> str | None:
+        """The value of ``key`` in ``namespace``, or None."""
+        return self._do("get", namespace, key)
+
+    def set(self, namespace: str, key: str, value: str) -> None:
+        """Set ``key`` in ``namespace`` to ``value`` (``KvError`` ``quota-exceeded`` past the quota)."""
+        self._do("set", namespace, key, value)
+
+    def delete(self, namespace: str, key: str) -> None:
+        """Remove ``key`` from ``namespace``."""
+        self._do("delete", namespace, key)
+
+    @staticmethod
+    def _do(operation: str, *args: str) -> Any:
+        from componentize_py_types import Err
+        from wit_world.imports import kv as host_kv
+
+        try:
+            return getattr(host_kv, operation)(*args)
+        except Err as err:
+            name = type(err.value).__name__.rsplit("_", 1)[-1].lower()
+            raise KvError(_KV_KINDS.get(name, name), str(err.value.value)) from None
+
+
+kv = _Kv()
 
 
 class _OutOfMemory(BaseException):

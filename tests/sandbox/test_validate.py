@@ -19,6 +19,7 @@ import pytest
 import wasmtime
 
 import glovebox
+from glovebox.capabilities import registered
 from glovebox.model._manifest import HOST_MAXIMA
 
 BuildGuest = Callable[[str], Path]
@@ -177,6 +178,11 @@ def _kind(signature: str) -> str:
     return "u32-param" if "u32" in signature else "strings"
 
 
+#: The interfaces a refusal names: the host's, then every registered capability's (kv, a plug-in's...).
+_INTERFACES = [f"`{i}`" for i in dict.fromkeys(["glovebox:tool/host@0.1.0", *(c.interface for c in registered())])]
+_ALLOWED = ", ".join(_INTERFACES[:-1]) + " and " + _INTERFACES[-1]
+assert _ALLOWED.startswith("`glovebox:tool/host@0.1.0`, `glovebox:tool/sql@0.1.0`")
+
 _WASI_ENV = """
       (import "{name}" (instance
         (export "get-environment" (func (result (list (tuple string string)))))))
@@ -199,7 +205,7 @@ def test_import_outside_the_world(
     with pytest.raises(
         glovebox.InvalidArtifact,
         match=rf"imports `{re.escape(name)}`, which is outside the glovebox world "
-        r"\(a tool may import only `glovebox:tool/host@0.1.0` and `glovebox:tool/sql@0.1.0`\)",
+        rf"\(a tool may import only {re.escape(_ALLOWED)}\)",
     ):
         runtime.register(wat_component("env", text), manifest={"name": "env"})
     assert_registry_untouched(runtime)

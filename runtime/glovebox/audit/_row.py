@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..model._capability import registered
 from ..model._result import CallResult
 from ._rowform import redact
 
@@ -25,7 +26,7 @@ __all__ = ["RUN_TOOL", "bare_row", "call_row", "plain_params", "run_row"]
 RUN_TOOL = "glovebox:run"
 
 #: The counters of what the host functions dropped, kept in a row's ``egress``.
-_DROPPED = ("denials_dropped", "egress_dropped", "upstream_failures_dropped", "sql_log_dropped")
+_DROPPED = ("denials_dropped", "egress_dropped", "upstream_failures_dropped", "sql_log_dropped", "records_dropped")
 
 
 def plain_params(params: list[Any]) -> list[Any]:
@@ -65,15 +66,13 @@ def call_row(
     meta = result.meta
     tool = meta["tool"] if meta.get("version") is None else f"{meta['tool']}@{meta['version']}"
     egress: dict[str, Any] = {"denials": meta.get("denials", [])}
-    if "egress" in meta:
-        egress["http"] = meta["egress"]
+    extras = {"sql": [redact(plain_params(params)) for params in sql_params or ()] if store_inputs else None}
+    for capability in registered():  # each capability's record, under its name (http's from meta.egress)
+        record = capability.egress(meta, store_inputs=store_inputs, extras=extras)
+        if record is not None:
+            egress[capability.name] = record
     if "remote" in meta:
         egress["remote"] = meta["remote"]
-    if "sql" in meta:
-        egress["sql"] = [dict(entry) for entry in meta["sql"]]
-        if store_inputs and sql_params:
-            for entry, params in zip(egress["sql"], sql_params, strict=False):
-                entry["params"] = redact(plain_params(params))
     if "evaluation" in meta:  # the verdict of the policy's output checks
         egress["evaluation"] = meta["evaluation"]
     if "routed_from" in meta:  # a fallback: the tool, call id and code it stands in for

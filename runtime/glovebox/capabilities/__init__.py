@@ -1,5 +1,12 @@
-"""Host capabilities built per call from the effective grant.
+"""Host capabilities: one package each, registered the way a third party registers one.
 
+- :mod:`glovebox.model._capability` — the :class:`Capability` base class and the
+  registry (built-ins in ``DEFAULT_CAPABILITIES``, others from the entry-point group
+  ``glovebox.capabilities``); it lives in the model layer because manifests,
+  grants, policies, the linker and the build all loop over it.
+- :mod:`.http` — ``http-fetch``; :mod:`.sql` — ``query`` on a database alias;
+  :mod:`.kv` — a namespaced key-value store in the home.
+- :mod:`._bind` — :func:`bind_capabilities`: a call's capabilities (declared ∩ granted).
 - :mod:`glovebox.model._rules` — the one matcher for hosts, paths, methods, schemes and
   ports, used both to validate grant models and to enforce them.
 - :mod:`._fetch` — the enforcing HTTP client behind ``http-fetch``; :mod:`._wire` — its
@@ -14,3 +21,15 @@
 This package imports nothing heavy: ``_fetch`` (httpx) is imported only when a
 call is granted HTTP, and the SQL parsers and drivers only when a statement is checked or run.
 """
+
+from ..model._capability import Capability, HostFunction, registered
+from ._bind import BoundCapabilities, CapabilityContext, bind_capabilities
+
+__all__ = [
+    "BoundCapabilities",
+    "Capability",
+    "CapabilityContext",
+    "HostFunction",
+    "bind_capabilities",
+    "registered",
+]

@@ -1,9 +1,11 @@
 """The names of the ``glovebox:tool@0.1.0`` world, shared by building, validating and running.
 
 A tool exports ``call: func(input: string) -> result<string, string>`` and
-imports the host interfaces below (``host``, and ``sql`` for database access). Guests built on a WASI libc (Python) may
-also import the WASI 0.2.x interfaces in ``WASI_INTERFACES``, which the
-sandbox links with nothing granted.
+imports the host interface ``host`` and those of the registered capabilities
+(``glovebox.model._capability``: ``sql``, ``kv``, a plug-in's), each with the
+functions its capability declares. Guests built on a WASI libc (Python) may also
+import the WASI 0.2.x interfaces in ``WASI_INTERFACES``, which the sandbox links
+with nothing granted.
 """
 
 from __future__ import annotations
@@ -12,27 +14,21 @@ import re
 
 __all__ = [
     "EXPORT_NAME",
-    "HOST_FUNCTIONS",
     "HOST_INTERFACE",
     "LOG_LEVELS",
     "OOM_MARKER",
     "RUN_FUNCTIONS",
     "RUN_INTERFACE",
-    "SQL_FUNCTIONS",
     "SQL_INTERFACE",
     "WASI_INTERFACES",
     "WRONG_TYPES",
     "is_wasi_import",
 ]
 
-#: The one interface a tool imports from the host.
+#: The host's own interface (``log``, and the ``http`` capability's ``http-fetch``).
 HOST_INTERFACE = "glovebox:tool/host@0.1.0"
-#: The functions of ``HOST_INTERFACE``: always linked; one not granted answers ``denied``.
-HOST_FUNCTIONS = frozenset({"http-fetch", "log"})
 #: The SQL interface: a statement on a database alias, checked on the host, enforced by the engine.
 SQL_INTERFACE = "glovebox:tool/sql@0.1.0"
-#: The functions of ``SQL_INTERFACE``: always linked; answers ``denied`` unless a database is granted.
-SQL_FUNCTIONS = frozenset({"query"})
 #: The host calls of a code-mode run's program (``guest/js/runner.wit``): linked for the code
 #: runner of ``Runtime.run`` only, never for a tool (a tool importing it is refused at registration).
 RUN_INTERFACE = "glovebox:tool/run@0.1.0"

@@ -21,7 +21,7 @@ import re
 import tomllib
 import warnings
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
@@ -29,8 +29,9 @@ from ..core._canonical import canonical_json
 from ..core._errors import InvalidManifest, ManifestWarning
 from ..core._frozen import Frozen
 from ..schema._schemarules import check_schema
+from ._capability import registered
 from ._checks import Checks
-from ._grants import HttpRule, SqlRule
+from ._grants import HttpRule, SqlRule, compose
 
 __all__ = [
     "HttpRule",
@@ -84,11 +85,27 @@ HOST_MAXIMA = Limits(
 )
 
 
-class Capabilities(Frozen):
-    """Host capabilities a tool declares it needs. Nothing is granted by default."""
+if TYPE_CHECKING:
 
-    http: list[HttpRule] = []
-    sql: list[SqlRule] = Field([], description="Databases (by alias) and what statements on them may do.")
+    class Capabilities(Frozen):
+        """Host capabilities a tool declares it needs (the built-ins, for type checkers)."""
+
+        http: list[HttpRule] = []
+        sql: list[SqlRule] = []
+
+        def __getattr__(self, name: str) -> Any: ...  # a registered capability's declaration
+
+else:
+    Capabilities = compose(
+        "Capabilities",
+        __name__,
+        Frozen,
+        "Host capabilities a tool declares it needs. Nothing is granted by default.",
+        {key: spec for capability in registered() for key, spec in capability.manifest_fields().items()},
+    )
+
+#: Declarations written as the manifest's text even when empty (manifests of every version had them).
+_ALWAYS_WRITTEN = frozenset({"http"})
 
 
 class GraphqlField(Frozen):
@@ -175,8 +192,8 @@ class Manifest(Frozen):
         """Canonical JSON text (sorted keys, no spaces) of the whole manifest.
 
         ``kind`` is left out when it is ``wasm``, ``operation``,
-        ``sql_operation`` and ``checks`` when they are unset and ``capabilities.sql`` when
-        it is empty, so the text (which signatures and the registry's same-version
+        ``sql_operation`` and ``checks`` when they are unset and a capability other than
+        ``http`` when it is empty, so the text (which signatures and the registry's same-version
         check cover) of every manifest written before they existed stays what it was.
         """
         document = self.model_dump(mode="json")
@@ -188,8 +205,9 @@ class Manifest(Frozen):
             del document["sql_operation"]
         if document["checks"] is None:
             del document["checks"]
-        if not document["capabilities"]["sql"]:
-            del document["capabilities"]["sql"]
+        for key in [key for key, value in document["capabilities"].items() if not value]:
+            if key not in _ALWAYS_WRITTEN:
+                del document["capabilities"][key]
         return canonical_json(document, ascii=True)  # v1 of the signed text: ASCII-escaped
 
     def check_within(self, maxima: Limits) -> None:

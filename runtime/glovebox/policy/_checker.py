@@ -11,10 +11,11 @@ The tool's guards (``glovebox.policy._guards``) ride along in the decision.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..model._grants import Grants, HttpLimits
+from ..model._capability import registered
+from ..model._grants import Grants
 from ..model._manifest import Limits
 from ..model._result import ToolInfo
 from ._guards import NO_GUARDS, Guards, plan_guards
@@ -98,18 +99,7 @@ def _grants(policy: Policy, principal: str, info: ToolInfo) -> Grants:
     matching = [g for g in policy.grants if applies(g, principal, info)]
     if not matching:
         return Grants()
-    limits = [g.http_limits for g in matching if g.http_limits is not None]
-    return Grants(
-        http=[rule for g in matching for rule in g.http],
-        http_limits=_tightest_http(limits) if limits else HttpLimits(),
-        secrets=[secret for g in matching for secret in g.secrets],
-        sql=[database for g in matching for database in g.sql],
-    )
-
-
-def _tightest_http(limits: Sequence[HttpLimits]) -> HttpLimits:
-    dumps = [item.model_dump() for item in limits]
-    return HttpLimits(**{key: min(d[key] for d in dumps) for key in dumps[0]})
+    return Grants(**{key: value for capability in registered() for key, value in capability.combine(matching).items()})
 
 
 def _limits(policy: Policy, principal: str, info: ToolInfo) -> Limits:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Annotated, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import Field, model_validator
 
 from ..core._frozen import Frozen
-from ..model._grants import HttpLimits, HttpRule, SecretRule, SqlGrant
+from ..model._capability import registered
+from ..model._grants import HttpLimits, HttpRule, SecretRule, SqlGrant, compose
 from ._guards import GuardRule
 
 __all__ = [
@@ -59,13 +60,26 @@ class ToolRule(_Targeted):
     reason: str = Field("", description="Shown in explanations and denials.")
 
 
-class GrantRule(_Targeted):
-    """Capabilities granted to matching calls (intersected with the manifest's own)."""
+if TYPE_CHECKING:
 
-    http: list[HttpRule] = Field([], description="HTTP destinations granted.")
-    http_limits: HttpLimits | None = Field(None, description="Per-call HTTP limits (the tightest matching wins).")
-    secrets: list[SecretRule] = Field([], description="Secrets the host adds to matching requests.")
-    sql: list[SqlGrant] = Field([], description="Databases granted (alias, DSN) and what statements may do.")
+    class GrantRule(_Targeted):
+        """Capabilities granted to matching calls (the built-ins, for type checkers)."""
+
+        http: list[HttpRule] = []
+        http_limits: HttpLimits | None = None
+        secrets: list[SecretRule] = []
+        sql: list[SqlGrant] = []
+
+        def __getattr__(self, name: str) -> Any: ...  # a registered capability's grant
+
+else:
+    GrantRule = compose(
+        "GrantRule",
+        __name__,
+        _Targeted,
+        "Capabilities granted to matching calls (intersected with the manifest's own).",
+        {key: spec for capability in registered() for key, spec in capability.policy_fields().items()},
+    )
 
 
 class LimitValues(Frozen):

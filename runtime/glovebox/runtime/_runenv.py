@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..audit._row import run_row
 from ..core._canonical import sha256_digest
@@ -37,7 +37,28 @@ from ._gate import input_digest
 from ._record import AuditRecorder
 
 if TYPE_CHECKING:
-    from ._runtime import Runtime
+    from ..audit._log import AuditLog
+
+
+class Runtime(Protocol):
+    """What this module uses of a Runtime (a protocol: the Runtime imports this module)."""
+
+    @property
+    def home(self) -> Path: ...
+
+    @property
+    def policy(self) -> Policy: ...
+
+    @property
+    def audit(self) -> AuditLog: ...
+
+    @property
+    def _sandbox(self) -> Sandbox: ...
+
+    def visible_tools(self, principal: str | None = None) -> list[ToolInfo]: ...
+
+    def send(self, call: Call) -> CallResult: ...
+
 
 __all__ = ["NotFound", "RuntimeRunEnvironment"]
 

@@ -144,7 +144,7 @@ class Runtime:
         self._closed = False
         self._recorder = AuditRecorder(self._audit)
         self._workers: Workers | None = None  # where calls go instead of the chain (ProcessPool, RayRuntime)
-        self._wasm_executor = WasmExecutor(self._wasm, self._gate, self._breakers, transport)
+        self._wasm_executor = WasmExecutor(self.home, self._wasm, self._gate, self._breakers, transport)
         remote = McpRemoteExecutor(self._registry, self._breakers)
         self._executors = Executors(executor or self._wasm_executor, {} if executor else {"mcp-remote": remote})
         self._build_chain(self._executors)

@@ -115,6 +115,11 @@ class CallState:
     sql_log: list[dict[str, Any]] = field(default_factory=list)
     #: The run's host calls when the code runner of ``Runtime.run`` is running, else None.
     host_calls: HostCalls | None = None
+    #: Every capability bound for this call, by name (declared ∩ granted); one not here answers ``denied``.
+    capabilities: dict[str, Any] = field(default_factory=dict)
+    #: What the other capabilities' host functions recorded, by capability (bounded like egress).
+    records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    records_dropped: int = 0
     #: The first approval request a statement filed (the call ends as ``approval_required``).
     approval: dict[str, Any] | None = None
     denials_dropped: int = 0
@@ -149,6 +154,22 @@ class CallState:
     def add_sql(self, entry: dict[str, Any]) -> None:
         """Record one statement's summary (bounded, scrubbed)."""
         self._add("sql_log", entry)
+
+    def capability(self, name: str) -> Any:
+        """The call's bound capability ``name``, or None when it has none of it."""
+        return self.capabilities.get(name)
+
+    def add_record(self, capability: str, entry: dict[str, Any]) -> None:
+        """Record one request of ``capability`` (bounded per capability, scrubbed)."""
+        kept = self.records.setdefault(capability, [])
+        entry = {key: self.clip(value) if isinstance(value, str) else value for key, value in entry.items()}
+        size = len(json.dumps(entry, ensure_ascii=False, default=str).encode("utf-8", "replace"))
+        used = self._sizes.get(f"record:{capability}", 0)
+        if len(kept) >= RECORD_LIMIT or used + size > RECORD_BYTES:
+            self.records_dropped += 1
+            return
+        self._sizes[f"record:{capability}"] = used + size
+        kept.append(entry)
 
     def note_approval(self, request: dict[str, Any]) -> None:
         """Keep the first approval request a statement filed."""

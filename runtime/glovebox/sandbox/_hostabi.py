@@ -24,6 +24,7 @@ refused with :class:`WrongShape`, and the callback traps with
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable, Collection
 from ctypes import byref
 from typing import Any
 
@@ -44,8 +45,10 @@ __all__ = [
     "lift_query",
     "lift_request",
     "lower_response",
+    "lower_result",
     "lower_sql",
     "lower_text",
+    "string_args",
     "trap",
 ]
 
@@ -186,6 +189,20 @@ def lift_host_call(args: Any, count: int) -> tuple[str, str]:
     if count != 2:
         raise WrongShape("host-call takes a kind and a request")
     return _string(args[0], "kind"), _string(args[1], "request")
+
+
+def string_args(*names: str) -> Callable[[Any, int], tuple[str, ...]]:
+    """The lift of a function taking the strings ``names``.
+
+    The lift raises WrongShape when the arguments are not that many strings.
+    """
+
+    def lift(args: Any, count: int) -> tuple[str, ...]:
+        if count != len(names):
+            raise WrongShape(f"takes {len(names)} strings ({', '.join(names)})")
+        return tuple(_string(args[i], name) for i, name in enumerate(names))
+
+    return lift
 
 
 def _sql_value(val: Any) -> Any:
@@ -358,4 +375,45 @@ def lower_text(text: str, slot: Any) -> None:
     """
     value = _VAL()
     _string_val(value, text.encode("utf-8"))
+    ctypes.memmove(slot, byref(value), VAL_SIZE)
+
+
+def lower_result(answer: Any, slot: Any, *, ok: str, errors: Collection[str]) -> None:
+    """Move ``answer`` into a ``result<OK, E>`` slot, ``E`` a variant of ``errors`` each carrying a string.
+
+    ``ok`` is ``unit`` (``result<_, E>``: any answer that is not a variant),
+    ``text`` (``result<string, E>``) or ``option-text`` (``result<option<string>, E>``:
+    None or a string).
+
+    Raises:
+        ValueError: ``answer`` is a variant of another kind, or ``ok`` is unknown.
+        TypeError, UnicodeEncodeError: ``answer`` is of the wrong type.
+    """
+    tag = getattr(answer, "tag", None)
+    if tag is not None:
+        if tag not in errors:
+            raise ValueError(f"unknown error kind {tag!r}")
+        value = _err(tag.encode(), str(answer.payload).encode("utf-8"))
+    elif ok == "unit":
+        value = _VAL()
+        value.kind = _RESULT
+        value.of.result.is_ok = True
+        value.of.result.val = None
+    elif ok == "text":
+        payload = _VAL()
+        _string_val(payload, answer.encode("utf-8"))
+        value = _result(True, payload)
+    elif ok == "option-text":
+        encoded = None if answer is None else answer.encode("utf-8")
+        payload = _VAL()
+        payload.kind = _OPTION
+        if encoded is None:
+            payload.of.option = None
+        else:
+            inner = _VAL()
+            _string_val(inner, encoded)
+            payload.of.option = _box(byref(inner))
+        value = _result(True, payload)
+    else:
+        raise ValueError(f"unknown ok type {ok!r}")
     ctypes.memmove(slot, byref(value), VAL_SIZE)

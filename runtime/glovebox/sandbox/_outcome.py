@@ -204,9 +204,13 @@ def _denied_message(first: dict[str, Any]) -> str:
             f"the tool failed after the host refused {about} on the database "
             f"{first.get('database', '')!r}: {first.get('reason', 'denied')}"
         )
+    if "url" in first:
+        what = f"{first.get('method', '')} {first['url']}"
+    else:  # another capability's request: its own fields name it
+        what = ", ".join(f"{key} {value!r}" for key, value in first.items() if key not in ("capability", "reason"))
     return (
         f"the tool failed after the host refused {first.get('capability', 'a capability')} access "
-        f"({first.get('method', '')} {first.get('url', '')}): {first.get('reason', 'denied')}"
+        f"({what}): {first.get('reason', 'denied')}"
     )
 
 

@@ -21,7 +21,9 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import wasmtime
 from wasmtime.component import Component, ExportIndex, Linker
@@ -101,18 +103,33 @@ class Sandbox:
         component: Component,
         input_text: str,
         limits: Limits,
+        capabilities: Mapping[str, Any] | None = None,
+        host_calls: HostCalls | None = None,
+        *,
         http: Fetcher | None = None,
         sql: SqlAccess | None = None,
-        host_calls: HostCalls | None = None,
     ) -> Outcome:
         """Instantiate ``component`` afresh and call it once with ``input_text``.
 
+        ``capabilities`` are the call's bound capabilities by name
+        (``glovebox.capabilities.bind_capabilities``); one missing answers ``denied``.
+        ``http`` and ``sql`` bind those two alone (tests of one capability).
         With ``host_calls`` (the code runner of ``Runtime.run`` only), the
         component is linked with the run's ``host-call`` as well, answered by it.
         """
+        bound = dict(capabilities or {})
+        if http is not None:
+            bound["http"] = http
+        if sql is not None:
+            bound["sql"] = sql
         deadline = time.monotonic() + limits.timeout_ms / 1000.0
         state = CallState(
-            deadline=deadline, log_limit_bytes=limits.log_bytes, http=http, sql=sql, host_calls=host_calls
+            deadline=deadline,
+            log_limit_bytes=limits.log_bytes,
+            http=bound.get("http"),
+            sql=bound.get("sql"),
+            capabilities=bound,
+            host_calls=host_calls,
         )
         with self._live_lock:
             self._live += 1

@@ -4,7 +4,8 @@ The checks run before anything is stored: the bytes are wasm; they are a
 component, not a core module; they compile (in a child process, see
 ``_compile``); the component exports
 ``call: func(input: string) -> result<string, string>``; and it imports
-nothing but the ``glovebox:tool/host@0.1.0`` and ``glovebox:tool/sql@0.1.0`` interfaces and, for guests built on
+nothing but the interfaces of the host (``glovebox:tool/host@0.1.0`` and those of every
+registered capability: ``sql``, ``kv``, ...) and, for guests built on
 a WASI libc (Python), the WASI 0.2.x interfaces in ``_world.WASI_INTERFACES``, which
 the sandbox links with nothing granted (see ``_sandbox``). Each refusal says
 which check failed and what to do about it.
@@ -18,7 +19,8 @@ import wasmtime
 from wasmtime.component import Component, ComponentInstanceType, FuncType, ResultType, String
 
 from ..core._errors import InvalidArtifact
-from ..core._world import EXPORT_NAME, HOST_FUNCTIONS, HOST_INTERFACE, SQL_FUNCTIONS, SQL_INTERFACE, is_wasi_import
+from ..core._world import EXPORT_NAME, is_wasi_import
+from ._host import host_functions
 
 __all__ = [
     "MAX_ARTIFACT_BYTES",
@@ -82,18 +84,22 @@ def imports_wasi(engine: wasmtime.Engine, component: Component) -> bool:
     return any(name.startswith("wasi:") for name in component.type.imports(engine))
 
 
-_PROVIDED = {HOST_INTERFACE: HOST_FUNCTIONS, SQL_INTERFACE: SQL_FUNCTIONS}
+def _provided() -> dict[str, frozenset[str]]:
+    """The functions of each interface a tool may import (the host's and every registered capability's)."""
+    return {interface: frozenset(f.name for f in functions) for interface, functions in host_functions().items()}
 
 
 def _check_imports(imports: Mapping[str, object], engine: wasmtime.Engine, source: str) -> None:
+    provided_by = _provided()
     for name, item in imports.items():
         if is_wasi_import(name):
             continue
-        provided = _PROVIDED.get(name)
+        provided = provided_by.get(name)
         if provided is None:
+            named = [f"`{interface}`" for interface in provided_by]
+            allowed = ", ".join(named[:-1]) + f" and {named[-1]}" if len(named) > 1 else named[0]
             raise InvalidArtifact(
-                f"{source} imports `{name}`, which is outside the glovebox world "
-                f"(a tool may import only `{HOST_INTERFACE}` and `{SQL_INTERFACE}`)"
+                f"{source} imports `{name}`, which is outside the glovebox world (a tool may import only {allowed})"
             )
         ty = item.ty  # type: ignore[attr-defined]
         if not isinstance(ty, ComponentInstanceType):

@@ -26,7 +26,8 @@ import wasmtime
 
 from ..core._errors import BuildError
 from ..core._settings import build_cache_dir, zig_cache_dir
-from ..core._world import HOST_INTERFACE, SQL_INTERFACE
+from ..core._world import HOST_INTERFACE
+from ..model._capability import registered
 from ..model._manifest import folder_manifest
 from ._binaries import BUILD_HINT, find_tool, require_module, run_tool
 
@@ -153,10 +154,14 @@ def _zig_step(src: Path, cache: Path) -> str:
 
 def _check_core_imports(core: Path, src: Path) -> None:
     module = wasmtime.Module(wasmtime.Engine(), core.read_bytes())
-    foreign = [imp for imp in module.imports if imp.module not in (HOST_INTERFACE, SQL_INTERFACE)]
+    interfaces = {HOST_INTERFACE, *(capability.interface for capability in registered())}
+    foreign = [imp for imp in module.imports if imp.module not in interfaces]
     if not foreign:
         return
     names = ", ".join(f"{imp.module}.{imp.name}" for imp in foreign)
     hints = sorted({_HINTS[imp.name] for imp in foreign if imp.name in _HINTS})
-    advice = "; ".join(hints) or "only the glovebox host and sql interfaces are available in a sandbox"
+    advice = (
+        "; ".join(hints)
+        or "only the glovebox host interfaces (and the registered capabilities') are available in a sandbox"
+    )
     raise BuildError(f"{src}: the tool imports {names}: {advice}")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...capabilities import CapabilityContext, bind_capabilities
 from ...guards import BreakerBoard, HostBreakers
-from ...model._grants import Grants
 from ...model._result import ToolInfo
 from ...policy._guards import Breaker
 from ...sandbox._sandbox import Sandbox
@@ -20,8 +22,6 @@ from ._base import Executor
 if TYPE_CHECKING:
     import httpx
 
-    from ...capabilities._fetch import HttpCapability
-    from ...capabilities._sql import SqlCapability
     from ...sandbox._callstate import CallState as HostState
 
 __all__ = ["WasmExecutor", "record_state"]
@@ -32,11 +32,13 @@ class WasmExecutor(Executor):
 
     def __init__(
         self,
+        home: Path,
         parts: Callable[[], WasmParts],
         gate: PolicyGate,
         board: Callable[[], BreakerBoard],
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        self._home = home
         self._parts = parts  # the engine side, made on first need
         self._gate = gate
         self._board = board
@@ -54,55 +56,37 @@ class WasmExecutor(Executor):
         meta, trace = state.meta, state.trace
         parts = self._parts()
         component = parts.compiled.get(info.digest)
-        breaker = decision.guards.breaker
-        http = self._http_for(info, state.grants, call.tracer, breaker, trace.probing)
-        sql = self._sql_for(info, state.grants, meta["principal"], trace)
+        context = self._context(info, meta["principal"], call.tracer, decision.guards.breaker, trace)
+        capabilities = bind_capabilities(info.manifest.capabilities, state.grants, context)
         with step(call.tracer, "glovebox.sandbox") as span:
             try:
-                outcome = parts.sandbox.run(component, state.input_text, decision.limits, http, sql)
+                outcome = parts.sandbox.run(component, state.input_text, decision.limits, capabilities)
             finally:
-                if http is not None:
-                    http.close()
-                if sql is not None:
-                    trace.sql_params = sql.params
+                capabilities.close(trace)
             if span is not None:
                 code = None if outcome.error is None else outcome.error.code
                 _tracing.mark(span, code, {"glovebox.fuel_used": outcome.fuel_used})
         meta["fuel_used"] = outcome.fuel_used
         record_state(meta, outcome.state)
+        capabilities.record(meta, outcome.state)
         if outcome.error is not None:
             raise outcome.error
         assert outcome.output_text is not None
         return outcome.output_text
 
-    def _http_for(
-        self,
-        info: ToolInfo,
-        grants: Grants,
-        tracer: Any = None,
-        breaker: Breaker | None = None,
-        probing: set[str] | None = None,
-    ) -> HttpCapability | None:
-        declared = info.manifest.capabilities.http
-        if not declared or not grants.http:
-            return None  # the host function answers `denied` without touching the network
-        from ...capabilities._fetch import HttpCapability  # httpx only when a call may use it
-        from ...capabilities._secrets import load_secrets
-
+    def _context(
+        self, info: ToolInfo, principal: str, tracer: Any, breaker: Breaker | None, trace: CallTrace
+    ) -> CapabilityContext:
+        """What binding the call's capabilities may need (the factories run only for a granted capability)."""
         hosts = None
         if breaker is not None and "host" in breaker.scopes:
-            hosts = HostBreakers(self._board(), breaker, probing)
-        secrets = load_secrets(grants.secrets)
-        return HttpCapability(declared, grants, secrets, self._transport, tracer=tracer, hosts=hosts)
+            hosts = functools.partial(_host_breakers, self._board, breaker, trace.probing)  # the board opens on use
+        approver = functools.partial(self._gate.statement_approver, trace, info, principal)
+        return CapabilityContext(self._home, principal, tracer, self._transport, hosts, approver)
 
-    def _sql_for(self, info: ToolInfo, grants: Grants, principal: str, trace: CallTrace) -> SqlCapability | None:
-        declared = info.manifest.capabilities.sql
-        if not declared or not grants.sql:
-            return None  # the host function answers `denied` without opening a database
-        from ...capabilities._sql import SqlCapability  # sqlglot only when a call may use it
 
-        approver = self._gate.statement_approver(trace, info, principal)
-        return SqlCapability(declared, grants.sql, approver)
+def _host_breakers(board: Callable[[], BreakerBoard], breaker: Breaker, probing: set[str] | None) -> HostBreakers:
+    return HostBreakers(board(), breaker, probing)
 
 
 _DROPPED_COUNTS = ("logs_dropped", "denials_dropped", "egress_dropped", "upstream_failures_dropped", "sql_log_dropped")
