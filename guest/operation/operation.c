@@ -7,7 +7,8 @@
  *   url          the server's base URL, e.g. "https://api.example.com/v1"
  *   path         the path template, e.g. "/pets/{petId}"
  *   path_params  input fields substituted into the template, percent-encoded
- *                (every byte outside A-Z a-z 0-9 - _ ~, so "../admin" stays in one segment)
+ *                (every byte outside RFC 3986's unreserved A-Z a-z 0-9 - . _ ~, so "a/b" stays in
+ *                one segment; a "." or ".." value is sent as it is and the host refuses the dot segment)
  *   query        input fields sent as query parameters (arrays repeat the name)
  *   headers      input fields sent as request headers
  *   body         true: the input field "body" is sent as the JSON request body
@@ -30,8 +31,8 @@ static void encode(gb_buf *out, const char *s, size_t n) {
     static const char hex[] = "0123456789ABCDEF";
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-            c == '~') {
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+            c == '_' || c == '~') {
             gb_buf_append(out, (const char *)&c, 1);
         } else {
             char esc[3] = {'%', hex[c >> 4], hex[c & 15]};

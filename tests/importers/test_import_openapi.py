@@ -185,13 +185,30 @@ def test_a_principal_without_the_scope_is_refused(imported: glovebox.Runtime, pe
     assert pets.seen == []
 
 
-@pytest.mark.parametrize("pet_id", ["../admin", "..", "1/../../admin", "%2e%2e"])
+@pytest.mark.parametrize(
+    "pet_id", ["../admin", "..", ".", "1/../../admin", "%2e%2e", ".%2e", "%2F", "a/b", "..%2fadmin", "%252e%252e"]
+)
 def test_a_traversal_path_parameter_stays_in_its_segment_or_is_denied(
     imported: glovebox.Runtime, pets: PetServer, pet_id: str
 ) -> None:
     result = imported.call("petstore-get-pet-by-id", {"petId": pet_id}, principal="agent")
     assert result.error is not None and result.error.code == "capability_denied"
     assert pets.seen == []
+
+
+@pytest.mark.parametrize("pet_id", ["next.js", "README.md", "a-b_c~d.e", "v1.2.3"])
+def test_unreserved_characters_in_a_path_parameter_are_sent_as_they_are(
+    imported: glovebox.Runtime, pets: PetServer, pet_id: str
+) -> None:
+    imported.call("petstore-get-pet-by-id", {"petId": pet_id}, principal="agent")
+    assert pets.seen[-1]["path"] == f"/v1/pets/{pet_id}"
+
+
+def test_reserved_characters_in_a_path_parameter_are_percent_encoded(
+    imported: glovebox.Runtime, pets: PetServer
+) -> None:
+    imported.call("petstore-get-pet-by-id", {"petId": "a b?c#d&e"}, principal="agent")
+    assert pets.seen[-1]["path"] == "/v1/pets/a%20b%3Fc%23d%26e"
 
 
 def test_the_bearer_secret_is_injected_and_never_seen(imported: glovebox.Runtime, pets: PetServer) -> None:
@@ -295,25 +312,53 @@ BAD_SPECS = [
         "$ref '#/components/schemas/Nope' does not resolve",
     ),
     (lambda s: s.pop("servers"), "/servers: the document names no server"),
-    (
-        lambda s: s["paths"]["/pets"]["get"]["parameters"].append(
-            {"name": "f", "in": "query", "style": "deepObject", "schema": {"type": "object"}}
-        ),
-        "/paths/~1pets/get/parameters/3/style: parameter 'f': only the default style (form)",
-    ),
+    (lambda s: s["paths"]["/pets"]["post"].update(operationId="listPets"), "Operation ID 'listPets'"),
+]
+
+#: Operations that cannot be tools: skipped (the rest imported), or the whole document refused with strict.
+BAD_OPERATIONS = [
     (
         lambda s: s["paths"]["/pets"]["get"]["parameters"].append(
             {"name": "c", "in": "cookie", "schema": {"type": "string"}}
         ),
         "/paths/~1pets/get/parameters/3/in: parameters in 'cookie' are not supported",
     ),
-    (lambda s: s["paths"]["/pets"]["post"].update(operationId="listPets"), "Operation ID 'listPets'"),
     (
         lambda s: s["paths"]["/pets"]["get"]["parameters"][1].update(**{"in": "nowhere"}),
         "/paths/~1pets/get/parameters/1/in: invalid OpenAPI 3.1.0",
     ),
-    (lambda s: s["paths"]["/pets"]["post"].update(operationId="list-pets"), "is also made by /paths/~1pets/get"),
 ]
+
+
+@pytest.mark.parametrize(("change", "message"), BAD_OPERATIONS)
+def test_an_operation_that_cannot_be_a_tool_is_skipped_or_refused_with_strict(
+    change: Any, message: str, tmp_path: Path, runtime: glovebox.Runtime
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(_broken(change)))
+    with pytest.raises(glovebox.InvalidSpec) as refused:
+        glovebox.import_openapi(runtime, path, server="https://pets.example.com/v1", strict=True)
+    assert message in refused.value.message and runtime.tools() == []
+    out = cli_import(runtime.home, str(path), "--server", "https://pets.example.com/v1", "--dry-run")
+    assert out.exit_code == 0, out.output
+    assert "would import petstore (openapi): 3 added" in out.output
+    assert f"  ! listPets: {message}" in out.output
+    result = glovebox.import_openapi(runtime, path, server="https://pets.example.com/v1")
+    assert sorted(result.added) == ["petstore-create-pet", "petstore-delete-pet", "petstore-get-pet-by-id"]
+    assert result.skipped == [
+        {"operation": "listPets", "place": "/paths/~1pets/get", "reason": result.skipped[0]["reason"]}
+    ]
+    assert result.skipped[0]["reason"].startswith(message)
+
+
+def test_names_that_collide_get_a_hash_suffix_and_a_note(runtime: glovebox.Runtime) -> None:
+    spec = _broken(lambda s: s["paths"]["/pets"]["post"].update(operationId="list-pets"))
+    result = glovebox.import_openapi(runtime, spec, server="https://pets.example.com/v1", dry_run=True)
+    pets = sorted(name for name in result.added if name.startswith("petstore-list-pets"))
+    assert len(pets) == 2 and all(len(name) == len("petstore-list-pets-") + 8 for name in pets)
+    assert result.notes == [f"2 operations make the tool name 'petstore-list-pets': named {', '.join(pets)}"]
+    again = glovebox.import_openapi(runtime, spec, server="https://pets.example.com/v1", dry_run=True)
+    assert sorted(again.added) == sorted(result.added)  # the same names every time
 
 
 @pytest.mark.parametrize(("change", "message"), BAD_SPECS)
@@ -383,7 +428,7 @@ def test_a_spec_is_fetched_from_a_url_once_and_bounded(pets: PetServer, runtime:
     assert len(result.added) == 4
     assert [seen["path"] for seen in pets.seen] == ["/spec.yaml"]
     with pytest.raises(glovebox.InvalidSpec, match="huge.yaml: over the 8388608-byte spec limit"):
-        glovebox.import_openapi(runtime, f"{origin}/huge.yaml", server=base(pets))
+        glovebox.import_openapi(runtime, f"{origin}/huge.yaml", server=base(pets), max_spec_bytes=8 * 1024 * 1024)
 
 
 def test_yaml_aliases_are_refused(runtime: glovebox.Runtime, tmp_path: Path) -> None:
@@ -448,7 +493,9 @@ def test_a_literal_star_in_a_path_is_refused(runtime: glovebox.Runtime) -> None:
     spec = yaml.safe_load(SPEC.read_text())
     spec["paths"]["/pets/*"] = spec["paths"].pop("/pets")
     with pytest.raises(glovebox.InvalidSpec, match=r"/paths/~1pets~1\*/get: path '/pets/\*': a literal '\*'"):
-        glovebox.import_openapi(runtime, spec, server="https://pets.example.com")
+        glovebox.import_openapi(runtime, spec, server="https://pets.example.com", strict=True)
+    skipped = glovebox.import_openapi(runtime, spec, server="https://pets.example.com", dry_run=True).skipped
+    assert [skip["place"] for skip in skipped] == ["/paths/~1pets~1*/get", "/paths/~1pets~1*/post"]
 
 
 # -- a spec cannot make the host fetch anything, whatever the key (issue 24, defect 2) ------------------
@@ -585,9 +632,9 @@ def test_a_chain_of_300_refs_is_invalid_spec_naming_the_place(runtime: glovebox.
         glovebox.InvalidSpec,
         match=r"chain.json: /components/schemas/S\d+/properties/n: the schema is nested deeper than 64",
     ) as refused:
-        glovebox.import_openapi(runtime, path, dry_run=True)
+        glovebox.import_openapi(runtime, path, dry_run=True, strict=True)
     assert refused.value.details["place"].startswith("/components/schemas/S")
-    out = cli_import(runtime.home, str(path), "--dry-run")
+    out = cli_import(runtime.home, str(path), "--dry-run")  # not strict: the one operation skipped, none left
     assert out.exit_code == 1 and out.output.startswith("error [invalid_spec]: "), out.output
 
 

@@ -22,6 +22,7 @@ numeric form, and ``discriminator``, ``xml``, ``externalDocs`` and ``example``
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote
 
@@ -107,7 +108,11 @@ def deref(doc: Any, node: Any, place: str) -> tuple[Any, str]:
 
 
 class SchemaConverter:
-    """Converts the schemas of one operation, collecting the ``$defs`` they refer to."""
+    """Converts the schemas of one document, each referenced schema once into ``defs``.
+
+    :meth:`with_defs` gives one schema the ``$defs`` it reaches, and only those:
+    an input schema never carries what only outputs refer to.
+    """
 
     def __init__(self, doc: Any, openapi_30: bool, origin: str = "(document)") -> None:
         self.doc = doc
@@ -115,7 +120,53 @@ class SchemaConverter:
         self.origin = origin
         self.defs: dict[str, Any] = {}
         self._names: dict[str, str] = {}
+        self._failed: dict[str, InvalidSpec] = {}
+        self._refs_of: dict[str, frozenset[str]] = {}
+        self._checked: dict[str, ValueError | None] = {}
         self._depth = 0
+
+    def check(self, schema: Any) -> None:
+        """Raise ValueError (naming the place) unless ``schema`` (from :meth:`with_defs`) is a schema the host
+        may use: as ``check_schema`` on the whole, but each definition checked once per document."""
+        from ..schema._schemarules import check_schema
+
+        if not isinstance(schema, dict) or "$defs" not in schema:
+            check_schema(schema)
+            return
+        root = {key: value for key, value in schema.items() if key != "$defs"}
+        if _mixes_keywords([root, *schema["$defs"].values()]):
+            check_schema(schema)  # a rule about the schema as a whole: checked as a whole
+            return
+        for name in schema["$defs"]:
+            if name not in self._checked:
+                try:
+                    check_schema({"$defs": {name: self.defs[name]}})
+                    self._checked[name] = None
+                except ValueError as exc:
+                    self._checked[name] = exc
+            problem = self._checked[name]
+            if problem is not None:
+                raise problem
+        check_schema(root)
+
+    def with_defs(self, schema: Any) -> Any:
+        """``schema`` with a ``$defs`` of the definitions it reaches (itself unchanged when none)."""
+        if not isinstance(schema, dict):
+            return schema
+        reached: set[str] = set()
+        todo = list(_def_refs(schema))
+        while todo:
+            name = todo.pop()
+            if name in reached or name not in self.defs:
+                continue
+            reached.add(name)
+            refs = self._refs_of.get(name)
+            if refs is None:
+                refs = self._refs_of[name] = frozenset(_def_refs(self.defs[name]))
+            todo.extend(refs)
+        if not reached:
+            return schema
+        return {**schema, "$defs": {name: self.defs[name] for name in sorted(reached)}}
 
     def convert(self, node: Any, place: str) -> Any:
         """The JSON Schema for the OpenAPI schema ``node`` found at ``place``.
@@ -162,6 +213,8 @@ class SchemaConverter:
         name = self._names.get(ref)
         if name is not None:
             return name
+        if ref in self._failed:
+            raise self._failed[ref]
         target = resolve(self.doc, ref, place)
         match = re.fullmatch(r"#/components/schemas/([^/]+)", ref)
         base = re.sub(r"[^A-Za-z0-9_.-]", "_", unquote(match.group(1)) if match else ref[2:]) or "schema"
@@ -170,7 +223,12 @@ class SchemaConverter:
             name, n = f"{base}_{n}", n + 1
         self._names[ref] = name
         self.defs[name] = True  # a placeholder while converting: a recursive reference finds the name
-        self.defs[name] = self.convert(target, ref[1:])
+        try:
+            self.defs[name] = self.convert(target, ref[1:])
+        except InvalidSpec as exc:  # every later reference to it fails the same way, never finds the placeholder
+            del self._names[ref], self.defs[name]
+            self._failed[ref] = exc
+            raise
         return name
 
     @staticmethod
@@ -187,3 +245,26 @@ class SchemaConverter:
             elif node.get(key) is False:
                 converted.pop(key)
         return converted
+
+
+def _def_refs(schema: Any) -> Iterator[str]:
+    """The names of the ``#/$defs/<name>`` a converted schema refers to directly (its own ``$defs`` aside)."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                yield ref[len("#/$defs/") :]
+            stack.extend(value for key, value in node.items() if key != "$defs")
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+def _mixes_keywords(schemas: list[Any]) -> bool:
+    """Whether ``unevaluatedProperties`` and ``patternProperties`` may both be in ``schemas`` (a text search:
+    an over-estimate, which only costs a whole check)."""
+    import json
+
+    text = json.dumps(schemas)
+    return '"unevaluatedProperties"' in text and '"patternProperties"' in text
