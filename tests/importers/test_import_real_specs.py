@@ -65,21 +65,19 @@ def test_github_imports_what_it_can_and_reports_the_rest(runtime: glovebox.Runti
     reasons = {skip["operation"]: skip["reason"] for skip in result.skipped}
     assert "(found text/plain, text/x-markdown)" in reasons["markdown/render-raw"]
     assert "(found application/octet-stream)" in reasons["repos/upload-release-asset"]
-    assert len(result.added) == 7 and result.notes == []
-    assert "github-actions-get-actions-cache-retention-limit-for" in result.added  # cut between words
-
-
-def test_github_names_that_collide_once_cut_get_a_hash_suffix(runtime: glovebox.Runtime) -> None:
-    result = glovebox.import_openapi(runtime, GITHUB, name="github-octokit", dry_run=True)
-    assert all(len(name) <= 64 for name in result.added)
-    collided = sorted(n for n in result.added if n.startswith("github-octokit-actions-get-actions-cache"))
-    stem = "github-octokit-actions-get-actions-cache-retention-limi"  # cut to leave room for the suffix
-    assert len(collided) == 3 and all(name[: len(stem)] == stem for name in collided)
-    assert len({name[-8:] for name in collided}) == 3
+    assert len(result.added) == 9 and all(len(name) <= 64 for name in result.added)
+    # too long: words already said and filler words left out, never cut mid-word
+    assert "github-actions-get-cache-retention-limit-organization" in result.added
+    assert "github-actions-get-actions-cache-retention-limit-for-repository" in result.added  # fits as it is
+    collided = sorted(n for n in result.added if n.startswith("github-actions-get-fork-pr"))
+    assert len(collided) == 2 and len({name[-8:] for name in collided}) == 2
+    assert all(name[:-9] == "github-actions-get-fork-pr-contributor-approval" for name in collided)
     assert result.notes == [
-        "3 operations make the tool name 'github-octokit-actions-get-actions-cache-retention-limit-for': "
+        "2 operations make the tool name 'github-actions-get-fork-pr-contributor-approval-permissions': "
         f"named {', '.join(collided)}"
     ]
+    again = glovebox.import_openapi(runtime, GITHUB, dry_run=True)
+    assert again.added == result.added  # the same names every time
 
 
 def test_github_include_and_exclude_select_operations(runtime: glovebox.Runtime) -> None:
@@ -88,6 +86,7 @@ def test_github_include_and_exclude_select_operations(runtime: glovebox.Runtime)
     by_path = glovebox.import_openapi(runtime, GITHUB, include=["/repos/*"], exclude=["issues/*"], dry_run=True)
     assert sorted(by_path.added) == [
         "github-actions-get-actions-cache-retention-limit-for-repository",
+        "github-actions-get-fork-pr-contributor-approval-permissions",  # alone: no collision, no suffix
         "github-repos-get",
         "github-repos-get-content",
     ]

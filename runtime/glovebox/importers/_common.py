@@ -81,20 +81,43 @@ def title_api_name(title: str, where: str) -> str:
 
 
 def tool_name(api: str, part: str, where: str) -> str:
-    """``<api>-<part>`` in the tool-name pattern, at most 64 characters, cut between words where it can.
+    """``<api>-<part>`` in the tool-name pattern, at most 64 characters: past that, words already said and
+    filler words (and, for, of...) are left out, then the name is cut between words where it can.
 
-    >>> tool_name("gh", "list-" + "very-" * 20 + "long", "-")
-    'gh-list-very-very-very-very-very-very-very-very-very-very-very'
+    >>> tool_name("github", "actions/get-github-actions-default-workflow-permissions-organization", "-")
+    'github-actions-get-default-workflow-permissions-organization'
+    >>> tool_name("gh", "list-" + "very-long-" * 12, "-")
+    'gh-list-very-long'
     """
     name = f"{api}-{kebab(part)}"
     if len(name) > MAX_NAME:
-        cut = name[: MAX_NAME + 1]
-        boundary = max(cut.rfind("-"), cut.rfind("_"))
-        name = cut[:boundary] if boundary > len(api) else name[:MAX_NAME]
-        name = name.rstrip("-_")
+        name = _shorten(api, kebab(part))
     if not _NAME.match(name) or name == api:
         raise InvalidSpec(f"{where}: cannot make a tool name from {part!r}", details={"place": where})
     return name
+
+
+#: Words a name too long to keep whole leaves out first.
+_FILLER = frozenset("a an and by for from in of on or the to with".split())
+
+
+def _shorten(api: str, part: str) -> str:
+    said = set(api.split("-")) | _FILLER
+    words = []
+    for word in part.split("-"):
+        if word not in said or not words:
+            words.append(word)
+        said.add(word)
+    return _cut(f"{api}-{'-'.join(words)}", MAX_NAME, len(api))
+
+
+def _cut(name: str, limit: int, keep: int) -> str:
+    """``name`` at most ``limit`` characters, cut at a word boundary past ``keep`` where there is one."""
+    if len(name) <= limit:
+        return name
+    head = name[: limit + 1]
+    boundary = max(head.rfind("-"), head.rfind("_"))
+    return (head[:boundary] if boundary > keep else name[:limit]).rstrip("-_")
 
 
 def unique_names(names: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
@@ -114,7 +137,7 @@ def unique_names(names: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
             result.append(name)
             continue
         suffix = hashlib.sha256(place.encode()).hexdigest()[:8]
-        stem = name[: MAX_NAME - len(suffix) - 1].rstrip("-_")
+        stem = _cut(name, MAX_NAME - len(suffix) - 1, len(name) // 2)
         result.append(f"{stem}-{suffix}")
     for name in sorted(n for n, c in counts.items() if c > 1):
         made = sorted(r for (n, _), r in zip(names, result, strict=True) if n == name)

@@ -19,6 +19,8 @@ KEEP = {
     "/organizations/{org}/actions/cache/retention-limit": ["get"],
     "/repos/{owner}/{repo}/actions/cache/retention-limit": ["get"],
     "/enterprises/{enterprise}/actions/cache/retention-limit": ["get"],
+    "/orgs/{org}/actions/permissions/fork-pr-contributor-approval": ["get"],
+    "/repos/{owner}/{repo}/actions/permissions/fork-pr-contributor-approval": ["get"],
 }
 
 
