@@ -774,3 +774,43 @@ def test_adjacent_path_parameters_are_granted_one_segment(
             assert called.code == "guest_error", called.to_dict()  # the server refuses: no token
     expected = [re.sub(r"\{[^}]*\}", "ab", "/v1" + template) for template in TEMPLATES]
     assert [seen["path"] for seen in pets.seen] == expected
+
+
+# -- what parsers accept is accepted (issue 39) -------------------------------------------------------
+
+
+def test_a_property_named_ref_is_a_property(runtime: glovebox.Runtime) -> None:
+    """Kubernetes' JSONSchemaProps has properties named ``$ref`` and ``$schema``."""
+    doc = _minimal()
+    _schemas(doc)["JSONSchemaProps"] = {
+        "type": "object",
+        "properties": {
+            "$ref": {"type": "string"},
+            "$schema": {"type": "string"},
+            "properties": {"type": "object", "additionalProperties": {"$ref": "#/components/schemas/JSONSchemaProps"}},
+        },
+    }
+    body = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/JSONSchemaProps"}}}}
+    doc["paths"]["/x"]["post"] = {
+        "operationId": "postX",
+        "requestBody": body,
+        "responses": {"200": {"description": "ok"}},
+    }
+    result = glovebox.import_openapi(runtime, doc, dry_run=True, strict=True)
+    assert sorted(result.added) == ["t-get-x", "t-post-x"]
+    info = glovebox.import_openapi(runtime, doc).tools[1]
+    props = info.manifest.input_schema["$defs"]["JSONSchemaProps"]["properties"]
+    assert props["$ref"] == {"type": "string"}
+    assert props["properties"]["additionalProperties"] == {"$ref": "#/$defs/JSONSchemaProps"}
+
+
+def test_json_is_read_as_json_before_yaml(runtime: glovebox.Runtime, tmp_path: Path) -> None:
+    """A raw U+009F in a JSON string is JSON (Python's json reads it); YAML refuses it (SendGrid's spec)."""
+    doc = _minimal()
+    doc["paths"]["/x"]["get"]["summary"] = "a raw \u009f control"
+    path = tmp_path / "sendgrid.json"
+    path.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+    with pytest.raises(yaml.YAMLError):
+        yaml.safe_load(path.read_text(encoding="utf-8"))
+    result = glovebox.import_openapi(runtime, path, dry_run=True)
+    assert result.added == ["t-get-x"]

@@ -20,8 +20,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ..importers import ImportResult, import_graphql, import_openapi, import_sql
-from ..importers._common import MAX_SPEC_BYTES
+from ..importers import MAX_SPEC_BYTES, ImportResult, import_graphql, import_openapi, import_sql
 from ._base import dump, open_runtime, progress_of
 
 __all__ = ["DEFAULT_IMPORTERS", "ENTRY_POINT_GROUP", "ImporterGroup", "import_group"]
@@ -64,15 +63,15 @@ _max_bytes = click.option(
 
 
 class ImporterGroup(click.Group):
-    """The ``import`` group: the built-in importers, then those of the ``glovebox.importers`` entry points."""
+    """The ``import`` group: the built-in importers, then those of the ``glovebox.importers`` entry points
+    (loaded when listed or run)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(DEFAULT_IMPORTERS) | set(_plugins()))
+        return sorted(set(self.commands) | set(_plugins()))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = DEFAULT_IMPORTERS.get(cmd_name)
-        if target is not None:
-            return _load(target)
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
         entry = _plugins().get(cmd_name)
         if entry is None:
             return None
@@ -268,3 +267,7 @@ def import_mcp_command(
     from ..importers import import_mcp
 
     _import(ctx, import_mcp, url, name=prefix, scopes=scopes or None, **options)
+
+
+for _name, _target in DEFAULT_IMPORTERS.items():  # the built-ins, registered from the same list a reader sees
+    import_group.add_command(_load(_target), _name)

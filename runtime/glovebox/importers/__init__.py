@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..runtime._internal import internals
-from ._common import MAX_SPEC_BYTES
 from ._fragment import SecretHint
 from ._importresult import ImportResult
 
@@ -29,7 +28,18 @@ if TYPE_CHECKING:
     from ..model._result import ToolInfo
     from ..runtime._runtime import Runtime
 
-__all__ = ["ImportResult", "SecretHint", "import_graphql", "import_mcp", "import_openapi", "import_sql"]
+#: The largest spec an import reads by default (a file or a URL): well above GitHub's 13 MB REST description.
+MAX_SPEC_BYTES = 64 * 1024 * 1024
+
+__all__ = [
+    "MAX_SPEC_BYTES",
+    "ImportResult",
+    "SecretHint",
+    "import_graphql",
+    "import_mcp",
+    "import_openapi",
+    "import_sql",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -11,6 +11,7 @@ from ..core._errors import InvalidSpec
 from ..model._grants import HttpRule
 from ..model._manifest import Limits
 from ..model._rules import ip_literal, parse_path_pattern
+from . import MAX_SPEC_BYTES
 
 __all__ = [
     "MAX_SPEC_BYTES",
@@ -28,8 +29,6 @@ __all__ = [
     "unique_names",
 ]
 
-#: The largest spec an import reads by default (a file or a URL): well above GitHub's 13 MB REST description.
-MAX_SPEC_BYTES = 64 * 1024 * 1024
 #: The longest tool name (the manifest's name pattern).
 MAX_NAME = 64
 #: How long fetching a spec from a URL may take, in seconds, in all.
@@ -103,7 +102,7 @@ _FILLER = frozenset("a an and by for from in of on or the to with".split())
 
 def _shorten(api: str, part: str) -> str:
     said = set(api.split("-")) | _FILLER
-    words = []
+    words: list[str] = []
     for word in part.split("-"):
         if word not in said or not words:
             words.append(word)

@@ -37,6 +37,8 @@ MAX_SCHEMA_DEPTH = 64
 _REFS = ("$ref", "$dynamicRef", "$recursiveRef")
 
 _DATA = frozenset({"enum", "const", "default", "example", "examples"})
+#: Schema keywords whose value maps names to schemas: a property may be named ``$ref``.
+_NAMED_MAPS = frozenset({"properties", "patternProperties", "definitions", "dependentSchemas"})
 _DROP_30 = frozenset({"discriminator", "xml", "externalDocs", "example", "nullable"})
 
 
@@ -52,18 +54,22 @@ def pointer(*parts: Any) -> str:
 def check_refs(doc: Any) -> None:
     """Refuse any reference that leaves the document (a file or a URL) or does not resolve, under any key,
     and a document nested deeper than :data:`MAX_DOCUMENT_DEPTH`, naming the place."""
-    stack: list[tuple[Any, str, int]] = [(doc, "", 0)]
+    stack: list[tuple[Any, str, int, bool]] = [(doc, "", 0, False)]
     while stack:
-        node, place, depth = stack.pop()
+        node, place, depth, named = stack.pop()
         if depth > MAX_DOCUMENT_DEPTH:
             raise InvalidSpec(
                 f"{place}: the document is nested deeper than {MAX_DOCUMENT_DEPTH} levels", details={"place": place}
             )
         if isinstance(node, dict):
-            _check_node_refs(doc, node, place)
-            stack.extend((value, f"{place}{pointer(key)}", depth + 1) for key, value in node.items())
+            if not named:  # in a map of names (``properties``), a key "$ref" is a name, not a reference
+                _check_node_refs(doc, node, place)
+            stack.extend(
+                (value, f"{place}{pointer(key)}", depth + 1, key in _NAMED_MAPS and not named)
+                for key, value in node.items()
+            )
         elif isinstance(node, list):
-            stack.extend((value, f"{place}/{index}", depth + 1) for index, value in enumerate(node))
+            stack.extend((value, f"{place}/{index}", depth + 1, False) for index, value in enumerate(node))
 
 
 def _check_node_refs(doc: Any, node: dict[str, Any], place: str) -> None:

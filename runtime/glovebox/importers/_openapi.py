@@ -283,7 +283,7 @@ def _operation(
         groups[param["in"]].append(param["name"])
         if param.get("required") or param["in"] == "path":
             required.append(param["name"])
-    has_body = _body(doc, operation, place, origin, converter, properties, required)
+    has_body, encoding, fields = _body(doc, operation, place, origin, converter, properties, required)
     input_schema: dict[str, Any] = {
         "type": "object",
         "properties": properties,
@@ -315,6 +315,8 @@ def _operation(
             query=groups["query"],
             headers=groups["header"],
             body=has_body,
+            body_encoding=encoding,
+            body_fields=fields,
         ),
     }
     action = "allow" if upper in READ_METHODS else "require_approval"
@@ -405,15 +407,17 @@ def _body(
     converter: SchemaConverter,
     properties: dict[str, Any],
     required: list[str],
-) -> bool:
+) -> tuple[bool, str, list[str]]:
+    """Add the request body's field ``body``; return (has a body, its encoding, a form's fields)."""
     if "requestBody" not in operation:
-        return False
+        return False, "json", []
     body, body_place = deref(doc, operation["requestBody"], f"{place}/requestBody")
     content = body.get("content") or {}
-    media = _json_media(content)
+    media, encoding = _body_media(content)
     if media is None:
         raise InvalidSpec(
-            f"{origin}: {body_place}/content: only JSON request bodies are supported (found {', '.join(content)})",
+            f"{origin}: {body_place}/content: request bodies of {', '.join(content) or 'no media type'} are not "
+            "supported (JSON, application/x-www-form-urlencoded and text/plain are)",
             details={"place": f"{body_place}/content"},
         )
     if "body" in properties:
@@ -421,12 +425,35 @@ def _body(
             f"{origin}: {place}: a parameter named 'body' collides with the request body field",
             details={"place": place},
         )
-    properties["body"] = converter.convert(
-        content[media].get("schema", {}), f"{body_place}{pointer('content', media, 'schema')}"
-    )
+    schema_place = f"{body_place}{pointer('content', media, 'schema')}"
+    raw_schema = content[media].get("schema", {})
+    fields: list[str] = []
+    if encoding == "form":
+        target, _ = deref(doc, raw_schema, schema_place)
+        fields = sorted((target or {}).get("properties") or {}) if isinstance(target, dict) else []
+        if not fields:
+            raise InvalidSpec(
+                f"{origin}: {schema_place}: a form body needs an object schema with properties",
+                details={"place": schema_place},
+            )
+    elif encoding == "text":
+        raw_schema = raw_schema or {"type": "string"}
+    properties["body"] = converter.convert(raw_schema, schema_place)
     if body.get("required"):
         required.append("body")
-    return True
+    return True, encoding, fields
+
+
+def _body_media(content: dict[str, Any]) -> tuple[str | None, str]:
+    """The media type a request body is sent as, and its encoding: JSON first, then a form, then text."""
+    media = _json_media(content)
+    if media is not None:
+        return media, "json"
+    for wanted, encoding in (("application/x-www-form-urlencoded", "form"), ("text/plain", "text")):
+        for media in content:
+            if media.split(";")[0].strip().lower() == wanted:
+                return str(media), encoding
+    return None, "json"
 
 
 def _output(doc: dict[str, Any], operation: dict[str, Any], place: str, converter: SchemaConverter) -> Any:

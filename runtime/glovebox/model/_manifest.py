@@ -113,7 +113,13 @@ class Operation(Frozen):
     path_params: list[str] = Field([], description="Input fields substituted into the path template.")
     query: list[str] = Field([], description="Input fields sent as query parameters.")
     headers: list[str] = Field([], description="Input fields sent as request headers.")
-    body: bool = Field(False, description="Whether the input field 'body' is sent as the JSON request body.")
+    body: bool = Field(False, description="Whether the input field 'body' is sent as the request body.")
+    body_encoding: Literal["json", "form", "text"] = Field(
+        "json",
+        description="How 'body' is sent: JSON, application/x-www-form-urlencoded (the fields 'body_fields' of an "
+        "object, an array repeating its name) or text/plain (a string, as it is).",
+    )
+    body_fields: list[str] = Field([], description="For a form body: the fields of 'body' sent, in this order.")
     graphql: GraphqlField | None = Field(None, description="For a GraphQL field: the document and answer field.")
 
 
