@@ -10,6 +10,8 @@
  *                (every byte outside RFC 3986's unreserved A-Z a-z 0-9 - . _ ~, so "a/b" stays in
  *                one segment; a "." or ".." value is sent as it is and the host refuses the dot segment)
  *   query        input fields sent as query parameters (arrays repeat the name)
+ *   query_join   {"name": "csv" | "space" | "pipe"}: a query array sent as one value, joined
+ *                by ",", "%20" or "%7C" (explode: false)
  *   headers      input fields sent as request headers
  *   body         true: the input field "body" is sent as the request body, as body_encoding says:
  *                "json" (the default), "text" (a string sent as it is, text/plain) or "form"
@@ -97,8 +99,19 @@ static void query_pair(gb_buf *url, int *first, const char *name, size_t name_le
     pair(url, first, "?", name, name_len, val, len);
 }
 
-static int build_query(const char *names, size_t names_len, const char *in, size_t in_len, gb_buf *url,
-                       gb_buf *out) {
+/* The separator of a query array sent as one value ("csv", "space", "pipe" in joins), or NULL (exploded). */
+static const char *joiner(const char *joins, size_t joins_len, const char *name) {
+    const char *val;
+    size_t val_len;
+    if (!joins || !find(joins, joins_len, name, &val, &val_len)) return NULL;
+    if (val_len == 5 && memcmp(val, "\"csv\"", 5) == 0) return ",";
+    if (val_len == 7 && memcmp(val, "\"space\"", 7) == 0) return "%20";
+    if (val_len == 6 && memcmp(val, "\"pipe\"", 6) == 0) return "%7C";
+    return NULL;
+}
+
+static int build_query(const char *names, size_t names_len, const char *joins, size_t joins_len, const char *in,
+                       size_t in_len, gb_buf *url, gb_buf *out) {
     const char *p = names, *end = names + names_len, *item, *val, *elem;
     size_t item_len, val_len, elem_len;
     int first = 1;
@@ -106,7 +119,20 @@ static int build_query(const char *names, size_t names_len, const char *in, size
         gb_buf name = {0};
         if (gb_json_string(item, item_len, &name) != 0 || !name.data) return gb_error(out, "bad query name");
         if (find(in, in_len, name.data, &val, &val_len)) {
-            if (*val == '[') {
+            const char *sep = joiner(joins, joins_len, name.data);
+            if (*val == '[' && sep) {
+                const char *q = val;
+                int first_elem = 1;
+                gb_buf_puts(url, first ? "?" : "&");
+                first = 0;
+                encode(url, name.data, name.len);
+                gb_buf_append(url, "=", 1);
+                while (gb_json_next(&q, val + val_len, &elem, &elem_len) == 0) {
+                    if (!first_elem) gb_buf_puts(url, sep);
+                    first_elem = 0;
+                    encoded_scalar(elem, elem_len, url);
+                }
+            } else if (*val == '[') {
                 const char *q = val;
                 while (gb_json_next(&q, val + val_len, &elem, &elem_len) == 0)
                     query_pair(url, &first, name.data, name.len, elem, elem_len);
@@ -213,7 +239,11 @@ static int build(const char *op, size_t op_len, const char *in, size_t in_len, r
                                                        : build_path(tpl.data, tpl.len, in, in_len, &r->url, out);
     gb_buf_free(&tpl);
     if (rc != GB_OK) return rc;
-    if (find(op, op_len, "query", &val, &val_len) && build_query(val, val_len, in, in_len, &r->url, out) != GB_OK)
+    const char *joins = NULL;
+    size_t joins_len = 0;
+    if (!find(op, op_len, "query_join", &joins, &joins_len)) joins = NULL;
+    if (find(op, op_len, "query", &val, &val_len) &&
+        build_query(val, val_len, joins, joins_len, in, in_len, &r->url, out) != GB_OK)
         return GB_ERR;
     if (find(op, op_len, "headers", &val, &val_len) &&
         build_headers(val, val_len, in, in_len, r->headers, &r->header_count, out) != GB_OK)

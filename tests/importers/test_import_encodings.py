@@ -29,6 +29,8 @@ class EchoHandler(QuietHandler):
         self.server.seen.append(seen)
         self._reply(200, json.dumps(seen).encode(), {"Content-Type": "application/json"})
 
+    do_GET = do_POST
+
 
 class EchoServer(ThreadingHTTPServer):
     daemon_threads = True
@@ -78,6 +80,42 @@ def _spec(url: str) -> dict[str, Any]:
                     "responses": ok,
                 }
             },
+            "/projects/{project_gid}/tasks": {
+                "get": {
+                    "operationId": "getTasks",
+                    "parameters": [
+                        {
+                            "name": "project_gid",
+                            "in": "path",
+                            "required": True,
+                            "explode": False,
+                            "schema": {"type": "string"},
+                        },
+                        {
+                            "name": "opt_fields",
+                            "in": "query",
+                            "explode": False,
+                            "schema": {"type": "array", "items": {"type": "string"}},
+                        },
+                        {
+                            "name": "ids",
+                            "in": "query",
+                            "style": "spaceDelimited",
+                            "explode": False,
+                            "schema": {"type": "array", "items": {"type": "integer"}},
+                        },
+                        {
+                            "name": "colors",
+                            "in": "query",
+                            "style": "pipeDelimited",
+                            "explode": False,
+                            "schema": {"type": "array", "items": {"type": "string"}},
+                        },
+                        {"name": "tag", "in": "query", "schema": {"type": "array", "items": {"type": "string"}}},
+                    ],
+                    "responses": ok,
+                }
+            },
             "/upload": {
                 "post": {
                     "operationId": "upload",
@@ -95,11 +133,12 @@ def slack(echo: EchoServer, tmp_path: Path) -> Iterator[glovebox.Runtime]:
     with glovebox.Runtime(home=home) as rt:
         result = glovebox.import_openapi(rt, _spec(f"http://127.0.0.1:{echo.server_address[1]}/api"))
     assert result.api == "slack"
-    assert sorted(result.added) == ["slack-chat_post-message", "slack-markdown-render-raw"]
+    assert sorted(result.added) == ["slack-chat_post-message", "slack-get-tasks", "slack-markdown-render-raw"]
     assert [skip["operation"] for skip in result.skipped] == ["upload"]
     assert "request bodies of multipart/form-data are not supported" in result.skipped[0]["reason"]
     policy = tmp_path / "policy.yaml"
-    policy.write_text(yaml.safe_dump({**result.policy, "principals": {"agent": {"scopes": ["slack:write"]}}}))
+    scopes = ["slack:read", "slack:write"]
+    policy.write_text(yaml.safe_dump({**result.policy, "principals": {"agent": {"scopes": scopes}}}))
     policy.write_text(policy.read_text().replace("require_approval", "allow"))
     with glovebox.Runtime(home=home, policy=policy) as rt:
         yield rt
@@ -133,3 +172,26 @@ def test_a_text_body_is_sent_as_it_is(slack: glovebox.Runtime, echo: EchoServer)
     assert result.ok, result.error
     assert echo.seen[-1]["type"] == "text/plain; charset=utf-8"
     assert echo.seen[-1]["body"] == text
+
+
+def test_query_arrays_follow_their_style_and_explode(slack: glovebox.Runtime, echo: EchoServer) -> None:
+    """Asana's explode: false (a scalar: no change; an array: one comma-joined value), spaceDelimited,
+    pipeDelimited, and the default form style that repeats the name."""
+    value = {
+        "project_gid": "12.34",
+        "opt_fields": ["name", "notes,x"],
+        "ids": [1, 2],
+        "colors": ["red", "blue"],
+        "tag": ["a", "b"],
+    }
+    result = slack.call("slack-get-tasks", value, principal="agent")
+    assert result.ok, result.error
+    path, _, query = echo.seen[-1]["path"].partition("?")
+    assert path == "/api/projects/12.34/tasks"
+    assert query == "opt_fields=name,notes%2Cx&ids=1%202&colors=red%7Cblue&tag=a&tag=b"
+    assert parse_qs(query) == {
+        "opt_fields": ["name,notes,x"],
+        "ids": ["1 2"],
+        "colors": ["red|blue"],
+        "tag": ["a", "b"],
+    }

@@ -270,6 +270,7 @@ def _operation(
     properties: dict[str, Any] = {}
     required: list[str] = []
     groups: dict[str, list[str]] = {"path": [], "query": [], "header": []}
+    joins: dict[str, str] = {}
     for param, param_place in parameters:
         schema = converter.convert(param.get("schema", {}), f"{param_place}/schema")
         if param.get("description"):
@@ -281,6 +282,8 @@ def _operation(
             )
         properties[param["name"]] = schema
         groups[param["in"]].append(param["name"])
+        if query_join(param) is not None:
+            joins[param["name"]] = str(query_join(param))
         if param.get("required") or param["in"] == "path":
             required.append(param["name"])
     has_body, encoding, fields = _body(doc, operation, place, origin, converter, properties, required)
@@ -313,6 +316,7 @@ def _operation(
             path=path,
             path_params=groups["path"],
             query=groups["query"],
+            query_join=joins,
             headers=groups["header"],
             body=has_body,
             body_encoding=encoding,
@@ -364,26 +368,44 @@ def _parameters(
     return list(merged.values())
 
 
+_SCALARS = frozenset({"string", "integer", "number", "boolean"})
+#: How a query array is joined when not exploded, by style: comma, space, pipe.
+_JOINED = {"form": "csv", "spaceDelimited": "space", "pipeDelimited": "pipe"}
+
+
+def query_join(param: dict[str, Any]) -> str | None:
+    """How a query array parameter is joined into one value (``csv``, ``space``, ``pipe``), or None (exploded:
+    the name repeated, or not a query array)."""
+    style = param.get("style", "form")
+    explode = param.get("explode", style == "form")
+    kind = (param.get("schema") or {}).get("type")
+    return _JOINED.get(style) if param.get("in") == "query" and kind == "array" and explode is False else None
+
+
 def _check_parameter(param: dict[str, Any], place: str, origin: str) -> None:
+    """Refuse a parameter the guest cannot send."""
     where = param.get("in")
     if where not in _DEFAULT_STYLE:
         raise InvalidSpec(
             f"{origin}: {place}/in: parameters in {where!r} are not supported (path, query and header are)",
             details={"place": f"{place}/in"},
         )
-    if "content" in param or param.get("style", _DEFAULT_STYLE[where]) != _DEFAULT_STYLE[where]:
+    kind = (param.get("schema") or {}).get("type")
+    style = param.get("style", _DEFAULT_STYLE[where])
+    joined = query_join(param)
+    if "content" in param or (style != _DEFAULT_STYLE[where] and joined is None):
         raise InvalidSpec(
-            f"{origin}: {place}/style: parameter {param.get('name')!r}: only the default style "
-            f"({_DEFAULT_STYLE[where]}) with a schema is supported",
+            f"{origin}: {place}/style: parameter {param.get('name')!r}: style {style!r} is not supported (the "
+            f"default, {_DEFAULT_STYLE[where]}, with a schema is, and a query array's form, spaceDelimited and "
+            "pipeDelimited with explode: false)",
             details={"place": f"{place}/style"},
         )
-    if param.get("explode") is False or param.get("allowReserved"):
+    if (param.get("explode") is False and kind not in _SCALARS and joined is None) or param.get("allowReserved"):
         raise InvalidSpec(
-            f"{origin}: {place}/explode: parameter {param.get('name')!r}: explode: false and allowReserved "
-            "are not supported",
+            f"{origin}: {place}/explode: parameter {param.get('name')!r}: explode: false (but for a scalar or "
+            "a query array) and allowReserved are not supported",
             details={"place": f"{place}/explode"},
         )
-    kind = (param.get("schema") or {}).get("type")
     if kind == "object" or (kind == "array" and where != "query"):
         raise InvalidSpec(
             f"{origin}: {place}/schema: {where} parameter {param.get('name')!r} of type {kind} is not supported",

@@ -112,6 +112,11 @@ class Operation(Frozen):
     path: str = Field(pattern=r"^/", description="Path template; {name} is an input field, percent-encoded.")
     path_params: list[str] = Field([], description="Input fields substituted into the path template.")
     query: list[str] = Field([], description="Input fields sent as query parameters.")
+    query_join: dict[str, Literal["csv", "space", "pipe"]] = Field(
+        {},
+        description="Query arrays sent as one value (explode: false), joined by a comma, a space or a pipe; "
+        "the others repeat their name.",
+    )
     headers: list[str] = Field([], description="Input fields sent as request headers.")
     body: bool = Field(False, description="Whether the input field 'body' is sent as the request body.")
     body_encoding: Literal["json", "form", "text"] = Field(
