@@ -814,3 +814,16 @@ def test_json_is_read_as_json_before_yaml(runtime: glovebox.Runtime, tmp_path: P
         yaml.safe_load(path.read_text(encoding="utf-8"))
     result = glovebox.import_openapi(runtime, path, dry_run=True)
     assert result.added == ["t-get-x"]
+
+
+def test_an_identity_escape_in_a_pattern_is_written_as_the_character(runtime: glovebox.Runtime) -> None:
+    """DigitalOcean's ``\\:`` (PCRE and Python accept it; ECMA-262's unicode mode does not): the same language."""
+    doc = _minimal()
+    schema = {"type": "object", "properties": {"urn": {"type": "string", "pattern": r"^do\:droplet\:\d+$"}}}
+    doc["paths"]["/x"]["get"]["responses"]["200"] = {
+        "description": "ok",
+        "content": {"application/json": {"schema": schema}},
+    }
+    result = glovebox.import_openapi(runtime, doc, strict=True)
+    output = result.tools[0].manifest.output_schema
+    assert output["properties"]["urn"]["pattern"] == r"^do:droplet:\d+$"  # type: ignore[index]

@@ -28,7 +28,16 @@ from urllib.parse import unquote
 
 from ..core._errors import InvalidSpec
 
-__all__ = ["MAX_DOCUMENT_DEPTH", "MAX_SCHEMA_DEPTH", "SchemaConverter", "check_refs", "deref", "pointer", "resolve"]
+__all__ = [
+    "MAX_DOCUMENT_DEPTH",
+    "MAX_SCHEMA_DEPTH",
+    "SchemaConverter",
+    "check_refs",
+    "deref",
+    "ecma_pattern",
+    "pointer",
+    "resolve",
+]
 
 #: Levels of mappings and lists a document may nest.
 MAX_DOCUMENT_DEPTH = 128
@@ -205,6 +214,8 @@ class SchemaConverter:
                 continue
             if key in _DATA:
                 converted[key] = value
+            elif key == "pattern" and isinstance(value, str):
+                converted[key] = ecma_pattern(value)
             elif key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"):
                 converted[key] = {k: self.convert(v, f"{place}{pointer(key, k)}") for k, v in (value or {}).items()}
             else:
@@ -251,6 +262,22 @@ class SchemaConverter:
             elif node.get(key) is False:
                 converted.pop(key)
         return converted
+
+
+#: An escaped backslash, or a backslash before punctuation with no meaning in a regex (an identity escape).
+_IDENTITY_ESCAPE = re.compile(r"""\\\\|\\([:'"@#%&=!<>,;~` ])""")
+
+
+def ecma_pattern(pattern: str) -> str:
+    r"""``pattern`` with identity escapes of punctuation (``\:``, which PCRE and Python accept and
+    ECMA-262's unicode mode refuses) written as the character itself: the same language.
+
+    >>> ecma_pattern(r"^[a-z]\:[0-9]$"), ecma_pattern(r"a\\:b"), ecma_pattern(r"\d\.")
+    ('^[a-z]:[0-9]$', 'a\\\\:b', '\\d\\.')
+    """
+    if "\\" not in pattern:
+        return pattern
+    return _IDENTITY_ESCAPE.sub(lambda match: match.group(1) or match.group(0), pattern)
 
 
 def _def_refs(schema: Any) -> Iterator[str]:
