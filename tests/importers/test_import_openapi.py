@@ -827,3 +827,18 @@ def test_an_identity_escape_in_a_pattern_is_written_as_the_character(runtime: gl
     result = glovebox.import_openapi(runtime, doc, strict=True)
     output = result.tools[0].manifest.output_schema
     assert output["properties"]["urn"]["pattern"] == r"^do:droplet:\d+$"  # type: ignore[index]
+
+
+def test_an_api_imported_under_the_longer_title_name_keeps_it(runtime: glovebox.Runtime) -> None:
+    """Before short names, ``Petstore API`` made ``petstore-api``: a re-import changes those tools."""
+    spec = yaml.safe_load(SPEC.read_text())
+    spec["info"]["title"] = "Petstore API"
+    first = glovebox.import_openapi(runtime, spec, name="petstore-api", server="https://pets.example.com/v1")
+    again = glovebox.import_openapi(runtime, spec, server="https://pets.example.com/v1", dry_run=True)
+    assert again.api == "petstore-api" and again.added == [] and len(again.unchanged) == len(first.added)
+    assert "kept the API name 'petstore-api' of the tools already imported" in again.notes[0]
+    other = glovebox.Runtime(home=runtime.home / "other")
+    with other:
+        assert (
+            glovebox.import_openapi(other, spec, server="https://pets.example.com/v1", dry_run=True).api == "petstore"
+        )

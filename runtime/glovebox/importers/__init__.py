@@ -97,6 +97,7 @@ def import_openapi(
     """
     from ._openapi import plan_openapi
 
+    internals(runtime).check_open()
     source = spec if isinstance(spec, dict) else _source(spec)
     say = progress or _silent
     say(f"reading and planning {'the document' if isinstance(source, dict) else source}")
@@ -108,6 +109,7 @@ def import_openapi(
         include=include,
         exclude=exclude,
         max_spec_bytes=max_spec_bytes,
+        known_apis={info.manifest.operation.api for info in runtime.tools() if info.manifest.operation is not None},
     )
     skipped = f" ({len(plan.skipped)} skipped)" if plan.skipped else ""
     say(f"{len(plan.planned)} operations of {plan.api!r}{skipped} to compare with the registry")

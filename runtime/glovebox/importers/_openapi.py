@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urljoin
@@ -63,6 +63,7 @@ def plan_openapi(
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
     max_spec_bytes: int = MAX_SPEC_BYTES,
+    known_apis: Collection[str] = (),
 ) -> OpenapiPlan:
     """Plan the tools of an OpenAPI document.
 
@@ -77,8 +78,7 @@ def plan_openapi(
     """
     doc, origin = (source, "(document)") if isinstance(source, dict) else read_spec(source, max_spec_bytes)
     invalid = _check_document(doc, origin, strict)
-    title = str(doc["info"].get("title", ""))
-    api = api_name(name, "--name") if name else title_api_name(title, f"{origin}: /info/title")
+    api, notes = _api(doc, name, origin, known_apis)
     base = _server(doc, server, origin)
     converter = SchemaConverter(doc, str(doc["openapi"]).startswith("3.0."), origin)
     planned: list[Planned] = []
@@ -98,10 +98,26 @@ def plan_openapi(
         raise InvalidSpec(
             f"{origin}: /paths: the document has no operations to import{why}", details={"place": "/paths"}
         )
-    names, notes = unique_names([(plan.manifest.name, plan.where) for plan in planned])
+    names, name_notes = unique_names([(plan.manifest.name, plan.where) for plan in planned])
     planned = [_renamed(plan, new) for plan, new in zip(planned, names, strict=True)]
     secrets, security_notes = _security(doc, api, base, origin)
-    return OpenapiPlan(api, planned, secrets, notes + security_notes, skipped)
+    return OpenapiPlan(api, planned, secrets, notes + name_notes + security_notes, skipped)
+
+
+def _api(doc: dict[str, Any], name: str | None, origin: str, known_apis: Collection[str]) -> tuple[str, list[str]]:
+    """The API name: ``name``, else the title's short name; a name an earlier release derived from the
+    same title is kept when the registry has its tools (a re-import changes them, never duplicates them)."""
+    if name:
+        return api_name(name, "--name"), []
+    title = str(doc["info"].get("title", ""))
+    api = title_api_name(title, f"{origin}: /info/title")
+    try:
+        earlier = api_name(title, f"{origin}: /info/title")
+    except InvalidSpec:
+        return api, []
+    if earlier != api and earlier in known_apis:
+        return earlier, [f"kept the API name {earlier!r} of the tools already imported (give --name to change it)"]
+    return api, []
 
 
 def _reason(message: str, origin: str) -> str:
