@@ -7,10 +7,16 @@
  *   url          the server's base URL, e.g. "https://api.example.com/v1"
  *   path         the path template, e.g. "/pets/{petId}"
  *   path_params  input fields substituted into the template, percent-encoded
- *                (every byte outside A-Z a-z 0-9 - _ ~, so "../admin" stays in one segment)
+ *                (every byte outside RFC 3986's unreserved A-Z a-z 0-9 - . _ ~, so "a/b" stays in
+ *                one segment; a "." or ".." value is sent as it is and the host refuses the dot segment)
  *   query        input fields sent as query parameters (arrays repeat the name)
+ *   query_join   {"name": "csv" | "space" | "pipe"}: a query array sent as one value, joined
+ *                by ",", "%20" or "%7C" (explode: false)
  *   headers      input fields sent as request headers
- *   body         true: the input field "body" is sent as the JSON request body
+ *   body         true: the input field "body" is sent as the request body, as body_encoding says:
+ *                "json" (the default), "text" (a string sent as it is, text/plain) or "form"
+ *                (application/x-www-form-urlencoded: the fields body_fields of the object,
+ *                each percent-encoded, an array repeating its name)
  *   graphql      {"query": "<document>", "field": "<name>"} for a GraphQL field:
  *                POST {"query": ..., "variables": <input>} and answer data.<field>
  *
@@ -30,8 +36,8 @@ static void encode(gb_buf *out, const char *s, size_t n) {
     static const char hex[] = "0123456789ABCDEF";
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-            c == '~') {
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+            c == '_' || c == '~') {
             gb_buf_append(out, (const char *)&c, 1);
         } else {
             char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
@@ -79,16 +85,33 @@ static int build_path(const char *tpl, size_t tpl_len, const char *in, size_t in
     return GB_OK;
 }
 
-static void query_pair(gb_buf *url, int *first, const char *name, size_t name_len, const char *val, size_t len) {
-    gb_buf_append(url, *first ? "?" : "&", 1);
+/* name=value, after `lead` ('?' for a query, nothing for a form body) first and '&' after that. */
+static void pair(gb_buf *out, int *first, const char *lead, const char *name, size_t name_len, const char *val,
+                 size_t len) {
+    gb_buf_puts(out, *first ? lead : "&");
     *first = 0;
-    encode(url, name, name_len);
-    gb_buf_append(url, "=", 1);
-    encoded_scalar(val, len, url);
+    encode(out, name, name_len);
+    gb_buf_append(out, "=", 1);
+    encoded_scalar(val, len, out);
 }
 
-static int build_query(const char *names, size_t names_len, const char *in, size_t in_len, gb_buf *url,
-                       gb_buf *out) {
+static void query_pair(gb_buf *url, int *first, const char *name, size_t name_len, const char *val, size_t len) {
+    pair(url, first, "?", name, name_len, val, len);
+}
+
+/* The separator of a query array sent as one value ("csv", "space", "pipe" in joins), or NULL (exploded). */
+static const char *joiner(const char *joins, size_t joins_len, const char *name) {
+    const char *val;
+    size_t val_len;
+    if (!joins || !find(joins, joins_len, name, &val, &val_len)) return NULL;
+    if (val_len == 5 && memcmp(val, "\"csv\"", 5) == 0) return ",";
+    if (val_len == 7 && memcmp(val, "\"space\"", 7) == 0) return "%20";
+    if (val_len == 6 && memcmp(val, "\"pipe\"", 6) == 0) return "%7C";
+    return NULL;
+}
+
+static int build_query(const char *names, size_t names_len, const char *joins, size_t joins_len, const char *in,
+                       size_t in_len, gb_buf *url, gb_buf *out) {
     const char *p = names, *end = names + names_len, *item, *val, *elem;
     size_t item_len, val_len, elem_len;
     int first = 1;
@@ -96,7 +119,20 @@ static int build_query(const char *names, size_t names_len, const char *in, size
         gb_buf name = {0};
         if (gb_json_string(item, item_len, &name) != 0 || !name.data) return gb_error(out, "bad query name");
         if (find(in, in_len, name.data, &val, &val_len)) {
-            if (*val == '[') {
+            const char *sep = joiner(joins, joins_len, name.data);
+            if (*val == '[' && sep) {
+                const char *q = val;
+                int first_elem = 1;
+                gb_buf_puts(url, first ? "?" : "&");
+                first = 0;
+                encode(url, name.data, name.len);
+                gb_buf_append(url, "=", 1);
+                while (gb_json_next(&q, val + val_len, &elem, &elem_len) == 0) {
+                    if (!first_elem) gb_buf_puts(url, sep);
+                    first_elem = 0;
+                    encoded_scalar(elem, elem_len, url);
+                }
+            } else if (*val == '[') {
                 const char *q = val;
                 while (gb_json_next(&q, val + val_len, &elem, &elem_len) == 0)
                     query_pair(url, &first, name.data, name.len, elem, elem_len);
@@ -158,6 +194,31 @@ static int graphql_body(const char *op, size_t op_len, const char *in, size_t in
     return GB_OK;
 }
 
+/* An application/x-www-form-urlencoded body: name=value for each of `fields` present in `obj`. */
+static int form_body(const char *fields, size_t fields_len, const char *obj, size_t obj_len, gb_buf *body,
+                     gb_buf *out) {
+    const char *p = fields, *end = fields + fields_len, *item, *val, *elem;
+    size_t item_len, val_len, elem_len;
+    int first = 1;
+    if (!obj_len || *obj != '{') return gb_error(out, "a form body must be an object");
+    while (gb_json_next(&p, end, &item, &item_len) == 0) {
+        gb_buf name = {0};
+        if (gb_json_string(item, item_len, &name) != 0 || !name.data) return gb_error(out, "bad form field name");
+        if (find(obj, obj_len, name.data, &val, &val_len) && !(val_len == 4 && memcmp(val, "null", 4) == 0)) {
+            if (*val == '[') {
+                const char *q = val;
+                while (gb_json_next(&q, val + val_len, &elem, &elem_len) == 0) {
+                    pair(body, &first, "", name.data, name.len, elem, elem_len);
+                }
+            } else if (*val != '{') {
+                pair(body, &first, "", name.data, name.len, val, val_len);
+            }
+        }
+        gb_buf_free(&name);
+    }
+    return GB_OK;
+}
+
 typedef struct request {
     gb_buf method, url, body;
     gb_buf headers[2 * MAX_HEADERS + 2];
@@ -166,7 +227,7 @@ typedef struct request {
 } request;
 
 static int build(const char *op, size_t op_len, const char *in, size_t in_len, request *r, gb_buf *out) {
-    const char *val, *gql;
+    const char *val, *gql, *content_type = "application/json";
     size_t val_len, gql_len;
     if (!find(op, op_len, "method", &val, &val_len) || gb_json_string(val, val_len, &r->method) != 0)
         return gb_error(out, "operation descriptor without \"method\"");
@@ -178,7 +239,11 @@ static int build(const char *op, size_t op_len, const char *in, size_t in_len, r
                                                        : build_path(tpl.data, tpl.len, in, in_len, &r->url, out);
     gb_buf_free(&tpl);
     if (rc != GB_OK) return rc;
-    if (find(op, op_len, "query", &val, &val_len) && build_query(val, val_len, in, in_len, &r->url, out) != GB_OK)
+    const char *joins = NULL;
+    size_t joins_len = 0;
+    if (!find(op, op_len, "query_join", &joins, &joins_len)) joins = NULL;
+    if (find(op, op_len, "query", &val, &val_len) &&
+        build_query(val, val_len, joins, joins_len, in, in_len, &r->url, out) != GB_OK)
         return GB_ERR;
     if (find(op, op_len, "headers", &val, &val_len) &&
         build_headers(val, val_len, in, in_len, r->headers, &r->header_count, out) != GB_OK)
@@ -189,12 +254,25 @@ static int build(const char *op, size_t op_len, const char *in, size_t in_len, r
     } else if (find(op, op_len, "body", &val, &val_len) && val_len == 4 && memcmp(val, "true", 4) == 0 &&
                find(in, in_len, "body", &val, &val_len)) {
         r->has_body = 1;
-        gb_buf_append(&r->body, val, val_len);
+        const char *enc, *fields;
+        size_t enc_len, fields_len;
+        int has_enc = find(op, op_len, "body_encoding", &enc, &enc_len);
+        if (has_enc && enc_len == 6 && memcmp(enc, "\"form\"", 6) == 0) {
+            if (!find(op, op_len, "body_fields", &fields, &fields_len)) fields = "[]", fields_len = 2;
+            if (form_body(fields, fields_len, val, val_len, &r->body, out) != GB_OK) return GB_ERR;
+            content_type = "application/x-www-form-urlencoded";
+        } else if (has_enc && enc_len == 6 && memcmp(enc, "\"text\"", 6) == 0) {
+            if (*val != '"' || gb_json_string(val, val_len, &r->body) != 0)
+                return gb_error(out, "a text/plain body must be a string");
+            content_type = "text/plain; charset=utf-8";
+        } else {
+            gb_buf_append(&r->body, val, val_len);
+        }
     }
     if (r->has_body) {
         gb_buf *pair = &r->headers[2 * r->header_count++];
         gb_buf_puts(&pair[0], "Content-Type");
-        gb_buf_puts(&pair[1], "application/json");
+        gb_buf_puts(&pair[1], content_type);
     }
     return GB_OK;
 }

@@ -86,7 +86,8 @@ def importer(
 
     def run(runtime: glovebox.Runtime, first: str, second_refused: bool = False, third: bool = True) -> Any:
         if kind == "openapi":
-            return glovebox.import_openapi(runtime, openapi(first, second_refused, third), name="shop")
+            spec = openapi(first, second_refused, third)
+            return glovebox.import_openapi(runtime, spec, name="shop", strict=True)  # strict: refused, not skipped
         if kind == "graphql":
             schema = graphql(first, second_refused, third, specs)
             return glovebox.import_graphql(runtime, schema, endpoint=SERVER + "/graphql", name="shop")
@@ -131,7 +132,7 @@ def test_unchanged_means_the_same_manifest_and_the_same_artifact(
 
     spec = openapi("A", second_refused=False, third=True)
     first = glovebox.import_openapi(runtime, spec, name="shop")
-    api, planned, _, _ = plan_openapi(spec, name="shop")
+    api, planned, _, _, _ = plan_openapi(spec, name="shop")
     source = Source(api, "openapi", lambda info: info.manifest.operation is not None, "gone")
     assert apply(runtime, planned, None, source, dry_run=True).unchanged == ["shop-a", "shop-b", "shop-c"]
     other = build_guest("echo")

@@ -223,14 +223,14 @@ def test_deep_or_huge_sdl_is_invalid_spec(runtime: glovebox.Runtime, tmp_path: P
     path = tmp_path / "schema.graphql"
     path.write_text(text)
     with pytest.raises(glovebox.InvalidSpec, match=message):
-        _import(runtime, path, dry_run=True)
+        _import(runtime, path, dry_run=True, max_spec_bytes=8 * 1024 * 1024)
 
 
 def test_a_huge_or_deep_introspection_result_is_invalid_spec(runtime: glovebox.Runtime, tmp_path: Path) -> None:
     path = tmp_path / "schema.json"
     path.write_text('{"data": ' + " " * (8 * 1024 * 1024) + "{}}")
     with pytest.raises(glovebox.InvalidSpec, match="over the 8388608-byte spec limit"):
-        _import(runtime, path, dry_run=True)
+        _import(runtime, path, dry_run=True, max_spec_bytes=8 * 1024 * 1024)
     wrapped: Any = {"kind": "SCALAR", "name": "Int"}
     for _ in range(3000):
         wrapped = {"kind": "LIST", "name": None, "ofType": wrapped}

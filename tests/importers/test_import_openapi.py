@@ -185,13 +185,30 @@ def test_a_principal_without_the_scope_is_refused(imported: glovebox.Runtime, pe
     assert pets.seen == []
 
 
-@pytest.mark.parametrize("pet_id", ["../admin", "..", "1/../../admin", "%2e%2e"])
+@pytest.mark.parametrize(
+    "pet_id", ["../admin", "..", ".", "1/../../admin", "%2e%2e", ".%2e", "%2F", "a/b", "..%2fadmin", "%252e%252e"]
+)
 def test_a_traversal_path_parameter_stays_in_its_segment_or_is_denied(
     imported: glovebox.Runtime, pets: PetServer, pet_id: str
 ) -> None:
     result = imported.call("petstore-get-pet-by-id", {"petId": pet_id}, principal="agent")
     assert result.error is not None and result.error.code == "capability_denied"
     assert pets.seen == []
+
+
+@pytest.mark.parametrize("pet_id", ["next.js", "README.md", "a-b_c~d.e", "v1.2.3"])
+def test_unreserved_characters_in_a_path_parameter_are_sent_as_they_are(
+    imported: glovebox.Runtime, pets: PetServer, pet_id: str
+) -> None:
+    imported.call("petstore-get-pet-by-id", {"petId": pet_id}, principal="agent")
+    assert pets.seen[-1]["path"] == f"/v1/pets/{pet_id}"
+
+
+def test_reserved_characters_in_a_path_parameter_are_percent_encoded(
+    imported: glovebox.Runtime, pets: PetServer
+) -> None:
+    imported.call("petstore-get-pet-by-id", {"petId": "a b?c#d&e"}, principal="agent")
+    assert pets.seen[-1]["path"] == "/v1/pets/a%20b%3Fc%23d%26e"
 
 
 def test_the_bearer_secret_is_injected_and_never_seen(imported: glovebox.Runtime, pets: PetServer) -> None:
@@ -295,25 +312,53 @@ BAD_SPECS = [
         "$ref '#/components/schemas/Nope' does not resolve",
     ),
     (lambda s: s.pop("servers"), "/servers: the document names no server"),
-    (
-        lambda s: s["paths"]["/pets"]["get"]["parameters"].append(
-            {"name": "f", "in": "query", "style": "deepObject", "schema": {"type": "object"}}
-        ),
-        "/paths/~1pets/get/parameters/3/style: parameter 'f': only the default style (form)",
-    ),
+    (lambda s: s["paths"]["/pets"]["post"].update(operationId="listPets"), "Operation ID 'listPets'"),
+]
+
+#: Operations that cannot be tools: skipped (the rest imported), or the whole document refused with strict.
+BAD_OPERATIONS = [
     (
         lambda s: s["paths"]["/pets"]["get"]["parameters"].append(
             {"name": "c", "in": "cookie", "schema": {"type": "string"}}
         ),
         "/paths/~1pets/get/parameters/3/in: parameters in 'cookie' are not supported",
     ),
-    (lambda s: s["paths"]["/pets"]["post"].update(operationId="listPets"), "Operation ID 'listPets'"),
     (
         lambda s: s["paths"]["/pets"]["get"]["parameters"][1].update(**{"in": "nowhere"}),
         "/paths/~1pets/get/parameters/1/in: invalid OpenAPI 3.1.0",
     ),
-    (lambda s: s["paths"]["/pets"]["post"].update(operationId="list-pets"), "is also made by /paths/~1pets/get"),
 ]
+
+
+@pytest.mark.parametrize(("change", "message"), BAD_OPERATIONS)
+def test_an_operation_that_cannot_be_a_tool_is_skipped_or_refused_with_strict(
+    change: Any, message: str, tmp_path: Path, runtime: glovebox.Runtime
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(_broken(change)))
+    with pytest.raises(glovebox.InvalidSpec) as refused:
+        glovebox.import_openapi(runtime, path, server="https://pets.example.com/v1", strict=True)
+    assert message in refused.value.message and runtime.tools() == []
+    out = cli_import(runtime.home, str(path), "--server", "https://pets.example.com/v1", "--dry-run")
+    assert out.exit_code == 0, out.output
+    assert "would import petstore (openapi): 3 added" in out.output
+    assert f"  ! listPets: {message}" in out.output
+    result = glovebox.import_openapi(runtime, path, server="https://pets.example.com/v1")
+    assert sorted(result.added) == ["petstore-create-pet", "petstore-delete-pet", "petstore-get-pet-by-id"]
+    assert result.skipped == [
+        {"operation": "listPets", "place": "/paths/~1pets/get", "reason": result.skipped[0]["reason"]}
+    ]
+    assert result.skipped[0]["reason"].startswith(message)
+
+
+def test_names_that_collide_get_a_hash_suffix_and_a_note(runtime: glovebox.Runtime) -> None:
+    spec = _broken(lambda s: s["paths"]["/pets"]["post"].update(operationId="list-pets"))
+    result = glovebox.import_openapi(runtime, spec, server="https://pets.example.com/v1", dry_run=True)
+    pets = sorted(name for name in result.added if name.startswith("petstore-list-pets"))
+    assert len(pets) == 2 and all(len(name) == len("petstore-list-pets-") + 8 for name in pets)
+    assert result.notes == [f"2 operations make the tool name 'petstore-list-pets': named {', '.join(pets)}"]
+    again = glovebox.import_openapi(runtime, spec, server="https://pets.example.com/v1", dry_run=True)
+    assert sorted(again.added) == sorted(result.added)  # the same names every time
 
 
 @pytest.mark.parametrize(("change", "message"), BAD_SPECS)
@@ -383,7 +428,7 @@ def test_a_spec_is_fetched_from_a_url_once_and_bounded(pets: PetServer, runtime:
     assert len(result.added) == 4
     assert [seen["path"] for seen in pets.seen] == ["/spec.yaml"]
     with pytest.raises(glovebox.InvalidSpec, match="huge.yaml: over the 8388608-byte spec limit"):
-        glovebox.import_openapi(runtime, f"{origin}/huge.yaml", server=base(pets))
+        glovebox.import_openapi(runtime, f"{origin}/huge.yaml", server=base(pets), max_spec_bytes=8 * 1024 * 1024)
 
 
 def test_yaml_aliases_are_refused(runtime: glovebox.Runtime, tmp_path: Path) -> None:
@@ -448,7 +493,9 @@ def test_a_literal_star_in_a_path_is_refused(runtime: glovebox.Runtime) -> None:
     spec = yaml.safe_load(SPEC.read_text())
     spec["paths"]["/pets/*"] = spec["paths"].pop("/pets")
     with pytest.raises(glovebox.InvalidSpec, match=r"/paths/~1pets~1\*/get: path '/pets/\*': a literal '\*'"):
-        glovebox.import_openapi(runtime, spec, server="https://pets.example.com")
+        glovebox.import_openapi(runtime, spec, server="https://pets.example.com", strict=True)
+    skipped = glovebox.import_openapi(runtime, spec, server="https://pets.example.com", dry_run=True).skipped
+    assert [skip["place"] for skip in skipped] == ["/paths/~1pets~1*/get", "/paths/~1pets~1*/post"]
 
 
 # -- a spec cannot make the host fetch anything, whatever the key (issue 24, defect 2) ------------------
@@ -585,9 +632,9 @@ def test_a_chain_of_300_refs_is_invalid_spec_naming_the_place(runtime: glovebox.
         glovebox.InvalidSpec,
         match=r"chain.json: /components/schemas/S\d+/properties/n: the schema is nested deeper than 64",
     ) as refused:
-        glovebox.import_openapi(runtime, path, dry_run=True)
+        glovebox.import_openapi(runtime, path, dry_run=True, strict=True)
     assert refused.value.details["place"].startswith("/components/schemas/S")
-    out = cli_import(runtime.home, str(path), "--dry-run")
+    out = cli_import(runtime.home, str(path), "--dry-run")  # not strict: the one operation skipped, none left
     assert out.exit_code == 1 and out.output.startswith("error [invalid_spec]: "), out.output
 
 
@@ -727,3 +774,71 @@ def test_adjacent_path_parameters_are_granted_one_segment(
             assert called.code == "guest_error", called.to_dict()  # the server refuses: no token
     expected = [re.sub(r"\{[^}]*\}", "ab", "/v1" + template) for template in TEMPLATES]
     assert [seen["path"] for seen in pets.seen] == expected
+
+
+# -- what parsers accept is accepted (issue 39) -------------------------------------------------------
+
+
+def test_a_property_named_ref_is_a_property(runtime: glovebox.Runtime) -> None:
+    """Kubernetes' JSONSchemaProps has properties named ``$ref`` and ``$schema``."""
+    doc = _minimal()
+    _schemas(doc)["JSONSchemaProps"] = {
+        "type": "object",
+        "properties": {
+            "$ref": {"type": "string"},
+            "$schema": {"type": "string"},
+            "properties": {"type": "object", "additionalProperties": {"$ref": "#/components/schemas/JSONSchemaProps"}},
+        },
+    }
+    body = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/JSONSchemaProps"}}}}
+    doc["paths"]["/x"]["post"] = {
+        "operationId": "postX",
+        "requestBody": body,
+        "responses": {"200": {"description": "ok"}},
+    }
+    result = glovebox.import_openapi(runtime, doc, dry_run=True, strict=True)
+    assert sorted(result.added) == ["t-get-x", "t-post-x"]
+    info = glovebox.import_openapi(runtime, doc).tools[1]
+    props = info.manifest.input_schema["$defs"]["JSONSchemaProps"]["properties"]
+    assert props["$ref"] == {"type": "string"}
+    assert props["properties"]["additionalProperties"] == {"$ref": "#/$defs/JSONSchemaProps"}
+
+
+def test_json_is_read_as_json_before_yaml(runtime: glovebox.Runtime, tmp_path: Path) -> None:
+    """A raw U+009F in a JSON string is JSON (Python's json reads it); YAML refuses it (SendGrid's spec)."""
+    doc = _minimal()
+    doc["paths"]["/x"]["get"]["summary"] = "a raw \u009f control"
+    path = tmp_path / "sendgrid.json"
+    path.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+    with pytest.raises(yaml.YAMLError):
+        yaml.safe_load(path.read_text(encoding="utf-8"))
+    result = glovebox.import_openapi(runtime, path, dry_run=True)
+    assert result.added == ["t-get-x"]
+
+
+def test_an_identity_escape_in_a_pattern_is_written_as_the_character(runtime: glovebox.Runtime) -> None:
+    """DigitalOcean's ``\\:`` (PCRE and Python accept it; ECMA-262's unicode mode does not): the same language."""
+    doc = _minimal()
+    schema = {"type": "object", "properties": {"urn": {"type": "string", "pattern": r"^do\:droplet\:\d+$"}}}
+    doc["paths"]["/x"]["get"]["responses"]["200"] = {
+        "description": "ok",
+        "content": {"application/json": {"schema": schema}},
+    }
+    result = glovebox.import_openapi(runtime, doc, strict=True)
+    output = result.tools[0].manifest.output_schema
+    assert output["properties"]["urn"]["pattern"] == r"^do:droplet:\d+$"  # type: ignore[index]
+
+
+def test_an_api_imported_under_the_longer_title_name_keeps_it(runtime: glovebox.Runtime) -> None:
+    """Before short names, ``Petstore API`` made ``petstore-api``: a re-import changes those tools."""
+    spec = yaml.safe_load(SPEC.read_text())
+    spec["info"]["title"] = "Petstore API"
+    first = glovebox.import_openapi(runtime, spec, name="petstore-api", server="https://pets.example.com/v1")
+    again = glovebox.import_openapi(runtime, spec, server="https://pets.example.com/v1", dry_run=True)
+    assert again.api == "petstore-api" and again.added == [] and len(again.unchanged) == len(first.added)
+    assert "kept the API name 'petstore-api' of the tools already imported" in again.notes[0]
+    other = glovebox.Runtime(home=runtime.home / "other")
+    with other:
+        assert (
+            glovebox.import_openapi(other, spec, server="https://pets.example.com/v1", dry_run=True).api == "petstore"
+        )

@@ -1,4 +1,16 @@
-"""The ``import`` command group: whole APIs as tools (thin: parse, call the library, print)."""
+"""The ``import`` command group: whole APIs as tools (thin: parse, call the library, print).
+
+An importer is one module (``glovebox.importers._openapi``, ...) plus its CLI
+subcommand, a :class:`click.Command`. Built-ins are listed in
+:data:`DEFAULT_IMPORTERS`; another package adds one the same way, through
+the entry-point group ``glovebox.importers`` (name = ``"module:command"``)::
+
+    [project.entry-points."glovebox.importers"]
+    har = "glovebox_har.cli:har"
+
+Commands load only when the group lists or runs them; a plug-in cannot
+replace a built-in of the same name.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +20,20 @@ from typing import Any, TypeVar
 
 import click
 
-from ..importers import ImportResult, import_graphql, import_openapi, import_sql
+from ..importers import MAX_SPEC_BYTES, ImportResult, import_graphql, import_openapi, import_sql
 from ._base import dump, open_runtime, progress_of
 
-__all__ = ["import_group"]
+__all__ = ["DEFAULT_IMPORTERS", "ENTRY_POINT_GROUP", "ImporterGroup", "import_group"]
+
+#: The entry-point group another package registers an importer's CLI subcommand in.
+ENTRY_POINT_GROUP = "glovebox.importers"
+#: The built-in importers: subcommand name to ``"module:command"``, registered as a plug-in's are.
+DEFAULT_IMPORTERS = {
+    "openapi": "glovebox.cli._import:openapi",
+    "graphql": "glovebox.cli._import:graphql",
+    "sql": "glovebox.cli._import:sql",
+    "mcp": "glovebox.cli._import:import_mcp_command",
+}
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -31,29 +53,95 @@ def _diff_options(command: F) -> F:
     return command
 
 
-@click.group("import")
+_max_bytes = click.option(
+    "--max-spec-bytes",
+    type=click.IntRange(min=1),
+    default=MAX_SPEC_BYTES,
+    show_default=True,
+    help="The largest document read.",
+)
+
+
+class ImporterGroup(click.Group):
+    """The ``import`` group: the built-in importers, then those of the ``glovebox.importers`` entry points
+    (loaded when listed or run)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(_plugins()))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        entry = _plugins().get(cmd_name)
+        if entry is None:
+            return None
+        command = entry.load()
+        if isinstance(command, click.Command):
+            return command
+        problem = f"importer {cmd_name!r} ({entry.value}) is not a click command"
+
+        def refuse() -> None:
+            raise click.ClickException(problem)
+
+        return click.Command(cmd_name, callback=refuse, help=problem, add_help_option=False)
+
+
+def _load(target: str) -> click.Command:
+    import importlib
+
+    module, _, attr = target.partition(":")
+    command = getattr(importlib.import_module(module), attr)
+    assert isinstance(command, click.Command)
+    return command
+
+
+def _plugins() -> dict[str, Any]:
+    """The importers other packages register, by name (a built-in's name is never taken)."""
+    from importlib.metadata import entry_points
+
+    return {e.name: e for e in entry_points(group=ENTRY_POINT_GROUP) if e.name not in DEFAULT_IMPORTERS}
+
+
+@click.group("import", cls=ImporterGroup)
 def import_group() -> None:
     """Register whole APIs (OpenAPI, GraphQL, remote MCP servers, SQL databases) as tools."""
 
 
-@import_group.command("openapi")
+@click.command("openapi")
 @click.argument("spec")
 @click.option("--name", help="API name: the tools' and scopes' prefix (default: from info.title).")
 @click.option("--server", help="Base URL to call (default: the spec's first server).")
 @click.option("--policy-out", type=click.Path(dir_okay=False), help=_POLICY_OUT)
+@click.option(
+    "--strict", is_flag=True, help="Refuse the whole document if one operation cannot be imported (default: skip it)."
+)
+@click.option(
+    "--include",
+    multiple=True,
+    metavar="PATTERN",
+    help="Import only operations with this tag or operationId, or a path when it starts with / (a glob; repeatable).",
+)
+@click.option(
+    "--exclude", multiple=True, metavar="PATTERN", help="Leave out operations matching PATTERN (as --include)."
+)
+@_max_bytes
 @_diff_options
 @click.pass_context
 def openapi(ctx: click.Context, /, spec: str, **options: Any) -> None:
-    """Register each operation of the OpenAPI 3.x document SPEC (a file or a URL) as a tool."""
+    """Register each operation of the OpenAPI 3.x document SPEC (a file or a URL) as a tool.
+
+    An operation that cannot be a tool is skipped, with its reason in the report, unless --strict.
+    """
     _import(ctx, import_openapi, spec, **options)
 
 
-@import_group.command("graphql")
+@click.command("graphql")
 @click.argument("schema", type=click.Path(exists=True, dir_okay=False))
 @click.option("--endpoint", required=True, help="The GraphQL endpoint URL the tools POST to.")
 @click.option("--name", help="API name: the tools' and scopes' prefix (default: the file's stem).")
 @click.option("--depth", type=click.IntRange(min=1, max=8), default=2, show_default=True, help="Selection depth.")
 @click.option("--policy-out", type=click.Path(dir_okay=False), help=_POLICY_OUT)
+@_max_bytes
 @_diff_options
 @click.pass_context
 def graphql(ctx: click.Context, /, schema: str, **options: Any) -> None:
@@ -61,7 +149,7 @@ def graphql(ctx: click.Context, /, schema: str, **options: Any) -> None:
     _import(ctx, import_graphql, schema, **options)
 
 
-@import_group.command("sql")
+@click.command("sql")
 @click.argument("dsn")
 @click.option("--name", required=True, help="Database alias: the tools are NAME-query and NAME-execute.")
 @click.option("--policy-out", type=click.Path(dir_okay=False), help=_POLICY_OUT)
@@ -129,6 +217,10 @@ def _report(result: ImportResult, policy_out: str | None, as_json: bool) -> None
         click.echo(f"  - {tool}")
     for line in result.widened:
         click.echo(f"  widened: {line}")
+    if result.skipped:
+        click.echo(f"skipped {len(result.skipped)} operation(s) that cannot be tools:")
+    for skip in result.skipped:
+        click.echo(f"  ! {skip['operation']}: {skip['reason']}")
     for hint in result.secrets:
         click.echo(f"secret: set {hint.env} ({hint.header}: {hint.format.replace('{value}', '<' + hint.env + '>')})")
     for note in result.notes:
@@ -140,7 +232,7 @@ def _report(result: ImportResult, policy_out: str | None, as_json: bool) -> None
         click.echo(result.policy_yaml(), nl=False)
 
 
-@import_group.command("mcp")
+@click.command("mcp")
 @click.argument("url")
 @click.option("--name", "prefix", help="Tool name prefix (default: the server's name).")
 @click.option("--scope", "scopes", multiple=True, help="Scope a caller needs (repeatable; default PREFIX:call).")
@@ -175,3 +267,7 @@ def import_mcp_command(
     from ..importers import import_mcp
 
     _import(ctx, import_mcp, url, name=prefix, scopes=scopes or None, **options)
+
+
+for _name, _target in DEFAULT_IMPORTERS.items():  # the built-ins, registered from the same list a reader sees
+    import_group.add_command(_load(_target), _name)

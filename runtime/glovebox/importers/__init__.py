@@ -23,12 +23,23 @@ from ._fragment import SecretHint
 from ._importresult import ImportResult
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from ..model._result import ToolInfo
     from ..runtime._runtime import Runtime
 
-__all__ = ["ImportResult", "SecretHint", "import_graphql", "import_mcp", "import_openapi", "import_sql"]
+#: The largest spec an import reads by default (a file or a URL): well above GitHub's 13 MB REST description.
+MAX_SPEC_BYTES = 64 * 1024 * 1024
+
+__all__ = [
+    "MAX_SPEC_BYTES",
+    "ImportResult",
+    "SecretHint",
+    "import_graphql",
+    "import_mcp",
+    "import_openapi",
+    "import_sql",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -48,8 +59,16 @@ def import_openapi(
     accept_widening: bool = False,
     dry_run: bool = False,
     progress: Callable[[str], None] | None = None,
+    strict: bool = False,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    max_spec_bytes: int = MAX_SPEC_BYTES,
 ) -> ImportResult:
-    """Register every operation of an OpenAPI 3.0/3.1 document as a tool (all or none).
+    """Register every operation of an OpenAPI 3.0/3.1 document that can be a tool (all of them or none).
+
+    An operation that cannot be made a tool (a request encoding or parameter
+    style the generic guest does not speak, an invalid schema) is skipped and
+    listed in the result's ``skipped`` with its reason, unless ``strict``.
 
     Args:
         runtime: the Runtime whose registry receives the tools.
@@ -61,23 +80,42 @@ def import_openapi(
         dry_run: compute the diff and the policy fragment; register nothing.
         progress: called with one line per slow step (reading, planning, building the
             generic guest, registering), for a terminal; None (the default): silent.
+        strict: refuse the whole document if any operation cannot be imported.
+        include: import only the operations one of these matches (a tag, an operationId, or a
+            path when it starts with ``/``; shell-style globs); empty: all.
+        exclude: leave out the operations one of these matches (as ``include``).
+        max_spec_bytes: the largest document read from a file or a URL.
 
     Returns:
-        What was added, changed, removed (deprecated), and the policy fragment.
+        What was added, changed, removed (deprecated), skipped, and the policy fragment.
 
     Raises:
-        InvalidSpec: the document cannot be imported; the message names the place.
+        InvalidSpec: the document cannot be imported (with ``strict``: one of its operations
+            cannot); the message names the place.
         WideningRefused: a re-import widens an operation and ``accept_widening`` is not set.
         BuildError: the generic guest must be built and the ``build`` extra is missing.
     """
     from ._openapi import plan_openapi
 
+    internals(runtime).check_open()
     source = spec if isinstance(spec, dict) else _source(spec)
     say = progress or _silent
     say(f"reading and planning {'the document' if isinstance(source, dict) else source}")
-    api, planned, secrets, notes = plan_openapi(source, name=name, server=server)
-    say(f"{len(planned)} operations of {api!r} to compare with the registry")
-    return _apply(runtime, "openapi", api, planned, secrets, notes, accept_widening, dry_run, say)
+    plan = plan_openapi(
+        source,
+        name=name,
+        server=server,
+        strict=strict,
+        include=include,
+        exclude=exclude,
+        max_spec_bytes=max_spec_bytes,
+        known_apis={info.manifest.operation.api for info in runtime.tools() if info.manifest.operation is not None},
+    )
+    skipped = f" ({len(plan.skipped)} skipped)" if plan.skipped else ""
+    say(f"{len(plan.planned)} operations of {plan.api!r}{skipped} to compare with the registry")
+    result = _apply(runtime, "openapi", plan.api, plan.planned, plan.secrets, plan.notes, accept_widening, dry_run, say)
+    result.skipped = plan.skipped
+    return result
 
 
 def import_graphql(
@@ -90,6 +128,7 @@ def import_graphql(
     accept_widening: bool = False,
     dry_run: bool = False,
     progress: Callable[[str], None] | None = None,
+    max_spec_bytes: int = MAX_SPEC_BYTES,
 ) -> ImportResult:
     """Register every Query field (a read) and Mutation field (a write) of a GraphQL schema as a tool.
 
@@ -103,9 +142,10 @@ def import_graphql(
         dry_run: compute the diff and the policy fragment; register nothing.
         progress: called with one line per slow step (reading, planning, building the
             generic guest, registering), for a terminal; None (the default): silent.
+        max_spec_bytes: the largest schema file read.
 
     Raises:
-        InvalidSpec: the schema does not parse, is over 8 MiB, or nests an argument's type too
+        InvalidSpec: the schema does not parse, is over ``max_spec_bytes``, or nests an argument's type too
             deeply; the message names the line and column, or the field and argument.
         ValueError: ``depth`` is out of range.
         WideningRefused: a re-import widens an operation and ``accept_widening`` is not set.
@@ -114,7 +154,9 @@ def import_graphql(
 
     say = progress or _silent
     say(f"reading and planning {schema}")
-    api, planned, secrets, notes = plan_graphql(Path(schema), endpoint=endpoint, name=name, depth=depth)
+    api, planned, secrets, notes = plan_graphql(
+        Path(schema), endpoint=endpoint, name=name, depth=depth, max_spec_bytes=max_spec_bytes
+    )
     say(f"{len(planned)} fields of {api!r} to compare with the registry")
     return _apply(runtime, "graphql", api, planned, secrets, notes, accept_widening, dry_run, say)
 

@@ -11,6 +11,7 @@ from ..core._errors import InvalidSpec
 from ..model._grants import HttpRule
 from ..model._manifest import Limits
 from ..model._rules import ip_literal, parse_path_pattern
+from . import MAX_SPEC_BYTES
 
 __all__ = [
     "MAX_SPEC_BYTES",
@@ -18,16 +19,18 @@ __all__ = [
     "Server",
     "api_name",
     "http_rule",
+    "title_api_name",
     "kebab",
     "parse_server",
     "parse_spec",
     "read_source",
     "read_spec",
     "tool_name",
+    "unique_names",
 ]
 
-#: The largest spec an import reads (a file or a URL).
-MAX_SPEC_BYTES = 8 * 1024 * 1024
+#: The longest tool name (the manifest's name pattern).
+MAX_NAME = 64
 #: How long fetching a spec from a URL may take, in seconds, in all.
 FETCH_TIMEOUT_S = 15.0
 #: The limits of every imported operation: a small guest waiting on one upstream request.
@@ -56,12 +59,89 @@ def api_name(name: str, where: str) -> str:
     return derived
 
 
+#: Words a title shares with every API, left out of a derived API name.
+_TITLE_NOISE = frozenset(
+    "a an and api apis definition description for of official open openapi platform public rest s spec "
+    "specification swagger the v1 v2 v3 web".split()
+)
+
+
+def title_api_name(title: str, where: str) -> str:
+    """A short API name from a spec's title: its first telling word (two when the first is short).
+
+    >>> title_api_name("GitHub's official OpenAPI spec + Octokit extension", "-")
+    'github'
+    >>> title_api_name("Swagger Petstore", "-"), title_api_name("Slack Web API", "-"), title_api_name("X API", "-")
+    ('petstore', 'slack', 'x')
+    """
+    words = [w for w in re.split(r"[^a-z0-9]+", title.lower()) if w]
+    telling = [w for w in words if w not in _TITLE_NOISE] or words
+    return api_name("-".join(telling[: 1 if telling and len(telling[0]) >= 3 else 2]), where)
+
+
 def tool_name(api: str, part: str, where: str) -> str:
-    """``<api>-<part>`` in the tool-name pattern, at most 64 characters."""
-    name = f"{api}-{kebab(part)}"[:64].rstrip("-_")
+    """``<api>-<part>`` in the tool-name pattern, at most 64 characters: past that, words already said and
+    filler words (and, for, of...) are left out, then the name is cut between words where it can.
+
+    >>> tool_name("github", "actions/get-github-actions-default-workflow-permissions-organization", "-")
+    'github-actions-get-default-workflow-permissions-organization'
+    >>> tool_name("gh", "list-" + "very-long-" * 12, "-")
+    'gh-list-very-long'
+    """
+    name = f"{api}-{kebab(part)}"
+    if len(name) > MAX_NAME:
+        name = _shorten(api, kebab(part))
     if not _NAME.match(name) or name == api:
         raise InvalidSpec(f"{where}: cannot make a tool name from {part!r}", details={"place": where})
     return name
+
+
+#: Words a name too long to keep whole leaves out first.
+_FILLER = frozenset("a an and by for from in of on or the to with".split())
+
+
+def _shorten(api: str, part: str) -> str:
+    said = set(api.split("-")) | _FILLER
+    words: list[str] = []
+    for word in part.split("-"):
+        if word not in said or not words:
+            words.append(word)
+        said.add(word)
+    return _cut(f"{api}-{'-'.join(words)}", MAX_NAME, len(api))
+
+
+def _cut(name: str, limit: int, keep: int) -> str:
+    """``name`` at most ``limit`` characters, cut at a word boundary past ``keep`` where there is one."""
+    if len(name) <= limit:
+        return name
+    head = name[: limit + 1]
+    boundary = max(head.rfind("-"), head.rfind("_"))
+    return (head[:boundary] if boundary > keep else name[:limit]).rstrip("-_")
+
+
+def unique_names(names: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    """Make ``(name, place)`` pairs unique: every name of a colliding group gets a short hash suffix
+    of its place in the spec (the same whatever the order); return (names, one note per group).
+
+    >>> unique_names([("gh-a", "x"), ("gh-b", "y"), ("gh-a", "z")])[0]
+    ['gh-a-2d711642', 'gh-b', 'gh-a-594e519a']
+    """
+    import hashlib
+    from collections import Counter
+
+    counts = Counter(name for name, _ in names)
+    result, notes = [], []
+    for name, place in names:
+        if counts[name] < 2:
+            result.append(name)
+            continue
+        suffix = hashlib.sha256(place.encode()).hexdigest()[:8]
+        stem = _cut(name, MAX_NAME - len(suffix) - 1, len(name) // 2)
+        result.append(f"{stem}-{suffix}")
+    for name in sorted(n for n, c in counts.items() if c > 1):
+        made = sorted(r for (n, _), r in zip(names, result, strict=True) if n == name)
+        notes.append(f"{counts[name]} operations make the tool name {name!r}: named {', '.join(made)}")
+    return result, notes
 
 
 class Server:
@@ -128,21 +208,30 @@ def http_rule(server: Server, method: str, path_template: str, where: str) -> Ht
         ) from exc
 
 
-def read_spec(source: str | Path) -> tuple[Any, str]:
+def read_spec(source: str | Path, max_bytes: int = MAX_SPEC_BYTES) -> tuple[Any, str]:
     """Read and parse a spec (YAML or JSON) from a file or an http(s) URL; return (document, origin)."""
-    text, origin = read_source(source)
+    text, origin = read_source(source, max_bytes)
     return parse_spec(text, origin), origin
 
 
-def read_source(source: str | Path) -> tuple[str, str]:
-    """The text of a spec file or URL and its origin, bounded by :data:`MAX_SPEC_BYTES` (and, for a URL,
+def read_source(source: str | Path, max_bytes: int = MAX_SPEC_BYTES) -> tuple[str, str]:
+    """The text of a spec file or URL and its origin, bounded by ``max_bytes`` (and, for a URL,
     :data:`FETCH_TIMEOUT_S` in all)."""
-    return _fetch(str(source)) if _is_url(source) else _read(Path(source))
+    return _fetch(str(source), max_bytes) if _is_url(source) else _read(Path(source), max_bytes)
 
 
 def parse_spec(text: str, origin: str) -> Any:
-    """Parse spec text as YAML (a superset of JSON) without aliases; errors name the line."""
+    """Parse spec text: as JSON first when it looks like JSON (what JSON parsers accept, fast), else as
+    YAML (a superset of JSON) without aliases; errors name the line."""
+    import json
+
     import yaml
+
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            return json.loads(text)
+        except (ValueError, RecursionError):
+            pass  # YAML flow style, or JSON with an error: the YAML reader names the line
 
     try:
         return yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader without aliases
@@ -179,8 +268,8 @@ def _is_url(source: str | Path) -> bool:
     return isinstance(source, str) and source.startswith(("http://", "https://"))
 
 
-def _read(path: Path) -> tuple[str, str]:
-    """A regular file's text, at most :data:`MAX_SPEC_BYTES` read (a FIFO or a device is refused unopened
+def _read(path: Path, max_bytes: int) -> tuple[str, str]:
+    """A regular file's text, at most ``max_bytes`` read (a FIFO or a device is refused unopened
     for reading: it is opened non-blocking, checked, and never read)."""
     import os
     import stat
@@ -190,15 +279,15 @@ def _read(path: Path) -> tuple[str, str]:
         with os.fdopen(fd, "rb") as handle:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise InvalidSpec(f"{path}: not a regular file")
-            data = handle.read(MAX_SPEC_BYTES + 1)
-        if len(data) > MAX_SPEC_BYTES:
-            raise InvalidSpec(f"{path}: over the {MAX_SPEC_BYTES}-byte spec limit")
+            data = handle.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise InvalidSpec(f"{path}: over the {max_bytes}-byte spec limit (raise it with --max-spec-bytes)")
         return data.decode("utf-8"), str(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidSpec(f"cannot read {path}: {exc}") from exc
 
 
-def _fetch(url: str) -> tuple[str, str]:
+def _fetch(url: str, max_bytes: int) -> tuple[str, str]:
     """GET a spec once: bounded in size and, in all (connect, headers, body), in time; no redirects followed.
 
     Every socket operation gets the time left before one deadline (the HTTP
@@ -221,8 +310,10 @@ def _fetch(url: str) -> tuple[str, str]:
                     raise InvalidSpec(f"{url}: answered HTTP {response.status_code}")
                 for chunk in response.iter_bytes():
                     size += len(chunk)
-                    if size > MAX_SPEC_BYTES:
-                        raise InvalidSpec(f"{url}: over the {MAX_SPEC_BYTES}-byte spec limit")
+                    if size > max_bytes:
+                        raise InvalidSpec(
+                            f"{url}: over the {max_bytes}-byte spec limit (raise it with --max-spec-bytes)"
+                        )
                     chunks.append(chunk)
     except httpx.TimeoutException as exc:
         raise InvalidSpec(f"{url}: took over {FETCH_TIMEOUT_S:g} s (the whole fetch is bounded)") from exc

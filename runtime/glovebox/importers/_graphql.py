@@ -1,6 +1,6 @@
 """``glovebox import graphql``: each Query field a read tool, each Mutation field a write tool.
 
-The schema is SDL or an introspection result (JSON) of at most 8 MiB (a regular
+The schema is SDL or an introspection result (JSON) of at most ``max_spec_bytes`` (a regular
 file), parsed by ``graphql-core``; a schema that does not parse or build is
 refused naming the line and column, one nested too deeply to parse is refused,
 and an argument whose type nests more than :data:`MAX_INPUT_DEPTH` lists and
@@ -21,7 +21,16 @@ from typing import Any
 from ..core._errors import InvalidSpec
 from ..model._manifest import GraphqlField, Manifest, Operation
 from ._batch import Planned, SecretHint
-from ._common import OPERATION_LIMITS, Server, api_name, http_rule, parse_spec, read_source, tool_name
+from ._common import (
+    MAX_SPEC_BYTES,
+    OPERATION_LIMITS,
+    Server,
+    api_name,
+    http_rule,
+    parse_spec,
+    read_source,
+    tool_name,
+)
 
 __all__ = ["MAX_INPUT_DEPTH", "MAX_SELECTION_DEPTH", "plan_graphql"]
 
@@ -40,7 +49,12 @@ _SCALARS: dict[str, Any] = {
 
 
 def plan_graphql(
-    source: str | Path, *, endpoint: str, name: str | None = None, depth: int = 2
+    source: str | Path,
+    *,
+    endpoint: str,
+    name: str | None = None,
+    depth: int = 2,
+    max_spec_bytes: int = MAX_SPEC_BYTES,
 ) -> tuple[str, list[Planned], list[SecretHint], list[str]]:
     """Plan the tools of a GraphQL schema; return (api, planned tools, secrets, notes).
 
@@ -50,7 +64,7 @@ def plan_graphql(
     """
     if not 1 <= depth <= MAX_SELECTION_DEPTH:
         raise ValueError(f"depth must be from 1 to {MAX_SELECTION_DEPTH}, not {depth}")
-    schema, origin = _load(source)
+    schema, origin = _load(source, max_spec_bytes)
     server = Server(endpoint, "--endpoint")
     api = api_name(name or Path(str(source)).stem, "--name")
     planned: list[Planned] = []
@@ -73,11 +87,11 @@ def plan_graphql(
     return api, planned, [], []
 
 
-def _load(source: str | Path) -> tuple[Any, str]:
+def _load(source: str | Path, max_spec_bytes: int) -> tuple[Any, str]:
     from graphql import GraphQLError, build_client_schema, build_schema
 
     path = Path(source)
-    text, origin = read_source(path)  # SDL or JSON: the same byte bound, a regular file only
+    text, origin = read_source(path, max_spec_bytes)  # SDL or JSON: the same byte bound, a regular file only
     try:
         if text.lstrip().startswith("{"):
             data = parse_spec(text, origin)

@@ -24,7 +24,9 @@ class ImportResult:
         tools: the current version of every tool of the import (empty with ``dry_run``).
         policy: the policy fragment (a ``version: 1`` policy document; empty for a remote MCP server).
         secrets: the secrets the operator provides.
-        notes: warnings about the spec (e.g. a security scheme the host cannot inject).
+        notes: warnings about the spec (e.g. a security scheme the host cannot inject, names
+            made unique with a hash suffix).
+        skipped: the operations not imported, each ``{"operation", "place", "reason"}``.
         dry_run: nothing was registered.
     """
 
@@ -40,6 +42,7 @@ class ImportResult:
     policy: dict[str, Any] = field(default_factory=dict)
     secrets: list[SecretHint] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
     dry_run: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -57,6 +60,7 @@ class ImportResult:
             "policy": self.policy,
             "secrets": [hint.to_dict() for hint in self.secrets],
             "notes": self.notes,
+            "skipped": self.skipped,
             "dry_run": self.dry_run,
         }
 

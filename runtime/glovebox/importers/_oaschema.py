@@ -22,12 +22,22 @@ numeric form, and ``discriminator``, ``xml``, ``externalDocs`` and ``example``
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote
 
 from ..core._errors import InvalidSpec
 
-__all__ = ["MAX_DOCUMENT_DEPTH", "MAX_SCHEMA_DEPTH", "SchemaConverter", "check_refs", "deref", "pointer", "resolve"]
+__all__ = [
+    "MAX_DOCUMENT_DEPTH",
+    "MAX_SCHEMA_DEPTH",
+    "SchemaConverter",
+    "check_refs",
+    "deref",
+    "ecma_pattern",
+    "pointer",
+    "resolve",
+]
 
 #: Levels of mappings and lists a document may nest.
 MAX_DOCUMENT_DEPTH = 128
@@ -36,6 +46,8 @@ MAX_SCHEMA_DEPTH = 64
 _REFS = ("$ref", "$dynamicRef", "$recursiveRef")
 
 _DATA = frozenset({"enum", "const", "default", "example", "examples"})
+#: Schema keywords whose value maps names to schemas: a property may be named ``$ref``.
+_NAMED_MAPS = frozenset({"properties", "patternProperties", "definitions", "dependentSchemas"})
 _DROP_30 = frozenset({"discriminator", "xml", "externalDocs", "example", "nullable"})
 
 
@@ -51,18 +63,22 @@ def pointer(*parts: Any) -> str:
 def check_refs(doc: Any) -> None:
     """Refuse any reference that leaves the document (a file or a URL) or does not resolve, under any key,
     and a document nested deeper than :data:`MAX_DOCUMENT_DEPTH`, naming the place."""
-    stack: list[tuple[Any, str, int]] = [(doc, "", 0)]
+    stack: list[tuple[Any, str, int, bool]] = [(doc, "", 0, False)]
     while stack:
-        node, place, depth = stack.pop()
+        node, place, depth, named = stack.pop()
         if depth > MAX_DOCUMENT_DEPTH:
             raise InvalidSpec(
                 f"{place}: the document is nested deeper than {MAX_DOCUMENT_DEPTH} levels", details={"place": place}
             )
         if isinstance(node, dict):
-            _check_node_refs(doc, node, place)
-            stack.extend((value, f"{place}{pointer(key)}", depth + 1) for key, value in node.items())
+            if not named:  # in a map of names (``properties``), a key "$ref" is a name, not a reference
+                _check_node_refs(doc, node, place)
+            stack.extend(
+                (value, f"{place}{pointer(key)}", depth + 1, key in _NAMED_MAPS and not named)
+                for key, value in node.items()
+            )
         elif isinstance(node, list):
-            stack.extend((value, f"{place}/{index}", depth + 1) for index, value in enumerate(node))
+            stack.extend((value, f"{place}/{index}", depth + 1, False) for index, value in enumerate(node))
 
 
 def _check_node_refs(doc: Any, node: dict[str, Any], place: str) -> None:
@@ -107,7 +123,11 @@ def deref(doc: Any, node: Any, place: str) -> tuple[Any, str]:
 
 
 class SchemaConverter:
-    """Converts the schemas of one operation, collecting the ``$defs`` they refer to."""
+    """Converts the schemas of one document, each referenced schema once into ``defs``.
+
+    :meth:`with_defs` gives one schema the ``$defs`` it reaches, and only those:
+    an input schema never carries what only outputs refer to.
+    """
 
     def __init__(self, doc: Any, openapi_30: bool, origin: str = "(document)") -> None:
         self.doc = doc
@@ -115,7 +135,53 @@ class SchemaConverter:
         self.origin = origin
         self.defs: dict[str, Any] = {}
         self._names: dict[str, str] = {}
+        self._failed: dict[str, InvalidSpec] = {}
+        self._refs_of: dict[str, frozenset[str]] = {}
+        self._checked: dict[str, ValueError | None] = {}
         self._depth = 0
+
+    def check(self, schema: Any) -> None:
+        """Raise ValueError (naming the place) unless ``schema`` (from :meth:`with_defs`) is a schema the host
+        may use: as ``check_schema`` on the whole, but each definition checked once per document."""
+        from ..schema._schemarules import check_schema
+
+        if not isinstance(schema, dict) or "$defs" not in schema:
+            check_schema(schema)
+            return
+        root = {key: value for key, value in schema.items() if key != "$defs"}
+        if _mixes_keywords([root, *schema["$defs"].values()]):
+            check_schema(schema)  # a rule about the schema as a whole: checked as a whole
+            return
+        for name in schema["$defs"]:
+            if name not in self._checked:
+                try:
+                    check_schema({"$defs": {name: self.defs[name]}})
+                    self._checked[name] = None
+                except ValueError as exc:
+                    self._checked[name] = exc
+            problem = self._checked[name]
+            if problem is not None:
+                raise problem
+        check_schema(root)
+
+    def with_defs(self, schema: Any) -> Any:
+        """``schema`` with a ``$defs`` of the definitions it reaches (itself unchanged when none)."""
+        if not isinstance(schema, dict):
+            return schema
+        reached: set[str] = set()
+        todo = list(_def_refs(schema))
+        while todo:
+            name = todo.pop()
+            if name in reached or name not in self.defs:
+                continue
+            reached.add(name)
+            refs = self._refs_of.get(name)
+            if refs is None:
+                refs = self._refs_of[name] = frozenset(_def_refs(self.defs[name]))
+            todo.extend(refs)
+        if not reached:
+            return schema
+        return {**schema, "$defs": {name: self.defs[name] for name in sorted(reached)}}
 
     def convert(self, node: Any, place: str) -> Any:
         """The JSON Schema for the OpenAPI schema ``node`` found at ``place``.
@@ -148,6 +214,8 @@ class SchemaConverter:
                 continue
             if key in _DATA:
                 converted[key] = value
+            elif key == "pattern" and isinstance(value, str):
+                converted[key] = ecma_pattern(value)
             elif key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"):
                 converted[key] = {k: self.convert(v, f"{place}{pointer(key, k)}") for k, v in (value or {}).items()}
             else:
@@ -162,6 +230,8 @@ class SchemaConverter:
         name = self._names.get(ref)
         if name is not None:
             return name
+        if ref in self._failed:
+            raise self._failed[ref]
         target = resolve(self.doc, ref, place)
         match = re.fullmatch(r"#/components/schemas/([^/]+)", ref)
         base = re.sub(r"[^A-Za-z0-9_.-]", "_", unquote(match.group(1)) if match else ref[2:]) or "schema"
@@ -170,7 +240,12 @@ class SchemaConverter:
             name, n = f"{base}_{n}", n + 1
         self._names[ref] = name
         self.defs[name] = True  # a placeholder while converting: a recursive reference finds the name
-        self.defs[name] = self.convert(target, ref[1:])
+        try:
+            self.defs[name] = self.convert(target, ref[1:])
+        except InvalidSpec as exc:  # every later reference to it fails the same way, never finds the placeholder
+            del self._names[ref], self.defs[name]
+            self._failed[ref] = exc
+            raise
         return name
 
     @staticmethod
@@ -187,3 +262,42 @@ class SchemaConverter:
             elif node.get(key) is False:
                 converted.pop(key)
         return converted
+
+
+#: An escaped backslash, or a backslash before punctuation with no meaning in a regex (an identity escape).
+_IDENTITY_ESCAPE = re.compile(r"""\\\\|\\([:'"@#%&=!<>,;~` ])""")
+
+
+def ecma_pattern(pattern: str) -> str:
+    r"""``pattern`` with identity escapes of punctuation (``\:``, which PCRE and Python accept and
+    ECMA-262's unicode mode refuses) written as the character itself: the same language.
+
+    >>> ecma_pattern(r"^[a-z]\:[0-9]$"), ecma_pattern(r"a\\:b"), ecma_pattern(r"\d\.")
+    ('^[a-z]:[0-9]$', 'a\\\\:b', '\\d\\.')
+    """
+    if "\\" not in pattern:
+        return pattern
+    return _IDENTITY_ESCAPE.sub(lambda match: match.group(1) or match.group(0), pattern)
+
+
+def _def_refs(schema: Any) -> Iterator[str]:
+    """The names of the ``#/$defs/<name>`` a converted schema refers to directly (its own ``$defs`` aside)."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                yield ref[len("#/$defs/") :]
+            stack.extend(value for key, value in node.items() if key != "$defs")
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+def _mixes_keywords(schemas: list[Any]) -> bool:
+    """Whether ``unevaluatedProperties`` and ``patternProperties`` may both be in ``schemas`` (a text search:
+    an over-estimate, which only costs a whole check)."""
+    import json
+
+    text = json.dumps(schemas)
+    return '"unevaluatedProperties"' in text and '"patternProperties"' in text

@@ -13,17 +13,30 @@ one segment) and the scope ``<api>:read`` (GET, HEAD, OPTIONS) or
 
 from __future__ import annotations
 
+import dataclasses
+import fnmatch
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urljoin
 
 from ..core._errors import InvalidSpec
 from ..model._manifest import Manifest, Operation
 from ._batch import Planned, SecretHint
-from ._common import OPERATION_LIMITS, Server, api_name, http_rule, read_spec, tool_name
+from ._common import (
+    MAX_SPEC_BYTES,
+    OPERATION_LIMITS,
+    Server,
+    api_name,
+    http_rule,
+    read_spec,
+    title_api_name,
+    tool_name,
+    unique_names,
+)
 from ._oaschema import SchemaConverter, check_refs, deref, pointer
 
-__all__ = ["plan_openapi"]
+__all__ = ["OpenapiPlan", "plan_openapi"]
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch")
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -31,44 +44,127 @@ _IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})
 _DEFAULT_STYLE = {"path": "simple", "query": "form", "header": "simple"}
 
 
+class OpenapiPlan(NamedTuple):
+    """What planning an OpenAPI document made: the tools, and what it left out and why."""
+
+    api: str
+    planned: list[Planned]
+    secrets: list[SecretHint]
+    notes: list[str]
+    skipped: list[dict[str, str]]
+
+
 def plan_openapi(
-    source: str | Path | dict[str, Any], *, name: str | None = None, server: str | None = None
-) -> tuple[str, list[Planned], list[SecretHint], list[str]]:
-    """Plan the tools of an OpenAPI document; return (api, planned tools, secrets, notes).
+    source: str | Path | dict[str, Any],
+    *,
+    name: str | None = None,
+    server: str | None = None,
+    strict: bool = False,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    max_spec_bytes: int = MAX_SPEC_BYTES,
+    known_apis: Collection[str] = (),
+) -> OpenapiPlan:
+    """Plan the tools of an OpenAPI document.
+
+    An operation that cannot be made a tool is skipped (listed in ``skipped``
+    with its place and reason) unless ``strict``, when it refuses the document.
+    ``include``/``exclude`` select operations by tag, operationId or path
+    (shell-style globs; a pattern starting with ``/`` matches the path).
 
     Raises:
-        InvalidSpec: the document cannot be imported; the message names the place.
+        InvalidSpec: the document cannot be imported (or, with ``strict``, one operation
+            cannot); the message names the place.
     """
-    doc, origin = (source, "(document)") if isinstance(source, dict) else read_spec(source)
-    _check_document(doc, origin)
-    api = api_name(name or str(doc["info"].get("title", "")), f"{origin}: /info/title")
+    doc, origin = (source, "(document)") if isinstance(source, dict) else read_spec(source, max_spec_bytes)
+    invalid = _check_document(doc, origin, strict)
+    api, notes = _api(doc, name, origin, known_apis)
     base = _server(doc, server, origin)
+    converter = SchemaConverter(doc, str(doc["openapi"]).startswith("3.0."), origin)
     planned: list[Planned] = []
-    seen: dict[str, str] = {}
-    for path, item in (doc.get("paths") or {}).items():
-        item, item_place = deref(doc, item, pointer("paths", path))
-        for method in METHODS:
-            if isinstance(item, dict) and method in item:
-                place = f"{item_place}{pointer(method)}"
-                plan = _operation(doc, api, base, path, method, item, place, origin)
-                _unique(plan.manifest.name, place, seen, origin)
-                planned.append(plan)
+    skipped: list[dict[str, str]] = []
+    for path, method, item, place in _selected(doc, include, exclude):
+        operation_id = str(item[method].get("operationId") or f"{method.upper()} {path}")
+        try:
+            if place in invalid:
+                raise invalid[place]
+            planned.append(_operation(doc, api, base, path, method, item, place, origin, converter))
+        except InvalidSpec as exc:
+            if strict:
+                raise
+            skipped.append({"operation": operation_id, "place": place, "reason": _reason(exc.message, origin)})
     if not planned:
-        raise InvalidSpec(f"{origin}: /paths: the document has no operations", details={"place": "/paths"})
-    secrets, notes = _security(doc, api, base, origin)
-    return api, planned, secrets, notes
-
-
-def _unique(name: str, place: str, seen: dict[str, str], origin: str) -> None:
-    if name in seen:
+        why = f" ({len(skipped)} skipped: {skipped[0]['reason']})" if skipped else ""
         raise InvalidSpec(
-            f"{origin}: {place}: tool name {name!r} is also made by {seen[name]}",
-            details={"place": place, "other": seen[name]},
+            f"{origin}: /paths: the document has no operations to import{why}", details={"place": "/paths"}
         )
-    seen[name] = place
+    names, name_notes = unique_names([(plan.manifest.name, plan.where) for plan in planned])
+    planned = [_renamed(plan, new) for plan, new in zip(planned, names, strict=True)]
+    secrets, security_notes = _security(doc, api, base, origin)
+    return OpenapiPlan(api, planned, secrets, notes + name_notes + security_notes, skipped)
 
 
-def _check_document(doc: Any, origin: str) -> None:
+def _api(doc: dict[str, Any], name: str | None, origin: str, known_apis: Collection[str]) -> tuple[str, list[str]]:
+    """The API name: ``name``, else the title's short name; a name an earlier release derived from the
+    same title is kept when the registry has its tools (a re-import changes them, never duplicates them)."""
+    if name:
+        return api_name(name, "--name"), []
+    title = str(doc["info"].get("title", ""))
+    api = title_api_name(title, f"{origin}: /info/title")
+    try:
+        earlier = api_name(title, f"{origin}: /info/title")
+    except InvalidSpec:
+        return api, []
+    if earlier != api and earlier in known_apis:
+        return earlier, [f"kept the API name {earlier!r} of the tools already imported (give --name to change it)"]
+    return api, []
+
+
+def _reason(message: str, origin: str) -> str:
+    """An error's first line, without the document's name (the report names it once)."""
+    return message.splitlines()[0].removeprefix(f"{origin}: ")
+
+
+def _selected(
+    doc: dict[str, Any], include: Sequence[str], exclude: Sequence[str]
+) -> Iterator[tuple[str, str, dict[str, Any], str]]:
+    """(path, method, path item, place) of every operation ``include``/``exclude`` select."""
+    for path, raw in (doc.get("paths") or {}).items():
+        item, item_place = deref(doc, raw, pointer("paths", path))
+        for method in METHODS:
+            if not (isinstance(item, dict) and isinstance(item.get(method), dict)):
+                continue
+            keys = _selection_keys(path, item[method])
+            if include and not any(_matches(pattern, keys) for pattern in include):
+                continue
+            if any(_matches(pattern, keys) for pattern in exclude):
+                continue
+            yield path, method, item, f"{item_place}{pointer(method)}"
+
+
+def _selection_keys(path: str, operation: dict[str, Any]) -> tuple[str, list[str]]:
+    names = [str(tag) for tag in operation.get("tags") or []]
+    if operation.get("operationId"):
+        names.append(str(operation["operationId"]))
+    return path, names
+
+
+def _matches(pattern: str, keys: tuple[str, list[str]]) -> bool:
+    path, names = keys
+    if pattern.startswith("/"):
+        return fnmatch.fnmatchcase(path, pattern)
+    return any(fnmatch.fnmatchcase(name, pattern) for name in names)
+
+
+def _renamed(plan: Planned, name: str) -> Planned:
+    if name == plan.manifest.name:
+        return plan
+    return dataclasses.replace(plan, manifest=plan.manifest.model_copy(update={"name": name}))
+
+
+def _check_document(doc: Any, origin: str, strict: bool) -> dict[str, InvalidSpec]:
+    """Refuse what no operation can be imported from; return the operations the validator finds invalid
+    (by place), each with its error."""
     if not isinstance(doc, dict):
         raise InvalidSpec(f"{origin}: /: expected an OpenAPI document (a mapping), got {type(doc).__name__}")
     if "swagger" in doc:
@@ -86,7 +182,7 @@ def _check_document(doc: Any, origin: str) -> None:
         check_refs(doc)
     except InvalidSpec as exc:
         raise InvalidSpec(f"{origin}: {exc.message}", details=exc.details) from exc
-    validate_document(doc, version, origin)
+    return validate_document(doc, version, origin, strict=strict)
 
 
 class _NotRetrieved(Exception):
@@ -97,12 +193,14 @@ class _NotRetrieved(Exception):
         self.uri = uri
 
 
-def validate_document(doc: dict[str, Any], version: str, origin: str) -> None:
+def validate_document(doc: dict[str, Any], version: str, origin: str, *, strict: bool = True) -> dict[str, InvalidSpec]:
     """Validate ``doc`` with ``openapi-spec-validator`` under a resolver that retrieves nothing.
 
     Only the document itself is registered with the resolver: a reference to
     any other URI (a file, a URL, a base ``$id`` elsewhere) fails the
-    validation instead of being fetched.
+    validation instead of being fetched. Unless ``strict``, an error inside one
+    operation (``/paths/<path>/<method>/...``) does not refuse the document:
+    it is returned, by the operation's place, for the planner to skip it.
 
     Raises:
         InvalidSpec: the document is not valid OpenAPI ``version``; the message names the place.
@@ -119,8 +217,19 @@ def validate_document(doc: dict[str, Any], version: str, origin: str) -> None:
     registry: Any = Registry(retrieve=retrieve).with_resource("", DRAFT202012.create_resource(doc))  # type: ignore[call-arg]
     spec = SchemaPath(SchemaAccessor(doc, registry.resolver(base_uri=""), resolved_cache_maxsize=0))
     validator = OpenAPIV30SpecValidator if version.startswith("3.0.") else OpenAPIV31SpecValidator
+    invalid: dict[str, InvalidSpec] = {}
     try:
-        error = next(iter(validator(spec).iter_errors()), None)
+        for error in validator(spec).iter_errors():
+            place = pointer(*error.path) or "/"
+            refusal = InvalidSpec(
+                f"{origin}: {place}: invalid OpenAPI {version}: {error.message}", details={"place": place}
+            )
+            parts = list(error.path)
+            if strict or len(parts) < 3 or parts[0] != "paths" or parts[2] not in METHODS:
+                raise refusal from error
+            invalid.setdefault(pointer(*parts[:3]), refusal)
+    except InvalidSpec:
+        raise
     except Exception as exc:  # the resolver refusing a URI, or the validator failing on what it cannot follow
         refused = _not_retrieved(exc)
         if refused is not None:
@@ -129,11 +238,7 @@ def validate_document(doc: dict[str, Any], version: str, origin: str) -> None:
                 "the host fetches no other file or URL"
             ) from exc
         raise InvalidSpec(f"{origin}: invalid OpenAPI {version}: {exc}") from exc
-    if error is not None:
-        place = pointer(*error.path) or "/"
-        raise InvalidSpec(
-            f"{origin}: {place}: invalid OpenAPI {version}: {error.message}", details={"place": place}
-        ) from error
+    return invalid
 
 
 def _not_retrieved(exc: BaseException) -> str | None:
@@ -165,15 +270,23 @@ def _server(doc: dict[str, Any], override: str | None, origin: str) -> Server:
 
 
 def _operation(
-    doc: dict[str, Any], api: str, server: Server, path: str, method: str, item: Any, place: str, origin: str
+    doc: dict[str, Any],
+    api: str,
+    server: Server,
+    path: str,
+    method: str,
+    item: Any,
+    place: str,
+    origin: str,
+    converter: SchemaConverter,
 ) -> Planned:
     operation = item[method]
     where = f"{origin}: {place}"
-    converter = SchemaConverter(doc, str(doc["openapi"]).startswith("3.0."), origin)
     parameters = _parameters(doc, item, operation, place, origin)
     properties: dict[str, Any] = {}
     required: list[str] = []
     groups: dict[str, list[str]] = {"path": [], "query": [], "header": []}
+    joins: dict[str, str] = {}
     for param, param_place in parameters:
         schema = converter.convert(param.get("schema", {}), f"{param_place}/schema")
         if param.get("description"):
@@ -185,9 +298,11 @@ def _operation(
             )
         properties[param["name"]] = schema
         groups[param["in"]].append(param["name"])
+        if query_join(param) is not None:
+            joins[param["name"]] = str(query_join(param))
         if param.get("required") or param["in"] == "path":
             required.append(param["name"])
-    has_body = _body(doc, operation, place, origin, converter, properties, required)
+    has_body, encoding, fields = _body(doc, operation, place, origin, converter, properties, required)
     input_schema: dict[str, Any] = {
         "type": "object",
         "properties": properties,
@@ -195,10 +310,8 @@ def _operation(
         "additionalProperties": False,
     }
     output_schema = _output(doc, operation, place, converter)
-    if converter.defs:
-        input_schema["$defs"] = converter.defs
-        if isinstance(output_schema, dict):
-            output_schema = {**output_schema, "$defs": converter.defs}
+    input_schema = converter.with_defs(input_schema)
+    output_schema = converter.with_defs(output_schema)
     upper = method.upper()
     operation_id = operation.get("operationId") or f"{method} {path}"
     manifest = {
@@ -219,19 +332,28 @@ def _operation(
             path=path,
             path_params=groups["path"],
             query=groups["query"],
+            query_join=joins,
             headers=groups["header"],
             body=has_body,
+            body_encoding=encoding,
+            body_fields=fields,
         ),
     }
     action = "allow" if upper in READ_METHODS else "require_approval"
-    return Planned(manifest=_manifest(manifest, where), action=action, where=place)
+    return Planned(manifest=_manifest(manifest, where, converter), action=action, where=place)
 
 
-def _manifest(data: dict[str, Any], where: str) -> Manifest:
+def _manifest(data: dict[str, Any], where: str, converter: SchemaConverter) -> Manifest:
+    """The manifest, its schemas checked through ``converter`` (each shared definition once per document)."""
     from pydantic import ValidationError
 
     try:
-        return Manifest.model_validate(data)
+        for key in ("input_schema", "output_schema"):
+            try:
+                converter.check(data[key])
+            except ValueError as exc:
+                raise ValueError(f"{key}: {exc}") from exc
+        return Manifest.model_validate(data, context={"stored": True})  # the schemas are checked above
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise InvalidSpec(
@@ -262,26 +384,44 @@ def _parameters(
     return list(merged.values())
 
 
+_SCALARS = frozenset({"string", "integer", "number", "boolean"})
+#: How a query array is joined when not exploded, by style: comma, space, pipe.
+_JOINED = {"form": "csv", "spaceDelimited": "space", "pipeDelimited": "pipe"}
+
+
+def query_join(param: dict[str, Any]) -> str | None:
+    """How a query array parameter is joined into one value (``csv``, ``space``, ``pipe``), or None (exploded:
+    the name repeated, or not a query array)."""
+    style = param.get("style", "form")
+    explode = param.get("explode", style == "form")
+    kind = (param.get("schema") or {}).get("type")
+    return _JOINED.get(style) if param.get("in") == "query" and kind == "array" and explode is False else None
+
+
 def _check_parameter(param: dict[str, Any], place: str, origin: str) -> None:
+    """Refuse a parameter the guest cannot send."""
     where = param.get("in")
     if where not in _DEFAULT_STYLE:
         raise InvalidSpec(
             f"{origin}: {place}/in: parameters in {where!r} are not supported (path, query and header are)",
             details={"place": f"{place}/in"},
         )
-    if "content" in param or param.get("style", _DEFAULT_STYLE[where]) != _DEFAULT_STYLE[where]:
+    kind = (param.get("schema") or {}).get("type")
+    style = param.get("style", _DEFAULT_STYLE[where])
+    joined = query_join(param)
+    if "content" in param or (style != _DEFAULT_STYLE[where] and joined is None):
         raise InvalidSpec(
-            f"{origin}: {place}/style: parameter {param.get('name')!r}: only the default style "
-            f"({_DEFAULT_STYLE[where]}) with a schema is supported",
+            f"{origin}: {place}/style: parameter {param.get('name')!r}: style {style!r} is not supported (the "
+            f"default, {_DEFAULT_STYLE[where]}, with a schema is, and a query array's form, spaceDelimited and "
+            "pipeDelimited with explode: false)",
             details={"place": f"{place}/style"},
         )
-    if param.get("explode") is False or param.get("allowReserved"):
+    if (param.get("explode") is False and kind not in _SCALARS and joined is None) or param.get("allowReserved"):
         raise InvalidSpec(
-            f"{origin}: {place}/explode: parameter {param.get('name')!r}: explode: false and allowReserved "
-            "are not supported",
+            f"{origin}: {place}/explode: parameter {param.get('name')!r}: explode: false (but for a scalar or "
+            "a query array) and allowReserved are not supported",
             details={"place": f"{place}/explode"},
         )
-    kind = (param.get("schema") or {}).get("type")
     if kind == "object" or (kind == "array" and where != "query"):
         raise InvalidSpec(
             f"{origin}: {place}/schema: {where} parameter {param.get('name')!r} of type {kind} is not supported",
@@ -305,15 +445,17 @@ def _body(
     converter: SchemaConverter,
     properties: dict[str, Any],
     required: list[str],
-) -> bool:
+) -> tuple[bool, str, list[str]]:
+    """Add the request body's field ``body``; return (has a body, its encoding, a form's fields)."""
     if "requestBody" not in operation:
-        return False
+        return False, "json", []
     body, body_place = deref(doc, operation["requestBody"], f"{place}/requestBody")
     content = body.get("content") or {}
-    media = _json_media(content)
+    media, encoding = _body_media(content)
     if media is None:
         raise InvalidSpec(
-            f"{origin}: {body_place}/content: only JSON request bodies are supported (found {', '.join(content)})",
+            f"{origin}: {body_place}/content: request bodies of {', '.join(content) or 'no media type'} are not "
+            "supported (JSON, application/x-www-form-urlencoded and text/plain are)",
             details={"place": f"{body_place}/content"},
         )
     if "body" in properties:
@@ -321,12 +463,35 @@ def _body(
             f"{origin}: {place}: a parameter named 'body' collides with the request body field",
             details={"place": place},
         )
-    properties["body"] = converter.convert(
-        content[media].get("schema", {}), f"{body_place}{pointer('content', media, 'schema')}"
-    )
+    schema_place = f"{body_place}{pointer('content', media, 'schema')}"
+    raw_schema = content[media].get("schema", {})
+    fields: list[str] = []
+    if encoding == "form":
+        target, _ = deref(doc, raw_schema, schema_place)
+        fields = sorted((target or {}).get("properties") or {}) if isinstance(target, dict) else []
+        if not fields:
+            raise InvalidSpec(
+                f"{origin}: {schema_place}: a form body needs an object schema with properties",
+                details={"place": schema_place},
+            )
+    elif encoding == "text":
+        raw_schema = raw_schema or {"type": "string"}
+    properties["body"] = converter.convert(raw_schema, schema_place)
     if body.get("required"):
         required.append("body")
-    return True
+    return True, encoding, fields
+
+
+def _body_media(content: dict[str, Any]) -> tuple[str | None, str]:
+    """The media type a request body is sent as, and its encoding: JSON first, then a form, then text."""
+    media = _json_media(content)
+    if media is not None:
+        return media, "json"
+    for wanted, encoding in (("application/x-www-form-urlencoded", "form"), ("text/plain", "text")):
+        for media in content:
+            if media.split(";")[0].strip().lower() == wanted:
+                return str(media), encoding
+    return None, "json"
 
 
 def _output(doc: dict[str, Any], operation: dict[str, Any], place: str, converter: SchemaConverter) -> Any:

@@ -129,8 +129,19 @@ class Operation(Frozen):
     path: str = Field(pattern=r"^/", description="Path template; {name} is an input field, percent-encoded.")
     path_params: list[str] = Field([], description="Input fields substituted into the path template.")
     query: list[str] = Field([], description="Input fields sent as query parameters.")
+    query_join: dict[str, Literal["csv", "space", "pipe"]] = Field(
+        {},
+        description="Query arrays sent as one value (explode: false), joined by a comma, a space or a pipe; "
+        "the others repeat their name.",
+    )
     headers: list[str] = Field([], description="Input fields sent as request headers.")
-    body: bool = Field(False, description="Whether the input field 'body' is sent as the JSON request body.")
+    body: bool = Field(False, description="Whether the input field 'body' is sent as the request body.")
+    body_encoding: Literal["json", "form", "text"] = Field(
+        "json",
+        description="How 'body' is sent: JSON, application/x-www-form-urlencoded (the fields 'body_fields' of an "
+        "object, an array repeating its name) or text/plain (a string, as it is).",
+    )
+    body_fields: list[str] = Field([], description="For a form body: the fields of 'body' sent, in this order.")
     graphql: GraphqlField | None = Field(None, description="For a GraphQL field: the document and answer field.")
 
 
