@@ -162,7 +162,6 @@ GLOVEBOX = {
     "glovebox.audit._row",
     "glovebox.runtime",
     "glovebox.runtime._envelope",
-    "glovebox.runtime._internal",
     "glovebox.runtime._backend",
     "glovebox.scale._factory",
     "glovebox.scale",

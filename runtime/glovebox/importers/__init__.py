@@ -18,7 +18,6 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..runtime._internal import internals
 from ._fragment import SecretHint
 from ._importresult import ImportResult
 
@@ -97,7 +96,8 @@ def import_openapi(
     """
     from ._openapi import plan_openapi
 
-    internals(runtime).check_open()
+    if runtime.is_closed:
+        raise ValueError("this Runtime is closed")
     source = spec if isinstance(spec, dict) else _source(spec)
     say = progress or _silent
     say(f"reading and planning {'the document' if isinstance(source, dict) else source}")
@@ -196,7 +196,8 @@ def import_sql(
     from ._guest import cached_sql_guest, sql_guest
     from ._sql import plan_sql, sql_fragment
 
-    internals(runtime).check_open()
+    if runtime.is_closed:
+        raise ValueError("this Runtime is closed")
     say = progress or _silent
     api, planned, granted = plan_sql(dsn, name, password)
     if not dry_run and cached_sql_guest(runtime.home) is None:
@@ -238,7 +239,8 @@ def _apply(
     from ._batch import Source, apply
     from ._guest import cached_operation_guest, operation_guest
 
-    internals(runtime).check_open()
+    if runtime.is_closed:
+        raise ValueError("this Runtime is closed")
     if not dry_run and cached_operation_guest(runtime.home) is None:
         progress(_FIRST_GUEST.format(kind="HTTP-operation"))
     artifact = cached_operation_guest(runtime.home) if dry_run else operation_guest(runtime.home)

@@ -33,7 +33,6 @@ from ..core._canonical import file_digest, sha256_digest
 from ..core._errors import InvalidSpec, RegistrationError, WideningRefused
 from ..model._manifest import Manifest
 from ..model._result import ToolInfo
-from ..runtime._internal import internals
 from ._fragment import SecretHint, policy_fragment
 from ._importresult import ImportResult
 
@@ -147,7 +146,7 @@ def apply(
         if progress is not None:
             progress(f"registering {len(register)} tool versions and deprecating {len(deprecate)}, in one transaction")
         _store(runtime, register, artifact, deprecate)
-        result.tools = [internals(runtime).registry.resolve(result.ref(plan.manifest.name)) for plan in planned]
+        result.tools = [runtime.registry.resolve(result.ref(plan.manifest.name)) for plan in planned]
     return result
 
 
@@ -231,7 +230,7 @@ def _stored(runtime: Runtime, info: ToolInfo) -> bytes | None:
     from ..remote._proxy import load_descriptor
 
     try:
-        return load_descriptor(internals(runtime).registry.descriptor_path(info.digest), info.digest).to_bytes()
+        return load_descriptor(runtime.registry.descriptor_path(info.digest), info.digest).to_bytes()
     except Exception:  # missing or changed on disk: everything it asks for now is new
         return None
 
@@ -263,15 +262,15 @@ def _store(runtime: Runtime, register: list[Planned], artifact: Path | None, dep
         raise ValueError("one import registers tools of its wasm artifact or descriptors, not both")
     if wasm:
         assert artifact is not None
-        internals(runtime).registrar.register_many(artifact, wasm, None, deprecate)
+        runtime.registrar.register_many(artifact, wasm, None, deprecate)
     elif remote:
         _store_descriptors(runtime, remote, deprecate)
     elif deprecate:
-        internals(runtime).registry.deprecate_many(deprecate)
+        runtime.registry.deprecate_many(deprecate)
 
 
 def _store_descriptors(runtime: Runtime, register: list[Planned], deprecate: dict[str, str]) -> None:
-    registry = internals(runtime).registry
+    registry = runtime.registry
     with registry.staging.shared():
         staged = []
         try:

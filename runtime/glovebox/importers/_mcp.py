@@ -24,7 +24,6 @@ from urllib.parse import urlsplit
 from ..core._errors import InvalidManifest
 from ..model._manifest import HOST_MAXIMA, NAME_PATTERN, Limits, parse_manifest
 from ..remote._headers import check_url, parse_header_secrets
-from ..runtime._internal import internals
 from ._batch import Planned, Source, apply
 from ._fragment import SecretHint
 from ._importresult import ImportResult
@@ -97,7 +96,8 @@ def import_mcp(
     """
     from ..remote._proxy import list_remote, origin_of
 
-    internals(runtime).check_open()
+    if runtime.is_closed:
+        raise ValueError("this Runtime is closed")
     _require_sdk()
     check_url(url)
     headers = parse_header_secrets(url, header_secrets)
@@ -219,7 +219,7 @@ def _owner(runtime: Runtime, url: str, prefix: str) -> Callable[[ToolInfo], bool
             return False
         if info.digest not in known:
             try:
-                descriptor = load_descriptor(internals(runtime).registry.descriptor_path(info.digest), info.digest)
+                descriptor = load_descriptor(runtime.registry.descriptor_path(info.digest), info.digest)
                 known[info.digest] = descriptor.url == url
             except Exception:  # missing or changed on disk: not provably this server's
                 known[info.digest] = False

@@ -9,7 +9,6 @@
 - :mod:`._envelope` — the one place a failure becomes a ``CallResult``.
 - :mod:`._backend` — ``CallBackend``, the protocol every call surface implements,
   and ``open_backend``, the one factory of backends.
-- :mod:`._internal` — the narrow internal object other subpackages use.
 
 Imports: every layer below; never scale, importers, servers, integrations or the CLI.
 """

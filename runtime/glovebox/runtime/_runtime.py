@@ -328,6 +328,34 @@ class Runtime:
         return visible
 
     @property
+    def is_closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    @property
+    def registry(self) -> Registry:
+        """The home's registry: its index of tool versions, artifacts and descriptors.
+
+        For code built on glovebox that writes many versions in one transaction, as the
+        importers do; ``tools``, ``tool``, ``remove`` and ``deprecate`` are its everyday face.
+
+        Raises:
+            ValueError: the Runtime is closed.
+        """
+        self._check_open()
+        return self._registry
+
+    @property
+    def registrar(self) -> Registrar:
+        """What registers artifacts on this Runtime's engine (made on first need); see :attr:`registry`.
+
+        Raises:
+            ValueError: the Runtime is closed.
+        """
+        self._check_open()
+        return self._registrar
+
+    @property
     def live_instances(self) -> int:
         """Sandbox instances running right now (for metrics); 0 before the engine exists."""
         parts = self._wasm_parts
