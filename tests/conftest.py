@@ -50,15 +50,30 @@ _PREBUILD = pytest.StashKey["subprocess.Popen[bytes]"]()
 #: ``system`` (``make test-fast`` leaves them out). A test's fixture closure counts, so a fixture
 #: built on one of these (server_home, run_home, console, ...) carries the mark to its tests.
 SYSTEM_FIXTURES = frozenset(
-    {"build_guest", "build_example", "build_py", "build_js", "serve_app", "flaky_server", "pg_server"}
+    {"build_guest", "build_example", "build_py", "build_js", "cache_root", "serve_app", "flaky_server", "pg_server"}
 )
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark ``system`` every test that builds a guest or starts a server (through its fixtures)."""
+    """Mark ``system`` every test that builds a guest or starts a server (through its fixtures).
+
+    Under ``--dist loadgroup`` (``make test``), the tests of a module that has module-scoped
+    fixtures (a Ray cluster, a built toolchain) run in one worker, which sets them up once;
+    a test already in an ``xdist_group`` stays in it. The other tests are spread one by one.
+    """
     for item in items:
         if SYSTEM_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.system)
+        if item.get_closest_marker("xdist_group") is None and _has_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.path.relative_to(config.rootpath).as_posix()))
+
+
+def _has_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:  # a doctest
+        return False
+    return any(d.scope in ("module", "package", "class") for defs in info.name2fixturedefs.values() for d in defs)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -142,7 +157,7 @@ def build_js(cache_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Call
 
 
 @pytest.fixture(autouse=True)
-def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache_root: Path) -> Path:
+def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Path:
     """No GLOVEBOX_* variable leaks in; GLOVEBOX_HOME is a fresh tmp dir.
 
     GLOVEBOX_TOOLCHAINS points every test at one toolchain cache in pytest's cache
@@ -153,7 +168,7 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache_root: P
             monkeypatch.delenv(key)
     home = tmp_path / "home"
     monkeypatch.setenv("GLOVEBOX_HOME", str(home))
-    monkeypatch.setenv("GLOVEBOX_TOOLCHAINS", str(cache_root / "toolchains"))
+    monkeypatch.setenv("GLOVEBOX_TOOLCHAINS", str(default_cache_root(request.config) / "toolchains"))
     return home
 
 

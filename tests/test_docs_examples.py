@@ -146,6 +146,7 @@ def _run_example(name: str, *args: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.system  # builds and serves the example's tools
 def test_sensitive_data_example_approves_hides_the_secret_and_verifies_the_chain() -> None:
     out = _run_example("sensitive_data.py")
     assert "1. agent asks:      approval_required" in out
@@ -157,6 +158,7 @@ def test_sensitive_data_example_approves_hides_the_secret_and_verifies_the_chain
     assert "audit verify: ok=True rows=5" in out
 
 
+@pytest.mark.system  # builds the example's tool, starts processes
 def test_dense_sandboxes_example_serves_every_call_and_audits_each() -> None:
     out = _run_example("dense_sandboxes.py", "--calls", "300", "--processes", "2")
     assert "outcomes:  {'ok': 300}" in out
