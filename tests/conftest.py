@@ -59,13 +59,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Mark ``system`` every test that builds a guest or starts a server (through its fixtures).
 
     Under ``--dist loadgroup`` (``make test``), the tests of a module that has module-scoped
-    fixtures (a Ray cluster, a built toolchain) run in one worker, which sets them up once;
-    a test already in an ``xdist_group`` stays in it. The other tests are spread one by one.
+    fixtures (a Ray cluster, a built toolchain) run in one worker, which sets them up once, and
+    so do the tests of the session's PostgreSQL server; a test already in an ``xdist_group``
+    stays in it. The other tests are spread one by one.
     """
     for item in items:
-        if SYSTEM_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        fixtures = getattr(item, "fixturenames", ())
+        if SYSTEM_FIXTURES.intersection(fixtures):
             item.add_marker(pytest.mark.system)
-        if item.get_closest_marker("xdist_group") is None and _has_module_fixture(item):
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        if "pg_server" in fixtures:  # one PostgreSQL server for the session, not one per worker
+            item.add_marker(pytest.mark.xdist_group("postgres"))
+        elif _has_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.path.relative_to(config.rootpath).as_posix()))
 
 
