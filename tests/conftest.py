@@ -76,10 +76,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _has_module_fixture(item: pytest.Item) -> bool:
+    """Whether ``item`` uses a module-, package- or class-scoped fixture of this project's own.
+
+    Plugins' fixtures (``baseid`` empty: anyio's module-scoped ``anyio_backend``, a name) do not count.
+    """
     info = getattr(item, "_fixtureinfo", None)
-    if info is None:  # a doctest
+    if info is None:
         return False
-    return any(d.scope in ("module", "package", "class") for defs in info.name2fixturedefs.values() for d in defs)
+    return any(
+        d.baseid and d.scope in ("module", "package", "class") for defs in info.name2fixturedefs.values() for d in defs
+    )
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
