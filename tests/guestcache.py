@@ -150,13 +150,13 @@ def build_python_guest(src: Path, out_dir: Path, cache_root: Path) -> tuple[Path
 
 
 def prebuild_python(cache_root: str) -> None:
-    """Build the Python guests (conftest runs this in the background while other tests run)."""
-    out_dir = Path(tempfile.mkdtemp(prefix="glovebox-prebuild-"))
-    try:
-        for src in PYTHON_GUESTS:
-            build_python_guest(src, out_dir, Path(cache_root))
-    finally:
-        shutil.rmtree(out_dir, ignore_errors=True)
+    """Build the Python guests (conftest runs this in the background while other tests run).
+
+    The copies go to ``prebuilt`` in the cache (each written under its guest's lock): a build
+    killed at the session's end leaves nothing behind in the temporary directory.
+    """
+    for src in PYTHON_GUESTS:
+        build_python_guest(src, Path(cache_root) / "prebuilt", Path(cache_root))
 
 
 def c_sources() -> list[Path]:
