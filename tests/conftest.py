@@ -61,7 +61,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     Under ``--dist loadgroup`` (``make test``), the tests of a module that has module-scoped
     fixtures (a Ray cluster, a built toolchain) run in one worker, which sets them up once, and
     so do the tests of the session's PostgreSQL server; a test already in an ``xdist_group``
-    stays in it. The other tests are spread one by one.
+    stays in it. The other tests are spread one by one, the slow ones first.
     """
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
@@ -73,6 +73,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("postgres"))
         elif _has_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.path.relative_to(config.rootpath).as_posix()))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # Workers hand out tests in this order: the slow ones first, so none starts last and runs alone.
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def _has_module_fixture(item: pytest.Item) -> bool:

@@ -64,6 +64,7 @@ def test_no_other_language_claims_to_be_python_or_shell() -> None:
             )
 
 
+@pytest.mark.slow  # each page's commands, builds and servers: 10-50 s a page
 @pytest.mark.parametrize("path", _pages_with_blocks(), ids=lambda path: str(path.relative_to(ROOT)))
 def test_page_blocks_run(path: Path, tmp_path: Path, cache_root: Path) -> None:
     page = Page(tmp_path / "work", venv_bin(), cache=cache_root / "docs-xdg")
