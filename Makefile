@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test chromium lint docs docs-serve bench clean
+.PHONY: demo test test-fast prebuild chromium lint docs docs-serve bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,8 +35,23 @@ chromium:
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; \
 	else echo "apt-get not found: the console's browser tests will be skipped (no chromium)"; fi
 
-test: $(STAMP) $(MCP_TS_STAMP) chromium lint docs
-	$(BIN)/python -m pytest
+# The tests run in one process per core (pytest-xdist; PYTEST_WORKERS=0 runs them in this one);
+# tests that must not overlap share an xdist_group, which --dist loadgroup keeps on one worker.
+PYTEST_WORKERS ?= auto
+PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+
+# Every guest and toolchain the tests build (C guests, Python and JavaScript guests, QuickJS-NG,
+# the code runner), built once into pytest's cache before the tests start (tests/guestcache.py).
+prebuild: $(STAMP)
+	$(BIN)/python -m tests.guestcache .pytest_cache/d/glovebox
+
+# Everything: lint, the docs build, then every test (slow and system ones included).
+test: $(STAMP) $(MCP_TS_STAMP) chromium lint docs prebuild
+	$(PYTEST)
+
+# Unit tests only: no guest builds, no servers, nothing slow (tests/conftest.py marks `system`).
+test-fast: $(STAMP)
+	$(PYTEST) -m "not slow and not system"
 
 lint: $(STAMP)
 	$(BIN)/ruff check runtime tests bench

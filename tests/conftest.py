@@ -1,9 +1,14 @@
 """Shared fixtures: an isolated GLOVEBOX_HOME per test, and guests built from source.
 
-Python guests take seconds each to build (componentize-py) and to compile, so they
-are built once into pytest's cache directory (the caches are keyed by what went
-into them), and, when the session has tests that need them, a background process
-starts building them as soon as collection ends, while the other tests run.
+Guests are built once into pytest's cache directory, keyed by what went into them,
+and shared by every test process (see ``guestcache.py``; ``make test`` builds them
+all before the tests start). Python guests take seconds each to build
+(componentize-py) and to compile: when a session has tests that need them and
+they are not built yet, a background process starts building them as soon as
+collection ends, while the other tests run.
+
+Lanes: every test that builds a guest or starts a server is marked ``system``
+here (from its fixtures); ``make test-fast`` runs ``-m "not slow and not system"``.
 """
 
 from __future__ import annotations
@@ -28,10 +33,9 @@ import glovebox
 
 from . import flaky_api
 from .capabilities.test_http import in_thread as _in_thread
+from .guestcache import EXAMPLES, GUESTS, ROOT, build_python_guest, built_c, default_cache_root
 
-ROOT = Path(__file__).resolve().parents[1]
-GUESTS = ROOT / "tests" / "guests"
-EXAMPLES = ROOT / "guest" / "examples"
+__all__ = ["EXAMPLES", "GUESTS", "ROOT"]
 
 # C builds keep Zig's cache in the home they build for; the tests' homes are fresh
 # per test, so they share one warm cache instead (tests that check where it goes unset this).
@@ -40,48 +44,65 @@ os.environ.setdefault("ZIG_GLOBAL_CACHE_DIR", str(Path.home() / ".cache" / "zig"
 # Guest sources are built into components, never imported on the host.
 collect_ignore_glob = ["guests/*.py"]
 
-#: The Python guests the tests build, in the order the background process builds them.
-PYTHON_GUESTS = (EXAMPLES / "py-slugify" / "tool.py", GUESTS / "py_hostile.py", EXAMPLES / "py-fetch-json" / "tool.py")
 _PREBUILD = pytest.StashKey["subprocess.Popen[bytes]"]()
 
+#: Fixtures whose tests build guests from source or start servers: conftest marks those tests
+#: ``system`` (``make test-fast`` leaves them out). A test's fixture closure counts, so a fixture
+#: built on one of these (server_home, run_home, console, ...) carries the mark to its tests.
+SYSTEM_FIXTURES = frozenset(
+    {"build_guest", "build_example", "build_py", "build_js", "cache_root", "serve_app", "flaky_server", "pg_server"}
+)
 
-def build_python_guest(src: Path, out_dir: Path, cache_root: Path) -> tuple[Path, str, Path]:
-    """Build ``src`` (build cache under ``cache_root``) and precompile it; return (wasm, digest, compiled).
 
-    Python, JavaScript and TypeScript guests alike: their components take seconds to compile.
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``system`` every test that builds a guest or starts a server (through its fixtures).
+
+    Under ``--dist loadgroup`` (``make test``), the tests of a module that has module-scoped
+    fixtures (a Ray cluster, a built toolchain) run in one worker, which sets them up once, and
+    so do the tests of the session's PostgreSQL server; a test already in an ``xdist_group``
+    stays in it. The other tests are spread one by one, the slow ones first.
     """
-    from glovebox.engine._compile import precompile
-    from glovebox.engine._engine import get_engine
-
-    name = src.parent.name if src.stem == "tool" else src.stem
-    with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("GLOVEBOX_HOME", raising=False)
-        mp.setenv("XDG_CACHE_HOME", str(cache_root))
-        mp.setenv("GLOVEBOX_TOOLCHAINS", str(cache_root / "toolchains"))
-        out = glovebox.build(src, out_dir / f"{name}.wasm")
-    digest = "sha256:" + hashlib.sha256(out.read_bytes()).hexdigest()
-    engine = get_engine()
-    compiled = cache_root / "compiled" / f"{digest}-{engine.fingerprint}.cwasm"
-    if not compiled.is_file():
-        compiled.parent.mkdir(parents=True, exist_ok=True)
-        precompile(out, compiled, engine.settings, str(out))
-    return out, digest, compiled
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if SYSTEM_FIXTURES.intersection(fixtures):
+            item.add_marker(pytest.mark.system)
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        if "pg_server" in fixtures:  # one PostgreSQL server for the session, not one per worker
+            item.add_marker(pytest.mark.xdist_group("postgres"))
+        elif _has_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.path.relative_to(config.rootpath).as_posix()))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # Workers hand out tests in this order: the slow ones first, so none starts last and runs alone.
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
-def _prebuild_main(cache_root: str, out_dir: str) -> None:
-    for src in PYTHON_GUESTS:
-        build_python_guest(src, Path(out_dir), Path(cache_root))
+def _has_module_fixture(item: pytest.Item) -> bool:
+    """Whether ``item`` uses a module-, package- or class-scoped fixture of this project's own.
+
+    Plugins' fixtures (``baseid`` empty: anyio's module-scoped ``anyio_backend``, a name) do not count.
+    """
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(
+        d.baseid and d.scope in ("module", "package", "class") for defs in info.name2fixturedefs.values() for d in defs
+    )
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start building the Python guests in the background when a selected test needs them."""
+    """Start building the Python guests in the background when a selected test needs them.
+
+    Under pytest-xdist the first worker alone starts it; the others wait on its lock per guest.
+    """
     if not any("build_py" in getattr(item, "fixturenames", ()) for item in session.items):
         return
-    if session.config.cache is None:
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
         return
-    cache_root = session.config.cache.mkdir("glovebox")
-    code = "import runpy, sys; runpy.run_path(sys.argv[1])['_prebuild_main'](*sys.argv[2:])"
-    argv = [sys.executable, "-c", code, __file__, str(cache_root), str(cache_root / "prebuilt")]
+    cache = default_cache_root(session.config)
+    code = "import runpy, sys; runpy.run_path(sys.argv[1])['prebuild_python'](*sys.argv[2:])"
+    argv = [sys.executable, "-c", code, str(Path(__file__).with_name("guestcache.py")), str(cache)]
     session.config.stash[_PREBUILD] = subprocess.Popen(
         argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
@@ -100,19 +121,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 @pytest.fixture(scope="session")
 def cache_root(request: pytest.FixtureRequest) -> Path:
     """Build and compile caches that outlive the session (pytest's cache dir); keys make them safe."""
-    return Path(str(request.config.cache.mkdir("glovebox")))
+    return default_cache_root(request.config)
 
 
 @pytest.fixture(scope="session")
-def build_py(
-    request: pytest.FixtureRequest, cache_root: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Callable[[Path], Path]:
-    """Build a Python tool once per session and warm the engine's compiled-component cache."""
+def build_py(cache_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path], Path]:
+    """Build a Python tool once per session and warm the engine's compiled-component cache.
+
+    A guest the background build (``pytest_collection_finish``) is building meanwhile is
+    waited for: the build takes its lock first. Its failures do not matter: the build here
+    then fails and reports.
+    """
     from glovebox.engine._engine import get_engine
 
-    proc = request.config.stash.get(_PREBUILD, None)
-    if proc is not None:
-        proc.wait()  # its failures do not matter: the build below then fails and reports
     out_dir = tmp_path_factory.mktemp("pybuilt")
     built: dict[Path, Path] = {}
 
@@ -162,8 +183,7 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pyte
             monkeypatch.delenv(key)
     home = tmp_path / "home"
     monkeypatch.setenv("GLOVEBOX_HOME", str(home))
-    if request.config.cache is not None:
-        monkeypatch.setenv("GLOVEBOX_TOOLCHAINS", str(Path(request.config.cache.mkdir("glovebox")) / "toolchains"))
+    monkeypatch.setenv("GLOVEBOX_TOOLCHAINS", str(default_cache_root(request.config) / "toolchains"))
     return home
 
 
@@ -173,26 +193,26 @@ def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def build_guest(build_dir: Path) -> Callable[[str], Path]:
-    """Build ``tests/guests/<name>.c`` once per session; return the component path."""
+def build_guest(build_dir: Path, cache_root: Path) -> Callable[[str], Path]:
+    """Build ``tests/guests/<name>.c`` once (see ``guestcache.py``); return this session's copy."""
     built: dict[str, Path] = {}
 
     def _build(name: str) -> Path:
         if name not in built:
-            built[name] = glovebox.build(GUESTS / f"{name}.c", build_dir / "guests" / f"{name}.wasm")
+            built[name] = built_c(GUESTS / f"{name}.c", build_dir / "guests" / f"{name}.wasm", cache_root)
         return built[name]
 
     return _build
 
 
 @pytest.fixture(scope="session")
-def build_example(build_dir: Path) -> Callable[[str], Path]:
-    """Build ``guest/examples/<name>/tool.c`` once per session (manifest copied beside it)."""
+def build_example(build_dir: Path, cache_root: Path) -> Callable[[str], Path]:
+    """Build ``guest/examples/<name>/tool.c`` once (manifest copied beside it); return this session's copy."""
     built: dict[str, Path] = {}
 
     def _build(name: str) -> Path:
         if name not in built:
-            built[name] = glovebox.build(EXAMPLES / name / "tool.c", build_dir / "examples" / f"{name}.wasm")
+            built[name] = built_c(EXAMPLES / name / "tool.c", build_dir / "examples" / f"{name}.wasm", cache_root)
         return built[name]
 
     return _build

@@ -64,6 +64,7 @@ def test_no_other_language_claims_to_be_python_or_shell() -> None:
             )
 
 
+@pytest.mark.slow  # each page's commands, builds and servers: 10-50 s a page
 @pytest.mark.parametrize("path", _pages_with_blocks(), ids=lambda path: str(path.relative_to(ROOT)))
 def test_page_blocks_run(path: Path, tmp_path: Path, cache_root: Path) -> None:
     page = Page(tmp_path / "work", venv_bin(), cache=cache_root / "docs-xdg")
@@ -146,6 +147,7 @@ def _run_example(name: str, *args: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.system  # builds and serves the example's tools
 def test_sensitive_data_example_approves_hides_the_secret_and_verifies_the_chain() -> None:
     out = _run_example("sensitive_data.py")
     assert "1. agent asks:      approval_required" in out
@@ -157,6 +159,7 @@ def test_sensitive_data_example_approves_hides_the_secret_and_verifies_the_chain
     assert "audit verify: ok=True rows=5" in out
 
 
+@pytest.mark.system  # builds the example's tool, starts processes
 def test_dense_sandboxes_example_serves_every_call_and_audits_each() -> None:
     out = _run_example("dense_sandboxes.py", "--calls", "300", "--processes", "2")
     assert "outcomes:  {'ok': 300}" in out

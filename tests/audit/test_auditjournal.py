@@ -194,6 +194,7 @@ def test_writers_never_wait_for_the_chain_lock(tmp_path: Path) -> None:
     log.close()
 
 
+@pytest.mark.slow  # CLI processes beside a live writer
 def test_the_cli_in_another_process_sees_a_live_writers_unfolded_rows(tmp_path: Path) -> None:
     writer = glovebox.AuditLog(tmp_path)
     writer.append(record("before"))
@@ -392,6 +393,7 @@ def _spawn(home: Path, tag: str) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.slow  # writer processes racing
 def test_processes_with_threads_keep_one_chain(tmp_path: Path) -> None:
     children = [_spawn(tmp_path, tag) for tag in ("x", "y")]
     returned = []

@@ -105,6 +105,7 @@ def test_a_killed_fold_process_is_restarted_and_no_row_is_lost_or_doubled(tmp_pa
     assert verification.ok and verification.rows == 200, verification.problem
 
 
+@pytest.mark.slow  # fold processes killed and restarted
 def test_a_fold_process_killed_mid_fold_loses_and_doubles_nothing(tmp_path: Path) -> None:
     log = glovebox.AuditLog(tmp_path)
     log.append(record("start"))  # the first append asks for a folder

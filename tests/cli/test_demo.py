@@ -1,10 +1,13 @@
 """`glovebox demo` builds the examples and every scenario ends as it says it will."""
 
+import pytest
 from click.testing import CliRunner
 
 from glovebox.cli._main import cli
 
 
+@pytest.mark.slow  # builds and runs every example
+@pytest.mark.system
 def test_demo_runs_every_scenario() -> None:
     result = CliRunner().invoke(cli, ["demo"])
     assert result.exit_code == 0, result.output

@@ -78,6 +78,7 @@ def test_a_bad_policy_creates_nothing_in_a_new_home(tmp_path: Path) -> None:
     assert not home.exists()
 
 
+@pytest.mark.slow  # a cold Zig cache: its libc is built again on every run
 def test_c_build_keeps_zig_cache_in_the_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A cold Zig cache: this build takes tens of seconds, and writes nothing to ~/.cache/zig."""
     pytest.importorskip("ziglang")
@@ -450,6 +451,7 @@ def _run_printed(command: str) -> Result:
     return invoke(*argv[1:], input=stdin)
 
 
+@pytest.mark.system  # builds each scaffold
 @pytest.mark.parametrize(
     ("lang", "source"),
     [("c", "tool.c"), pytest.param("python", "tool.py", marks=pytest.mark.slow), ("ts", "tool.ts")],
@@ -527,6 +529,7 @@ def _on_a_terminal(*args: str, cwd: Path) -> tuple[int, str, str]:
     return code, stdout, seen.decode()
 
 
+@pytest.mark.system  # a real C build
 def test_a_build_on_a_terminal_says_what_it_is_doing(tmp_path: Path) -> None:
     pytest.importorskip("ziglang")
     assert invoke("new", "chatty", "--dir", str(tmp_path)).exit_code == 0
@@ -575,6 +578,7 @@ def test_gc_on_a_terminal_says_what_it_checks_and_removes(tmp_path: Path) -> Non
     assert piped.stderr == "" and piped.stdout.endswith("1 leftover file(s) removed\n"), "nothing on a pipe"
 
 
+@pytest.mark.system  # builds the HTTP-operation guest
 def test_an_import_on_a_terminal_says_what_it_is_doing(tmp_path: Path) -> None:
     pytest.importorskip("ziglang")
     spec = Path(__file__).parents[1] / "fixtures" / "petstore.yaml"

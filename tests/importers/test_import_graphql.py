@@ -183,6 +183,7 @@ def _nested_inputs(count: int) -> str:
     return "\n".join([*types, f"input I{count} {{ x: Int }}", "type Query { f(a: I0): Int }", ""])
 
 
+@pytest.mark.slow  # a 3000-deep schema parsed
 def test_3000_nested_input_types_are_invalid_spec_naming_the_argument(
     runtime: glovebox.Runtime, tmp_path: Path
 ) -> None:

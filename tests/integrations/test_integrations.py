@@ -553,6 +553,7 @@ def test_a_tool_cannot_forge_the_hosts_line_in_any_framework(forger: glovebox.Ru
 # --- the worked examples -----------------------------------------------------------------
 
 
+@pytest.mark.slow  # each framework's whole agent loop
 @pytest.mark.parametrize("framework", ["langchain", "llama_index", "openai_agents", "pydantic_ai"])
 def test_worked_example_runs_offline(framework: str, tmp_path: Path) -> None:
     script = ROOT / "examples" / f"{framework}_agent.py"

@@ -218,6 +218,7 @@ def _request_in_process(home: str, digest: str, barrier: Barrier, ids: Queue[str
     store.close()
 
 
+@pytest.mark.slow  # processes started and raced
 def test_identical_requests_from_processes_share_one_pending_id(tmp_path: Path) -> None:
     ApprovalStore(tmp_path).close()
     ctx = multiprocessing.get_context("forkserver")

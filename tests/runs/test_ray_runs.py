@@ -27,7 +27,8 @@ from .test_deadline import check_cut_short, short_deadline  # noqa: E402
 from .test_mcp_code_backends import http_client, keyed, text_envelope  # noqa: E402
 from .test_runs import THREE_STEPS  # noqa: E402
 
-pytestmark = pytest.mark.slow
+# One Ray cluster at a time on the machine: the Ray tests share one pytest-xdist worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 
 @pytest.fixture(scope="module")

@@ -127,6 +127,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # 2000 calls in flight
 def test_2000_calls_in_flight_under_a_low_file_limit(
     _isolated_env: Path, build_guest: Callable[[str], Path], barrier: int
 ) -> None:

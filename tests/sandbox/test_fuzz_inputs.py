@@ -67,6 +67,7 @@ def write(path: Path, text: str) -> Path:
 # -- manifests -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # hypothesis: seconds of generated inputs
 @FUZZ
 @given(data=json_values | manifest_like)
 def test_any_decoded_manifest_parses_or_is_invalid(data: Any) -> None:
@@ -76,6 +77,7 @@ def test_any_decoded_manifest_parses_or_is_invalid(data: Any) -> None:
         pass
 
 
+@pytest.mark.slow  # hypothesis: seconds of generated inputs
 @FUZZ
 @given(data=st.data())
 def test_mutated_manifest_text_loads_or_is_invalid(tmp_path: Path, data: st.DataObject) -> None:
@@ -89,6 +91,7 @@ def test_mutated_manifest_text_loads_or_is_invalid(tmp_path: Path, data: st.Data
 # -- policies ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # hypothesis: seconds of generated inputs
 @FUZZ
 @given(data=st.data())
 def test_mutated_policy_text_parses_or_is_invalid(data: st.DataObject) -> None:
@@ -102,6 +105,7 @@ def test_mutated_policy_text_parses_or_is_invalid(data: st.DataObject) -> None:
 # -- grants --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # hypothesis: seconds of generated inputs
 @FUZZ
 @given(data=grants_like | st.dictionaries(st.text(max_size=8), json_values, max_size=4))
 def test_any_grants_dict_loads_or_is_invalid(data: dict[str, Any]) -> None:
@@ -111,6 +115,7 @@ def test_any_grants_dict_loads_or_is_invalid(data: dict[str, Any]) -> None:
         pass
 
 
+@pytest.mark.slow  # hypothesis: seconds of generated inputs
 @FUZZ
 @given(data=grants_like, suffix=st.sampled_from([".json", ".toml"]), fuzz=st.data())
 def test_mutated_grants_files_load_or_are_invalid(tmp_path: Path, data: Any, suffix: str, fuzz: st.DataObject) -> None:

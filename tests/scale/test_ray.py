@@ -39,6 +39,10 @@ from ..capabilities.test_http import QuietHandler  # noqa: E402
 from ..conftest import _free_port  # noqa: E402
 from .held import Held, holding  # noqa: E402
 
+# A Ray cluster starts for these (seconds), and one at a time on the machine: the Ray tests
+# share one pytest-xdist worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
+
 BuildGuest = Callable[[str], Path]
 VOLATILE = {"call_id", "duration_ms", "worker_pid", "replica"}
 SCHEMA = {"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}

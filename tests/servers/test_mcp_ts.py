@@ -226,6 +226,7 @@ def test_a_client_without_a_key_is_told_to_send_one(
         assert "X-API-Key: KEY" in oauth["error"]["message"]
 
 
+@pytest.mark.system  # needs the TypeScript SDK make test installs
 def test_the_suite_runs_the_pinned_sdk() -> None:
     pinned = json.loads((MCP_TS / "package.json").read_text())["dependencies"]["@modelcontextprotocol/sdk"]
     assert sdk_version() == pinned

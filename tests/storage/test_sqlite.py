@@ -24,6 +24,7 @@ def _open_home(home: str, barrier: Barrier) -> None:
     glovebox.Runtime(home=home).close()
 
 
+@pytest.mark.slow  # processes racing to open one home
 def test_many_processes_open_a_fresh_home_at_once(tmp_path: Path) -> None:
     home = tmp_path / "fresh"
     ctx = multiprocessing.get_context("forkserver")

@@ -191,6 +191,7 @@ def test_the_same_source_builds_the_same_bytes(tmp_path: Path, build_js: BuildJs
         assert runtime.call("stamp", {}).output == [0, 0]
 
 
+@pytest.mark.system  # a real JavaScript build
 @pytest.mark.parametrize(
     ("name", "source", "message"),
     [
@@ -220,6 +221,7 @@ def test_compile_errors_are_shown_with_file_and_line(tmp_path: Path, name: str, 
     assert not (tmp_path / "tool.wasm").exists()
 
 
+@pytest.mark.system  # a real JavaScript build
 @pytest.mark.parametrize(
     ("source", "message"),
     [
@@ -240,6 +242,7 @@ def test_a_top_level_that_fails_at_build_time_is_a_build_error(tmp_path: Path, s
         glovebox.build(src, tmp_path / "tool.wasm")
 
 
+@pytest.mark.system  # a real JavaScript build
 def test_top_level_http_fails_the_build(tmp_path: Path) -> None:
     src = tmp_path / "tool.js"
     src.write_text('import { http } from "glovebox";\nhttp.get("https://example.com/");\nexport default () => 1;\n')
@@ -284,6 +287,7 @@ def test_error_envelopes_reveal_no_host_path(hostile: Callable[..., glovebox.Cal
         assert str(ROOT) not in text and "glovebox-jsbuild" not in text
 
 
+@pytest.mark.system  # a real JavaScript build
 def test_a_top_level_await_runs_at_build_time_and_calls_start_from_its_result(
     _isolated_env: Path, tmp_path: Path
 ) -> None:

@@ -58,6 +58,7 @@ def built(tmp_path: Path, name: str, source: str, manifest: str | None = None) -
     return out, generated
 
 
+@pytest.mark.system  # a real JavaScript build
 def test_a_typescript_tools_input_schema_comes_from_its_parameter_type(_isolated_env: Path, tmp_path: Path) -> None:
     out, manifest = built(tmp_path, "tool.ts", TS_TOOL)
     assert manifest["input_schema"] == {
@@ -84,6 +85,7 @@ def test_a_typescript_tools_input_schema_comes_from_its_parameter_type(_isolated
     assert extra.error is not None and extra.error.code == "invalid_input"
 
 
+@pytest.mark.system  # a real JavaScript build
 def test_a_javascript_tools_input_schema_comes_from_its_jsdoc(_isolated_env: Path, tmp_path: Path) -> None:
     out, manifest = built(tmp_path, "greet.js", JSDOC_TOOL)
     assert manifest["input_schema"] == {
@@ -100,6 +102,7 @@ def test_a_javascript_tools_input_schema_comes_from_its_jsdoc(_isolated_env: Pat
     assert refused.error is not None and refused.error.code == "invalid_input"
 
 
+@pytest.mark.system  # a real JavaScript build
 @pytest.mark.parametrize(
     ("source", "message"),
     [
@@ -120,12 +123,14 @@ def test_an_input_type_json_cannot_carry_is_a_build_error_naming_the_line(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.system  # a real JavaScript build
 def test_a_schema_in_the_manifest_wins_and_the_types_are_not_read(_isolated_env: Path, tmp_path: Path) -> None:
     manifest = 'name = "when"\n[input_schema]\ntype = "object"\n'
     out, generated = built(tmp_path, "tool.ts", "export default (input: { when: Date }) => 1;\n", manifest)
     assert generated["input_schema"] == {"type": "object"}
 
 
+@pytest.mark.system  # a real JavaScript build
 def test_an_untyped_tool_accepts_any_input_and_registering_it_warns(_isolated_env: Path, tmp_path: Path) -> None:
     out, generated = built(tmp_path, "tool.js", "export default (input) => input;\n")
     assert "input_schema" not in generated
@@ -135,6 +140,7 @@ def test_an_untyped_tool_accepts_any_input_and_registering_it_warns(_isolated_en
         assert rt.call("tool", [1, "two"]).output == [1, "two"]
 
 
+@pytest.mark.system  # a real JavaScript build
 def test_tool_ts_built_from_its_own_directory_is_named_after_it(
     _isolated_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
