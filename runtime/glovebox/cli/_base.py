@@ -37,7 +37,16 @@ from ..core._settings import check_home, home_dir, log_format
 from ..runtime._runtime import Runtime
 from ..telemetry._calllog import JsonFormatter
 
-__all__ = ["CliError", "GloveboxGroup", "dump", "home_of", "log_config", "open_runtime", "progress_of"]
+__all__ = [
+    "CliError",
+    "GloveboxGroup",
+    "accept_global_options",
+    "dump",
+    "home_of",
+    "log_config",
+    "open_runtime",
+    "progress_of",
+]
 
 logger = logging.getLogger("glovebox")
 #: Where the root group leaves the command's log format (``text`` or ``json``) in ``ctx.meta``.
@@ -151,6 +160,41 @@ def _logging(verbose: bool, fmt: str = "text") -> Iterator[None]:
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
+
+
+#: The root options a person may also write after the subcommand (``glovebox serve --policy p.yaml``).
+GLOBAL_OPTIONS = ("home", "policy")
+
+
+def accept_global_options(root: click.Group) -> None:
+    """Let every command under ``root`` take ``--home`` and ``--policy`` after its name too.
+
+    Each gets a hidden copy of the root option that sets the root's value, so the
+    command reads it where it reads the root's (``open_runtime``, ``home_of``). A
+    command with an option of the same name of its own (``policy explain --policy``)
+    keeps it.
+    """
+    originals = {param.name: param for param in root.params if param.name in GLOBAL_OPTIONS}
+    for command in _descendants(root):
+        taken = {name for param in command.params for name in getattr(param, "opts", ())}
+        for name, original in originals.items():
+            if f"--{name}" not in taken:
+                command.params.append(_copy_of(name, original))
+
+
+def _descendants(group: click.Group) -> Iterator[click.Command]:
+    for command in group.commands.values():
+        yield command
+        if isinstance(command, click.Group):
+            yield from _descendants(command)
+
+
+def _copy_of(name: str, original: click.Parameter) -> click.Option:
+    def to_root(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
+        if value is not None:
+            ctx.find_root().params[name] = value
+
+    return click.Option([f"--{name}"], type=original.type, expose_value=False, hidden=True, callback=to_root)
 
 
 def _exit(ctx: click.Context, line: str, code: int) -> NoReturn:

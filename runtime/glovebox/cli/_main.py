@@ -27,7 +27,7 @@ from ..runtime._runtime import Runtime
 from ..toolchains._build import build as build_tool
 from ..toolchains._build import sdk_dir
 from ..toolchains._scaffold import LANGUAGES, scaffold
-from ._base import GloveboxGroup, dump, home_of, open_runtime, progress_of
+from ._base import GloveboxGroup, accept_global_options, dump, home_of, open_runtime, progress_of
 from ._breaker import breaker, describe_breaker
 from ._import import import_group
 from ._policy import approvals, approve, audit, policy
@@ -361,6 +361,7 @@ cli.add_command(import_group)
 cli.add_command(sql)
 cli.add_command(run)
 cli.add_command(runs)
+accept_global_options(cli)
 
 
 def main() -> None:
