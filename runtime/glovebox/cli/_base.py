@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -41,6 +42,7 @@ __all__ = [
     "CliError",
     "GloveboxGroup",
     "accept_global_options",
+    "again",
     "dump",
     "home_of",
     "log_config",
@@ -143,7 +145,13 @@ def _warnings() -> Iterator[None]:
 
 @contextmanager
 def _logging(verbose: bool, fmt: str = "text") -> Iterator[None]:
-    """Route the ``glovebox`` logger for one command: to stderr with ``verbose`` or as JSON lines, else nowhere."""
+    """Route the command's log records: to stderr with ``verbose`` or as JSON lines, else nowhere.
+
+    The handler sits on the root logger, so a library's records (sqlglot's "falling back to
+    parsing as a Command", httpx's) follow the same rule as the host's: without ``-v`` (or
+    ``--log-format json``) nothing reaches stderr, not even through Python's last-resort
+    handler; with it, the ``glovebox`` logger speaks from INFO up, the others from WARNING.
+    """
     handler: logging.Handler
     loud = verbose or fmt == "json"
     if loud:
@@ -151,14 +159,15 @@ def _logging(verbose: bool, fmt: str = "text") -> Iterator[None]:
         handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
     else:
         handler = logging.NullHandler()
+    root = logging.getLogger()
     level = logger.level
-    logger.addHandler(handler)
+    root.addHandler(handler)
     if loud:
         logger.setLevel(logging.INFO)
     try:
         yield
     finally:
-        logger.removeHandler(handler)
+        root.removeHandler(handler)
         logger.setLevel(level)
 
 
@@ -209,6 +218,14 @@ def _root_param(ctx: click.Context, key: str) -> Any:
 def home_of(ctx: click.Context) -> Path:
     """The home the command works on: ``--home``, else the settings' default (refused when it is a file)."""
     return check_home(home_dir(_root_param(ctx, "home")))
+
+
+def again(ctx: click.Context, *words: str) -> str:
+    """A ``glovebox`` command line a person can run as printed: ``words`` after the ``--home``
+    and ``--policy`` this command was given (the environment's are theirs already)."""
+    given = [(f"--{name}", _root_param(ctx, name)) for name in GLOBAL_OPTIONS]
+    options = [part for option, value in given if value is not None for part in (option, str(value))]
+    return shlex.join(["glovebox", *options, *words])
 
 
 def open_runtime(ctx: click.Context, policy: str | None = None, **options: Any) -> Runtime:
