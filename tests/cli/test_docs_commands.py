@@ -87,6 +87,51 @@ def parse_only(argv: list[str]) -> click.Context:
 DOCUMENTED = documented_commands()
 
 
+def documented_spans() -> list[tuple[str, list[str]]]:
+    """(page, argv) for every ``glovebox ...`` code span in prose that is a command line, not a name.
+
+    Usage notation (``[--opt X]``, ``a|b``, ``...``) is the CLI reference's, checked by tests/test_docs.py;
+    a span of command names alone (`glovebox approve`) names a command. A placeholder in capitals
+    (``ID``, ``--principal P``, ``FILE.ts``) becomes a value of its shape.
+    """
+    found = []
+    for path in _readme_and_pages():
+        text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.DOTALL)
+        for span in re.findall(r"(?<!`)`(glovebox [^`]+)`(?!`)", text):
+            span = " ".join(span.split())
+            if re.search(r"[\[|…]|\.\.\.", span):
+                continue
+            argv = [_placeholder_value(word) for word in shlex.split(span)[1:]]
+            if _names_only(argv):
+                continue
+            found.append((str(path.relative_to(ROOT)), argv))
+    return found
+
+
+def _placeholder_value(word: str) -> str:
+    """``N`` is a number, ``D``/``DIR``/``*_HOME`` a folder, any other capitals a file (made empty)."""
+    match = re.fullmatch(r"[A-Z][A-Z_]*(\.\w+)?", word)
+    if match is None:
+        return word
+    if word == "N":
+        return "2"
+    if word in {"D", "DIR"} or word.endswith("HOME"):
+        return "a-folder"
+    return f"placeholder{match[1] or '.txt'}"
+
+
+def _names_only(argv: list[str]) -> bool:
+    command: click.Command = cli
+    for word in argv:
+        if not isinstance(command, click.Group) or word not in command.commands:
+            return False
+        command = command.commands[word]
+    return True
+
+
+SPANS = documented_spans()
+
+
 def test_the_docs_print_command_lines_to_check() -> None:
     assert len(DOCUMENTED) >= 60
     assert any(argv[:1] == ["serve"] for _, argv in DOCUMENTED)
@@ -105,6 +150,13 @@ def test_every_documented_command_line_parses(
         parse_only(argv)
     except click.UsageError as error:
         pytest.fail(f"{where}: `glovebox {shlex.join(argv)}` is refused: {error.format_message()}")
+
+
+@pytest.mark.parametrize(("where", "argv"), SPANS, ids=[f"{w} {' '.join(a)[:40]}" for w, a in SPANS])
+def test_every_command_line_in_prose_parses(
+    where: str, argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    test_every_documented_command_line_parses(where, argv, tmp_path, monkeypatch)
 
 
 def test_a_wrong_option_fails_the_parse() -> None:
