@@ -11,7 +11,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	@# Until 2026-12 the distribution was named glovebox (a stranger's name on PyPI): an
 	@# older .venv still holds it, and two distributions would then own the glovebox command.
-	$(BIN)/pip uninstall --quiet --yes glovebox 2>/dev/null || true
+	@# Only when it is there: this is the former name, not the package glovebox-runtime.
+	@if $(BIN)/pip show --quiet glovebox >/dev/null 2>&1; then echo "removing the former distribution glovebox"; $(BIN)/pip uninstall --quiet --yes glovebox; fi
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 

@@ -16,7 +16,8 @@ What a block is, by its fence and the HTML comment on the line before it:
   of a block are killed.
 - ```` ```python ````: written to a file and run with the venv's Python; it must
   exit 0. When the next block is a ```` ```text ```` block marked
-  ``<!-- output -->``, that is what it must print (``…`` as above).
+  ``<!-- output -->``, that is what it must print (``…`` as above), and it
+  must print nothing on stderr (a warning the page does not show).
 - ``<!-- file: PATH -->`` before any block: its text is written to ``PATH`` in the
   work directory first (a tool's source, a manifest, a policy).
 - ``<!-- illustrative: REASON -->``: not run. The reason is required.
@@ -218,6 +219,7 @@ class Page:
             shown = expected.text
             message = f"{block.where}: printed:\n{proc.stdout}\nthe page shows:\n{shown}"
             assert output_matches(lines, proc.stdout), message
+            assert proc.stderr == "", f"{block.where}: printed on stderr what the page does not show:\n{proc.stderr}"
 
     def run(self, blocks: list[Block], *, setup: bool = False) -> int:
         """Run ``blocks`` in order; answer how many ran."""

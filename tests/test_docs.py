@@ -241,6 +241,8 @@ def test_every_cli_option_is_in_its_commands_row_and_every_documented_option_exi
         names = {name for option in options for name in (*option.opts, *option.secondary_opts)}
         assert spelled <= names, f"`glovebox {path}` documents options it lacks: {sorted(spelled - names)}"
         for option in options:
+            if option.hidden and option.name in {"home", "policy"}:
+                continue  # the global option, accepted after the command too: documented once, as global
             given = {*option.opts, *option.secondary_opts}
             assert given & spelled, f"`glovebox {path}`'s row lacks {'/'.join(sorted(given))}"
 
@@ -325,3 +327,22 @@ def test_every_public_name_has_an_entry_on_the_api_page() -> None:
     entries = set(re.findall(r"^::: glovebox\.(\w+)$", page("python-api"), re.MULTILINE))
     assert entries >= set(glovebox.__all__) - {"__version__"}
     assert entries - set(glovebox.__all__) == set(), "the API page names something outside glovebox.__all__"
+
+
+# -- pages read on a code host -------------------------------------------------------
+
+
+def test_a_page_that_includes_a_file_links_to_it_for_a_code_host() -> None:
+    """A code host shows an include line as it is: the page must say where its text is."""
+    including = []
+    for path in sorted((ROOT / "docs").rglob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        for included in re.findall(r'^--8<-- "([^":]+)(?::[\w-]+)?"$', text, re.MULTILINE):
+            including.append(path)
+            target = Path(included).name
+            # A root-relative link: a code host resolves it from the repository's root, and mkdocs
+            # leaves it as it is (a ../ link out of docs/ fails its strict build).
+            assert re.search(rf"\]\(/{re.escape(target)}(#[\w-]+)?\)", text), (
+                f"{path.relative_to(ROOT)} includes {included} without a link to it"
+            )
+    assert ROOT / "docs" / "getting-started.md" in including

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -376,3 +377,15 @@ def write_manifest(name: str) -> Path:
     path = Path(os.environ["GLOVEBOX_HOME"]).parent / f"{name}.manifest.json"
     path.write_text(json.dumps({"name": name}))
     return path
+
+
+def test_call_repeat_prints_the_last_envelope_and_the_warm_figure(build_guest: Callable[[str], Path]) -> None:
+    assert invoke("register", str(build_guest("echo"))).exit_code == 0
+    result = invoke("call", "echo", "--input", '{"n": 1}', "--repeat", "3")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["output"] == {"n": 1}  # one envelope: the last call's
+    assert re.fullmatch(r"3 calls: first \d+\.\d{3} ms; warm \(the other 2\) p50 \d+\.\d{3} ms, min \d+\.\d{3} ms\n",
+                        result.stderr)  # fmt: skip
+    rows = invoke("audit", "tail", "-n", "10", "--json").stdout.splitlines()
+    assert len(rows) == 3
+    assert invoke("call", "echo", "--repeat", "0").exit_code == 2

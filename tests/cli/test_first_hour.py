@@ -616,8 +616,9 @@ def test_approvals_list_shows_a_page_and_says_how_to_see_the_next(tmp_path: Path
         store.close()
     first = invoke("--home", str(home), "approvals", "list", "--limit", "2")
     assert first.exit_code == 0 and [line.split()[0] for line in first.stdout.splitlines()[1:]] == made[:2]
-    assert first.stderr == "more are waiting: glovebox approvals list --offset 2\n"
-    rest = invoke("--home", str(home), "approvals", "list", "--limit", "2", "--offset", "2")
+    hint = f"glovebox --home {home} approvals list --limit 2 --offset 2"
+    assert first.stderr == f"more are waiting: {hint}\n"
+    rest = invoke(*shlex.split(hint)[1:])  # the hint runs as printed
     assert [line.split()[0] for line in rest.stdout.splitlines()[1:]] == made[2:] and rest.stderr == ""
     past = invoke("--home", str(home), "approvals", "list", "--offset", "3")
     assert past.stdout == "no pending approval requests from offset 3\n"

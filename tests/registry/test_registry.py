@@ -42,6 +42,26 @@ def test_versions_resolve_newest_and_exact(runtime: glovebox.Runtime, build_gues
         runtime.tool("tool@2.0.0")
 
 
+def test_an_older_version_warns_which_version_a_bare_name_resolves_to(
+    runtime: glovebox.Runtime, build_guest: BuildGuest
+) -> None:
+    described = {"description": "echo", "input_schema": {"type": "object", "properties": {"q": {"type": "integer"}}}}
+    runtime.register(build_guest("echo"), manifest(version="1.0.0", **described))
+    with pytest.warns(glovebox.ManifestWarning) as caught:
+        runtime.register(build_guest("echo"), manifest(version="0.0.0", **described))
+    assert [str(w.message) for w in caught] == [
+        "tool@0.0.0 is older than tool@1.0.0, which a bare 'tool' still resolves to: call tool@0.0.0 by its "
+        "version, or give this tool a name of its own or a higher version"
+    ]
+    assert runtime.tool("tool").version == "1.0.0"
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", glovebox.ManifestWarning)
+        runtime.register(build_guest("echo"), manifest(version="2.0.0", **described))  # newer: no word
+        runtime.register(build_guest("echo"), manifest(name="other", version="0.0.1", **described))
+
+
 def test_pre_releases_order_by_semver_precedence(runtime: glovebox.Runtime, build_guest: BuildGuest) -> None:
     # semver.org item 11: numeric identifiers compare as numbers, build metadata is not precedence.
     for version in ("1.0.0-alpha.2", "1.0.0-alpha.10", "1.0.0-alpha.beta", "1.0.0-rc.1", "0.9.0+build-9"):
@@ -472,6 +492,45 @@ def test_a_call_racing_a_removal_answers_tool_not_found(tmp_path: Path, build_gu
             assert result.meta["tool"] == "t" and result.meta["version"] == "1.0.0"
             [record] = caller.audit.tail(1)
             assert record["outcome"] == "tool_not_found"
+
+
+def test_a_call_finding_the_blob_set_aside_by_an_uncommitted_removal_answers_tool_not_found(
+    tmp_path: Path, build_guest: BuildGuest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A removal moves the blob aside before it commits: a call reading the index meanwhile still sees
+    the row, and must wait for the removal to end instead of calling the missing blob tampering."""
+    import threading
+
+    from glovebox.registry import _registry
+
+    home = tmp_path / "h"
+    aside, go = threading.Event(), threading.Event()
+    set_aside = _registry._set_aside
+
+    def set_aside_and_pause(paths: list[Path], moved: list[tuple[Path, Path]]) -> None:
+        set_aside(paths, moved)
+        aside.set()
+        go.wait(5)  # the removal's transaction stays open until the call asks under the write lock
+
+    with glovebox.Runtime(home=home) as owner:
+        info = owner.register(build_guest("echo"), manifest("t"))
+        get_engine().forget(info.digest)  # as a process that never loaded it
+        with glovebox.Runtime(home=home) as caller:
+            settled = caller._registry.references_settled
+
+            def ask_and_let_the_removal_go_on(digest: str) -> bool:
+                go.set()
+                return settled(digest)
+
+            caller._registry.references_settled = ask_and_let_the_removal_go_on  # type: ignore[method-assign]
+            monkeypatch.setattr(_registry, "_set_aside", set_aside_and_pause)
+            remover = threading.Thread(target=owner.remove, args=("t",), kwargs={"all_versions": True})
+            remover.start()
+            assert aside.wait(5)
+            result = caller.call("t", {})
+            remover.join(10)
+            assert result.code == "tool_not_found", result.to_dict()
+            assert not owner._registry.blob_path(info.digest).exists()
 
 
 def test_a_call_racing_a_removal_during_a_rebuild_answers_tool_not_found(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -37,7 +38,17 @@ from ..core._settings import check_home, home_dir, log_format
 from ..runtime._runtime import Runtime
 from ..telemetry._calllog import JsonFormatter
 
-__all__ = ["CliError", "GloveboxGroup", "dump", "home_of", "log_config", "open_runtime", "progress_of"]
+__all__ = [
+    "CliError",
+    "GloveboxGroup",
+    "accept_global_options",
+    "again",
+    "dump",
+    "home_of",
+    "log_config",
+    "open_runtime",
+    "progress_of",
+]
 
 logger = logging.getLogger("glovebox")
 #: Where the root group leaves the command's log format (``text`` or ``json``) in ``ctx.meta``.
@@ -134,7 +145,13 @@ def _warnings() -> Iterator[None]:
 
 @contextmanager
 def _logging(verbose: bool, fmt: str = "text") -> Iterator[None]:
-    """Route the ``glovebox`` logger for one command: to stderr with ``verbose`` or as JSON lines, else nowhere."""
+    """Route the command's log records: to stderr with ``verbose`` or as JSON lines, else nowhere.
+
+    The handler sits on the root logger, so a library's records (sqlglot's "falling back to
+    parsing as a Command", httpx's) follow the same rule as the host's: without ``-v`` (or
+    ``--log-format json``) nothing reaches stderr, not even through Python's last-resort
+    handler; with it, the ``glovebox`` logger speaks from INFO up, the others from WARNING.
+    """
     handler: logging.Handler
     loud = verbose or fmt == "json"
     if loud:
@@ -142,15 +159,51 @@ def _logging(verbose: bool, fmt: str = "text") -> Iterator[None]:
         handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
     else:
         handler = logging.NullHandler()
+    root = logging.getLogger()
     level = logger.level
-    logger.addHandler(handler)
+    root.addHandler(handler)
     if loud:
         logger.setLevel(logging.INFO)
     try:
         yield
     finally:
-        logger.removeHandler(handler)
+        root.removeHandler(handler)
         logger.setLevel(level)
+
+
+#: The root options a person may also write after the subcommand (``glovebox serve --policy p.yaml``).
+GLOBAL_OPTIONS = ("home", "policy")
+
+
+def accept_global_options(root: click.Group) -> None:
+    """Let every command under ``root`` take ``--home`` and ``--policy`` after its name too.
+
+    Each gets a hidden copy of the root option that sets the root's value, so the
+    command reads it where it reads the root's (``open_runtime``, ``home_of``). A
+    command with an option of the same name of its own (``policy explain --policy``)
+    keeps it.
+    """
+    originals = {param.name: param for param in root.params if param.name in GLOBAL_OPTIONS}
+    for command in _descendants(root):
+        taken = {name for param in command.params for name in getattr(param, "opts", ())}
+        for name, original in originals.items():
+            if f"--{name}" not in taken:
+                command.params.append(_copy_of(name, original))
+
+
+def _descendants(group: click.Group) -> Iterator[click.Command]:
+    for command in group.commands.values():
+        yield command
+        if isinstance(command, click.Group):
+            yield from _descendants(command)
+
+
+def _copy_of(name: str, original: click.Parameter) -> click.Option:
+    def to_root(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
+        if value is not None:
+            ctx.find_root().params[name] = value
+
+    return click.Option([f"--{name}"], type=original.type, expose_value=False, hidden=True, callback=to_root)
 
 
 def _exit(ctx: click.Context, line: str, code: int) -> NoReturn:
@@ -165,6 +218,14 @@ def _root_param(ctx: click.Context, key: str) -> Any:
 def home_of(ctx: click.Context) -> Path:
     """The home the command works on: ``--home``, else the settings' default (refused when it is a file)."""
     return check_home(home_dir(_root_param(ctx, "home")))
+
+
+def again(ctx: click.Context, *words: str) -> str:
+    """A ``glovebox`` command line a person can run as printed: ``words`` after the ``--home``
+    and ``--policy`` this command was given (the environment's are theirs already)."""
+    given = [(f"--{name}", _root_param(ctx, name)) for name in GLOBAL_OPTIONS]
+    options = [part for option, value in given if value is not None for part in (option, str(value))]
+    return shlex.join(["glovebox", *options, *words])
 
 
 def open_runtime(ctx: click.Context, policy: str | None = None, **options: Any) -> Runtime:

@@ -49,6 +49,28 @@ SCENARIOS = (
 )
 
 
+#: What the demo's SQL part needs beyond the build extra.
+SQL_EXTRA = "pip install 'glovebox-runtime[sql]'"
+
+
+def _has_sql() -> bool:
+    """Whether the sql extra (sqlglot) is installed: the demo needs only the build extra, and shows SQL with it."""
+    try:
+        import sqlglot  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _show_sql(sql_table: list[tuple[Scenario, CallResult]], intact: bool) -> None:
+    click.secho("\nAn agent on a SQLite database (each statement judged on the host, then by SQLite):\n", bold=True)
+    click.echo(_table(sql_table))
+    for scenario, result in sql_table:
+        if result.error is not None:
+            click.echo(f"  {scenario.title}: {result.code}: {result.error.message}")
+    click.echo(f"  the table is {'intact' if intact else 'NOT intact'}")
+
+
 def _policy_file() -> Path:
     sdk = sdk_dir()
     for candidate in (sdk / "policies", sdk.parent / "policies"):
@@ -155,7 +177,7 @@ def run_demo(home: Path | None = None) -> int:
                 click.echo(f"  {info.name}@{info.version}  {info.digest[:23]}…  {info.description}")
             rows = [(s, rt.call(s.tool, s.input, principal="demo")) for s in SCENARIOS]
         policy_rows = _policy_scenarios(home)
-        sql_rows, intact = sql_scenarios(home, Path(tmp))
+        sql_rows, intact = sql_scenarios(home, Path(tmp)) if _has_sql() else ([], True)
     click.secho("\nEach call ran in a fresh, isolated instance:\n", bold=True)
     click.echo(_table(rows))
     for index, (scenario, result) in enumerate(rows, 1):
@@ -167,12 +189,10 @@ def run_demo(home: Path | None = None) -> int:
     click.secho(f"\nThe same tools under {_policy_file().name} (who may call what):\n", bold=True)
     click.echo(_table(policy_rows))
     sql_table = [(Scenario(title, tool, value, expect), result) for title, tool, value, expect, result in sql_rows]
-    click.secho("\nAn agent on a SQLite database (each statement judged on the host, then by SQLite):\n", bold=True)
-    click.echo(_table(sql_table))
-    for scenario, result in sql_table:
-        if result.error is not None:
-            click.echo(f"  {scenario.title}: {result.code}: {result.error.message}")
-    click.echo(f"  the table is {'intact' if intact else 'NOT intact'}")
+    if sql_table:
+        _show_sql(sql_table, intact)
+    else:
+        click.secho(f"\nThe SQL part is left out: it needs the sql extra ({SQL_EXTRA}).", bold=True)
     failed = [s.title for s, r in rows + policy_rows + sql_table if _outcome(r) != s.expect]
     if not intact:
         failed.append("the table is intact")

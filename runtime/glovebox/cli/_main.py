@@ -27,7 +27,7 @@ from ..runtime._runtime import Runtime
 from ..toolchains._build import build as build_tool
 from ..toolchains._build import sdk_dir
 from ..toolchains._scaffold import LANGUAGES, scaffold
-from ._base import GloveboxGroup, dump, home_of, open_runtime, progress_of
+from ._base import GloveboxGroup, accept_global_options, dump, home_of, open_runtime, progress_of
 from ._breaker import breaker, describe_breaker
 from ._import import import_group
 from ._policy import approvals, approve, audit, policy
@@ -320,9 +320,21 @@ def _check_needs_no_input(rt: Runtime, name: str) -> None:
     help="The input as JSON text ('-' reads stdin; default: {} for a tool whose input schema requires nothing).",
 )
 @click.option("--principal", help="Who is calling (default: anonymous).")
+@click.option(
+    "--repeat",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 100_000),
+    help="Make the call N times in this one process; print the last envelope, and the first and warm "
+    "duration_ms on stderr (a single CLI call is a cold process).",
+)
 @click.pass_context
-def call(ctx: click.Context, name: str, raw_input: str | None, principal: str | None) -> None:
-    """Call tool NAME (or NAME@VERSION); print the result envelope (exit 1 when the call failed)."""
+def call(ctx: click.Context, name: str, raw_input: str | None, principal: str | None, repeat: int) -> None:
+    """Call tool NAME (or NAME@VERSION); print the result envelope (exit 1 when the call failed).
+
+    Its duration_ms is that of a cold process (the component loaded, the caches
+    empty); --repeat N shows what the same call costs warm.
+    """
     try:
         value = _parse_input(raw_input) if raw_input is not None else {}
     except click.BadParameter as exc:
@@ -331,9 +343,23 @@ def call(ctx: click.Context, name: str, raw_input: str | None, principal: str | 
     with open_runtime(ctx) as rt:
         if raw_input is None:
             _check_needs_no_input(rt, name)
-        result = rt.call(name, value, principal=principal)
+        durations = []
+        for _ in range(repeat):
+            result = rt.call(name, value, principal=principal)
+            durations.append(float(result.meta.get("duration_ms", 0.0)))
     click.echo(dump(result.to_dict()))
+    if repeat > 1:
+        click.echo(_timings(durations), err=True)
     sys.exit(0 if result.ok else 1)
+
+
+def _timings(durations: list[float]) -> str:
+    """``N calls: first X ms; warm (the other N-1) p50 Y ms, min Z ms`` from each call's duration_ms."""
+    warm = sorted(durations[1:])
+    return (
+        f"{len(durations)} calls: first {durations[0]:.3f} ms; warm (the other {len(warm)}) "
+        f"p50 {warm[len(warm) // 2]:.3f} ms, min {warm[0]:.3f} ms"
+    )
 
 
 @cli.command()
@@ -361,6 +387,7 @@ cli.add_command(import_group)
 cli.add_command(sql)
 cli.add_command(run)
 cli.add_command(runs)
+accept_global_options(cli)
 
 
 def main() -> None:

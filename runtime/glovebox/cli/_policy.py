@@ -15,12 +15,14 @@ from ..guards import BreakerState
 from ..policy import Approval, dead_entries, iso_time, load_policy, policy_schema
 from ..policy._guards import Guards
 from ..runtime._runtime import Runtime
-from ._base import dump, home_of, open_runtime
+from ._base import again, dump, home_of, open_runtime
 from ._breaker import describe_breaker
 
 __all__ = ["approvals", "approve", "audit", "policy"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: Approval requests ``approvals list`` shows at once unless ``--limit`` says otherwise.
+DEFAULT_PAGE = 100
 
 
 @click.group()
@@ -120,12 +122,14 @@ def approve(ctx: click.Context, approval_id: str, principal: str) -> None:
 
 @click.group()
 def approvals() -> None:
-    """List and deny approval requests (approve one with `glovebox approve`)."""
+    """List and deny approval requests (approve one with `glovebox approve ID --principal P`)."""
 
 
 @approvals.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (Unix times, each with an ISO 8601 twin).")
-@click.option("--limit", default=100, show_default=True, type=click.IntRange(1), help="Requests shown at most.")
+@click.option(
+    "--limit", default=DEFAULT_PAGE, show_default=True, type=click.IntRange(1), help="Requests shown at most."
+)
 @click.option("--offset", default=0, show_default=True, type=click.IntRange(0), help="Requests skipped first.")
 @click.pass_context
 def approvals_list(ctx: click.Context, as_json: bool, limit: int, offset: int) -> None:
@@ -141,7 +145,9 @@ def approvals_list(ctx: click.Context, as_json: bool, limit: int, offset: int) -
         return
     click.echo(_approval_table(pending))
     if more:
-        click.echo(f"more are waiting: glovebox approvals list --offset {offset + limit}", err=True)
+        page = ["--limit", str(limit)] if limit != DEFAULT_PAGE else []
+        next_page = again(ctx, "approvals", "list", *page, "--offset", str(offset + limit))
+        click.echo(f"more are waiting: {next_page}", err=True)
 
 
 def _approval_table(pending: list[Approval]) -> str:
@@ -252,7 +258,7 @@ def tail(
 )
 @click.pass_context
 def verify(ctx: click.Context, anchor: str | None) -> None:
-    """Check the audit log's hash chain (not a tool's signature: that is `glovebox verify`).
+    """Check the audit log's hash chain (not a tool's signature: that is `glovebox verify TOOL.wasm`).
 
     Exit 1 naming the first changed, inserted or deleted row.
     """

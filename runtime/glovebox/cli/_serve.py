@@ -262,7 +262,7 @@ def mcp(
 ) -> None:
     """Serve the tools as an MCP server (stdio, or streamable HTTP at /mcp); both need a policy.
 
-    Give --home and --policy before the command (glovebox --home DIR --policy FILE mcp):
+    Give --home and --policy on the command line (glovebox --home DIR --policy FILE mcp):
     an MCP client passes a server it spawns only a few variables, not GLOVEBOX_*.
     """
     _require("mcp", "starlette", "uvicorn")

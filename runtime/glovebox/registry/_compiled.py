@@ -13,7 +13,9 @@ keeps as ``<hex>.wasm``) is never compiled.
 A call that resolved a tool just before another process removed it runs the
 component if this process already holds it, and otherwise answers
 ``tool_not_found``: a missing artifact is ``internal_error`` only while a
-registered tool still refers to it.
+registered tool still refers to it, read under the index's write lock (a
+removal moves the files aside before it commits, so a plain read could still
+see the row of a blob already gone).
 """
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ class CompiledCache:
         except (ToolNotFound, InternalError):
             raise
         except Exception as exc:
-            if self.registry.references(digest):
+            if self.registry.references_settled(digest):
                 raise
             raise _removed(digest) from exc
 
@@ -119,15 +121,14 @@ class CompiledCache:
 
     def _verify_blob(self, digest: str) -> None:
         blob = self.registry.blob_path(digest)
-        try:
-            intact = file_digest(blob) == digest
-        except OSError:
-            intact = False
-        if intact:
-            _check_wasm(blob, digest)
+        if _intact(blob, digest):
             return
-        if not self.registry.references(digest):
+        # Missing or changed. A removal in another process moves the blob aside before it
+        # commits, so the index still names it: ask again once no write is half done.
+        if not self.registry.references_settled(digest):
             raise _removed(digest)
+        if _intact(blob, digest):  # put back by a removal that failed, or registered again
+            return
         logger.error("artifact %s is missing or changed on disk; refusing to run it", digest)
         raise InternalError("the tool's artifact failed verification; it will not run")
 
@@ -171,6 +172,17 @@ class CompiledCache:
                 staged.unlink(missing_ok=True)
         if not adopted:
             raise _removed(digest)
+
+
+def _intact(blob: Path, digest: str) -> bool:
+    """Whether ``blob`` holds the artifact ``digest`` (False when it is missing); raises when it is not wasm."""
+    try:
+        if file_digest(blob) != digest:
+            return False
+        _check_wasm(blob, digest)
+    except OSError:  # missing, or removed while it was read
+        return False
+    return True
 
 
 def _check_wasm(blob: Path, digest: str) -> None:

@@ -39,7 +39,7 @@ from ..model._result import ToolInfo
 from ..sandbox._sandbox import Sandbox
 from ..sandbox._validate import MAX_ARTIFACT_BYTES, check_component, check_header
 from ._compiled import CompiledCache
-from ._registry import Registry
+from ._registry import Registry, version_key
 
 __all__ = ["ManifestSource", "Registrar", "resolve_manifest"]
 
@@ -71,9 +71,20 @@ class Registrar:
         check_header(data, str(path))
         resolved = resolve_manifest(path, manifest)
         info = self._register(path, data, [resolved], signature, None)[0]
-        for warning in manifest_warnings(resolved):
+        for warning in [*manifest_warnings(resolved), *self._shadowed(info)]:
             warnings.warn(warning, ManifestWarning, stacklevel=3)
         return info
+
+    def _shadowed(self, info: ToolInfo) -> list[str]:
+        """A warning when a bare ``info.name`` does not resolve to what was just registered."""
+        current = self._registry.resolve(info.name)
+        if version_key(info.version) >= version_key(current.version):
+            return []
+        return [
+            f"{info.name}@{info.version} is older than {current.name}@{current.version}, which a bare "
+            f"{info.name!r} still resolves to: call {info.name}@{info.version} by its version, "
+            "or give this tool a name of its own or a higher version"
+        ]
 
     def register_many(
         self,

@@ -312,6 +312,16 @@ class Registry:
         """Whether any registered tool version uses the artifact ``digest`` (read fresh)."""
         return bool(self._rows("SELECT 1 FROM tools WHERE digest = ? LIMIT 1", (digest,)))
 
+    def references_settled(self, digest: str) -> bool:
+        """``references``, read under the write lock: once no removal or registration is half done.
+
+        A removal moves an artifact's files aside before its transaction commits (and
+        puts them back before it lets go of the lock when it fails), so a reader that
+        finds a blob missing asks here: the answer and the files on disk then agree.
+        """
+        with self._database.write() as db:
+            return bool(db.execute("SELECT 1 FROM tools WHERE digest = ? LIMIT 1", (digest,)).fetchone())
+
     def entries(
         self, pattern: str | None = None, *, include_deprecated: bool = True, signed: bool | None = None
     ) -> list[ToolInfo]:
@@ -398,8 +408,8 @@ class Registry:
         after, and put back if it fails.
         """
         moved: list[tuple[Path, Path]] = []
-        try:
-            with self._write() as db:
+        with self._write() as db:
+            try:
                 removed = self._versions(ref)
                 for info in removed:
                     db.execute("DELETE FROM tools WHERE name = ? AND version = ?", (info.name, info.version))
@@ -408,10 +418,10 @@ class Registry:
                         db.execute("DELETE FROM compiled WHERE digest = ?", (digest,))
                         stored = [self.blob_path(digest), self._descriptor_target(digest)]
                         _set_aside([*stored, *self._compiled_files(digest)], moved)
-        except BaseException:
-            for original, aside in moved:
-                os.replace(aside, original)
-            raise
+            except BaseException:
+                for original, aside in moved:  # back in place before the write lock is let go
+                    os.replace(aside, original)
+                raise
         for _, aside in moved:
             aside.unlink(missing_ok=True)
         return removed

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import threading
 import time
 from collections.abc import Callable
@@ -220,7 +221,7 @@ class PolicyGate:
         raise ApprovalRequired(
             f"calling {tool} needs approval (request {request.id}, until {iso_time(request.expires_at)}): "
             f"a principal with the {trace.policy.approvals.approver_scope!r} scope runs "
-            f"`{self.approve_command(request.id)}` (or `glovebox approvals deny {request.id} --reason TEXT`)",
+            f"`{self.approve_command(request.id)}` (or `{self.deny_command(request.id)}`)",
             details={
                 "approval_id": request.id,
                 "expires_at": request.expires_at,
@@ -257,8 +258,14 @@ class PolicyGate:
 
     def approve_command(self, approval_id: str) -> str:
         """The command an operator runs to approve ``approval_id`` under this policy."""
-        policy = f"--policy {self.path}" if self.path is not None else "--policy POLICY"
-        return f"glovebox {policy} approve {approval_id} --principal APPROVER"
+        return f"glovebox {self._policy_option()} approve {approval_id} --principal APPROVER"
+
+    def deny_command(self, approval_id: str) -> str:
+        """The command an operator runs to deny ``approval_id`` under this policy."""
+        return f"glovebox {self._policy_option()} approvals deny {approval_id} --reason TEXT --principal APPROVER"
+
+    def _policy_option(self) -> str:
+        return f"--policy {shlex.quote(str(self.path))}" if self.path is not None else "--policy POLICY"
 
     def _check_approver(self, principal: str) -> None:
         policy = self.current()

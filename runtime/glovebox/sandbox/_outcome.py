@@ -175,7 +175,8 @@ def _blame(error: CallError, end: Ending) -> CallError:
         request = end.approval
         return ApprovalRequired(
             f"a {request['kind']} statement on the database {request['database']!r} needs approval: ask a "
-            f"principal with the approver scope to run `glovebox approve {request['approval_id']}`, then call again",
+            "principal with the approver scope to run "
+            f"`glovebox --policy POLICY approve {request['approval_id']} --principal APPROVER`, then call again",
             details={**request, **guest},
         )
     if end.denials:

@@ -43,7 +43,7 @@ def check_header(data: bytes, source: str) -> None:
         raise InvalidArtifact(f"{source} is not a WebAssembly file (no \\0asm magic number)")
     if data[4:8] == _CORE_VERSION:
         raise InvalidArtifact(
-            f"{source} is a core wasm module, not a component: build it with `glovebox build`, "
+            f"{source} is a core wasm module, not a component: build it with `glovebox build SRC -o OUT.wasm`, "
             "or wrap it with `wasm-tools component new`"
         )
     if data[4:8] != _COMPONENT_LAYER:
