@@ -540,16 +540,6 @@ def test_a_build_on_a_terminal_says_what_it_is_doing(tmp_path: Path) -> None:
     assert quiet == (0, "chatty/tool.wasm\n", "")
 
 
-def test_a_first_c_build_says_it_takes_a_while(tmp_path: Path) -> None:
-    from glovebox.toolchains._build import _zig_step
-
-    cold = _zig_step(Path("tool.c"), tmp_path / "zig")
-    assert cold.endswith("Zig builds its WebAssembly libc first, about 30 s (later builds take a second)")
-    (tmp_path / "zig").mkdir()
-    (tmp_path / "zig" / "h").mkdir()
-    assert _zig_step(Path("tool.c"), tmp_path / "zig") == "zig cc: compiling tool.c"
-
-
 def _steps(terminal: str) -> list[str]:
     return [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in terminal.splitlines() if line.strip()]
 
