@@ -93,7 +93,7 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 def test_the_graph_sees_lazy_and_relative_imports() -> None:
     graph = import_graph()
-    assert "glovebox.toolchains._pybuild" in graph["glovebox.toolchains._build"]  # imported inside build()
+    assert "glovebox.toolchains._pybuild" in graph["glovebox.toolchains._python"]  # imported inside build()
     assert "glovebox.core._errors" in graph["glovebox.policy._loader"]  # from .._errors
 
 

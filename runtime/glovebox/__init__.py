@@ -54,6 +54,7 @@ from .runtime._backend import CallBackend
 from .runtime._runtime import Runtime
 from .scale._factory import open_backend
 from .scale._procpool import ProcessPool
+from .toolchains._base import BuildContext, Toolchain
 from .toolchains._build import build
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "ApprovalRequired",
     "AuditLog",
     "AuditVerification",
+    "BuildContext",
     "BuildError",
     "CallBackend",
     "CallError",
@@ -113,6 +115,7 @@ __all__ = [
     "SqlRule",
     "ToolInfo",
     "ToolNotFound",
+    "Toolchain",
     "UpstreamError",
     "WideningRefused",
     "build",

@@ -473,7 +473,8 @@ def test_new_scaffolds_a_tool_that_builds_registers_and_answers(
         "glovebox call greet-me --input - < greet-me/input.json",
     ]
     built, registered, called = (_run_printed(command) for command in commands)
-    assert (built.exit_code, built.stderr) == (0, ""), built.stderr
+    assert built.exit_code == 0, built.stderr
+    assert all(line.startswith("glovebox: ") for line in built.stderr.splitlines()), built.stderr  # slow steps only
     assert (registered.exit_code, registered.stderr) == (0, ""), "no warnings: it has a description and a schema"
     assert registered.stdout.startswith("registered greet-me@0.1.0 sha256:")
     assert called.exit_code == 0, called.stdout
@@ -541,16 +542,6 @@ def test_a_build_on_a_terminal_says_what_it_is_doing(tmp_path: Path) -> None:
     assert re.fullmatch(r"\.\.\. built chatty/tool\.wasm in \d+\.\d s", steps[2]), terminal
     quiet = _on_a_terminal("-q", "build", "chatty/tool.c", cwd=tmp_path)
     assert quiet == (0, "chatty/tool.wasm\n", "")
-
-
-def test_a_first_c_build_says_it_takes_a_while(tmp_path: Path) -> None:
-    from glovebox.toolchains._build import _zig_step
-
-    cold = _zig_step(Path("tool.c"), tmp_path / "zig")
-    assert cold.endswith("Zig builds its WebAssembly libc first, about 30 s (later builds take a second)")
-    (tmp_path / "zig").mkdir()
-    (tmp_path / "zig" / "h").mkdir()
-    assert _zig_step(Path("tool.c"), tmp_path / "zig") == "zig cc: compiling tool.c"
 
 
 def _steps(terminal: str) -> list[str]:

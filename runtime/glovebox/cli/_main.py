@@ -64,19 +64,34 @@ def cli(home: str | None, policy: str | None, verbose: bool, quiet: bool, log_fo
     type=click.Path(dir_okay=False),
     help="Where to write the .wasm component (default: SRC with .wasm for its suffix: tool.c makes tool.wasm).",
 )
+@click.option(
+    "--overwrite-manifest",
+    is_flag=True,
+    help="Replace OUT-STEM.glovebox.toml even when glovebox did not write it (by default the build refuses).",
+)
 @click.pass_context
-def build(ctx: click.Context, src: str, out: str | None) -> None:
+def build(ctx: click.Context, src: str, out: str | None, overwrite_manifest: bool) -> None:
     """Build a tool from C, Python, JavaScript or TypeScript source into a component; print its path.
 
-    A glovebox.toml beside SRC that is this tool's is copied beside the output
-    as OUT-STEM.glovebox.toml. Caches (Zig's, Python builds') live in the home.
+    The manifest goes beside the output as OUT-STEM.glovebox.toml (generated, or
+    for C the glovebox.toml beside SRC when it is this tool's), never over a file
+    glovebox did not write. Caches (Zig's, Python builds') live in the home. A step
+    that takes a while says so on stderr, terminal or not (-q: not at all).
     """
     started = time.monotonic()
     progress = progress_of(ctx)
-    built = build_tool(src, out, home=ctx.find_root().params.get("home"), progress=progress)
-    if progress is not None:
+    if ctx.find_root().params.get("quiet"):
+        progress = _silent
+    built = build_tool(
+        src, out, home=ctx.find_root().params.get("home"), progress=progress, overwrite_manifest=overwrite_manifest
+    )
+    if progress is not None and progress is not _silent:
         progress(f"built {built} in {time.monotonic() - started:.1f} s")
     click.echo(str(built))
+
+
+def _silent(line: str) -> None:
+    """Where ``-q`` sends a build's steps: nowhere."""
 
 
 @cli.command()

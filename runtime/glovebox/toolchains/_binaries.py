@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..core._errors import BuildError
 
-__all__ = ["BUILD_HINT", "deliver", "find_tool", "read_source", "require_module", "run_tool", "tool_env"]
+__all__ = ["BUILD_HINT", "find_tool", "read_source", "require_module", "run_tool", "tool_env"]
 
 BUILD_HINT = "building tools needs the 'build' extra: pip install 'glovebox-runtime[build]'"
 
@@ -82,11 +82,3 @@ def read_source(src: Path) -> str:
         return src.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise BuildError(f"{src}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-
-
-def deliver(cached: Path, out: Path, manifest_toml: str) -> Path:
-    """Copy a cached component to ``out`` and write its manifest beside it as ``<stem>.glovebox.toml``."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(cached, out)
-    out.with_name(out.stem + ".glovebox.toml").write_text(manifest_toml, encoding="utf-8")
-    return out

@@ -12,8 +12,8 @@
    world plus the WASI wall clock and random numbers.
 
 The component is cached by the digest of the bundle, the engine and the WIT, so
-rebuilding unchanged source costs the bundling only. ``<OUT stem>.glovebox.toml``
-is written beside the output: a ``glovebox.toml`` beside the source (as for C),
+rebuilding unchanged source costs the bundling only. The manifest written beside
+the output (``js_manifest``): a ``glovebox.toml`` beside the source (as for C),
 with the limits JavaScript needs filled in where it says nothing, and, when it
 gives no ``input_schema``, the schema of the default export's parameter type
 (TypeScript or JSDoc, read by the TypeScript checker: ``_jstypes``).
@@ -33,13 +33,14 @@ import wasmtime
 
 from ..core._errors import BuildError
 from ..model._manifest import MIB, parse_manifest
-from ._binaries import BUILD_HINT, deliver, find_tool, read_source, run_tool
+from ._base import BuildContext, Progress
+from ._binaries import BUILD_HINT, find_tool, read_source, run_tool
 from ._jstoolchain import esbuild_binary, js_engine
 from ._jstypes import input_types
 from ._pybuild import dump_toml
 from ._snapshot import initialise, rewrite
 
-__all__ = ["JS_LIMITS", "build_js"]
+__all__ = ["JS_LIMITS", "build_js", "js_manifest"]
 
 #: Limits for JavaScript tools unless their manifest says otherwise: the engine
 #: starts with ~1.5 MiB of memory, and interpreted code burns ~10 G fuel per CPU
@@ -56,23 +57,32 @@ _NO_NODE = (
 _DROPPED_EXPORTS = frozenset({"_initialize", "gb_init", "gb_init_runner"})
 
 
-def build_js(src: Path, out: Path, sdk: Path, cache_dir: Path) -> Path:
-    """Build the JavaScript or TypeScript tool ``src`` into ``out`` and write its manifest beside it."""
+def js_manifest(src: Path, sdk: Path, cache_dir: Path, progress: Progress | None = None) -> str:
+    """The manifest TOML of the JavaScript or TypeScript tool ``src`` (esbuild's errors first, verbatim)."""
     read_source(src)
-    bundle = _bundle(src, sdk)  # esbuild's errors (syntax, imports) come first, verbatim
-    manifest = _manifest(src, sdk, cache_dir)
-    engine = js_engine(sdk)
+    _bundle(src, sdk, progress)
+    return dump_toml(_manifest(src, sdk, cache_dir))
+
+
+def build_js(src: Path, out: Path, context: BuildContext) -> None:
+    """Build the JavaScript or TypeScript tool ``src`` into ``out``, from the cache when the bundle is unchanged."""
+    sdk = context.sdk
+    bundle = _bundle(src, sdk, context.progress)
+    engine = js_engine(sdk, progress=context.progress)
     wit = [*sorted((sdk / "wit").glob("*.wit")), *sorted((sdk / "js" / "wit").rglob("*.wit"))]
     key = _cache_key(engine.key, bundle, wit)
-    cached = cache_dir / f"js-{key}.wasm"
+    cached = context.cache_dir / f"js-{key}.wasm"
     if not cached.is_file():
+        context.step(f"QuickJS-NG: running the top level of {src.name} and making the component")
         _componentize(src, bundle, sdk, engine.wasm, engine.module, cached)
-    return deliver(cached, out, dump_toml(manifest))
+    else:
+        context.step(f"{src.name} is unchanged since its last build: from the cache in {context.cache_dir}")
+    shutil.copyfile(cached, out)
 
 
-def _bundle(src: Path, sdk: Path) -> str:
+def _bundle(src: Path, sdk: Path, progress: Progress | None = None) -> str:
     """The tool and its imports as one ES module (the engine evaluates it as a module: top-level ``await`` works)."""
-    esbuild = esbuild_binary(sdk)
+    esbuild = esbuild_binary(sdk, progress)
     helper = sdk / "js" / "glovebox.js"
     argv = [str(esbuild), src.name, *_ESBUILD_FLAGS, f"--alias:glovebox={helper}"]
     with tempfile.TemporaryDirectory(prefix="glovebox-jsbuild-") as tmp:

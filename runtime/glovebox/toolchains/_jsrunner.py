@@ -21,6 +21,7 @@ import subprocess
 from pathlib import Path
 
 from ..core._errors import BuildError
+from ._base import ONCE, Progress, announce
 from ._binaries import tool_env
 from ._jsbuild import _bundle, _cache_key, _componentize
 from ._jstoolchain import _locked, esbuild_binary, js_engine
@@ -36,11 +37,11 @@ _TRANSFORM_FLAGS = (
 TRANSPILE_TIMEOUT_S = 60
 
 
-def runner_component(sdk: Path, cache_dir: Path) -> Path:
-    """The code runner's component (built on first need, then cached by content)."""
+def runner_component(sdk: Path, cache_dir: Path, progress: Progress | None = None) -> Path:
+    """The code runner's component (built on first need, then cached by content; told before it starts)."""
     src = sdk / "js" / "runner.js"
-    engine = js_engine(sdk, runner=True)
-    bundle = _bundle(src, sdk)
+    engine = js_engine(sdk, runner=True, progress=progress)
+    bundle = _bundle(src, sdk, progress)
     run_wit = sdk / "js" / "runner.wit"
     wit = [*sorted((sdk / "wit").glob("*.wit")), *sorted((sdk / "js" / "wit").rglob("*.wit")), run_wit]
     key = _cache_key(engine.key + "\0runner", bundle, wit)
@@ -48,6 +49,7 @@ def runner_component(sdk: Path, cache_dir: Path) -> Path:
     if not cached.is_file():
         with _locked(cache_dir):
             if not cached.is_file():
+                announce(f"building the code runner of code mode into {cache_dir}, {ONCE}", progress, slow=True)
                 _componentize(
                     src, bundle, sdk, engine.wasm, engine.module, cached,
                     init="gb_init_runner", world="code-runner", extra_wit=(run_wit,),

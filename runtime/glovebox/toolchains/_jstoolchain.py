@@ -42,6 +42,7 @@ import wasmtime
 
 from ..core._errors import BuildError
 from ..core._settings import toolchain_cache_dir
+from ._base import ONCE, Progress, announce
 from ._binaries import require_module, run_tool, tool_env
 
 __all__ = ["ESBUILD_HINT", "QUICKJS_NG", "STACK_BYTES", "JsEngine", "esbuild_binary", "js_engine", "typescript_dir"]
@@ -80,11 +81,12 @@ class JsEngine:
         return module
 
 
-def js_engine(sdk: Path, *, runner: bool = False) -> JsEngine:
+def js_engine(sdk: Path, *, runner: bool = False, progress: Progress | None = None) -> JsEngine:
     """The QuickJS-NG engine linked with the glue in ``sdk/js``, built on first use.
 
     With ``runner``, the code runner's engine: the same objects, the glue compiled
     with ``GB_CODE_RUNNER`` (it imports the run's ``host-call``, see ``runner.wit``).
+    Compiling QuickJS-NG, once, is told before it starts (:func:`~._base.announce`).
     """
     require_module("ziglang")
     root = toolchain_cache_dir()
@@ -98,16 +100,17 @@ def js_engine(sdk: Path, *, runner: bool = False) -> JsEngine:
         return JsEngine(wasm, key)
     with _locked(root):
         if not wasm.is_file():
-            objects = _objects(root, objects_key, unit)
+            objects = _objects(root, objects_key, unit, progress)
             _link(sdk, objects, wasm, defines)
     return JsEngine(wasm, key)
 
 
-def _objects(root: Path, key: str, unit: Path) -> list[Path]:
+def _objects(root: Path, key: str, unit: Path, progress: Progress | None) -> list[Path]:
     out = root / f"quickjs-ng-objects-{key}"
     objects = [out / f"{name}.o" for name in _UNITS]
     if all(path.is_file() for path in objects):
         return objects
+    announce(f"QuickJS-NG: compiling the JavaScript engine into {root}, {ONCE}", progress, slow=True)
     src = _quickjs_sources(root)
     with tempfile.TemporaryDirectory(prefix="glovebox-quickjs-", dir=root) as tmp:
         staged = Path(tmp)
@@ -182,8 +185,9 @@ def _quickjs_sources(root: Path) -> Path:
     return src
 
 
-def esbuild_binary(sdk: Path) -> Path:
-    """esbuild, installed by ``npm ci`` from ``sdk/js/package-lock.json`` into the toolchain cache once."""
+def esbuild_binary(sdk: Path, progress: Progress | None = None) -> Path:
+    """esbuild, installed by ``npm ci`` from ``sdk/js/package-lock.json`` into the toolchain cache once
+    (told before it starts: :func:`~._base.announce`)."""
     lock = sdk / "js" / "package-lock.json"
     root = toolchain_cache_dir()
     prefix = root / f"esbuild-{_digest([], [sdk / 'js' / 'package.json', lock])}"
@@ -197,6 +201,7 @@ def esbuild_binary(sdk: Path) -> Path:
         found = _find_esbuild(prefix)
         if found is not None:
             return found
+        announce(f"npm ci: installing esbuild and TypeScript into {root}, {ONCE}", progress, slow=True)
         with tempfile.TemporaryDirectory(prefix="glovebox-npm-", dir=root) as tmp:
             staged = Path(tmp) / "esbuild"
             staged.mkdir()
