@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ...core._errors import InvalidOutput
 from ...core._jsonlimits import JsonRejected, escape_surrogates
 from ...core._jsonlimits import loads as loads_json
-from ...model._result import CallResult, ToolInfo
+from ...model._result import CallResult
 from ...telemetry._tracing import step
 from .._call import Call
 from ..executors._base import Executors
@@ -30,15 +28,15 @@ class Execute:
         assert state is not None and state.info is not None
         info = state.info
         text = state.output_text = self._executors.for_kind(info.kind).execute(call)
-        return CallResult(ok=True, output=self._decode(info, text, call.tracer), meta=state.meta)
-
-    def _decode(self, info: ToolInfo, text: str, tracer: Any) -> Any:
         try:
             output = loads_json(text)
         except JsonRejected as exc:
             details = {**exc.details, "excerpt": escape_surrogates(text[:200])}
             raise InvalidOutput(f"the tool's output {exc}", details=details) from exc
         if info.output_schema is not True:
-            with step(tracer, "glovebox.validate", "output"):
+            if call.tracer is None:
                 self._schemas.get(info, "output").validate(output)
-        return output
+            else:
+                with step(call.tracer, "glovebox.validate", "output"):
+                    self._schemas.get(info, "output").validate(output)
+        return CallResult(ok=True, output=output, meta=state.meta)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...model._grants import Grants
 from ...model._result import CallResult
+from ...policy import Decision
 from ...telemetry import _tracing
 from ...telemetry._tracing import step
-from .._call import Call, Handler
+from .._call import Call, CallState, Handler
 from .._gate import PolicyGate
+from .._retry import Attempts as Tries
 
 __all__ = ["Policy"]
 
@@ -29,13 +33,13 @@ class Policy(Handler):
         assert state is not None and state.info is not None and tries is not None
         trace, meta = state.trace, state.meta
         try:
-            with step(call.tracer, "glovebox.policy") as span:
+            if call.tracer is None:
                 try:
                     decision = self._gate.admit(trace, state.info, meta["principal"])
                 finally:
                     tries.note(trace.guards)  # known even when a quota refused the call
-                if span is not None:
-                    span.set_attribute("glovebox.policy.decision", decision.action)
+            else:
+                decision = self._traced(call.tracer, state, tries)
             state.decision = tries.begin(decision, meta)
             state.grants = decision.grants if self._default is None else self._default
             return next(call)
@@ -43,3 +47,15 @@ class Policy(Handler):
             self._gate.settle(trace, meta["fuel_used"])
             if call.tracer is not None and trace.decision is not None:
                 _tracing.note_decision(trace.decision)
+
+    def _traced(self, tracer: Any, state: CallState, tries: Tries) -> Decision:
+        """The decision, in its ``glovebox.policy`` span."""
+        assert state.info is not None
+        with step(tracer, "glovebox.policy") as span:
+            try:
+                decision = self._gate.admit(state.trace, state.info, state.meta["principal"])
+            finally:
+                tries.note(state.trace.guards)
+            if span is not None:
+                span.set_attribute("glovebox.policy.decision", decision.action)
+        return decision

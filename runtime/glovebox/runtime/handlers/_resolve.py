@@ -31,19 +31,17 @@ class Resolve(Handler):
         trace, meta = state.trace, state.meta
         trace.input_digest = input_digest(call.input)
         trace.policy = self._gate.current()
-        info = state.info = self._resolve(call.tool, meta["principal"])
+        try:
+            info = state.info = self._registry.resolve(call.tool)
+        except ToolNotFound as missing:
+            visible = [info.name for info in self._visible(meta["principal"])]
+            message = not_found_message(call.tool, meta["principal"], visible)
+            raise ToolNotFound(message, details=missing.details) from missing
         meta.update(tool=info.name, version=info.version, digest=info.digest)
         if info.deprecated is not None:
             meta["deprecated"] = info.deprecated
         call.attempts.check_run()
         return next(call)
-
-    def _resolve(self, name: str, principal: str) -> ToolInfo:
-        try:
-            return self._registry.resolve(name)
-        except ToolNotFound as missing:
-            visible = [info.name for info in self._visible(principal)]
-            raise ToolNotFound(not_found_message(name, principal, visible), details=missing.details) from missing
 
 
 def not_found_message(name: str, principal: str, visible: list[str]) -> str:

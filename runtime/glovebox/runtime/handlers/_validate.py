@@ -46,8 +46,11 @@ class ValidateInput(Handler):
         info, value = state.info, call.input
         input_text = encode_input(value) if state.encoded is None else sized_input(*state.encoded)
         if info.input_schema is not True:
-            with step(call.tracer, "glovebox.validate", "input"):
+            if call.tracer is None:
                 self._schemas.get(info, "input").validate(value, input_text)
+            else:
+                with step(call.tracer, "glovebox.validate", "input"):
+                    self._schemas.get(info, "input").validate(value, input_text)
         if info.kind == "mcp-remote" and not isinstance(value, dict):  # MCP arguments are an object
             raise InvalidInput(f"a remote MCP tool takes a JSON object as input, not {type(value).__name__}")
         operation = info.manifest.operation or info.manifest.sql_operation
