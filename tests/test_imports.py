@@ -79,6 +79,7 @@ GLOVEBOX = {
     "glovebox.registry._keyring",
     "glovebox.model._manifest",
     "glovebox.importers",  # the public import_openapi/import_graphql; the parsers load lazily
+    "glovebox.importers._common",  # names, servers and the spec reader: re, pathlib and the model
     "glovebox.importers._fragment",
     "glovebox.importers._importresult",
     "glovebox.schema._linear",

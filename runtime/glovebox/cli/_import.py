@@ -119,10 +119,16 @@ def import_group() -> None:
     "--include",
     multiple=True,
     metavar="PATTERN",
-    help="Import only operations with this tag or operationId, or a path when it starts with / (a glob; repeatable).",
+    help=(
+        "Import only operations with this tag or operationId, or a path when it starts with / (a glob;"
+        " repeatable; default: every operation)."
+    ),
 )
 @click.option(
-    "--exclude", multiple=True, metavar="PATTERN", help="Leave out operations matching PATTERN (as --include)."
+    "--exclude",
+    multiple=True,
+    metavar="PATTERN",
+    help="Leave out operations matching PATTERN (as --include; default: none).",
 )
 @_max_bytes
 @_diff_options

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._common import MAX_SPEC_BYTES
 from ._fragment import SecretHint
 from ._importresult import ImportResult
 
@@ -27,8 +28,6 @@ if TYPE_CHECKING:
     from ..model._result import ToolInfo
     from ..runtime._runtime import Runtime
 
-#: The largest spec an import reads by default (a file or a URL): well above GitHub's 13 MB REST description.
-MAX_SPEC_BYTES = 64 * 1024 * 1024
 
 __all__ = [
     "MAX_SPEC_BYTES",

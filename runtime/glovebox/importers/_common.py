@@ -11,7 +11,9 @@ from ..core._errors import InvalidSpec
 from ..model._grants import HttpRule
 from ..model._manifest import Limits
 from ..model._rules import ip_literal, parse_path_pattern
-from . import MAX_SPEC_BYTES
+
+#: The largest spec an import reads by default (a file or a URL): well above GitHub's 13 MB REST description.
+MAX_SPEC_BYTES = 64 * 1024 * 1024
 
 __all__ = [
     "MAX_SPEC_BYTES",
