@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...capabilities import CapabilityContext, bind_capabilities
+from ...capabilities import BoundCapabilities, CapabilityContext, bind_capabilities
 from ...guards import BreakerBoard, HostBreakers
 from ...model._result import ToolInfo
 from ...policy._guards import Breaker
@@ -43,6 +43,8 @@ class WasmExecutor(Executor):
         self._gate = gate
         self._board = board
         self._transport = transport
+        #: Whether a tool version's manifest declares any capability, by (digest, name).
+        self._declares: dict[tuple[str, str], bool] = {}
 
     @property
     def sandbox(self) -> Sandbox:
@@ -56,16 +58,25 @@ class WasmExecutor(Executor):
         meta, trace = state.meta, state.trace
         parts = self._parts()
         component = parts.compiled.get(info.digest)
-        context = self._context(info, meta["principal"], call.tracer, decision.guards.breaker, trace)
-        capabilities = bind_capabilities(info.manifest.capabilities, state.grants, context)
-        with step(call.tracer, "glovebox.sandbox") as span:
+        if self._declares_any(info):
+            context = self._context(info, meta["principal"], call.tracer, decision.guards.breaker, trace)
+            capabilities = bind_capabilities(info.manifest.capabilities, state.grants, context)
+        else:  # declared ∩ granted is nothing whatever the grants: every host function answers `denied`
+            capabilities = _NONE
+        if call.tracer is None:
             try:
                 outcome = parts.sandbox.run(component, state.input_text, decision.limits, capabilities)
             finally:
                 capabilities.close(trace)
-            if span is not None:
-                code = None if outcome.error is None else outcome.error.code
-                _tracing.mark(span, code, {"glovebox.fuel_used": outcome.fuel_used})
+        else:
+            with step(call.tracer, "glovebox.sandbox") as span:
+                try:
+                    outcome = parts.sandbox.run(component, state.input_text, decision.limits, capabilities)
+                finally:
+                    capabilities.close(trace)
+                if span is not None:
+                    code = None if outcome.error is None else outcome.error.code
+                    _tracing.mark(span, code, {"glovebox.fuel_used": outcome.fuel_used})
         meta["fuel_used"] = outcome.fuel_used
         record_state(meta, outcome.state)
         capabilities.record(meta, outcome.state)
@@ -73,6 +84,13 @@ class WasmExecutor(Executor):
             raise outcome.error
         assert outcome.output_text is not None
         return outcome.output_text
+
+    def _declares_any(self, info: ToolInfo) -> bool:
+        key = (info.digest, info.name)
+        declares = self._declares.get(key)
+        if declares is None:
+            declares = self._declares[key] = any(bool(value) for _, value in info.manifest.capabilities)
+        return declares
 
     def _context(
         self, info: ToolInfo, principal: str, tracer: Any, breaker: Breaker | None, trace: CallTrace
@@ -89,6 +107,8 @@ def _host_breakers(board: Callable[[], BreakerBoard], breaker: Breaker, probing:
     return HostBreakers(board(), breaker, probing)
 
 
+#: The capabilities of a call whose tool declares none (nothing to bind, close or record).
+_NONE = BoundCapabilities({}, {})
 _DROPPED_COUNTS = ("logs_dropped", "denials_dropped", "egress_dropped", "upstream_failures_dropped", "sql_log_dropped")
 
 
