@@ -381,8 +381,8 @@ def check_stdio(service: McpService) -> None:
     """
     if not service.runtime.policy_configured and not service.insecure_anonymous:
         raise ValueError(
-            "no policy is configured: give one with --policy before the command "
-            "(glovebox --home DIR --policy FILE mcp ...), in the client's args or env; an MCP client "
+            "no policy is configured: give one with --policy "
+            "(glovebox mcp --home DIR --policy FILE ...), in the client's args or env; an MCP client "
             "passes only HOME, PATH, SHELL, TERM, USER and LOGNAME to a server it spawns, so "
             "GLOVEBOX_POLICY set in a shell does not reach it. Pass --insecure-anonymous to serve "
             "with no policy"
