@@ -56,11 +56,6 @@ class Call(NamedTuple):
     #: What one attempt has learned so far; set by the audit handler.
     state: CallState | None = None
 
-    @property
-    def who(self) -> str:
-        """The principal, ``anonymous`` when none was given."""
-        return self.principal or "anonymous"
-
     # The copies the chain's own handlers make on every call, built without ``_replace``'s generality.
 
     def started_at(self, started: float) -> Call:
