@@ -20,7 +20,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...core._errors import GuestError
 from .._call import Call
@@ -28,12 +28,20 @@ from ._base import Executor
 
 if TYPE_CHECKING:
     from ...model._result import ToolInfo
-    from .._backend import CallBackend as Runtime
+    from ...registry._registry import Registry
+
 
 __all__ = ["FakeExecutor", "ToolFunction"]
 
 #: A fake tool: the input value in, the output value out (or a ``CallError`` raised).
 ToolFunction = Callable[[Any], Any]
+
+
+class Runtime(Protocol):
+    """What :meth:`FakeExecutor.register` uses of a Runtime (a protocol: the Runtime imports this module)."""
+
+    @property
+    def registry(self) -> Registry: ...
 
 
 class FakeExecutor(Executor):
@@ -66,15 +74,11 @@ class FakeExecutor(Executor):
             InvalidManifest: the manifest is malformed.
         """
         from ...model._manifest import parse_manifest
-        from ...registry._registry import Registry
 
         parsed = parse_manifest(dict(manifest), "(fake tool)")
         if function is not None:
             self.tools[parsed.name] = function
         placeholder = b"\0fake glovebox tool\0" + parsed.to_json().encode()
         digest = "sha256:" + hashlib.sha256(placeholder).hexdigest()
-        store = Registry(runtime.home)  # the home's registry, as any process may open it
-        try:
-            return store.add(parsed, digest, len(placeholder), blob=store.stage_blob(placeholder))
-        finally:
-            store.close()
+        store = runtime.registry
+        return store.add(parsed, digest, len(placeholder), blob=store.stage_blob(placeholder))
