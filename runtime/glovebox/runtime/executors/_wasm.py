@@ -11,7 +11,6 @@ from ...capabilities import BoundCapabilities, CapabilityContext, bind_capabilit
 from ...guards import BreakerBoard, HostBreakers
 from ...model._result import ToolInfo
 from ...policy._guards import Breaker
-from ...sandbox._sandbox import Sandbox
 from ...telemetry import _tracing
 from ...telemetry._tracing import step
 from .._call import Call
@@ -45,10 +44,6 @@ class WasmExecutor(Executor):
         self._transport = transport
         #: Whether a tool version's manifest declares any capability, by (digest, name).
         self._declares: dict[tuple[str, str], bool] = {}
-
-    @property
-    def sandbox(self) -> Sandbox:
-        return self._parts().sandbox
 
     def execute(self, call: Call) -> str:
         state = call.state
