@@ -226,7 +226,9 @@ def test_the_tools_page_shows_each_tools_last_outcomes(console: Console) -> None
     console.call("agent", {"n": 1}, tool="plain")
     console.request_approval("agent", {"n": 2})
     seen = httpx.get(console.url + "/ui/tools", headers=bearer("agent")).text
-    rows = {m.group(1): m.group(2) for m in re.finditer(r"<code>(\w+)@0\.0\.0</code>(.*?)</tr>", seen, re.S)}
+    rows = {
+        m.group(1): m.group(2) for m in re.finditer(r'<code class="tool">(\w+)@0\.0\.0</code>(.*?)</tr>', seen, re.S)
+    }
     assert re.findall(r'class="outcome-\w+" title="[^"]+">(\w+)</span>', rows["plain"]) == ["ok"]
     assert re.findall(r'class="outcome-\w+" title="[^"]+">(\w+)</span>', rows["sensitive"]) == ["approval_required"]
 
@@ -502,3 +504,114 @@ def test_the_api_never_takes_the_consoles_session_cookie(console: Console) -> No
         assert answer.status_code == 401
         forged = httpx.get(console.url + "/v1/tools", cookies={COOKIE: client.cookies[COOKIE]})
         assert forged.status_code == 401 and forged.json()["error"]["details"]["reason"] == "missing_api_key"
+
+
+# -- what a person sees (issue: the console looked at as a person would) ---------------------------
+
+MENU = re.compile(r'<nav aria-label="Console pages">(.*?)</nav>', re.S)
+
+
+def menu_of(html: str) -> list[str]:
+    found = MENU.search(html)
+    assert found is not None, html
+    return re.findall(r'<a href="(/ui/\w+)"', found.group(1))
+
+
+def test_the_menu_names_only_the_pages_the_viewers_scopes_open(console: Console) -> None:
+    everything = ["/ui/approvals", "/ui/audit", "/ui/runs", "/ui/tools", "/ui/health"]
+    assert menu_of(httpx.get(console.url + "/ui/tools", headers=bearer("admin")).text) == everything
+    for who in ("agent", "nobody"):
+        shown = menu_of(httpx.get(console.url + "/ui/tools", headers=bearer(who)).text)
+        assert shown == ["/ui/runs", "/ui/tools"], who
+        for path in set(everything) - set(shown):
+            assert httpx.get(console.url + path, headers=bearer(who)).status_code == 403, "hidden because refused"
+        for path in shown:
+            assert httpx.get(console.url + path, headers=bearer(who)).status_code == 200, "shown because it opens"
+
+
+def test_a_value_python_leaves_empty_shows_as_a_dash_never_as_none(console: Console) -> None:
+    console.call("agent", {"q": 1}, tool="plain")  # no output stored, no attempt, not truncated
+    record = httpx.get(console.url + "/ui/audit/1", headers=bearer("admin")).text
+    assert "None" not in record
+    assert re.search(r"<dt>output</dt>\s*<dd><code>\u2014</code>", record), record
+    for path in ("/ui/health", "/ui/tools", "/ui/audit", "/ui/runs"):
+        assert ">None<" not in httpx.get(console.url + path, headers=bearer("admin")).text, path
+
+
+def test_the_audit_row_of_a_denied_call_keeps_the_reason_and_the_page_shows_it(console: Console) -> None:
+    approval_id = console.request_approval("agent", {"q": "deny me"})
+    console.runtime.deny(approval_id, principal="admin", reason="not on <b>production</b>")
+    refused = console.call("agent", {"q": "deny me"})
+    assert refused["error"]["code"] == "permission_denied"  # type: ignore[index]
+    row = next(r for r in console.runtime.audit.records() if r["decision"] == "denied")
+    assert json.loads(row["egress"])["approval"] == {
+        "id": approval_id,
+        "by": "admin",
+        "reason": "not on <b>production</b>",
+    }
+    assert console.runtime.audit.verify().ok, "the reason is inside the chain"
+    page = httpx.get(console.url + "/ui/audit", headers=bearer("admin")).text
+    assert "reason: not on &lt;b&gt;production&lt;/b&gt;" in page
+    asked = next(r for r in console.runtime.audit.records() if r["outcome"] == "approval_required")
+    assert "reason" not in json.loads(asked["egress"]).get("approval", {}), "a row without a denial has no reason"
+
+
+def test_the_audit_time_column_is_to_the_second_with_the_full_time_kept(console: Console) -> None:
+    console.call("agent", {"q": 1}, tool="plain")
+    stored = next(iter(console.runtime.audit.records()))["time"]
+    page = httpx.get(console.url + "/ui/audit", headers=bearer("admin")).text
+    shown = stored[:19].replace("T", " ")
+    assert f'<time datetime="{stored}" title="{stored}">{shown}</time>' in page
+    assert "+00:00</td>" not in page and len(shown) == 19
+
+
+def test_the_runs_list_and_the_run_page_count_the_same_steps(console: Console) -> None:
+    paused = console.runtime.run(PAUSING, input={"q": "x"}, principal="agent")
+    assert paused.status == "paused", paused.to_dict()
+    journal = console.runtime.runs.journal(paused.run_id)
+    assert len(journal) == 1, "the call that paused is made again after the approval: not a step yet"
+    assert console.runtime.runs.record(paused.run_id).steps == 1
+    listed = httpx.get(console.url + "/ui/runs", headers=bearer("agent")).text
+    row = listed[listed.index(f'id="run-{paused.run_id}"') :]
+    assert re.search(r"<td>(\d+)</td>\s*</tr>", row).group(1) == "1"  # type: ignore[union-attr]
+    shown = httpx.get(console.url + f"/ui/runs/{paused.run_id}", headers=bearer("agent")).text
+    assert len(re.findall(r'<tr id="step-\d+">', shown)) == 1
+    console.runtime.approve(paused.error.details["approval_id"], principal="admin")  # type: ignore[union-attr]
+    done = console.runtime.runs.resume(paused.run_id)
+    assert done.status == "done" and console.runtime.runs.record(paused.run_id).steps == 2
+    assert len(console.runtime.runs.journal(paused.run_id)) == 2
+
+
+def test_a_paused_run_links_to_its_approval_instead_of_printing_a_command(console: Console) -> None:
+    paused = console.runtime.run(PAUSING, input={"q": "x"}, principal="agent")
+    approval_id = paused.error.details["approval_id"]  # type: ignore[union-attr]
+    as_admin = httpx.get(console.url + f"/ui/runs/{paused.run_id}", headers=bearer("admin")).text
+    assert f'<a href="/ui/approvals#approval-{approval_id}">' in as_admin
+    assert "glovebox" not in as_admin.split("<main>")[1].split("<h2>Steps")[0].replace("glovebox:audit", "")
+    as_owner = httpx.get(console.url + f"/ui/runs/{paused.run_id}", headers=bearer("agent")).text
+    assert "/ui/approvals" not in as_owner, "no link to a page the viewer may not open"
+    assert "<code>glovebox:approve</code> scope approves or denies it" in as_owner
+    approvals = httpx.get(console.url + "/ui/approvals", headers=bearer("admin")).text
+    assert f'id="approval-{approval_id}"' in approvals, "the link's target is on the approvals page"
+
+
+def test_deny_and_cancel_are_destructive_and_behind_a_confirmation(console: Console) -> None:
+    approval_id = console.request_approval("agent", {"q": "confirm"})
+    page = httpx.get(console.url + "/ui/approvals", headers=bearer("admin")).text
+    row = page[page.index(f'id="approval-{approval_id}"') :]
+    assert re.search(r'<button type="submit" class="primary" aria-label="Approve request', row)
+    confirm = re.search(
+        r'<details class="confirm" id="deny-\w+">\s*<summary class="danger"[^>]*>Deny…</summary>(.*?)</details>',
+        row,
+        re.S,
+    )
+    assert confirm is not None and '<button type="submit" class="danger"' in confirm.group(1)
+    paused = console.runtime.run(PAUSING, input={"q": "y"}, principal="agent")
+    run = httpx.get(console.url + f"/ui/runs/{paused.run_id}", headers=bearer("agent")).text
+    assert re.search(r'class="primary" aria-label="Resume run', run)
+    cancel = re.search(
+        r'<details class="confirm" id="cancel-confirm">\s*<summary class="danger"[^>]*>Cancel…</summary>(.*?)</details>',  # noqa: E501
+        run,
+        re.S,
+    )
+    assert cancel is not None and 'class="danger" aria-label="Cancel run' in cancel.group(1)

@@ -1,13 +1,17 @@
-"""The console in a real headless Chromium (Debian's, driven by Playwright): sign in, approve, attack.
+"""The console in a real headless Chromium (Debian's, driven by Playwright): sign in, approve, attack, look.
 
 Every test records JavaScript dialogs and fails on any: markup in a principal,
 a tool description or an input must render as text, never run. Each page is
-photographed into ``build/test-artifacts/console/`` of the checkout (kept after
-the run, for a person to look at; the docs' screenshots are taken from there).
+photographed into ``$GLOVEBOX_SCREENSHOTS`` (default ``build/test-artifacts/console/``
+of the checkout; kept after the run, for a person to look at; the docs'
+screenshots are taken from there), every page at a desktop's 1280x800 and a
+phone's 390x844, and what a person would see wrong is asserted from the DOM:
+no sideways scrolling on the phone, no label cut by its box.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +29,10 @@ pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="Debian's chromium is not installed (`make test` installs it with apt-get)"
 )
 #: Where the screenshots are kept after the run.
-ARTIFACTS = Path(__file__).resolve().parents[2] / "build" / "test-artifacts" / "console"
+ARTIFACTS = Path(
+    os.environ.get("GLOVEBOX_SCREENSHOTS")
+    or Path(__file__).resolve().parents[2] / "build" / "test-artifacts" / "console"
+)
 XSS_INPUT = {"q": "<script>alert('input')</script>", "note": "</pre><img src=x onerror=alert('pre')>"}
 
 
@@ -106,6 +113,7 @@ def test_a_request_arriving_appears_on_the_open_page_without_a_reload(console: C
     page = watched.sign_in("admin")
     assert page.locator("script[src='/ui/static/console.js']").count() == 1
     page.evaluate("window.stayed = true")  # a reload would forget it
+    page.locator(f"#deny-{first} summary").click()
     reason = page.locator(f"#reason-{first}")
     reason.fill("half-typed")
     reason.focus()
@@ -128,10 +136,13 @@ def test_deny_in_the_browser_answers_the_waiting_caller_with_the_reason(console:
     approval_id = console.request_approval("agent", {"q": "drop it"})
     page = watched.sign_in("admin")
     row = page.locator(f"#approval-{approval_id}")
-    row.get_by_role("button", name=f"Deny request {approval_id}").click()  # no reason: the browser asks for one
+    deny = row.get_by_role("button", name=f"Deny request {approval_id}", exact=True)
+    assert not deny.is_visible(), "the first press only opens the confirmation"
+    row.locator("summary.danger").click()
+    deny.click()  # no reason: the browser asks for one
     assert [a.id for a in console.runtime.pending_approvals()] == [approval_id]
-    row.get_by_label("Reason").fill("<b>not</b> on production")
-    row.get_by_role("button", name=f"Deny request {approval_id}").click()
+    row.get_by_label("Reason (the caller is told it)").fill("<b>not</b> on production")
+    deny.click()
     assert approval_id in page.locator("#notice").inner_text()
     assert page.locator("#empty").is_visible()
     refused = console.call("agent", {"q": "drop it"})
@@ -229,3 +240,164 @@ def test_resume_a_paused_run_in_the_browser_and_see_it_done(console: Console, wa
     watched.shoot(page, "run")
     ok = [r for r in console.runtime.audit.records() if r["tool"].startswith("sensitive") and r["outcome"] == "ok"]
     assert len(ok) == 1, "the approved call ran exactly once"
+
+
+# -- every page at a desktop's and a phone's size ------------------------------------------------
+
+#: (name, width, height) of the sizes every page is looked at.
+SIZES = [("desktop", 1280, 800), ("phone", 390, 844)]
+#: What a person would see wrong, found from the DOM: each a sentence naming the element.
+LOOK = """() => {
+  const problems = [];
+  const say = (what, el) => problems.push(what + ": " + (el.textContent || el.outerHTML).trim().slice(0, 60));
+  const inside = (el, box) => {
+    const r = el.getBoundingClientRect();
+    return r.left >= box.left - 0.5 && r.right <= box.right + 0.5
+      && r.top >= box.top - 0.5 && r.bottom <= box.bottom + 0.5;
+  };
+  if (document.scrollingElement.scrollWidth > window.innerWidth) problems.push("the page scrolls sideways");
+  document.querySelectorAll("svg.chart").forEach((svg) => {
+    const box = svg.getBoundingClientRect();
+    svg.querySelectorAll("text").forEach((t) => { if (!inside(t, box)) say("a chart label is cut", t); });
+  });
+  const page = { left: 0, right: window.innerWidth, top: -1e9, bottom: 1e9 };
+  const shown = "header a, header button, header span, h1, h2, label, button, summary, input, p, dl";
+  document.querySelectorAll(shown).forEach((el) => {
+    if (el.closest(".scroll") || !el.getClientRects().length) return;  // a table scrolls in its own box
+    if (!inside(el, page)) say("off the page", el);
+  });
+  const ruler = document.createElement("canvas").getContext("2d");
+  document.querySelectorAll("input[placeholder]").forEach((input) => {
+    const style = getComputedStyle(input);
+    ruler.font = style.font;
+    const room = input.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    if (ruler.measureText(input.placeholder).width > room) say("a placeholder is cut", input);
+  });
+  return problems;
+}"""
+PAUSING = """export default async function (input, tools) {
+  const first = await tools.call("plain", { step: 1 });
+  return { first, second: await tools.call("sensitive", { q: input.q }) };
+}"""
+
+
+def _busy_home(console: Console) -> dict[str, str]:
+    """A home with something on every page: calls of each outcome, a denial, a request, runs, a breaker."""
+    for n in range(4):
+        console.call("agent", {"n": n}, tool="plain")
+    denied = console.request_approval("agent", {"q": "drop the table"})
+    console.runtime.deny(denied, principal="admin", reason="not on production, ask again on Monday")
+    console.call("agent", {"q": "drop the table"})
+    console.request_approval(XSS_PRINCIPAL, XSS_INPUT)
+    paused = console.runtime.run(PAUSING, input={"q": "a long enough question to wrap"}, principal="agent")
+    done = console.runtime.run('export default async () => ({ "ok": true })', principal="agent")
+    board = BreakerBoard(console.runtime.home)
+    try:
+        board.record("tool", "plain", Breaker(failures=1), True)
+    finally:
+        board.close()
+    seq = next(r["seq"] for r in console.runtime.audit.records() if r["decision"] == "denied")
+    return {
+        "approvals": "/ui/approvals", "audit": "/ui/audit", "audit-filtered": "/ui/audit?since=1h&outcome=ok",
+        "record-denied": f"/ui/audit/{seq}", "runs": "/ui/runs", "run-paused": f"/ui/runs/{paused.run_id}",
+        "run-done": f"/ui/runs/{done.run_id}", "tools": "/ui/tools", "health": "/ui/health",
+        "not-found": "/ui/no-such-page",
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(("size", "width", "height"), SIZES, ids=[s[0] for s in SIZES])
+def test_every_page_reads_at_a_desktops_and_a_phones_size(
+    console: Console, browser: playwright_api.Browser, size: str, width: int, height: int
+) -> None:
+    pages = _busy_home(console)
+    context = browser.new_context(base_url=console.url, viewport={"width": width, "height": height})
+    dialogs: list[str] = []
+    context.on("page", lambda p: p.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss())))
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    seen: dict[str, list[str]] = {}
+    try:
+        page = context.new_page()
+        page.goto("/ui/signin")
+        seen["signin"] = page.evaluate(LOOK)
+        page.screenshot(path=str(ARTIFACTS / f"signin-{size}.png"), full_page=True)
+        page.get_by_label("API key").fill(KEYS["admin"])
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url("**/ui/tools")
+        for name, path in pages.items():
+            page.goto(path)
+            seen[name] = page.evaluate(LOOK)
+            page.screenshot(path=str(ARTIFACTS / f"{name}-{size}.png"), full_page=True)
+        page.goto(pages["approvals"])
+        page.locator("summary.danger").first.click()
+        seen["approvals-deny-open"] = page.evaluate(LOOK)
+        page.screenshot(path=str(ARTIFACTS / f"approvals-deny-open-{size}.png"), full_page=True)
+        agent = browser.new_context(base_url=console.url, viewport={"width": width, "height": height})
+        try:
+            mine = agent.new_page()
+            mine.goto("/ui/signin?next=/ui/runs")
+            mine.get_by_label("API key").fill(KEYS["agent"])
+            mine.get_by_role("button", name="Sign in").click()
+            mine.wait_for_url("**/ui/runs")
+            seen["runs-agent"] = mine.evaluate(LOOK)
+            mine.screenshot(path=str(ARTIFACTS / f"runs-agent-{size}.png"), full_page=True)
+        finally:
+            agent.close()
+    finally:
+        context.close()
+    assert {name: found for name, found in seen.items() if found} == {}
+    assert dialogs == [], "markup ran as script"
+
+
+def test_destructive_buttons_look_destructive_and_ask_first(console: Console, watched: Watched) -> None:
+    approval_id = console.request_approval("agent", {"q": "careful"})
+    page = watched.sign_in("admin")
+    row = page.locator(f"#approval-{approval_id}")
+    approve = row.get_by_role("button", name=f"Approve request {approval_id}")
+    deny = row.locator("form.deny button")  # inside the closed confirmation: not yet in the accessibility tree
+    opener = row.locator("summary.danger")
+    assert "danger" in (deny.get_attribute("class") or "") and "danger" not in (approve.get_attribute("class") or "")
+    colour = "(el) => getComputedStyle(el).backgroundColor"
+    assert opener.evaluate("(el) => getComputedStyle(el).color") == "rgb(164, 38, 44)", "Deny… is red"
+    assert not deny.is_visible(), "nothing is denied by one press"
+    opener.click()
+    assert deny.is_visible() and deny.evaluate(colour) != approve.evaluate(colour)
+    watched.shoot(page, "deny-confirm")
+    opener.click()  # changing one's mind closes it again
+    assert not deny.is_visible() and [a.id for a in console.runtime.pending_approvals()] == [approval_id]
+    paused = console.runtime.run(PAUSING, input={"q": "x"}, principal="admin")
+    page.goto(f"/ui/runs/{paused.run_id}")
+    cancel = page.locator("#cancel-confirm button")
+    resume = page.get_by_role("button", name=f"Resume run {paused.run_id}")
+    assert "danger" in (cancel.get_attribute("class") or "") and "primary" in (resume.get_attribute("class") or "")
+    assert not cancel.is_visible()
+    page.locator("summary.danger").click()
+    assert "never resumes" in page.locator("#cancel-confirm").inner_text()
+    watched.shoot(page, "cancel-confirm")
+    cancel.click()
+    page.wait_for_url(f"**/ui/runs/{paused.run_id}")
+    assert page.locator("#run-status").inner_text() == "cancelled"
+
+
+def test_a_paused_runs_page_takes_the_approver_to_its_request(console: Console, watched: Watched) -> None:
+    paused = console.runtime.run(PAUSING, input={"q": "x"}, principal="agent")
+    approval_id = paused.error.details["approval_id"]  # type: ignore[union-attr]
+    page = watched.sign_in("admin", f"/ui/runs/{paused.run_id}")
+    assert "glovebox approve" not in page.locator("main").inner_text()
+    page.get_by_role("link", name=f"Approve or deny request {approval_id}").click()
+    page.wait_for_url(f"**/ui/approvals#approval-{approval_id}")
+    page.get_by_role("button", name=f"Approve request {approval_id}").click()
+    assert approval_id in page.locator("#notice").inner_text()
+    page.goto(f"/ui/runs/{paused.run_id}")
+    page.get_by_role("button", name=f"Resume run {paused.run_id}").click()
+    page.wait_for_url(f"**/ui/runs/{paused.run_id}")
+    assert page.locator("#run-status").inner_text() == "done"
+
+
+def test_the_live_page_keeps_an_open_confirmation_open(console: Console, watched: Watched) -> None:
+    first = console.request_approval("agent", {"q": "first"})
+    page = watched.sign_in("admin")
+    page.locator(f"#deny-{first} summary").click()
+    second = console.request_approval("agent", {"q": "second"})
+    page.locator(f"#approval-{second}").wait_for(timeout=30_000)
+    assert page.locator(f"#deny-{first}").get_attribute("open") is not None
+    assert page.locator(f"#deny-{second}").get_attribute("open") is None

@@ -4,8 +4,8 @@ A row is built from the call's envelope (``CallResult``: its ``meta`` carries
 the names, the digest, fuel, duration, what the host functions recorded and,
 for a call the policy may retry, ``attempt`` and ``first_call_id``)
 and the few facts the envelope does not carry: the input's digest, the policy
-decision, the approval it used or was refused by (``egress.approval``: its id
-and who decided; inside the hash chain, and absent from calls without one, so
+decision, the approval it used or was refused by (``egress.approval``: its id,
+who decided and, for a denial, the reason given; inside the hash chain, and absent from calls without one, so
 older rows verify unchanged), and whether the policy stores inputs and outputs. A run of code
 mode has one row per attempt (:func:`run_row`). The values stored
 are redacted (:func:`glovebox.audit._rowform.redact`); bounding, escaping and

@@ -22,7 +22,7 @@ import json
 import time
 
 from ..storage._sqlite import Database
-from ._claims import fenced_update, hold
+from ._claims import fenced_update
 from ._records import JournalStep, RecordedStep
 
 __all__ = ["begin_step", "finish_step", "forget_step", "read", "read_recorded", "record_step"]
@@ -138,7 +138,8 @@ def finish_step(
 
 
 def forget_step(database: Database, run_id: str, seq: int, *, owner: str | None) -> None:
-    """Drop step ``seq`` (a call that paused the run: after the approval it is made again)."""
+    """Drop step ``seq`` (a call that paused the run: after the approval it is made again); the run's
+    count of steps goes back to the steps its journal holds."""
     with database.write() as db:
-        hold(db, run_id, owner)
+        fenced_update(db, run_id, owner, "steps = MIN(steps, ?)", (seq,))
         db.execute("DELETE FROM journal WHERE run_id = ? AND seq = ?", (run_id, seq))

@@ -62,6 +62,8 @@ class CallTrace:
     approval_id: str | None = None
     #: Who approved (or denied) the call's approval request.
     approved_by: str | None = None
+    #: The reason an approver gave when it denied the call's request.
+    denied_for: str | None = None
     #: The quota slots the call holds from admission until :meth:`PolicyGate.settle`.
     quota: QuotaTicket | None = None
     #: The parameters of each SQL statement the call sent (stored only with ``audit.store_inputs``).
@@ -81,11 +83,17 @@ class CallTrace:
             value,
             input_digest=self.input_digest,
             decision=self.decision,
-            approval={"id": self.approval_id, "by": self.approved_by} if self.approval_id else None,
+            approval=self._approval(),
             store_inputs=stored.store_inputs,
             store_outputs=stored.store_outputs,
             sql_params=self.sql_params,
         )
+
+    def _approval(self) -> dict[str, Any] | None:
+        if not self.approval_id:
+            return None
+        approval = {"id": self.approval_id, "by": self.approved_by}
+        return approval if self.denied_for is None else {**approval, "reason": self.denied_for}
 
 
 class Decisions:
@@ -212,6 +220,7 @@ class PolicyGate:
         denied = self.approvals.denied(principal, tool, trace.input_digest)
         if denied is not None:
             trace.decision, trace.approval_id, trace.approved_by = "denied", denied.id, denied.approved_by
+            trace.denied_for = denied.reason
             raise PermissionDenied(
                 f"{denied.approved_by!r} denied calling {tool} with this input: {denied.reason}",
                 details={"approval_id": denied.id, "denied_by": denied.approved_by, "reason": denied.reason},

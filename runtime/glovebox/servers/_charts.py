@@ -74,11 +74,13 @@ def _frame(title: str, body: list[str], top: float, unit: str, labels: list[str]
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {_WIDTH} {_HEIGHT}" '
         f'role="img" aria-label="{escape(title)}"><title>{escape(title)}</title>',
         f'<line x1="{left}" y1="{bottom}" x2="{_WIDTH - 4}" y2="{bottom}" stroke="#d9dde5"/>',
-        f'<text x="{left - 4}" y="{_PAD - 6}" text-anchor="end" font-size="11" fill="#5b6475">'
+        # The top's label sits above the plot, from its left edge: no width of number or unit can clip it.
+        f'<line x1="{left}" y1="{_PAD}" x2="{_WIDTH - 4}" y2="{_PAD}" stroke="#eef1f6"/>',
+        f'<text x="{left}" y="{_PAD - 8}" font-size="13" fill="#5b6475" class="top">'
         f"{escape(_number(top))} {escape(unit)}</text>",
-        f'<text x="{left - 4}" y="{bottom}" text-anchor="end" font-size="11" fill="#5b6475">0</text>',
-        f'<text x="{left}" y="{_HEIGHT - 8}" font-size="11" fill="#5b6475">{escape(labels[0])}</text>',
-        f'<text x="{_WIDTH - 4}" y="{_HEIGHT - 8}" text-anchor="end" font-size="11" fill="#5b6475">'
+        f'<text x="{left - 4}" y="{bottom}" text-anchor="end" font-size="13" fill="#5b6475">0</text>',
+        f'<text x="{left}" y="{_HEIGHT - 8}" font-size="13" fill="#5b6475">{escape(labels[0])}</text>',
+        f'<text x="{_WIDTH - 4}" y="{_HEIGHT - 8}" text-anchor="end" font-size="13" fill="#5b6475">'
         f"{escape(labels[-1])} UTC</text>",
         *body,
         "</svg>",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlencode
 
 from starlette.middleware import Middleware
@@ -19,6 +21,18 @@ from ._uibase import AUDIT_SCOPE, PAGE_ROWS, ConsoleState, int_param
 __all__ = ["AuditPages"]
 
 _FILTERS = ("principal", "tool", "outcome", "since", "until")
+
+
+def _denial_reason(row: dict[str, Any]) -> str | None:
+    """The reason an approver gave for denying the row's call (kept in ``egress.approval``), or None."""
+    if row.get("decision") != "denied" or not isinstance(row.get("egress"), str):
+        return None
+    try:
+        approval = json.loads(row["egress"]).get("approval")
+    except (ValueError, AttributeError):
+        return None
+    reason = approval.get("reason") if isinstance(approval, dict) else None
+    return reason if isinstance(reason, str) else None
 
 
 class AuditPages:
@@ -49,7 +63,7 @@ class AuditPages:
             until=moments.get("until"), principal=filters["principal"], tool=filters["tool"],
             outcome=filters["outcome"],
         )  # fmt: skip
-        rows = await self.ui.run(job)
+        rows = [{**row, "reason": _denial_reason(row)} for row in await self.ui.run(job)]
         older = None
         if len(rows) == PAGE_ROWS:
             older = urlencode({**{k: v for k, v in filters.items() if v}, "before": rows[-1]["seq"]})

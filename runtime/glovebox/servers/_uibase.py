@@ -35,6 +35,7 @@ __all__ = [
     "clip",
     "int_param",
     "iso",
+    "moment",
     "local",
     "policy_digest",
     "pretty",
@@ -54,6 +55,18 @@ def iso(seconds: float | None) -> str:
     if seconds is None:
         return ""
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def moment(text: str | None) -> str:
+    """An audit row's ISO 8601 time to the second, as the page shows it (``2026-12-01 16:40:00``)."""
+    if not text:
+        return ""
+    return text[:19].replace("T", " ")
+
+
+def shown(value: Any) -> Any:
+    """What a page prints for a value: an em dash for None (Python's ``None`` is never shown)."""
+    return "\u2014" if value is None else value
 
 
 def policy_digest(runtime: CallBackend) -> str:
@@ -115,8 +128,11 @@ class ConsoleState:
         # Pages of the home's requests are read here; approving goes through the backend (its scope check).
         self.requests = ApprovalStore(runtime.home)
         loader = jinja2.FileSystemLoader(str(UI / "templates"))
-        self.templates = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
+        self.templates = jinja2.Environment(
+            loader=loader, autoescape=True, undefined=jinja2.StrictUndefined, finalize=shown
+        )
         self.templates.filters["iso"] = iso
+        self.templates.filters["moment"] = moment
         self.templates.filters["pretty"] = pretty
 
     def close(self) -> None:
@@ -133,7 +149,18 @@ class ConsoleState:
 
     def page(self, request: Request, name: str, *, status: int = 200, **values: Any) -> Response:
         """The template ``name`` rendered for the request's viewer."""
-        values.setdefault("viewer", viewer_of(request))
+        viewer = values.setdefault("viewer", viewer_of(request))
+        auth = request.scope.get("auth")
+        scopes = set(auth.scopes) if viewer is not None and auth is not None else set()
+        # The menu names only the pages the viewer's scopes open.
+        menu = {
+            "approvals": self.approver_scope in scopes,
+            "audit": AUDIT_SCOPE in scopes,
+            "health": AUDIT_SCOPE in scopes,
+            "scopes": scopes,
+        }
         template = self.templates.get_template(name)
-        html = template.render(path=request.url.path, audit_scope=AUDIT_SCOPE, **values)
+        html = template.render(
+            path=request.url.path, audit_scope=AUDIT_SCOPE, approver_scope=self.approver_scope, menu=menu, **values
+        )
         return HTMLResponse(html, status_code=status)

@@ -2,7 +2,7 @@
 // Live pages: a section with data-live-mark and data-live-source is kept current. Every
 // few seconds the script asks the source for its mark (a few bytes); when the mark has
 // changed, it fetches the page again and swaps in the new section, keeping what the
-// viewer typed in its fields and where the focus was. Without JavaScript the page's
+// viewer typed in its fields, which confirmations were open and where the focus was. Without JavaScript the page's
 // <noscript> refresh does the same, less gently.
 (function () {
   "use strict";
@@ -20,6 +20,10 @@
     old.querySelectorAll("input[id]").forEach(function (input) {
       var twin = fresh.querySelector("#" + CSS.escape(input.id));
       if (twin && input.type !== "hidden") twin.value = input.value;
+    });
+    old.querySelectorAll("details[id][open]").forEach(function (details) {
+      var twin = fresh.querySelector("#" + CSS.escape(details.id));
+      if (twin) twin.open = true;
     });
     var imported = document.importNode(fresh, true);
     old.replaceWith(imported);
