@@ -312,7 +312,8 @@ def test_llama_index_function_agent(rt: glovebox.Runtime) -> None:
         )
 
     agent = FunctionAgent(
-        tools=llama_index.tools(rt, principal="agent"), llm=MockFunctionCallingLLM(response_generator=model)
+        tools=llama_index.tools(rt, principal="agent", approvals="error"),
+        llm=MockFunctionCallingLLM(response_generator=model),
     )
 
     async def run() -> Any:
@@ -385,7 +386,9 @@ def test_openai_agents_runner(rt: glovebox.Runtime) -> None:
     script = [(name, json.dumps(args)) for name, args in SCRIPT] + [("calc", "")]
     model = openai_agents_model(script)
     result = asyncio.run(
-        Runner.run(Agent(name="a", model=model, tools=openai_agents.tools(rt, principal="agent")), "go")
+        Runner.run(
+            Agent(name="a", model=model, tools=openai_agents.tools(rt, principal="agent", approvals="error")), "go"
+        )
     )
     assert result.final_output == "done"
     assert [tool.name for tool in model.tools[0]] == OFFERED
@@ -438,7 +441,7 @@ def test_pydantic_ai_agent(rt: glovebox.Runtime) -> None:
         name, args = script.pop(0)
         return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=f"c{len(script)}")])
 
-    agent = Agent(FunctionModel(model), tools=pydantic_ai.tools(rt, principal="agent"))
+    agent = Agent(FunctionModel(model), tools=pydantic_ai.tools(rt, principal="agent", approvals="error"))
     result = asyncio.run(agent.run("go"))  # run_sync would leave its event loop open
     assert result.output == "done"
     assert [tool.name for tool in offered[0]] == OFFERED

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ERROR_PREFIX",
+    "approval_of",
     "call_input",
     "error_text",
     "is_missing",
@@ -133,6 +134,19 @@ def _fact(value: Any) -> str:
     """A host fact (a code, an id, a number) as it is, or quoted when it holds anything else."""
     text = str(value) if isinstance(value, int | str) and not isinstance(value, bool) else json.dumps(value)
     return text if text and set(text) <= _PLAIN_FACT else one_line(text)
+
+
+def approval_of(result: CallResult) -> str | None:
+    """The id of the approval request a call is waiting for (``approval_required``), else None.
+
+    A provider whose framework can pause an agent pauses it on this id; the
+    call made again once the request is decided runs (approved) or answers
+    ``permission_denied`` with the approver's reason (denied).
+    """
+    if result.ok or result.error is None or result.error.code != "approval_required":
+        return None
+    approval_id = result.error.details.get("approval_id")
+    return approval_id if isinstance(approval_id, str) else None
 
 
 def result_text(result: CallResult) -> str:
