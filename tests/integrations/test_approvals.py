@@ -154,3 +154,39 @@ def test_llama_index_waits_for_a_human_response_event(rt: glovebox.Runtime, deci
     assert len(asked) == 1 and asked[0].tool_name == "sensitive" and asked[0].principal == "agent"
     assert len(read) == 1
     check_answer(read[0], decision, rt)
+
+
+@pytest.mark.parametrize("decision", DECISIONS)
+def test_langgraph_interrupts_the_graph_and_resumes_with_a_command(rt: glovebox.Runtime, decision: str) -> None:  # noqa: F811
+    pytest.importorskip("langgraph", reason="LangGraph is not installed (the langgraph extra)")
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+    from langgraph.types import Command
+
+    from glovebox.integrations import langchain
+
+    from .test_integrations import langchain_model
+
+    tools = langchain.tools(rt, principal="agent", pattern="sensitive")
+    model = langchain_model([("sensitive", ASKED)]).bind_tools(tools)
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", lambda state: {"messages": [model.invoke(state["messages"])]})
+    graph.add_node("tools", ToolNode(tools))
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", tools_condition)
+    graph.add_edge("tools", "model")
+    app = graph.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t1"}}
+    paused = app.invoke({"messages": [HumanMessage("go")]}, config)
+    (asked,) = paused["__interrupt__"]
+    approval_id = asked.value[langchain.APPROVAL_KEY]
+    assert asked.value == {langchain.APPROVAL_KEY: approval_id, "tool": "sensitive", "principal": "agent"}
+    assert not any(isinstance(m, ToolMessage) for m in paused["messages"]), "the graph paused before the answer"
+    decide(rt, approval_id, decision)
+    done = app.invoke(Command(resume=decision), config)
+    (answer,) = [m for m in done["messages"] if isinstance(m, ToolMessage)]
+    assert done["messages"][-1].content == "done"
+    assert answer.status == ("success" if decision == "approve" else "error")
+    check_answer(str(answer.content), decision, rt)

@@ -12,15 +12,27 @@ inside the tool, which ``handle_tool_error=True`` turns into the tool's answer
 (a ``ToolMessage`` with ``status="error"`` when invoked with a tool call), so
 the agent loop goes on and the model reads the error line of
 :func:`glovebox.integrations._common.error_text`.
+
+Run inside a LangGraph graph (a ``ToolNode``, or any node, of a graph compiled
+with a checkpointer), a call the policy holds for approval pauses the graph the
+LangGraph way: the tool calls ``langgraph.types.interrupt`` with
+``{"glovebox_approval_id": ..., "tool": ..., "principal": ...}``, which the
+graph's answer carries under ``__interrupt__``. Decide the request in glovebox
+(``Runtime.approve``/``deny``), then resume the thread with
+``graph.invoke(Command(resume=...), config)``: the node runs again, and the call
+with it, which runs once (approved) or answers the approver's reason (denied).
+Outside a graph (LangChain has no pause of its own), or made with
+``approvals="error"``, the approval is the error line naming its id.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal
 
 from ..model._result import CallResult, ToolInfo
 from ..runtime._backend import CallBackend
-from ._common import call_input, error_text, is_missing, missing_extra, output_text, parameters, visible
+from ._common import approval_of, call_input, error_text, is_missing, missing_extra, output_text, parameters, visible
 
 try:
     from langchain_core.tools import BaseTool, ToolException
@@ -29,7 +41,26 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a subproce
         raise
     raise ImportError(missing_extra("langchain", "langchain-core")) from exc
 
-__all__ = ["GloveboxTool", "tool", "tools"]
+__all__ = ["APPROVAL_KEY", "Approvals", "GloveboxTool", "tool", "tools"]
+
+#: The key of glovebox's approval id in the value a paused graph's interrupt carries.
+APPROVAL_KEY = "glovebox_approval_id"
+#: ``"pause"``: in a LangGraph graph a held call interrupts it; ``"error"``: it is the error line.
+Approvals = Literal["pause", "error"]
+
+
+def _graph_interrupt() -> Callable[[Any], Any] | None:
+    """LangGraph's ``interrupt`` when this call runs inside a graph, else None (no langgraph, or no graph)."""
+    try:
+        from langgraph.config import get_config
+        from langgraph.types import interrupt
+    except ImportError:
+        return None
+    try:
+        get_config()
+    except RuntimeError:  # not inside a runnable of a graph
+        return None
+    return interrupt
 
 
 class GloveboxTool(BaseTool):
@@ -42,13 +73,31 @@ class GloveboxTool(BaseTool):
     principal: str | None = None
     """The principal every call is made as."""
     handle_tool_error: bool = True
+    approvals: str = "pause"
+    """``"pause"`` (inside a LangGraph graph a held call interrupts it) or ``"error"``."""
 
     def _run(self, /, *args: Any, **kwargs: Any) -> str:
-        return self._answer(self.runtime.call(self.info.name, self._input(args, kwargs), principal=self.principal))
+        value = self._input(args, kwargs)
+        result = self.runtime.call(self.info.name, value, principal=self.principal)
+        if self._paused(result):  # resumed: the call made again answers with the decision
+            result = self.runtime.call(self.info.name, value, principal=self.principal)
+        return self._answer(result)
 
     async def _arun(self, /, *args: Any, **kwargs: Any) -> str:
-        result = await self.runtime.acall(self.info.name, self._input(args, kwargs), principal=self.principal)
+        value = self._input(args, kwargs)
+        result = await self.runtime.acall(self.info.name, value, principal=self.principal)
+        if self._paused(result):
+            result = await self.runtime.acall(self.info.name, value, principal=self.principal)
         return self._answer(result)
+
+    def _paused(self, result: CallResult) -> bool:
+        """Interrupt the graph on a held call (raises the first time; True once the graph resumes)."""
+        waiting = approval_of(result)
+        pause = _graph_interrupt() if waiting is not None and self.approvals == "pause" else None
+        if pause is None:
+            return False
+        pause({APPROVAL_KEY: waiting, "tool": self.info.name, "principal": self.principal})
+        return True
 
     def _input(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # A dict args_schema hands the model's arguments over as keywords.
@@ -61,9 +110,14 @@ class GloveboxTool(BaseTool):
         return output_text(result)
 
 
-def tool(runtime: CallBackend, info: ToolInfo, *, principal: str | None = None) -> GloveboxTool:
+def tool(
+    runtime: CallBackend, info: ToolInfo, *, principal: str | None = None, approvals: Approvals = "pause"
+) -> GloveboxTool:
     """``info`` as a LangChain tool calling ``runtime`` as ``principal``."""
+    if approvals not in ("pause", "error"):
+        raise ValueError(f"approvals must be 'pause' or 'error', not {approvals!r}")
     return GloveboxTool(
+        approvals=approvals,
         name=info.name,
         description=info.description or info.name,
         args_schema=parameters(info),
@@ -73,15 +127,21 @@ def tool(runtime: CallBackend, info: ToolInfo, *, principal: str | None = None) 
     )
 
 
-def tools(runtime: CallBackend, *, principal: str | None = None, pattern: str | None = None) -> list[BaseTool]:
+def tools(
+    runtime: CallBackend, *, principal: str | None = None, pattern: str | None = None, approvals: Approvals = "pause"
+) -> list[BaseTool]:
     """The tools ``principal`` may see, as LangChain tools.
 
     Args:
         runtime: the Runtime that runs the calls.
         principal: the principal that sees and calls the tools (None: ``anonymous``).
         pattern: an fnmatch pattern over tool names (``"text-*"``); None for all.
+        approvals: ``"pause"`` (inside a LangGraph graph a call held for approval interrupts it,
+            resumed with ``Command(resume=...)``) or ``"error"`` (the error line, as outside a graph).
 
     Returns:
         One ``BaseTool`` per visible tool (newest version of each), sorted by name.
     """
-    return [tool(runtime, info, principal=principal) for info in visible(runtime, principal, pattern)]
+    return [
+        tool(runtime, info, principal=principal, approvals=approvals) for info in visible(runtime, principal, pattern)
+    ]
