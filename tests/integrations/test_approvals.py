@@ -190,3 +190,27 @@ def test_langgraph_interrupts_the_graph_and_resumes_with_a_command(rt: glovebox.
     assert done["messages"][-1].content == "done"
     assert answer.status == ("success" if decision == "approve" else "error")
     check_answer(str(answer.content), decision, rt)
+
+
+def test_langgraph_without_a_checkpointer_cannot_pause_and_reads_the_error_line(rt: glovebox.Runtime) -> None:  # noqa: F811
+    pytest.importorskip("langgraph", reason="LangGraph is not installed (the langgraph extra)")
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    from glovebox.integrations import langchain
+
+    from .test_integrations import langchain_model
+
+    tools = langchain.tools(rt, principal="agent", pattern="sensitive")
+    model = langchain_model([("sensitive", ASKED)]).bind_tools(tools)
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", lambda state: {"messages": [model.invoke(state["messages"])]})
+    graph.add_node("tools", ToolNode(tools))
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", tools_condition)
+    graph.add_edge("tools", "model")
+    done = graph.compile().invoke({"messages": [HumanMessage("go")]})
+    assert "__interrupt__" not in done
+    (answer,) = [m for m in done["messages"] if isinstance(m, ToolMessage)]
+    assert answer.status == "error" and str(answer.content).startswith("glovebox error approval_required")

@@ -50,17 +50,19 @@ Approvals = Literal["pause", "error"]
 
 
 def _graph_interrupt() -> Callable[[Any], Any] | None:
-    """LangGraph's ``interrupt`` when this call runs inside a graph, else None (no langgraph, or no graph)."""
+    """LangGraph's ``interrupt`` when this call runs inside a graph that can pause (it has a
+    checkpointer), else None (no langgraph, a plain LangChain call, or a graph without one)."""
     try:
         from langgraph.config import get_config
+        from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
         from langgraph.types import interrupt
     except ImportError:
         return None
     try:
-        get_config()
-    except RuntimeError:  # not inside a runnable of a graph
+        config = get_config()
+    except RuntimeError:  # not inside a runnable
         return None
-    return interrupt
+    return interrupt if config.get(CONF, {}).get(CONFIG_KEY_CHECKPOINTER) is not None else None
 
 
 class GloveboxTool(BaseTool):
