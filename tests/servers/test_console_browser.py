@@ -328,6 +328,11 @@ def test_every_page_reads_at_a_desktops_and_a_phones_size(
             seen[name] = page.evaluate(LOOK)
             page.screenshot(path=str(ARTIFACTS / f"{name}-{size}.png"), full_page=True)
         page.goto(pages["approvals"])
+        reach = page.locator("button.primary, summary.danger").evaluate_all(
+            "(els) => els.map((el) => el.getBoundingClientRect().right)"
+        )
+        assert len(reach) == 4 and max(reach) <= width, "Approve and Deny are in reach without scrolling sideways"
+        page.goto(pages["approvals"])
         page.locator("summary.danger").first.click()
         seen["approvals-deny-open"] = page.evaluate(LOOK)
         page.screenshot(path=str(ARTIFACTS / f"approvals-deny-open-{size}.png"), full_page=True)
