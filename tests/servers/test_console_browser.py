@@ -33,6 +33,7 @@ ARTIFACTS = Path(
     os.environ.get("GLOVEBOX_SCREENSHOTS")
     or Path(__file__).resolve().parents[2] / "build" / "test-artifacts" / "console"
 )
+UI_STATIC = Path(__file__).resolve().parents[2] / "runtime" / "glovebox" / "servers" / "ui" / "static"
 XSS_INPUT = {"q": "<script>alert('input')</script>", "note": "</pre><img src=x onerror=alert('pre')>"}
 
 
@@ -406,3 +407,25 @@ def test_the_live_page_keeps_an_open_confirmation_open(console: Console, watched
     page.locator(f"#approval-{second}").wait_for(timeout=30_000)
     assert page.locator(f"#deny-{first}").get_attribute("open") is not None
     assert page.locator(f"#deny-{second}").get_attribute("open") is None
+
+
+@pytest.mark.parametrize("top_ms", [0.74, 7.4, 74.0, 7400.0, 740000.0])
+def test_the_duration_charts_scale_label_is_never_cut(browser: playwright_api.Browser, top_ms: float) -> None:
+    from datetime import UTC, datetime
+
+    from glovebox.servers._charts import latency_svg, minutes
+
+    now = datetime.now(UTC)
+    data = minutes([(now.isoformat(), "t@1", "ok", top_ms / 2), (now.isoformat(), "t@1", "ok", top_ms)], now)
+    svg = str(latency_svg(data))
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    try:
+        page = context.new_page()
+        css = (UI_STATIC / "console.css").read_text()
+        page.set_content(f"<!doctype html><style>{css}</style><figure>{svg}</figure>")
+        label = page.locator("svg.chart text.top")
+        text = label.text_content() or ""
+        assert text.endswith(" ms") and text[0].isdigit(), text
+        assert page.evaluate(LOOK) == []
+    finally:
+        context.close()
