@@ -30,6 +30,7 @@ behaviour: the approval is the error line naming its id.
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
@@ -107,8 +108,7 @@ class _Calls:
 
 
 def _arguments_of(context: RunContextWrapper[Any], params: dict[str, Any]) -> str:
-    import json
-
+    """The model's arguments text (the SDK hands the approval check them parsed)."""
     arguments = getattr(context, "tool_arguments", None)
     return arguments if isinstance(arguments, str) else json.dumps(params)
 
