@@ -200,7 +200,7 @@ def test_approvals_list_and_deny(approval_home: tuple[Path, Path]) -> None:
         for line in invoke("--home", str(home), "audit", "tail", "-n", "1", "--json").stdout.splitlines()
     ]
     assert (row["decision"], row["outcome"]) == ("denied", "permission_denied")
-    assert json.loads(row["egress"])["approval"] == {"id": approval_id, "by": "admin"}
+    assert json.loads(row["egress"])["approval"] == {"id": approval_id, "by": "admin", "reason": "not on Fridays"}
     assert invoke("--home", str(home), "audit", "verify").exit_code == 0
 
 
