@@ -214,3 +214,20 @@ def test_langgraph_without_a_checkpointer_cannot_pause_and_reads_the_error_line(
     assert "__interrupt__" not in done
     (answer,) = [m for m in done["messages"] if isinstance(m, ToolMessage)]
     assert answer.status == "error" and str(answer.content).startswith("glovebox error approval_required")
+
+
+def test_outside_an_agent_loop_or_asked_to_the_approval_is_the_error_line(rt: glovebox.Runtime) -> None:  # noqa: F811
+    from glovebox.integrations import langchain, llama_index, openai_agents, pydantic_ai
+
+    outside = next(t for t in llama_index.tools(rt, principal="agent") if t.metadata.name == "sensitive")
+    for answer in (outside.call(**ASKED), asyncio.run(outside.acall(**ASKED))):
+        assert answer.is_error and answer.content.startswith("glovebox error approval_required"), answer.content
+    plain = next(t for t in langchain.tools(rt, principal="agent") if t.name == "sensitive")
+    assert plain.invoke(ASKED).startswith("glovebox error approval_required")
+    agents_tool = next(
+        t for t in openai_agents.tools(rt, principal="agent", approvals="error") if t.name == "sensitive"
+    )
+    assert agents_tool.needs_approval is False
+    for module in (langchain, llama_index, openai_agents, pydantic_ai):
+        with pytest.raises(ValueError, match="approvals must be 'pause' or 'error'"):
+            module.tools(rt, principal="agent", approvals="later")  # type: ignore[arg-type]
