@@ -36,3 +36,11 @@ def echo_runtime(runtime: glovebox.Runtime, build_guest: Callable[[str], Path]) 
 def _no_docker_login(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The user's docker logins never reach a test registry."""
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker-config"))
+
+
+@pytest.fixture
+def cosign_keys(tmp_path: Path) -> tuple[Path, Path]:
+    """A fresh ECDSA P-256 pair (what ``glovebox keys generate --oci`` writes): (private, public)."""
+    from glovebox.oci import generate_oci_keypair
+
+    return generate_oci_keypair("team", tmp_path / "keys")
