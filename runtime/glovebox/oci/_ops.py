@@ -47,7 +47,11 @@ __all__ = ["Fetched", "Provenance", "Store", "fetch", "open_store", "pull_to", "
 
 #: The glovebox manifest layer's cap (a manifest is kilobytes).
 SMALL_BLOB_MAX_BYTES = 1024 * 1024
-_ACCEPT = MANIFEST_MEDIA_TYPE
+#: What a manifest request accepts: an index or a docker image too, so that one is refused by name, not as absent.
+_ACCEPT = (
+    f"{MANIFEST_MEDIA_TYPE}, application/vnd.oci.image.index.v1+json,"
+    " application/vnd.docker.distribution.manifest.v2+json, application/vnd.docker.distribution.manifest.list.v2+json"
+)
 
 
 @dataclass(frozen=True)
