@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-__all__ = ["OciRegistry", "registry_binary", "start_registry"]
+__all__ = ["OciRegistry", "htpasswd_line", "registry_binary", "start_registry"]
 
 _NAMES = ("docker-registry", "registry")
 
@@ -59,14 +59,27 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_registry(binary: str, *, htpasswd: str | None = None) -> OciRegistry:
-    """Start a registry with its storage in a new temporary directory; wait until ``/v2/`` answers."""
+def htpasswd_line(user: str, password: str) -> str:
+    """An htpasswd line (bcrypt, the only hash the distribution server reads)."""
+    import bcrypt
+
+    return f"{user}:{bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()}\n"
+
+
+def start_registry(binary: str, *, htpasswd: str | None = None, token: dict[str, str] | None = None) -> OciRegistry:
+    """Start a registry with its storage in a new temporary directory; wait until ``/v2/`` answers.
+
+    ``htpasswd``: the lines of a Basic login. ``token``: a Bearer login: ``realm``, ``service``,
+    ``issuer`` and ``rootcertbundle`` (the PEM certificate the tokens' signing key is in).
+    """
     root = Path(tempfile.mkdtemp(prefix="glovebox-oci-registry-"))
     port = _free_port()
     auth = ""
     if htpasswd is not None:
         (root / "htpasswd").write_text(htpasswd)
         auth = f"auth:\n  htpasswd:\n    realm: glovebox-tests\n    path: {root / 'htpasswd'}\n"
+    if token is not None:
+        auth = "auth:\n  token:\n" + "".join(f"    {key}: {value}\n" for key, value in token.items())
     (root / "config.yml").write_text(
         "version: 0.1\n"
         "log:\n  level: error\n  accesslog:\n    disabled: true\n"

@@ -65,6 +65,7 @@ class Fetched:
     config: bytes
     wasm: bytes
     tool_manifest: dict[str, Any] | None
+    tool_manifest_bytes: bytes | None
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ def fetch(store: Store, ref: OciReference, digest: str, cap: int = MAX_ARTIFACT_
         check_header(wasm, f"{where}: its {artifact.wasm.media_type!r} layer")
     except InvalidArtifact as exc:
         raise InvalidArtifact(exc.message, details={"media_type": artifact.wasm.media_type}) from exc
-    tool_manifest = None
+    tool_manifest, raw = None, None
     if artifact.glovebox is not None:
         layer = artifact.glovebox
         raw = store.blob(ref.repository, layer.digest, layer.size, SMALL_BLOB_MAX_BYTES)
@@ -135,7 +136,7 @@ def fetch(store: Store, ref: OciReference, digest: str, cap: int = MAX_ARTIFACT_
             tool_manifest = json.loads(raw)
         except ValueError as exc:
             raise InvalidManifest(f"{where}: its {TOOL_MANIFEST_MEDIA_TYPE} layer is not JSON") from exc
-    return Fetched(ref.at(digest), digest, body, artifact, config, wasm, tool_manifest)
+    return Fetched(ref.at(digest), digest, body, artifact, config, wasm, tool_manifest, raw)
 
 
 # -- push -------------------------------------------------------------------
@@ -208,11 +209,9 @@ def pull_to(
         fetched = fetch(client, ref, digest)
         layout = LayoutStore(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        for blob in (fetched.config, fetched.wasm):
-            layout.write_blob(blob)
-        if fetched.artifact.glovebox is not None:
-            layer = fetched.artifact.glovebox
-            layout.write_blob(client.blob(ref.repository, layer.digest, layer.size, SMALL_BLOB_MAX_BYTES))
+        for blob in (fetched.config, fetched.wasm, fetched.tool_manifest_bytes):
+            if blob is not None:
+                layout.write_blob(blob)
         _copy_signatures(client, ref, digest, layout)
         pinned = str(fetched.ref)
         layout.add_manifest(fetched.manifest, MANIFEST_MEDIA_TYPE, ref.tag or digest.replace(":", "-"), pinned)
