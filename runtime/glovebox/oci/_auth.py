@@ -18,10 +18,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core import _settings
 from ..core._errors import RegistryError
 
 __all__ = ["Credentials", "credentials_for", "docker_config_path"]
@@ -41,11 +41,7 @@ class Credentials:
 
 def docker_config_path() -> Path:
     """The docker ``config.json`` read for credentials (see the module docstring)."""
-    explicit = os.environ.get("GLOVEBOX_OCI_CONFIG")
-    if explicit:
-        return Path(explicit)
-    directory = os.environ.get("DOCKER_CONFIG")
-    return (Path(directory) if directory else Path.home() / ".docker") / "config.json"
+    return _settings.docker_config_file()
 
 
 def credentials_for(host: str) -> Credentials | None:
@@ -94,11 +90,11 @@ def _host_of(key: str) -> str:
 
 
 def _from_environment(host: str) -> Credentials | None:
-    user = os.environ.get("GLOVEBOX_OCI_USERNAME")
-    if not user or os.environ.get("GLOVEBOX_OCI_HOST") != host:
+    login = _settings.oci_login()
+    user = login["username"]
+    if not user or login["host"] != host:
         return None
-    password = os.environ.get("GLOVEBOX_OCI_PASSWORD")
-    secret_file = os.environ.get("GLOVEBOX_OCI_PASSWORD_FILE")
+    password, secret_file = login["password"], login["password_file"]
     if password is None and secret_file:
         try:
             password = Path(secret_file).read_text(encoding="utf-8").rstrip("\r\n")
