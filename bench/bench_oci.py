@@ -43,13 +43,16 @@ SOURCES = {
 ACCEPT = {"Accept": "application/vnd.oci.image.manifest.v1+json"}
 
 
-def median_s(fn: Callable[[int], object], repeat: int) -> float:
-    times = []
+def paired_s(fn: Callable[[int], object], other: Callable[[int], object] | None, repeat: int) -> tuple[float, float]:
+    """Medians of ``fn`` and ``other`` run alternately (a busy machine slows both alike)."""
+    times: tuple[list[float], list[float]] = ([], [])
     for i in range(repeat):
-        started = time.perf_counter()
-        fn(i)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+        for which, run in enumerate((fn, other)):
+            if run is not None:
+                started = time.perf_counter()
+                run(i)
+                times[which].append(time.perf_counter() - started)
+    return statistics.median(times[0]), statistics.median(times[1]) if times[1] else 0.0
 
 
 def bench_tool(lang: str, work: Path, host: str, repeat: int) -> dict[str, float | int | str]:
@@ -67,16 +70,16 @@ def bench_tool(lang: str, work: Path, host: str, repeat: int) -> dict[str, float
         config = work / "config.json"
         config.write_text(json.dumps({"architecture": "wasm", "os": "wasip2"}))
         files = [f"{wasm}:application/wasm", f"{manifest_file}:application/vnd.glovebox.manifest.v1+json"]
-        push = median_s(lambda i: rt.push(ref, f"oci://{host}/bench/{lang}-gb-{i}:1"), repeat)
-        oras_push = median_s(
+        push, oras_push = paired_s(
+            lambda i: rt.push(ref, f"oci://{host}/bench/{lang}-gb-{i}:1"),
             lambda i: oras_client.push(
                 target=f"{host}/bench/{lang}-oras-{i}:1", files=files, disable_path_validation=True, quiet=True,
                 manifest_config=f"{config}:application/vnd.wasm.config.v0+json",
             ),
             repeat,
         )  # fmt: skip
-        pull = median_s(lambda i: rt.pull(f"oci://{host}/bench/{lang}-gb-{i}:1", work / f"layout-{lang}-{i}"), repeat)
-        oras_pull = median_s(
+        pull, oras_pull = paired_s(
+            lambda i: rt.pull(f"oci://{host}/bench/{lang}-gb-{i}:1", work / f"layout-{lang}-{i}"),
             lambda i: oras_client.pull(target=f"{host}/bench/{lang}-gb-{i}:1", outdir=str(work / f"oras-{lang}-{i}")),
             repeat,
         )
@@ -89,6 +92,7 @@ def bench_tool(lang: str, work: Path, host: str, repeat: int) -> dict[str, float
         with Runtime(home=work / f"local-{lang}-{i}") as fresh:
             fresh.register(wasm)
 
+    register_oci, register_file = paired_s(register_remote, register_local, repeat)
     return {
         "tool": f"{lang} ({info.name})",
         "wasm_bytes": wasm.stat().st_size,
@@ -96,8 +100,8 @@ def bench_tool(lang: str, work: Path, host: str, repeat: int) -> dict[str, float
         "oras_push_s": oras_push,
         "pull_s": pull,
         "oras_pull_s": oras_pull,
-        "register_oci_s": median_s(register_remote, repeat),
-        "register_file_s": median_s(register_local, repeat),
+        "register_oci_s": register_oci,
+        "register_file_s": register_file,
     }
 
 

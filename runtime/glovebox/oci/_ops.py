@@ -25,7 +25,14 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core._errors import InvalidArtifact, InvalidManifest, RegistryError, SignatureRefused, WideningRefused
+from ..core._errors import (
+    InvalidArtifact,
+    InvalidManifest,
+    RegistryError,
+    SignatureRefused,
+    ToolNotFound,
+    WideningRefused,
+)
 from ..model._manifest import Manifest, parse_manifest
 from ..sandbox._validate import MAX_ARTIFACT_BYTES, check_header
 from ._artifact import MANIFEST_MEDIA_TYPE, TOOL_MANIFEST_MEDIA_TYPE, WasmArtifact, build_artifact, parse_artifact
@@ -307,7 +314,7 @@ def _check_widening(
         return
     try:
         old = registry.resolve(f"{previous.name}@{previous.version}")
-    except Exception:  # removed since: nothing to compare with
+    except ToolNotFound:  # removed since: nothing to compare with
         return
     widened = sorted(_reach(manifest) - _reach(old.manifest))
     if widened:
