@@ -161,3 +161,25 @@ def test_sign_oci_signs_an_artifact_already_pushed(
     with glovebox.Runtime(home=tmp_path / "other") as other:
         info = other.register_oci(oci_registry.ref("sig/later"), keys=[str(cosign_keys[1])])
         assert info.signer == f"cosign:{key_id}"
+
+
+def test_verify_checks_without_registering(
+    echo_runtime: glovebox.Runtime, oci_registry: OciRegistry, cosign_keys: tuple[Path, Path], tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from glovebox.cli._main import cli
+
+    pinned = echo_runtime.push("echo", oci_registry.ref("sig/verify"), key=cosign_keys[0])
+    unsigned = echo_runtime.push("echo", oci_registry.ref("sig/verify-unsigned"))
+    with glovebox.Runtime(home=tmp_path / "other") as other:
+        assert other.verify_oci(oci_registry.ref("sig/verify"), keys=[str(cosign_keys[1])])[0] == pinned
+        with pytest.raises(glovebox.SignatureRefused, match="no cosign public key"):
+            other.verify_oci(oci_registry.ref("sig/verify"))
+        assert other.tools() == []
+    runner = CliRunner()
+    home = ["--home", str(tmp_path / "cli")]
+    ok = runner.invoke(cli, [*home, "verify", "--oci", unsigned.split("@")[0], "--key", str(cosign_keys[1])])
+    assert ok.exit_code == 1 and "signature_refused" in ok.output
+    ok = runner.invoke(cli, [*home, "verify", "--oci", oci_registry.ref("sig/verify"), "--key", str(cosign_keys[1])])
+    assert ok.exit_code == 0 and ok.output.startswith(f"ok: {pinned} signed by cosign:")

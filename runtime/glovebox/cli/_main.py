@@ -338,17 +338,42 @@ def sdk_path() -> None:
 
 
 @cli.command()
-@click.argument("wasm", type=click.Path(exists=True, dir_okay=False))
+@click.argument("target", metavar="WASM|oci://REF|DIR")
 @click.option("--manifest", type=click.Path(exists=True, dir_okay=False), help="Manifest file (default: beside WASM).")
 @click.option("--signature", type=click.Path(dir_okay=False), help="Signature file (default: WASM.sig).")
+@click.option("--oci", is_flag=True, help="TARGET is an oci:// artifact or an OCI layout: check its cosign signature.")
+@click.option(
+    "--key",
+    "keys",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="With --oci: a cosign public key that may have signed it (repeatable; the policy's keys apply too).",
+)
+@click.option("--insecure", is_flag=True, help=INSECURE_HELP)
 @click.pass_context
-def verify(ctx: click.Context, wasm: str, manifest: str | None, signature: str | None) -> None:
-    """Check a tool artifact's signature against its manifest and the trusted keys.
+def verify(
+    ctx: click.Context,
+    target: str,
+    manifest: str | None,
+    signature: str | None,
+    oci: bool,
+    keys: tuple[str, ...],
+    insecure: bool,
+) -> None:
+    """Check a tool artifact's signature against its manifest and the trusted keys, or with --oci
+    an OCI artifact's cosign signature (nothing is registered).
 
     (The audit log's hash chain is checked by `glovebox audit verify`.)
     """
-    signer = Keyring(home_of(ctx)).verify(wasm, manifest=manifest, signature=signature)
-    click.echo(f"ok: {Path(wasm).name} sha256:{file_sha256(Path(wasm))} signed by {signer}")
+    if oci:
+        with open_runtime(ctx) as rt:
+            pinned, signer = rt.verify_oci(target, keys=list(keys), insecure=insecure)
+        click.echo(f"ok: {pinned} signed by {signer}")
+        return
+    if not Path(target).is_file():
+        raise click.BadParameter(f"{target!r} is not a file (give --oci for an oci:// artifact)", param_hint="WASM")
+    signer = Keyring(home_of(ctx)).verify(target, manifest=manifest, signature=signature)
+    click.echo(f"ok: {Path(target).name} sha256:{file_sha256(Path(target))} signed by {signer}")
 
 
 def _parse_input(raw: str) -> Any:

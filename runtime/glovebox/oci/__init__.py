@@ -16,7 +16,7 @@ runtime or a surface. The Runtime reaches this package only on push, pull or an
 
 from ._artifact import CONFIG_MEDIA_TYPE, TOOL_MANIFEST_MEDIA_TYPE, WASM_MEDIA_TYPE
 from ._cosign import generate_keypair as generate_oci_keypair
-from ._ops import ProvenanceStore, pull_to, push_tool, register_from, required_keys, sign_reference
+from ._ops import ProvenanceStore, pull_to, push_tool, register_from, required_keys, sign_reference, verify_source
 from ._reference import OciReference
 
 __all__ = [
@@ -31,4 +31,5 @@ __all__ = [
     "register_from",
     "required_keys",
     "sign_reference",
+    "verify_source",
 ]

@@ -50,7 +50,17 @@ if TYPE_CHECKING:
     from ..registry._registration import Registrar
     from ..registry._registry import Registry
 
-__all__ = ["Fetched", "Provenance", "Store", "fetch", "open_store", "pull_to", "push_tool", "register_from"]
+__all__ = [
+    "Fetched",
+    "Provenance",
+    "Store",
+    "fetch",
+    "open_store",
+    "pull_to",
+    "push_tool",
+    "register_from",
+    "verify_source",
+]
 
 #: The glovebox manifest layer's cap (a manifest is kilobytes).
 SMALL_BLOB_MAX_BYTES = 1024 * 1024
@@ -293,6 +303,25 @@ def register_from(
         info = registrar.register(path, manifest, None, verified_signer=signer)
     provenance.record(info, ref, fetched)
     return info
+
+
+def verify_source(
+    source: str | Path,
+    *,
+    key_sets_for: Any,
+    insecure: bool = False,
+    transport: httpx.BaseTransport | None = None,
+) -> tuple[str, str]:
+    """(the pinned reference, the signer) of ``source``'s artifact; nothing else is fetched."""
+    store, ref = open_store(source, insecure=insecure, transport=transport)
+    try:
+        digest = resolve(store, ref)
+        signer = _check_signatures(store, ref, digest, key_sets_for(ref))
+    finally:
+        store.close()
+    if signer is None:  # no key set asked for: nothing was checked
+        raise SignatureRefused(f"{ref}: no key to check its signature by", details={"reference": str(ref)})
+    return str(ref.at(digest)), signer
 
 
 def _check_signatures(

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ..model._result import ToolInfo
     from ..oci import OciReference
 
-__all__ = ["is_oci_source", "pull", "push", "register_oci"]
+__all__ = ["is_oci_source", "pull", "push", "register_oci", "verify_oci"]
 
 
 def is_oci_source(source: str | os.PathLike[str]) -> bool:
@@ -25,6 +25,32 @@ def is_oci_source(source: str | os.PathLike[str]) -> bool:
         return True
     path = Path(source)
     return path.is_dir() and (path / "oci-layout").is_file()
+
+
+def _key_sets_for(runtime: Any, keys: list[str] | None, require: bool) -> Any:
+    from ..oci import required_keys
+
+    policy = runtime.policy
+    policy_dir = runtime.policy_path.parent if runtime.policy_path is not None else Path.cwd()
+
+    def key_sets_for(ref: OciReference) -> Any:
+        return required_keys(policy, policy_dir, ref, list(keys or []), require)
+
+    return key_sets_for
+
+
+def verify_oci(
+    runtime: Any,  # the Runtime (not imported: it imports this module)
+    source: str | os.PathLike[str],
+    *,
+    keys: list[str] | None,
+    insecure: bool,
+    transport: httpx.BaseTransport | None,
+) -> tuple[str, str]:
+    from ..oci import verify_source
+
+    text = source if isinstance(source, str) and source.startswith("oci://") else Path(source)
+    return verify_source(text, key_sets_for=_key_sets_for(runtime, keys, True), insecure=insecure, transport=transport)
 
 
 def register_oci(
@@ -36,14 +62,9 @@ def register_oci(
     accept_widening: bool,
     transport: httpx.BaseTransport | None,
 ) -> ToolInfo:
-    from ..oci import register_from, required_keys
+    from ..oci import register_from
 
-    policy = runtime.policy
-    policy_dir = runtime.policy_path.parent if runtime.policy_path is not None else Path.cwd()
-
-    def key_sets_for(ref: OciReference) -> Any:
-        return required_keys(policy, policy_dir, ref, list(keys or []), runtime.require_signatures)
-
+    key_sets_for = _key_sets_for(runtime, keys, runtime.require_signatures)
     text = source if isinstance(source, str) and source.startswith("oci://") else Path(source)
     return register_from(
         runtime.registrar,

@@ -300,6 +300,30 @@ class Runtime:
             self, source, keys=keys, insecure=insecure, accept_widening=accept_widening, transport=transport
         )
 
+    def verify_oci(
+        self,
+        source: str | os.PathLike[str],
+        *,
+        keys: list[str] | None = None,
+        insecure: bool = False,
+        transport: httpx.BaseTransport | None = None,
+    ) -> tuple[str, str]:
+        """Check the cosign signature of an ``oci://`` artifact (or an OCI layout) without registering it.
+
+        The keys are the policy's ``signatures`` entries that cover the source and ``keys``;
+        every covering entry must be satisfied, as :meth:`register_oci` requires.
+
+        Returns:
+            The pinned reference (its tag resolved once) and the signer, ``cosign:KEY_ID``.
+
+        Raises:
+            SignatureRefused: no key to check by, unsigned, or no valid signature of this digest.
+        """
+        self._check_open()
+        from . import _oci
+
+        return _oci.verify_oci(self, source, keys=keys, insecure=insecure, transport=transport)
+
     def push(
         self,
         ref: str,
