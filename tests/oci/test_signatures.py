@@ -183,3 +183,18 @@ def test_verify_checks_without_registering(
     assert ok.exit_code == 1 and "signature_refused" in ok.output
     ok = runner.invoke(cli, [*home, "verify", "--oci", oci_registry.ref("sig/verify"), "--key", str(cosign_keys[1])])
     assert ok.exit_code == 0 and ok.output.startswith(f"ok: {pinned} signed by cosign:")
+
+
+def test_a_second_signature_is_appended_and_either_key_verifies(
+    echo_runtime: glovebox.Runtime, oci_registry: OciRegistry, cosign_keys: tuple[Path, Path], tmp_path: Path
+) -> None:
+    from glovebox.oci import sign_reference
+
+    second, second_pub = generate_oci_keypair("second", tmp_path / "second")
+    pinned = echo_runtime.push("echo", oci_registry.ref("sig/two"), key=cosign_keys[0])
+    sign_reference(oci_registry.ref("sig/two"), second)
+    _, document = _sig_manifest(oci_registry, "sig/two", pinned.rsplit("@", 1)[1])
+    assert len(document["layers"]) == 2
+    for public in (cosign_keys[1], second_pub):
+        with glovebox.Runtime(home=tmp_path / f"home-{public.stem}") as other:
+            assert other.register_oci(oci_registry.ref("sig/two"), keys=[str(public)]).signer
