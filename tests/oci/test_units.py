@@ -53,6 +53,16 @@ def test_insecure_is_plain_http_anywhere_else_https() -> None:
     assert OciReference.parse("oci://127.0.0.2:5000/a:1").scheme == "https"  # only the loopback names
 
 
+def test_docker_hub_is_reached_at_its_api_host_with_docker_logins_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert OciReference.parse("oci://docker.io/library/tool:1").base_url == "https://registry-1.docker.io"
+    auth = base64.b64encode(b"hub:pw").decode()
+    (tmp_path / "config.json").write_text(json.dumps({"auths": {"https://index.docker.io/v1/": {"auth": auth}}}))
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    assert credentials_for("docker.io").username == "hub"  # type: ignore[union-attr]
+
+
 def test_docker_config_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     auth = base64.b64encode(b"me:pw").decode()
     config = {

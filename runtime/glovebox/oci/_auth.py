@@ -26,6 +26,9 @@ from ..core._errors import RegistryError
 
 __all__ = ["Credentials", "credentials_for", "docker_config_path"]
 
+#: Docker Hub's names: ``docker login`` writes ``https://index.docker.io/v1/``.
+_DOCKER_HUB = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
+
 
 @dataclass(frozen=True)
 class Credentials:
@@ -65,7 +68,8 @@ def _from_docker_config(path: Path, host: str) -> Credentials | None:
         auths = json.loads(text).get("auths", {})
     except (ValueError, AttributeError) as exc:
         raise RegistryError(f"{path} is not a docker config.json (a JSON object with 'auths')") from exc
-    entry = next((value for key, value in auths.items() if _host_of(key) == host), None)
+    names = {host, *_DOCKER_HUB} if host in _DOCKER_HUB else {host}
+    entry = next((value for key, value in auths.items() if _host_of(key) in names), None)
     if not isinstance(entry, dict):
         return None
     if entry.get("identitytoken"):

@@ -27,6 +27,8 @@ _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _HOST = re.compile(r"^(?:\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(?::[0-9]{1,5})?$")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
 PREFIX = "oci://"
+#: Registries whose API lives on another host than the name people write.
+_API_HOSTS = {"docker.io": "registry-1.docker.io", "index.docker.io": "registry-1.docker.io"}
 
 
 def check_digest(digest: str, what: str = "digest") -> str:
@@ -82,8 +84,8 @@ class OciReference:
 
     @property
     def base_url(self) -> str:
-        """``SCHEME://HOST`` (the registry's root, where ``/v2/`` lives)."""
-        return f"{self.scheme}://{self.host}"
+        """``SCHEME://HOST`` (the registry's root, where ``/v2/`` lives; Docker Hub's API for ``docker.io``)."""
+        return f"{self.scheme}://{_API_HOSTS.get(self.host, self.host)}"
 
     @property
     def pinned(self) -> bool:
