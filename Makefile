@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast prebuild chromium lint docs docs-serve bench clean
+.PHONY: demo test test-fast prebuild chromium oci-registry lint docs docs-serve bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,16 @@ chromium:
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; \
 	else echo "apt-get not found: the console's browser tests will be skipped (no chromium)"; fi
 
+# The OCI tests (tests/oci) push to and pull from a real registry: Debian's docker-registry (the CNCF
+# distribution server), started by a fixture on 127.0.0.1 with its storage in a temporary directory.
+oci-registry:
+	@if command -v docker-registry >/dev/null || command -v registry >/dev/null; then :; \
+	elif command -v apt-get >/dev/null; then \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq docker-registry \
+		|| echo "docker-registry could not be installed: the OCI registry tests will be skipped"; \
+	else echo "apt-get not found: the OCI registry tests will be skipped (no docker-registry)"; fi
+
 # The tests run in one process per core (pytest-xdist; PYTEST_WORKERS=0 runs them in this one);
 # tests that must not overlap share an xdist_group, which --dist loadgroup keeps on one worker.
 PYTEST_WORKERS ?= auto
@@ -47,7 +57,7 @@ prebuild: $(STAMP)
 	$(BIN)/python -m tests.guestcache .pytest_cache/d/glovebox
 
 # Everything: lint, the docs build, then every test (slow and system ones included).
-test: $(STAMP) $(MCP_TS_STAMP) chromium lint docs prebuild
+test: $(STAMP) $(MCP_TS_STAMP) chromium oci-registry lint docs prebuild
 	$(PYTEST)
 
 # Unit tests only: no guest builds, no servers, nothing slow (tests/conftest.py marks `system`).

@@ -20,6 +20,7 @@ from ..core._errors import GloveboxError
 from ..core._jsonlimits import JsonRejected
 from ..core._jsonlimits import loads as loads_json
 from ..model._result import ToolInfo
+from ..oci import generate_oci_keypair, sign_reference
 from ..registry._compiled import file_sha256
 from ..registry._keyring import Keyring, generate_keypair
 from ..registry._keyring import sign as sign_artifact
@@ -30,6 +31,7 @@ from ..toolchains._scaffold import LANGUAGES, scaffold
 from ._base import GloveboxGroup, accept_global_options, dump, home_of, open_runtime, progress_of
 from ._breaker import breaker, describe_breaker
 from ._import import import_group
+from ._oci import INSECURE_HELP, pull, push
 from ._policy import approvals, approve, audit, policy
 from ._runs import run, runs
 from ._serve import export, mcp, serve
@@ -95,22 +97,52 @@ def _silent(line: str) -> None:
 
 
 @cli.command()
-@click.argument("wasm", type=click.Path(exists=True, dir_okay=False))
+@click.argument("source", metavar="WASM|oci://REF|DIR")
 @click.option(
     "--manifest",
     type=click.Path(exists=True, dir_okay=False),
     help="Manifest file, .toml or .json (default: STEM.glovebox.toml beside WASM, else the folder's glovebox.toml).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the registered tool as JSON.")
+@click.option(
+    "--key",
+    "keys",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="oci:// or DIR: require a cosign signature by this public key (repeatable; the policy's keys apply too).",
+)
+@click.option("--insecure", is_flag=True, help=INSECURE_HELP)
+@click.option("--accept-widening", is_flag=True, help="oci://: let a new digest of a tag reach more than before.")
 @click.pass_context
-def register(ctx: click.Context, wasm: str, manifest: str | None, as_json: bool) -> None:
-    """Validate and register a .wasm component (warns when agents would get no description or schema)."""
+def register(
+    ctx: click.Context,
+    source: str,
+    manifest: str | None,
+    as_json: bool,
+    keys: tuple[str, ...],
+    insecure: bool,
+    accept_widening: bool,
+) -> None:
+    """Validate and register a .wasm component, an oci:// artifact or an OCI layout directory.
+
+    A local file warns when agents would get no description or schema. An oci:// tag is
+    resolved once and registered by its digest, its signature checked before anything runs.
+    """
+    oci = source.startswith("oci://") or Path(source).is_dir()
+    if not oci and not Path(source).is_file():
+        raise click.BadParameter(f"{source!r} is not a file, an oci:// reference or a directory", param_hint="SOURCE")
+    if oci and manifest is not None:
+        raise click.BadParameter("an oci:// artifact carries its manifest", param_hint="--manifest")
     with open_runtime(ctx) as rt:
-        info = rt.register(wasm, manifest)
+        if oci:
+            info = rt.register_oci(source, keys=list(keys), insecure=insecure, accept_widening=accept_widening)
+        else:
+            info = rt.register(source, manifest)
     if as_json:
         click.echo(dump(info.to_dict()))
     else:
-        click.echo(f"registered {info.name}@{info.version} {info.digest}")
+        signed = f" (signed by {info.signer})" if oci and info.signer else ""
+        click.echo(f"registered {info.name}@{info.version} {info.digest}{signed}")
 
 
 @cli.command()
@@ -217,9 +249,10 @@ def keys() -> None:
     show_default=True,
     help="Where to write the keys.",
 )
-def keys_generate(name: str, directory: str) -> None:
-    """Create an Ed25519 key pair NAME.key (private) and NAME.pub in DIR."""
-    private, public = generate_keypair(name, directory)
+@click.option("--oci", is_flag=True, help="An ECDSA P-256 pair for cosign signatures of oci:// artifacts.")
+def keys_generate(name: str, directory: str, oci: bool) -> None:
+    """Create a key pair NAME.key (private) and NAME.pub in DIR: Ed25519, or ECDSA P-256 with --oci."""
+    private, public = generate_oci_keypair(name, directory) if oci else generate_keypair(name, directory)
     click.echo(f"private key: {private} (keep it secret)\npublic key:  {public}")
 
 
@@ -243,12 +276,24 @@ def keys_list(ctx: click.Context) -> None:
 
 
 @cli.command()
-@click.argument("wasm", type=click.Path(exists=True, dir_okay=False))
+@click.argument("target", metavar="WASM|oci://REF")
 @click.option("--key", "key_path", required=True, type=click.Path(exists=True, dir_okay=False), help="Private key.")
 @click.option("--manifest", type=click.Path(exists=True, dir_okay=False), help="Manifest file (default: beside WASM).")
-def sign(wasm: str, key_path: str, manifest: str | None) -> None:
-    """Sign WASM together with its manifest; writes WASM.sig."""
-    click.echo(str(sign_artifact(wasm, key_path, manifest=manifest)))
+@click.option(
+    "--oci",
+    is_flag=True,
+    help="TARGET is an oci:// artifact: store a cosign signature of its digest in the registry (ECDSA P-256 key).",
+)
+@click.option("--insecure", is_flag=True, help=INSECURE_HELP)
+def sign(target: str, key_path: str, manifest: str | None, oci: bool, insecure: bool) -> None:
+    """Sign WASM together with its manifest (writes WASM.sig), or with --oci an artifact in a registry."""
+    if oci:
+        pinned, key_id = sign_reference(target, key_path, insecure=insecure)
+        click.echo(f"signed {pinned} with cosign key {key_id}")
+        return
+    if not Path(target).is_file():
+        raise click.BadParameter(f"{target!r} is not a file (give --oci for an oci:// artifact)", param_hint="WASM")
+    click.echo(str(sign_artifact(target, key_path, manifest=manifest)))
 
 
 @cli.command()
@@ -293,17 +338,42 @@ def sdk_path() -> None:
 
 
 @cli.command()
-@click.argument("wasm", type=click.Path(exists=True, dir_okay=False))
+@click.argument("target", metavar="WASM|oci://REF|DIR")
 @click.option("--manifest", type=click.Path(exists=True, dir_okay=False), help="Manifest file (default: beside WASM).")
 @click.option("--signature", type=click.Path(dir_okay=False), help="Signature file (default: WASM.sig).")
+@click.option("--oci", is_flag=True, help="TARGET is an oci:// artifact or an OCI layout: check its cosign signature.")
+@click.option(
+    "--key",
+    "keys",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="With --oci: a cosign public key that may have signed it (repeatable; the policy's keys apply too).",
+)
+@click.option("--insecure", is_flag=True, help=INSECURE_HELP)
 @click.pass_context
-def verify(ctx: click.Context, wasm: str, manifest: str | None, signature: str | None) -> None:
-    """Check a tool artifact's signature against its manifest and the trusted keys.
+def verify(
+    ctx: click.Context,
+    target: str,
+    manifest: str | None,
+    signature: str | None,
+    oci: bool,
+    keys: tuple[str, ...],
+    insecure: bool,
+) -> None:
+    """Check a tool artifact's signature against its manifest and the trusted keys, or with --oci
+    an OCI artifact's cosign signature (nothing is registered).
 
     (The audit log's hash chain is checked by `glovebox audit verify`.)
     """
-    signer = Keyring(home_of(ctx)).verify(wasm, manifest=manifest, signature=signature)
-    click.echo(f"ok: {Path(wasm).name} sha256:{file_sha256(Path(wasm))} signed by {signer}")
+    if oci:
+        with open_runtime(ctx) as rt:
+            pinned, signer = rt.verify_oci(target, keys=list(keys), insecure=insecure)
+        click.echo(f"ok: {pinned} signed by {signer}")
+        return
+    if not Path(target).is_file():
+        raise click.BadParameter(f"{target!r} is not a file (give --oci for an oci:// artifact)", param_hint="WASM")
+    signer = Keyring(home_of(ctx)).verify(target, manifest=manifest, signature=signature)
+    click.echo(f"ok: {Path(target).name} sha256:{file_sha256(Path(target))} signed by {signer}")
 
 
 def _parse_input(raw: str) -> Any:
@@ -402,6 +472,8 @@ cli.add_command(import_group)
 cli.add_command(sql)
 cli.add_command(run)
 cli.add_command(runs)
+cli.add_command(push)
+cli.add_command(pull)
 accept_global_options(cli)
 
 

@@ -30,6 +30,8 @@ contract), a ``retryable`` flag and, for the CLI, an ``exit_code``::
     │   ├── InvalidArtifact            invalid_artifact
     │   ├── InvalidManifest            invalid_manifest
     │   ├── SignatureError             invalid_signature
+    │   │   └── SignatureRefused       signature_refused (an oci:// artifact unsigned or wrongly signed)
+    │   ├── RegistryError              registry_error (an OCI registry refused, misbehaved or redirected)
     │   ├── BuildError                 build_failed
     │   ├── InvalidSpec                invalid_spec (an API spec given to ``import``)
     │   └── WideningRefused            widening_refused (a re-import asking for more)
@@ -85,7 +87,9 @@ __all__ = [
     "RunBusy",
     "RunDiverged",
     "RunLimit",
+    "RegistryError",
     "SignatureError",
+    "SignatureRefused",
     "ToolNotFound",
     "UpstreamError",
     "WideningRefused",
@@ -262,6 +266,21 @@ class SignatureError(RegistrationError):
     """A signature is missing where required, does not verify, or names an untrusted key."""
 
     code = "invalid_signature"
+
+
+class SignatureRefused(SignatureError):
+    """An artifact from an OCI registry (or an OCI layout) has no signature the policy accepts: none at
+    all, one over another digest, or one by a key or identity the policy does not trust. Raised before
+    the component is compiled; ``details`` names the reference and the manifest digest."""
+
+    code = "signature_refused"
+
+
+class RegistryError(RegistrationError):
+    """An OCI registry could not be used as asked: unreachable, refusing (with its HTTP status), sending
+    a redirect to another host, or answering a digest with other content than it names."""
+
+    code = "registry_error"
 
 
 class BuildError(RegistrationError):

@@ -11,6 +11,9 @@ variable                        read by
 ``GLOVEBOX_GRANTS``             :func:`grants_file`
 ``GLOVEBOX_REQUIRE_SIGNATURES`` :func:`require_signatures`
 ``GLOVEBOX_LOG_FORMAT``         :func:`log_format`
+``GLOVEBOX_OCI_CONFIG``         :func:`docker_config_file` (else ``DOCKER_CONFIG``)
+``GLOVEBOX_OCI_USERNAME``       :func:`oci_login` (with ``_PASSWORD``,
+                                ``_PASSWORD_FILE`` and ``_HOST``)
 ==============================  ================================================
 
 An empty variable counts as unset. Every function reads the environment when
@@ -28,9 +31,11 @@ from pathlib import Path
 __all__ = [
     "build_cache_dir",
     "check_home",
+    "docker_config_file",
     "grants_file",
     "home_dir",
     "log_format",
+    "oci_login",
     "policy_file",
     "quiet_ray_failure_handler",
     "require_signatures",
@@ -155,3 +160,24 @@ def quiet_ray_failure_handler() -> None:
     """Set ``RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1`` unless set: Ray's failure signal handler,
     installed by ``ray.init``, would take the signals wasmtime turns into guest traps."""
     os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+
+
+def docker_config_file() -> Path:
+    """The docker ``config.json`` OCI logins are read from: ``GLOVEBOX_OCI_CONFIG``, else
+    ``$DOCKER_CONFIG/config.json``, else ``~/.docker/config.json``."""
+    explicit = _get("GLOVEBOX_OCI_CONFIG")
+    if explicit is not None:
+        return Path(explicit)
+    directory = _get("DOCKER_CONFIG")
+    return (Path(directory) if directory else Path.home() / ".docker") / "config.json"
+
+
+def oci_login() -> dict[str, str | None]:
+    """The OCI registry login of the environment: ``username``, ``password``, ``password_file`` and
+    ``host`` (``GLOVEBOX_OCI_USERNAME``, ``_PASSWORD``, ``_PASSWORD_FILE``, ``_HOST``)."""
+    return {
+        "username": _get("GLOVEBOX_OCI_USERNAME"),
+        "password": os.environ.get("GLOVEBOX_OCI_PASSWORD"),  # an empty password is a password
+        "password_file": _get("GLOVEBOX_OCI_PASSWORD_FILE"),
+        "host": _get("GLOVEBOX_OCI_HOST"),
+    }

@@ -28,6 +28,7 @@ __all__ = [
     "Policy",
     "Principal",
     "Quota",
+    "SignatureRule",
     "ToolRule",
 ]
 
@@ -152,6 +153,20 @@ class RunSettings(Frozen):
     )
 
 
+class SignatureRule(Frozen):
+    """Artifacts registered from matching ``oci://`` sources (and OCI layouts pulled from them) must carry a
+    cosign signature by one of these keys, checked before the component is compiled."""
+
+    source: str = Field(
+        "*", description="HOST/REPOSITORY pattern (fnmatch-style) of the oci:// sources this entry covers."
+    )
+    keys: list[str] = Field(
+        min_length=1,
+        description="cosign public keys (PEM, ECDSA P-256): paths, relative ones from the policy file's directory;"
+        " a valid signature by any one of them is required.",
+    )
+
+
 class Policy(Frozen):
     """A policy document (``version: 1``)."""
 
@@ -170,6 +185,10 @@ class Policy(Frozen):
     approvals: ApprovalSettings = Field(ApprovalSettings(), description="Approval settings.")
     audit: AuditSettings = Field(AuditSettings(), description="Audit settings.")
     runs: RunSettings = Field(RunSettings(), description="Code mode: runs per principal and their retention.")
+    signatures: list[SignatureRule] = Field(
+        [],
+        description="Signatures required of oci:// sources: every matching entry applies (one valid signature each).",
+    )
 
     def scopes_of(self, principal: str) -> frozenset[str]:
         """The scopes a principal holds (none for an unknown principal)."""

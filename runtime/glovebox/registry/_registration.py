@@ -65,12 +65,24 @@ class Registrar:
         self.require_signatures = require_signatures
         registry.sweep_leftovers()  # a dead process's staged files, once per Runtime
 
-    def register(self, path: Path, manifest: ManifestSource, signature: str | os.PathLike[str] | None) -> ToolInfo:
-        """Check, compile, prove and store one artifact; return what was registered."""
+    def register(
+        self,
+        path: Path,
+        manifest: ManifestSource,
+        signature: str | os.PathLike[str] | None,
+        *,
+        verified_signer: str | None = None,
+    ) -> ToolInfo:
+        """Check, compile, prove and store one artifact; return what was registered.
+
+        ``verified_signer``: the artifact's signature was already checked elsewhere (an ``oci://``
+        artifact's cosign signature, :mod:`glovebox.oci`); record this signer instead of looking
+        for a local signature file.
+        """
         data = _read_artifact(path)
         check_header(data, str(path))
         resolved = resolve_manifest(path, manifest)
-        info = self._register(path, data, [resolved], signature, None)[0]
+        info = self._register(path, data, [resolved], signature, None, verified_signer)[0]
         for warning in [*manifest_warnings(resolved), *self._shadowed(info)]:
             warnings.warn(warning, ManifestWarning, stacklevel=3)
         return info
@@ -109,13 +121,15 @@ class Registrar:
         manifests: list[Manifest],
         signature: str | os.PathLike[str] | None,
         deprecate: dict[str, str] | None,
+        verified_signer: str | None = None,
     ) -> list[ToolInfo]:
         digest = sha256_digest(data)
         signers = set()
         for resolved in manifests:
             _check_not_remote(resolved, path)
             resolved.check_within(HOST_MAXIMA)
-            signers.add(self._check_signature(path, signature, digest, resolved))
+            checked = self._check_signature(path, signature, digest, resolved) if verified_signer is None else None
+            signers.add(verified_signer or checked)
             self._registry.check_conflict(resolved, digest)
         signer = signers.pop() if len(signers) == 1 else None
         with self._registry.staging.shared():

@@ -244,13 +244,134 @@ class Runtime:
         ``TOOL.wasm.sig`` beside the artifact) is verified against the trusted
         keys; with ``require_signatures`` an unsigned artifact is refused.
 
+        ``wasm_path`` may also be an ``oci://`` reference or an OCI image layout
+        directory: see :meth:`register_oci` (with its defaults).
+
         Raises:
             InvalidArtifact: the file is not a component of the glovebox world.
             InvalidManifest: the manifest is malformed or asks for too much.
             SignatureError: the signature is missing, tampered with or untrusted.
         """
         self._check_open()
+        from . import _oci  # httpx and the OCI code only when asked
+
+        if _oci.is_oci_source(wasm_path):
+            if manifest is not None or signature is not None:
+                raise ValueError("an oci:// artifact carries its manifest and signatures: give neither")
+            return self.register_oci(wasm_path)
         return self._registrar.register(Path(wasm_path), manifest, signature)
+
+    def register_oci(
+        self,
+        source: str | os.PathLike[str],
+        *,
+        keys: list[str] | None = None,
+        insecure: bool = False,
+        accept_widening: bool = False,
+        transport: httpx.BaseTransport | None = None,
+    ) -> ToolInfo:
+        """Register a tool from a registry (``oci://HOST/REPO:TAG`` or ``...@sha256:HEX``) or an OCI layout directory.
+
+        A tag is resolved once and everything is then read by that digest (the manifest, the
+        component and the glovebox manifest layers, each hashed and size-capped). A signature is
+        checked first, before any layer is fetched or compiled, when the policy's ``signatures``
+        cover the source, ``require_signatures`` is on, or ``keys`` are given. Registering a tag
+        again re-resolves it: the same digest changes nothing; a new digest is a new version, and
+        one that may reach more than the version before it (from the same repository) is refused
+        unless ``accept_widening``. Where each tool came from is kept in ``HOME/oci/``.
+
+        Args:
+            source: the reference, or a directory written by :meth:`pull`.
+            keys: cosign public keys (PEM files), any one of which must have signed the artifact.
+            insecure: plain http to a registry that is not on a loopback address.
+            accept_widening: let a new version reach more than the previous one.
+            transport: an ``httpx`` transport for the registry (default: real connections).
+
+        Raises:
+            SignatureRefused: unsigned, or no valid signature of this digest by a trusted key.
+            RegistryError: the registry is unreachable, refuses, or redirects to another host.
+            InvalidArtifact: content that does not match its digest, its media type or the size cap.
+            WideningRefused: a new version may reach more and ``accept_widening`` is not set.
+        """
+        self._check_open()
+        from . import _oci
+
+        return _oci.register_oci(
+            self, source, keys=keys, insecure=insecure, accept_widening=accept_widening, transport=transport
+        )
+
+    def verify_oci(
+        self,
+        source: str | os.PathLike[str],
+        *,
+        keys: list[str] | None = None,
+        insecure: bool = False,
+        transport: httpx.BaseTransport | None = None,
+    ) -> tuple[str, str]:
+        """Check the cosign signature of an ``oci://`` artifact (or an OCI layout) without registering it.
+
+        The keys are the policy's ``signatures`` entries that cover the source and ``keys``;
+        every covering entry must be satisfied, as :meth:`register_oci` requires.
+
+        Returns:
+            The pinned reference (its tag resolved once) and the signer, ``cosign:KEY_ID``.
+
+        Raises:
+            SignatureRefused: no key to check by, unsigned, or no valid signature of this digest.
+        """
+        self._check_open()
+        from . import _oci
+
+        return _oci.verify_oci(self, source, keys=keys, insecure=insecure, transport=transport)
+
+    def push(
+        self,
+        ref: str,
+        target: str,
+        *,
+        key: str | os.PathLike[str] | None = None,
+        insecure: bool = False,
+        transport: httpx.BaseTransport | None = None,
+    ) -> str:
+        """Publish the registered tool ``ref`` (NAME or NAME@VERSION) at ``target`` (``oci://HOST/REPO:TAG``).
+
+        The artifact is a CNCF Wasm OCI artifact (config ``application/vnd.wasm.config.v0+json``, one
+        ``application/wasm`` layer) with the tool's manifest as a second layer
+        (``application/vnd.glovebox.manifest.v1+json``). With ``key`` (an ECDSA P-256 PEM private
+        key), a cosign signature of the pushed digest is stored beside it.
+
+        Returns:
+            The pinned reference, ``oci://HOST/REPO:TAG@sha256:HEX``.
+
+        Raises:
+            ToolNotFound: no such tool.
+            RegistryError: the registry is unreachable or refuses.
+        """
+        self._check_open()
+        from . import _oci
+
+        return _oci.push(self, ref, target, key=key, insecure=insecure, transport=transport)
+
+    def pull(
+        self,
+        source: str,
+        to: str | os.PathLike[str],
+        *,
+        insecure: bool = False,
+        transport: httpx.BaseTransport | None = None,
+    ) -> str:
+        """Copy an artifact and its signatures from a registry into an OCI layout directory ``to``.
+
+        Nothing is registered: take ``to`` to a host without registry access and
+        :meth:`register` it there (its signatures are checked there as from a registry).
+
+        Returns:
+            The pinned reference the layout holds.
+        """
+        self._check_open()
+        from . import _oci
+
+        return _oci.pull(source, to, insecure=insecure, transport=transport)
 
     def verify(
         self,
