@@ -129,18 +129,19 @@ def test_core_module(runtime: glovebox.Runtime, tmp_path: Path) -> None:
 
 def test_component_without_call(runtime: glovebox.Runtime, wat_component: Callable[[str, str], Path]) -> None:
     path = wat_component("empty-component", "(component)")
-    with pytest.raises(glovebox.InvalidArtifact, match=r"does not export `call` \(it exports nothing\)"):
+    with pytest.raises(glovebox.InvalidArtifact, match=r"exports no function: a tool exports glovebox's `call"):
         runtime.register(path, manifest={"name": "nocall"})
     assert_registry_untouched(runtime)
 
 
 def test_component_exporting_another_name(runtime: glovebox.Runtime, wat_component: Callable[[str, str], Path]) -> None:
+    # Not glovebox's world: a typed component, its `run` the tool `run-run` (tests/registry/test_typed_components.py).
     run = _GOOD_CALL.replace('(export "call")', '(export "run")')
     text = f"(component {_CORE} {run})"
     assert '(export "run") (param "input"' in text
-    with pytest.raises(glovebox.InvalidArtifact, match=r"does not export `call` \(it exports run\)"):
-        runtime.register(wat_component("run", text), manifest={"name": "run"})
-    assert_registry_untouched(runtime)
+    info = runtime.register(wat_component("run", text), manifest={"name": "run"})
+    assert (info.name, info.kind) == ("run-run", "component")
+    assert runtime.call("run-run", {"input": "x"}).output == "1"
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ from typing import Any
 import wasmtime
 from wasmtime.component import Component, ExportIndex, Linker
 
-from ..core._errors import CallError, InvalidArtifact
+from ..core._errors import CallError, InvalidArtifact, InvalidInput, OutputTooLarge
 from ..core._world import EXPORT_NAME
 from ..engine._engine import SharedEngine
 from ..model._manifest import Limits
@@ -36,7 +36,9 @@ from ._callstate import ActiveCall, CallState, Fetcher, HostCalls, SqlAccess
 from ._fastcall import Instantiation, RawStore, call_tool, post_return
 from ._host import make_linker
 from ._outcome import Ending, call_error
+from ._typed import OutputTooBig, TypedExport, call_typed, export_index, typed_exports
 from ._validate import imports_wasi
+from ._witvalues import ConversionError, params_from_json
 
 __all__ = ["Outcome", "Sandbox"]
 
@@ -60,6 +62,9 @@ class Sandbox:
         self._wasi_linker: Linker | None = None
         self._runner_linker: Linker | None = None
         self._wants_wasi: weakref.WeakKeyDictionary[Component, bool] = weakref.WeakKeyDictionary()
+        self._typed: weakref.WeakKeyDictionary[Component, dict[tuple[str, str], TypedExport]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._live = 0
         self._live_lock = threading.Lock()
 
@@ -149,6 +154,86 @@ class Sandbox:
         output = ran.result[1] if error is None and ran.result is not None else None
         return Outcome(output_text=output, error=error, fuel_used=limits.fuel - ran.fuel_left, state=state)
 
+    def typed_export(self, component: Component, interface: str, function: str) -> TypedExport | None:
+        """The typed export ``interface#function`` of ``component`` (None when it has none by that name)."""
+        exports = self._typed.get(component)
+        if exports is None:
+            found = typed_exports(self.shared.engine, component)
+            exports = self._typed[component] = {(e.interface, e.function): e for e in found}
+        return exports.get((interface, function))
+
+    def run_export(
+        self,
+        component: Component,
+        interface: str,
+        function: str,
+        value: Any,
+        limits: Limits,
+        capabilities: Mapping[str, Any] | None = None,
+    ) -> Outcome:
+        """Call the typed export ``interface#function`` once, on a fresh instance, with the JSON input ``value``.
+
+        The input is converted before anything is instantiated: a value that does
+        not fit the function's types answers ``invalid_input`` naming its path.
+        """
+        bound = dict(capabilities or {})
+        state = CallState(
+            deadline=time.monotonic() + limits.timeout_ms / 1000.0,
+            log_limit_bytes=limits.log_bytes,
+            http=bound.get("http"),
+            sql=bound.get("sql"),
+            capabilities=bound,
+        )
+        export = self.typed_export(component, interface, function)
+        if export is None:
+            raise InvalidArtifact(f"the component has no export {interface}#{function}")
+        try:
+            args = params_from_json(export.shape, value)
+        except ConversionError as exc:
+            refused = InvalidInput(
+                f"the input does not fit {export.qualified}'s WIT types: {exc}", details={"path": exc.path}
+            )
+            return Outcome(output_text=None, error=refused, fuel_used=0, state=state)
+        with self._live_lock:
+            self._live += 1
+        try:
+            with ActiveCall(state):
+                ran = self._invoke_typed(self._store(component, limits), component, export, args, limits)
+        finally:
+            with self._live_lock:
+                self._live -= 1
+        fuel_used = limits.fuel - ran.fuel_left
+        if ran.too_big:
+            too_large = OutputTooLarge(
+                f"the tool's output has more values than its {limits.output_bytes}-byte limit can hold",
+                details={"limit": limits.output_bytes},
+            )
+            return Outcome(output_text=None, error=too_large, fuel_used=fuel_used, state=state)
+        error = call_error(ran.ending(limits, state))
+        output = ran.result[1] if error is None and ran.result is not None else None
+        return Outcome(output_text=output, error=error, fuel_used=fuel_used, state=state)
+
+    def _invoke_typed(
+        self, store: wasmtime.Store, component: Component, export: TypedExport, args: list[Any], limits: Limits
+    ) -> _Ran:
+        instantiating = True
+        try:
+            instance = self._linker_for(component).instantiate(store, component)
+            index = export_index(component, export.interface, export.function)
+            func = None if index is None else instance.get_func(store, index)
+            if func is None:
+                raise wasmtime.WasmtimeError(f"component does not export `{export.qualified}`")
+            instantiating = False
+            # Every JSON value takes two bytes at least (``0,``): more values cannot fit the output.
+            ran = _Ran(result=call_typed(func, store, export.shape, args, limits.output_bytes // 2 + 1))
+            post_return(func, store)
+        except OutputTooBig:
+            ran = _Ran(too_big=True)
+        except (wasmtime.Trap, wasmtime.WasmtimeError, wasmtime.ExitTrap) as exc:
+            ran = _Ran.failed(exc, instantiating)
+        ran.fuel_left = _fuel_left(store)
+        return ran
+
     def probe(self, component: Component, limits: Limits, source: str) -> None:
         """Instantiate once without calling, to prove the component links and starts."""
         state = CallState(deadline=time.monotonic() + limits.timeout_ms / 1000.0, log_limit_bytes=0)
@@ -205,6 +290,7 @@ class _Ran:
     instantiating: bool = False
     fuel_left: int = 0
     failed_at: float = 0.0
+    too_big: bool = False
 
     @classmethod
     def failed(cls, exc: Exception, instantiating: bool) -> _Ran:

@@ -26,6 +26,7 @@ __all__ = [
     "MAX_ARTIFACT_BYTES",
     "check_component",
     "check_header",
+    "check_imports",
     "imports_wasi",
 ]
 
@@ -55,6 +56,11 @@ def check_component(engine: wasmtime.Engine, component: Component, source: str) 
     ctype = component.type
     _check_exports(ctype.exports(engine), engine, source)
     _check_imports(ctype.imports(engine), engine, source)
+
+
+def check_imports(engine: wasmtime.Engine, component: Component, source: str) -> None:
+    """Check a compiled component's imports alone (a typed component exports what it likes)."""
+    _check_imports(component.type.imports(engine), engine, source)
 
 
 def _check_exports(exports: Mapping[str, object], engine: wasmtime.Engine, source: str) -> None:
