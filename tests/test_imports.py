@@ -66,6 +66,8 @@ GLOVEBOX = {
     "glovebox.registry._compiled",
     "glovebox.registry._exports",
     "glovebox.sandbox._typed",
+    "glovebox.sandbox._wasi",
+    "glovebox.capabilities.files",
     "glovebox.sandbox._wittypes",
     "glovebox.sandbox._witvalues",
     "glovebox.schema._ecmaregex",

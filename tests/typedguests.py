@@ -27,8 +27,9 @@ from tests.guestcache import GUESTS, ROOT, _files_digest, locked
 
 TYPED = GUESTS / "typed"
 RUST_TARGET = "wasm32-unknown-unknown"
-#: The Rust crates the tests build (``python -m tests.guestcache`` builds them ahead).
-RUST_CRATES = (TYPED / "rust-typed",)
+WASIP2 = "wasm32-wasip2"
+#: The Rust crates the tests build, with their targets (``python -m tests.guestcache`` builds them ahead).
+RUST_CRATES = ((TYPED / "rust-typed", RUST_TARGET), (TYPED / "rust-wasi", WASIP2))
 
 
 def wasm_tools() -> str:
@@ -106,38 +107,41 @@ def _custom_section(data: bytes, name: bytes) -> bytes | None:
     return None
 
 
-def _rust_toolchain() -> str:
+def _rust_toolchain(target: str) -> str:
     """The Rust toolchain's version, or a skip when cargo or the wasm target is missing."""
     cargo, rustc = shutil.which("cargo"), shutil.which("rustc")
     if cargo is None or rustc is None:
         pytest.skip("cargo is not installed (make rust-targets installs the wasm targets with rustup)")
     version = subprocess.run([rustc, "--version"], capture_output=True, text=True, check=False).stdout.strip()
     sysroot = subprocess.run([rustc, "--print", "sysroot"], capture_output=True, text=True, check=False).stdout.strip()
-    if not (Path(sysroot) / "lib" / "rustlib" / RUST_TARGET).is_dir():
-        pytest.skip(f"the Rust target {RUST_TARGET} is not installed (make rust-targets)")
+    if not (Path(sysroot) / "lib" / "rustlib" / target).is_dir():
+        pytest.skip(f"the Rust target {target} is not installed (make rust-targets)")
     return version
 
 
-def built_rust(crate: Path, out: Path, cache_root: Path, *, docs: bool = True) -> Path:
-    """The component of the ``wit-bindgen`` crate ``crate`` (with its WIT docs unless ``docs`` is false)."""
-    toolchain = _rust_toolchain()
+def built_rust(crate: Path, out: Path, cache_root: Path, *, target: str = RUST_TARGET, docs: bool = True) -> Path:
+    """The component of the ``wit-bindgen`` crate ``crate`` (with its WIT docs unless ``docs`` is false).
+
+    For ``wasm32-wasip2`` cargo's output is already a component (importing WASI 0.2).
+    """
+    toolchain = _rust_toolchain(target)
     inputs = [p for p in crate.rglob("*") if p.is_file() and "target" not in p.relative_to(crate).parts]
-    key = _files_digest(inputs, toolchain, RUST_TARGET, str(docs))[:32]
+    key = _files_digest(inputs, toolchain, target, str(docs))[:32]
     entry = cache_root / "rust-guests" / f"{crate.name}-{key}.wasm"
     if not entry.is_file():
         with locked(cache_root, f"rust-{key}"):
             if not entry.is_file():
-                _build_rust(crate, entry, cache_root, docs)
+                _build_rust(crate, entry, cache_root, target, docs)
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(entry, out)
     return out
 
 
-def _build_rust(crate: Path, entry: Path, cache_root: Path, docs: bool) -> None:
+def _build_rust(crate: Path, entry: Path, cache_root: Path, target: str, docs: bool) -> None:
     target_dir = cache_root / "cargo-target"
     env = {**os.environ, "CARGO_TARGET_DIR": str(target_dir)}
     proc = subprocess.run(
-        ["cargo", "build", "--release", "--target", RUST_TARGET, "--manifest-path", str(crate / "Cargo.toml")],
+        ["cargo", "build", "--release", "--target", target, "--manifest-path", str(crate / "Cargo.toml")],
         capture_output=True,
         text=True,
         env=env,
@@ -146,11 +150,14 @@ def _build_rust(crate: Path, entry: Path, cache_root: Path, docs: bool) -> None:
     if proc.returncode != 0:
         raise RuntimeError(f"cargo build of {crate.relative_to(ROOT)} failed:\n{proc.stderr[-4000:]}")
     package = crate.name.replace("-", "_")
-    core = target_dir / RUST_TARGET / "release" / f"{package}.wasm"
+    core = target_dir / target / "release" / f"{package}.wasm"
     entry.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=entry.parent) as tmp:
         component = Path(tmp) / "component.wasm"
-        _run(wasm_tools(), "component", "new", str(core), "-o", str(component))
+        if target == WASIP2:
+            shutil.copyfile(core, component)
+        else:
+            _run(wasm_tools(), "component", "new", str(core), "-o", str(component))
         if docs:
             component = with_package_docs(component, crate / "wit", Path(tmp) / "documented.wasm")
         os.replace(component, entry)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from ..core._errors import InvalidArtifact, InvalidManifest
@@ -57,7 +58,7 @@ def typed_manifests(base: Manifest, exports: list[TypedExport], docs: dict[str, 
     manifests = []
     for export in exports:
         name = _tool_name(base.name, export, export.function in clashing, source)
-        description = docs_for(docs, export) or base.description or f"{export.qualified} of {source}"
+        description = docs_for(docs, export) or base.description or f"{export.qualified} of {Path(source).name}"
         document = base.model_dump(mode="json", exclude_none=True)
         document.update(
             name=name,

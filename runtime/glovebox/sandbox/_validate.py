@@ -100,6 +100,13 @@ def _check_imports(imports: Mapping[str, object], engine: wasmtime.Engine, sourc
     for name, item in imports.items():
         if is_wasi_import(name):
             continue
+        if name.startswith("wasi:http/"):
+            raise InvalidArtifact(
+                f"{source} imports `{name}`: glovebox does not link wasi:http, because wasmtime-py offers only "
+                "wasmtime's own HTTP client, which would reach the network around glovebox's HTTP capability "
+                "(its allowlist, SSRF defence, deadline, secrets and audit); fetch through "
+                "`glovebox:tool/host@0.1.0#http-fetch` instead"
+            )
         provided = provided_by.get(name)
         if provided is None:
             named = [f"`{interface}`" for interface in provided_by]
