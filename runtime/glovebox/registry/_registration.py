@@ -9,8 +9,9 @@ artifact's size); the component's exports and imports against the glovebox
 world — or, for a component exporting functions of its own instead of ``call``,
 one manifest per function (``_exports``: kind ``component``, schemas from its WIT
 types); one instantiation under the tool's own limits. Only then are the blob,
-the compiled artifact and the index row stored, in one transaction (``Registry.add``). Staged files live while the home's
-staging lock is held shared, so ``Runtime.gc`` never removes them.
+the compiled artifact and the index row stored, in one transaction
+(``Registry.add``). Staged files live while the home's staging lock is held
+shared, so ``Runtime.gc`` never removes them.
 """
 
 from __future__ import annotations
