@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast prebuild chromium oci-registry lint docs docs-serve bench clean
+.PHONY: demo test test-fast prebuild chromium oci-registry rust-targets lint docs docs-serve bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ oci-registry:
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq docker-registry \
 		|| echo "docker-registry could not be installed: the OCI registry tests will be skipped"; \
 	else echo "apt-get not found: the OCI registry tests will be skipped (no docker-registry)"; fi
+# The Rust targets typed test components are built for (tests/typedguests.py). Idempotent:
+# rustup adds only what is missing; without rustup the Rust tests are skipped.
+rust-targets:
+	@if command -v rustup >/dev/null; then rustup target add wasm32-unknown-unknown wasm32-wasip2; \
+	else echo "rustup not found: the Rust component tests will be skipped"; fi
 
 # The tests run in one process per core (pytest-xdist; PYTEST_WORKERS=0 runs them in this one);
 # tests that must not overlap share an xdist_group, which --dist loadgroup keeps on one worker.
@@ -53,11 +58,11 @@ PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 # Every guest and toolchain the tests build (C guests, Python and JavaScript guests, QuickJS-NG,
 # the code runner), built once into pytest's cache before the tests start (tests/guestcache.py).
-prebuild: $(STAMP)
+prebuild: $(STAMP) rust-targets
 	$(BIN)/python -m tests.guestcache .pytest_cache/d/glovebox
 
 # Everything: lint, the docs build, then every test (slow and system ones included).
-test: $(STAMP) $(MCP_TS_STAMP) chromium oci-registry lint docs prebuild
+test: $(STAMP) $(MCP_TS_STAMP) chromium oci-registry rust-targets lint docs prebuild
 	$(PYTEST)
 
 # Unit tests only: no guest builds, no servers, nothing slow (tests/conftest.py marks `system`).

@@ -125,8 +125,10 @@ def register(
 ) -> None:
     """Validate and register a .wasm component, an oci:// artifact or an OCI layout directory.
 
-    A local file warns when agents would get no description or schema. An oci:// tag is
-    resolved once and registered by its digest, its signature checked before anything runs.
+    A local file warns when agents would get no description or schema. A component exporting
+    its own typed functions instead of glovebox's `call` becomes one tool per function,
+    NAME-FUNCTION, with schemas from its WIT types. An oci:// tag is resolved once and
+    registered by its digest, its signature checked before anything runs.
     """
     oci = source.startswith("oci://") or Path(source).is_dir()
     if not oci and not Path(source).is_file():
@@ -135,14 +137,15 @@ def register(
         raise click.BadParameter("an oci:// artifact carries its manifest", param_hint="--manifest")
     with open_runtime(ctx) as rt:
         if oci:
-            info = rt.register_oci(source, keys=list(keys), insecure=insecure, accept_widening=accept_widening)
+            infos = [rt.register_oci(source, keys=list(keys), insecure=insecure, accept_widening=accept_widening)]
         else:
-            info = rt.register(source, manifest)
-    if as_json:
-        click.echo(dump(info.to_dict()))
+            infos = rt.register_all(source, manifest)
+    if as_json:  # one tool as an object (as always); a component's several functions as a list
+        click.echo(dump(infos[0].to_dict() if len(infos) == 1 else [info.to_dict() for info in infos]))
     else:
-        signed = f" (signed by {info.signer})" if oci and info.signer else ""
-        click.echo(f"registered {info.name}@{info.version} {info.digest}{signed}")
+        for info in infos:
+            signed = f" (signed by {info.signer})" if oci and info.signer else ""
+            click.echo(f"registered {info.name}@{info.version} {info.digest}{signed}")
 
 
 @cli.command()

@@ -14,6 +14,7 @@ variable                        read by
 ``GLOVEBOX_OCI_CONFIG``         :func:`docker_config_file` (else ``DOCKER_CONFIG``)
 ``GLOVEBOX_OCI_USERNAME``       :func:`oci_login` (with ``_PASSWORD``,
                                 ``_PASSWORD_FILE`` and ``_HOST``)
+``GLOVEBOX_COMPILE_TIMEOUT_S``  :func:`compile_timeout_s`
 ==============================  ================================================
 
 An empty variable counts as unset. Every function reads the environment when
@@ -31,6 +32,7 @@ from pathlib import Path
 __all__ = [
     "build_cache_dir",
     "check_home",
+    "compile_timeout_s",
     "docker_config_file",
     "grants_file",
     "home_dir",
@@ -181,3 +183,21 @@ def oci_login() -> dict[str, str | None]:
         "password_file": _get("GLOVEBOX_OCI_PASSWORD_FILE"),
         "host": _get("GLOVEBOX_OCI_HOST"),
     }
+
+
+def compile_timeout_s() -> float | None:
+    """``GLOVEBOX_COMPILE_TIMEOUT_S``: the seconds one artifact may take to compile, else None (scaled by size).
+
+    Raises:
+        ValueError: the variable is not a positive number (the message names it and the value).
+    """
+    value = _get("GLOVEBOX_COMPILE_TIMEOUT_S")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise ValueError(f"GLOVEBOX_COMPILE_TIMEOUT_S must be a positive number of seconds, not {value!r}")
+    return seconds
