@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 import glovebox
+from glovebox.importers import import_mcp
 
 SUITE_DIR = Path(__file__).parents[1] / "mcp_conformance"
 SUITE = SUITE_DIR / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
@@ -67,9 +68,13 @@ SCHEMA_2020_12 = {
 }
 POLICY = """
 version: 1
+principals:
+  anonymous:
+    scopes: ["fixture:read"]
 defaults:
   action: allow
 """
+FIXTURE_SERVER = Path(__file__).with_name("mcp_fixture_server.py")
 
 pytestmark = [pytest.mark.system, pytest.mark.slow]
 
@@ -120,8 +125,24 @@ def _wait_port(port: int, process: subprocess.Popen[bytes], timeout_s: float = 6
 
 
 @pytest.fixture
-def conformance_home(tmp_path: Path, build_guest: Callable[[str], Path]) -> tuple[Path, Path]:
-    """A home with the suite's fixture tools and a policy that lets anyone call them."""
+def fixture_server() -> Iterator[str]:
+    """The real MCP server with the suite's resources and prompts (tests/servers/mcp_fixture_server.py)."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(FIXTURE_SERVER), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        _wait_port(port, process)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.fixture
+def conformance_home(tmp_path: Path, build_guest: Callable[[str], Path], fixture_server: str) -> tuple[Path, Path]:
+    """A home with the suite's fixture tools, the fixture server imported (its resources, prompts and
+    completions read under the scope fixture:read) and a policy that lets anyone call them."""
     home, policy = tmp_path / "home", tmp_path / "policy.yaml"
     policy.write_text(POLICY)
     with glovebox.Runtime(home=home, policy=policy) as rt:
@@ -129,6 +150,7 @@ def conformance_home(tmp_path: Path, build_guest: Callable[[str], Path]) -> tupl
             rt.register(build_guest(guest), fixture_manifest(name))
         schema_tool = {"name": "json_schema_2020_12_tool", "description": "Tool with JSON Schema 2020-12 features"}
         rt.register(build_guest("mcp_text"), {**schema_tool, "input_schema": SCHEMA_2020_12})
+        import_mcp(rt, fixture_server, name="fixture", timeout_ms=10_000)
     return home, policy
 
 

@@ -105,15 +105,21 @@ class Descriptor:
     headers: dict[str, str] = field(default_factory=dict)  # header name -> secret name
     #: Send the call's W3C trace context to the server (in ``_meta``); off unless imported with it.
     propagate_trace: bool = False
+    #: What a call asks the server: ``tools/call`` (the tool ``tool``), or one of the reads of
+    #: ``glovebox.remote._resources`` (``resources/read``, ``prompts/get``, ``completion/complete``).
+    method: str = "tools/call"
 
     def to_bytes(self) -> bytes:
         """Canonical JSON (sorted keys, no spaces): the artifact whose SHA-256 is the tool's digest.
 
-        ``propagate_trace`` is written only when set, so a descriptor made before it existed keeps its digest.
+        ``propagate_trace`` and ``method`` are written only when not their defaults, so a descriptor
+        made before they existed keeps its digest.
         """
         document = {"format": FORMAT, **self.__dict__}
         if not self.propagate_trace:
             del document["propagate_trace"]
+        if self.method == "tools/call":
+            del document["method"]
         return canonical_bytes(document)
 
     @property
@@ -373,6 +379,10 @@ def call_remote(descriptor: Descriptor, arguments: dict[str, Any], timeout_ms: i
     """
     import mcp_types as types
 
+    if descriptor.method != "tools/call":
+        from ._resources import call_read
+
+        return call_read(descriptor, arguments, timeout_ms, output_bytes)
     secrets = read_secrets(descriptor.url, descriptor.headers)
     scrub = secrets[1]
 

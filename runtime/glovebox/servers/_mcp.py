@@ -71,6 +71,7 @@ from ._auth import (
     unauthorized_body,
 )
 from ._elicit import elicit_approval
+from ._mcpcatalog import CatalogHandlers
 from ._mcpcode import code_tools, execute, resume
 from ._mcpcontent import LEVELS, content_blocks, is_content_tool, relay
 from ._mcpevents import BoundedEventStore
@@ -221,6 +222,7 @@ class McpService:
         self.bus = InMemorySubscriptionBus()
         self._sessions: dict[int, ServerSession] = {}
         self._levels: weakref.WeakKeyDictionary[Any, types.LoggingLevel] = weakref.WeakKeyDictionary()
+        self.catalog = CatalogHandlers(runtime, self._who)
         with warnings.catch_warnings():
             # logging/setLevel is deprecated by the 2026-07-28 protocol; clients of 2025-06-18
             # and 2025-11-25 still use it, so it is served without the SDK's warning.
@@ -233,6 +235,7 @@ class McpService:
                 on_call_tool=self._call_tool,
                 on_subscriptions_listen=ListenHandler(self.bus),
                 on_set_logging_level=self._set_level,
+                **self.catalog.handlers(),
             )
 
     # -- who is calling ---------------------------------------------------
@@ -380,6 +383,8 @@ class McpService:
         for key, session in list(self._sessions.items()):
             try:
                 await session.send_tool_list_changed()
+                await session.send_resource_list_changed()  # the read tools' listings are part of the tools
+                await session.send_prompt_list_changed()
             except Exception:  # a gone client: forget it
                 self._sessions.pop(key, None)
 
@@ -401,7 +406,9 @@ class _Server(Server[Any]):
         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> Any:
-        options = notification_options or NotificationOptions(tools_changed=True)
+        options = notification_options or NotificationOptions(
+            tools_changed=True, resources_changed=True, prompts_changed=True
+        )
         return super().create_initialization_options(options, experimental_capabilities, extensions)
 
 
