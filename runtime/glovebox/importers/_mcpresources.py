@@ -5,13 +5,15 @@
 audited as any refresh, held by the widening rules): up to three ``mcp-remote``
 tools that only read (see ``glovebox.remote._resources``):
 
-- ``<prefix>-read-resource`` when the server declares ``resources``: its input
+- ``<prefix>-read-resource`` when the server lists resources or templates: its input
   schema holds the listing under ``x-glovebox-resources`` (``resources`` and
   ``resourceTemplates`` as the server lists them), which ``glovebox mcp`` serves
   as ``resources/list`` and ``resources/templates/list``;
-- ``<prefix>-get-prompt`` when it declares ``prompts``: the prompt names are the
+- ``<prefix>-get-prompt`` when it lists prompts: the prompt names are the
   ``enum`` of ``name``, the prompts under ``x-glovebox-prompts``;
-- ``<prefix>-complete`` when it declares ``completions``.
+- ``<prefix>-complete`` when it declares ``completions`` and lists prompts or templates.
+
+A server that lists none gets none of them (a later refresh adds them when it does).
 
 Their scope is ``<prefix>:read`` unless scopes are given: a principal may read a
 server's resources and prompts without being let call its tools, and a policy's
@@ -48,7 +50,7 @@ def plan_reads(
     catalog = list_catalog(url, headers, LIST_TIMEOUT_S, LIST_BYTES)
     required = [f"{prefix}:read"] if scopes is None else scopes
     plans = []
-    if catalog.has_resources:
+    if catalog.resources or catalog.templates:
         listing = {"resources": catalog.resources, "resourceTemplates": catalog.templates}
         schema = {
             "type": "object",
@@ -59,18 +61,18 @@ def plan_reads(
         }
         output = {"type": "object", "required": ["contents"], "properties": {"contents": {"type": "array"}}}
         plans.append(_plan(url, headers, prefix, READ_RESOURCE, "resources/read", schema, output, limits, required))
-    if catalog.has_prompts:
+    if catalog.prompts:
         names = [prompt["name"] for prompt in catalog.prompts]
         schema = {
             "type": "object",
-            "properties": {"name": {"type": "string", **({"enum": names} if names else {})}, "arguments": _STRINGS},
+            "properties": {"name": {"type": "string", "enum": names}, "arguments": _STRINGS},
             "required": ["name"],
             "additionalProperties": False,
             PROMPTS_KEY: catalog.prompts,
         }
         output = {"type": "object", "required": ["messages"], "properties": {"messages": {"type": "array"}}}
         plans.append(_plan(url, headers, prefix, GET_PROMPT, "prompts/get", schema, output, limits, required))
-    if catalog.completions:
+    if catalog.completions and (catalog.prompts or catalog.templates):
         reference = {
             "type": "object",
             "properties": {
