@@ -13,11 +13,17 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import mcp_types as types
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.server.mcpserver.resources import TextResource
 
@@ -27,20 +33,42 @@ PNG = base64.b64decode(
 WORDS = ["paris", "park", "party", "test", "testing"]
 
 
+#: Every client connection that sent a request (the ``add_late`` tool tells each of them).
+CONNECTIONS: list[Any] = []
+
+
+async def remember(ctx: Any, call_next: Any) -> Any:
+    """Middleware: keep each client's connection, to tell it of list changes."""
+    connection = getattr(ctx.session, "_connection", None)
+    if connection is not None and connection not in CONNECTIONS:
+        CONNECTIONS.append(connection)
+    return await call_next(ctx)
+
+
 def build() -> MCPServer:
-    server = MCPServer("fixture")
+    server = MCPServer("fixture", middleware=[remember])
 
     @server.tool(description="Echo a text.")
     def echo(text: str) -> str:
         return text
 
-    @server.tool(description="List one more resource, and tell the client that the resource list changed.")
-    async def add_late(ctx: Context) -> str:
+    @server.tool(description="List one more resource, and tell every client that the resource list changed.")
+    async def add_late() -> str:
         late = TextResource(uri="test://late-resource", name="late", description="Added late", text="late")
         server.add_resource(late)
-        await ctx.session.send_resource_list_changed()
+        for connection in CONNECTIONS:
+            try:
+                await connection.send_resource_list_changed()
+            except Exception:  # a client gone meanwhile
+                pass
         return "added"
 
+    add_resources(server)
+    add_prompts(server)
+    return server
+
+
+def add_resources(server: MCPServer) -> None:
     @server.resource("test://static-text", name="static-text", description="A static text", mime_type="text/plain")
     def static_text() -> str:
         return "This is the content of the static text resource."
@@ -57,6 +85,8 @@ def build() -> MCPServer:
     def template(id: str) -> str:
         return json.dumps({"id": id, "templateTest": True, "data": f"Data for ID: {id}"})
 
+
+def add_prompts(server: MCPServer) -> None:
     @server.prompt(name="test_simple_prompt", description="A simple prompt")
     def simple() -> str:
         return "This is a simple prompt for testing."
@@ -87,12 +117,33 @@ def build() -> MCPServer:
             return types.Completion(values=values, total=len(values), has_more=False)
         return None
 
-    return server
-
 
 def main(argv: list[str]) -> None:
     server = build()
     server.run("streamable-http", host="127.0.0.1", port=int(argv[1]))
+
+
+@contextmanager
+def serving() -> Iterator[str]:
+    """This server in a subprocess on a free port of 127.0.0.1; yields its URL (``.../mcp``)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    command = [sys.executable, str(Path(__file__)), str(port)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, "the fixture server exited"
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert time.monotonic() < deadline, "the fixture server did not start"
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
 
 
 if __name__ == "__main__":

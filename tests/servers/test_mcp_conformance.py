@@ -32,6 +32,8 @@ import pytest
 import glovebox
 from glovebox.importers import import_mcp
 
+from .mcp_fixture_server import serving
+
 SUITE_DIR = Path(__file__).parents[1] / "mcp_conformance"
 SUITE = SUITE_DIR / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 
@@ -74,7 +76,6 @@ principals:
 defaults:
   action: allow
 """
-FIXTURE_SERVER = Path(__file__).with_name("mcp_fixture_server.py")
 
 pytestmark = [pytest.mark.system, pytest.mark.slow]
 
@@ -127,16 +128,8 @@ def _wait_port(port: int, process: subprocess.Popen[bytes], timeout_s: float = 6
 @pytest.fixture
 def fixture_server() -> Iterator[str]:
     """The real MCP server with the suite's resources and prompts (tests/servers/mcp_fixture_server.py)."""
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(FIXTURE_SERVER), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        _wait_port(port, process)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with serving() as url:
+        yield url
 
 
 @pytest.fixture
