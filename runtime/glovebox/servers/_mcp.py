@@ -252,10 +252,12 @@ class McpService:
         self._sessions[id(connection)] = ctx.session
 
     def _log_level(self, ctx: Any) -> types.LoggingLevel | None:
-        """The level this client asked for with ``logging/setLevel`` (None: send no log lines)."""
+        """The level this request asked for (2026-07-28: in its ``_meta``), else the one its client set with
+        ``logging/setLevel``; None: send no log lines."""
         if ctx is None:
             return None
-        return self._levels.get(_connection(ctx))
+        asked = (ctx.meta or {}).get(types.LOG_LEVEL_META_KEY)
+        return asked if asked in LEVELS else self._levels.get(_connection(ctx))
 
     async def _set_level(self, ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
         if params.level not in LEVELS:  # the SDK checks it; a lower layer must not trust that

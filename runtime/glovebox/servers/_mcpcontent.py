@@ -10,8 +10,11 @@ MCP content blocks is answered as any other output (the envelope as text).
 
 Log lines: a call's log lines (the guest's ``log`` calls, kept in ``meta.logs``
 within the call's log budget) are sent to a client that asked for them with
-``logging/setLevel``, as ``notifications/message`` at or above its level
-(``warn`` is MCP's ``warning``), before the call's result.
+``logging/setLevel`` (or, in the 2026-07-28 protocol, with the request's
+``io.modelcontextprotocol/logLevel``), as ``notifications/message`` at or above
+its level (``warn`` is MCP's ``warning``; logger ``glovebox``), on the request's
+stream before the call's result. They are relayed when the call ends (a call
+runs in a fresh sandbox, in microseconds to its deadline), not as they are made.
 
 Progress: a log line whose message is a JSON object with a number ``progress``
 (and optionally a number ``total`` and a string ``message``) is a progress
@@ -122,4 +125,8 @@ async def relay(ctx: Any, logs: Any, level: types.LoggingLevel | None) -> None:
             continue
         wire = wire_level(str(line.get("level")))
         if floor is not None and LEVELS.index(wire) >= floor:
-            await ctx.session.send_log_message(wire, line["message"], "glovebox", related_request_id=ctx.request_id)
+            # As a plain notification on the request's stream: send_log_message is deprecated by the
+            # 2026-07-28 protocol, whose clients ask per request (LOG_LEVEL_META_KEY) instead.
+            params = types.LoggingMessageNotificationParams(level=wire, data=line["message"], logger="glovebox")
+            notification = types.LoggingMessageNotification(params=params)
+            await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
