@@ -45,7 +45,7 @@ def plan_reads(
     url: str, headers: HeaderSecrets, prefix: str, limits: Limits, scopes: list[str] | None
 ) -> list[Planned]:
     """The read tools of the server at ``url`` (none when it has no resources, prompts or completions)."""
-    from ..remote._resources import list_catalog
+    from ..remote._proxy import list_catalog
 
     catalog = list_catalog(url, headers, LIST_TIMEOUT_S, LIST_BYTES)
     required = [f"{prefix}:read"] if scopes is None else scopes

@@ -16,18 +16,20 @@ Being tools, every read runs through the call pipeline: the policy (rules,
 scopes, approvals, quotas), limits, the audit log. They only read: none of the
 three methods changes anything on the server. A call here is one exchange like
 a tool call's (``glovebox.remote._proxy``: one deadline, a byte cap, errors
-translated there, the answer scrubbed of the call's secrets).
+translated there, the answer scrubbed of the call's secrets); ``_proxy`` runs the
+exchanges (``list_catalog``, and ``call_remote`` for a read tool), this module says
+what each asks and how its answer reads.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..capabilities._secrets import Scrubber
 from ..core._errors import InvalidInput, OutputTooLarge, UpstreamError
-from ._headers import HeaderSecrets, read_secrets
-from ._proxy import PROTOCOL_OVERHEAD_BYTES, Descriptor, _exchange, origin_of
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -40,8 +42,10 @@ __all__ = [
     "READ_RESOURCE",
     "RESOURCES_KEY",
     "Catalog",
-    "call_read",
-    "list_catalog",
+    "checked",
+    "listed",
+    "read_output",
+    "read_request",
 ]
 
 #: The name suffixes of the three tools, and the schema keywords that carry the listings.
@@ -66,50 +70,41 @@ class Catalog:
     prompts: list[dict[str, Any]] = field(default_factory=list)
     #: The server declares ``completions``.
     completions: bool = False
-    #: The server declares ``resources`` / ``prompts`` (a server may have them and list none yet).
-    has_resources: bool = False
-    has_prompts: bool = False
 
 
-def list_catalog(url: str, headers: HeaderSecrets, timeout_s: float, limit_bytes: int) -> Catalog:
-    """The resources, resource templates and prompts the server at ``url`` lists (all pages), scrubbed.
+async def listed(client: Client) -> Catalog:
+    """What the connected server lists besides tools (all pages; not yet scrubbed or checked)."""
+    capabilities = client.server_capabilities
+    resources: list[Any] = []
+    templates: list[Any] = []
+    prompts: list[Any] = []
+    if capabilities.resources is not None:
+        resources = await _pages(lambda cursor: client.list_resources(cursor=cursor), "resources")
+        templates = await _pages(lambda cursor: client.list_resource_templates(cursor=cursor), "resource_templates")
+    if capabilities.prompts is not None:
+        prompts = await _pages(lambda cursor: client.list_prompts(cursor=cursor), "prompts")
+    return Catalog(
+        resources=[_json(entry) for entry in resources],
+        templates=[_json(entry) for entry in templates],
+        prompts=[_json(entry) for entry in prompts],
+        completions=capabilities.completions is not None,
+    )
+
+
+def checked(catalog: Catalog, scrub: Scrubber, origin: str) -> Catalog:
+    """``catalog`` scrubbed of the secrets sent to the server; refused when it lists too much.
 
     Raises:
-        UpstreamError, CallTimeout, OutputTooLarge: the server cannot be listed.
+        UpstreamError: a listing holds more than :data:`MAX_ENTRIES` entries.
     """
-
-    async def work(client: Client) -> Catalog:
-        capabilities = client.server_capabilities
-        resources: list[Any] = []
-        templates: list[Any] = []
-        prompts: list[Any] = []
-        if capabilities.resources is not None:
-            resources = await _pages(lambda cursor: client.list_resources(cursor=cursor), "resources")
-            templates = await _pages(lambda cursor: client.list_resource_templates(cursor=cursor), "resource_templates")
-        if capabilities.prompts is not None:
-            prompts = await _pages(lambda cursor: client.list_prompts(cursor=cursor), "prompts")
-        return Catalog(
-            resources=[_json(entry) for entry in resources],
-            templates=[_json(entry) for entry in templates],
-            prompts=[_json(entry) for entry in prompts],
-            completions=capabilities.completions is not None,
-            has_resources=capabilities.resources is not None,
-            has_prompts=capabilities.prompts is not None,
-        )
-
-    secrets = read_secrets(url, headers)
-    catalog = _exchange(url, secrets, limit_bytes, timeout_s, work)
     for kind in ("resources", "templates", "prompts"):
         if len(getattr(catalog, kind)) > MAX_ENTRIES:
-            raise UpstreamError(f"the remote MCP server {origin_of(url)} lists more than {MAX_ENTRIES} {kind}")
-    scrub = secrets[1]
+            raise UpstreamError(f"the remote MCP server {origin} lists more than {MAX_ENTRIES} {kind}")
     return Catalog(
         resources=scrub.data(catalog.resources),
         templates=scrub.data(catalog.templates),
         prompts=scrub.data(catalog.prompts),
         completions=catalog.completions,
-        has_resources=catalog.has_resources,
-        has_prompts=catalog.has_prompts,
     )
 
 
@@ -130,20 +125,16 @@ def _json(model: Any) -> dict[str, Any]:
     return dumped
 
 
-def call_read(descriptor: Descriptor, arguments: dict[str, Any], timeout_ms: int, output_bytes: int) -> str:
-    """Ask the server what ``descriptor.method`` reads with ``arguments``; the answer as JSON text.
+def read_request(method: str, arguments: dict[str, Any]) -> Callable[[Client], Awaitable[Any]]:
+    """What one read asks the connected server (``arguments`` are checked before anything is sent).
 
     Raises:
-        InvalidInput: the arguments do not fit the method.
-        CallTimeout, OutputTooLarge, UpstreamError: as a tool call (``glovebox.remote._proxy``).
+        InvalidInput: the method is not a read, or the arguments do not fit it.
     """
     import mcp_types as types
 
-    method = descriptor.method
     if method not in METHODS:
         raise InvalidInput(f"a remote MCP tool cannot ask {method!r}")
-
-    # The arguments are checked before anything is sent (the input schema has checked their shape).
     uri, name = str(arguments.get("uri", "")), str(arguments.get("name", ""))
     prompt_arguments = _strings(arguments.get("arguments"))
     argument, context = _strings(arguments.get("argument")) or {}, _strings(arguments.get("context"))
@@ -162,17 +153,23 @@ def call_read(descriptor: Descriptor, arguments: dict[str, Any], timeout_ms: int
             return await client.get_prompt(name, prompt_arguments)
         return await client.complete(reference, argument, context)
 
-    secrets = read_secrets(descriptor.url, descriptor.headers)
-    limit = output_bytes + PROTOCOL_OVERHEAD_BYTES
-    result = _exchange(descriptor.url, secrets, limit, timeout_ms / 1000, work)
+    return work
+
+
+def read_output(result: Any, scrub: Scrubber, output_bytes: int, origin: str) -> str:
+    """A read's answer as JSON text, scrubbed, within ``output_bytes``.
+
+    Raises:
+        OutputTooLarge: it is larger.
+    """
     dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
     dumped.pop("_meta", None)
-    output = secrets[1].text(json.dumps(dumped, ensure_ascii=False))
+    output = scrub.text(json.dumps(dumped, ensure_ascii=False))
     size = len(output.encode("utf-8", "surrogatepass"))
     if size > output_bytes:
         raise OutputTooLarge(
             f"the remote server's answer is {size} bytes, over the {output_bytes}-byte limit",
-            details={"server": descriptor.origin, "limit_bytes": output_bytes},
+            details={"server": origin, "limit_bytes": output_bytes},
         )
     return output
 
