@@ -71,7 +71,7 @@ from ._auth import (
     unauthorized_body,
 )
 from ._elicit import elicit_approval
-from ._mcpcatalog import CatalogHandlers
+from ._mcpcatalog import CatalogHandlers, without_listings
 from ._mcpcode import code_tools, execute, resume
 from ._mcpcontent import LEVELS, content_blocks, is_content_tool, relay
 from ._mcpevents import BoundedEventStore
@@ -113,12 +113,13 @@ CALL_TOOL = types.Tool(
 
 def mcp_tool(info: ToolInfo) -> types.Tool:
     """An MCP tool definition for a registered tool (object schemas at the root; a tool
-    answering content blocks declares no output schema, see ``servers._mcpcontent``)."""
+    answering content blocks declares no output schema, see ``servers._mcpcontent``; a read
+    tool's listings are served as resources and prompts, not in its schema)."""
     content = is_content_tool(info.output_schema)
     return types.Tool(
         name=info.name,
         description=info.description,
-        input_schema=input_parameters(info.input_schema),
+        input_schema=input_parameters(without_listings(info.input_schema)),
         output_schema=None if content else output_structure(info.output_schema),
     )
 

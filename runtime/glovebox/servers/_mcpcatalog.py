@@ -35,7 +35,7 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
 from ..model._result import CallResult, ToolInfo
 from ..remote._resources import COMPLETE, GET_PROMPT, PROMPTS_KEY, READ_RESOURCE, RESOURCES_KEY
 
-__all__ = ["RESOURCE_NOT_FOUND", "Catalog", "catalog_of"]
+__all__ = ["RESOURCE_NOT_FOUND", "Catalog", "CatalogHandlers", "catalog_of", "without_listings"]
 
 #: MCP's error code for a resource no server has.
 RESOURCE_NOT_FOUND = -32002
@@ -106,6 +106,17 @@ def catalog_of(tools: list[ToolInfo]) -> Catalog:
         elif info.name.endswith(f"-{COMPLETE}") and info.kind == "mcp-remote":
             completers[info.name.removesuffix(f"-{COMPLETE}")] = info.name
     return Catalog(resources, templates, prompts, readers, completers)
+
+
+def without_listings(schema: Any) -> Any:
+    """A read tool's input schema without the listings it carries (served as resources and prompts).
+
+    >>> without_listings({"type": "object", "x-glovebox-resources": {"resources": []}})
+    {'type': 'object'}
+    """
+    if isinstance(schema, dict) and (RESOURCES_KEY in schema or PROMPTS_KEY in schema):
+        return {key: value for key, value in schema.items() if key not in (RESOURCES_KEY, PROMPTS_KEY)}
+    return schema
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:
