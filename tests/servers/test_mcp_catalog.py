@@ -55,3 +55,10 @@ def test_only_remote_read_tools_count_and_their_listings_stay_out_of_the_tool_sc
     assert catalog.completer(types.PromptReference(type="ref/prompt", name="q")) is None
     shown = mcp_tool(reader("a", ["a://one"]))
     assert "x-glovebox-resources" not in shown.input_schema
+
+
+def test_an_entry_that_is_not_valid_mcp_is_left_out_not_the_list() -> None:
+    from glovebox.servers._mcpcatalog import _valid
+
+    found = _valid(types.Resource, [{"uri": "a://one", "name": "one"}, {"name": "no uri"}])
+    assert [str(r.uri) for r in found] == ["a://one"]

@@ -24,13 +24,16 @@ A read that fails answers a JSON-RPC error whose ``data`` is the call's envelope
 
 from __future__ import annotations
 
+import logging
 import re
+import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
+from pydantic import BaseModel, ValidationError
 
 from ..model._result import CallResult, ToolInfo
 from ..remote._resources import COMPLETE, GET_PROMPT, PROMPTS_KEY, READ_RESOURCE, RESOURCES_KEY
@@ -39,6 +42,10 @@ __all__ = ["RESOURCE_NOT_FOUND", "Catalog", "CatalogHandlers", "catalog_of", "wi
 
 #: MCP's error code for a resource no server has.
 RESOURCE_NOT_FOUND = -32002
+#: The subscriptions one client connection may hold.
+MAX_SUBSCRIPTIONS = 1000
+M = TypeVar("M", bound=BaseModel)
+logger = logging.getLogger("glovebox")
 
 
 @dataclass(frozen=True)
@@ -163,7 +170,7 @@ class CatalogHandlers:
     def __init__(self, runtime: Any, who: Any) -> None:
         self.runtime = runtime
         self.who = who
-        self._subscriptions: dict[int, set[str]] = {}
+        self._subscriptions: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
     def handlers(self) -> dict[str, Any]:
         """The SDK ``Server``'s keyword arguments for these handlers."""
@@ -189,11 +196,11 @@ class CatalogHandlers:
 
     async def list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
         _, catalog = await self._catalog(ctx)
-        return types.ListResourcesResult(resources=[types.Resource.model_validate(r) for r, _ in catalog.resources])
+        return types.ListResourcesResult(resources=_valid(types.Resource, [r for r, _ in catalog.resources]))
 
     async def list_templates(self, ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
         _, catalog = await self._catalog(ctx)
-        templates = [types.ResourceTemplate.model_validate(t) for t, _ in catalog.templates]
+        templates = _valid(types.ResourceTemplate, [t for t, _ in catalog.templates])
         return types.ListResourceTemplatesResult(resource_templates=templates)
 
     async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
@@ -209,16 +216,19 @@ class CatalogHandlers:
         who, catalog = await self._catalog(ctx)
         if catalog.reader_of(str(params.uri)) is None:
             raise not_found(str(params.uri))
-        self._subscriptions.setdefault(id(_connection(ctx)), set()).add(str(params.uri))
+        kept = self._subscriptions.setdefault(_connection(ctx), set())
+        if len(kept) >= MAX_SUBSCRIPTIONS and str(params.uri) not in kept:
+            raise MCPError(INVALID_PARAMS, f"a client may hold at most {MAX_SUBSCRIPTIONS} subscriptions")
+        kept.add(str(params.uri))
         return types.EmptyResult()
 
     async def unsubscribe(self, ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        self._subscriptions.get(id(_connection(ctx)), set()).discard(str(params.uri))
+        self._subscriptions.get(_connection(ctx), set()).discard(str(params.uri))
         return types.EmptyResult()
 
     async def list_prompts(self, ctx: Any, params: Any) -> types.ListPromptsResult:
         _, catalog = await self._catalog(ctx)
-        return types.ListPromptsResult(prompts=[types.Prompt.model_validate(p.listed) for p in catalog.prompts])
+        return types.ListPromptsResult(prompts=_valid(types.Prompt, [p.listed for p in catalog.prompts]))
 
     async def get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         who, catalog = await self._catalog(ctx)
@@ -248,6 +258,17 @@ class CatalogHandlers:
         return types.CompleteResult(
             completion=types.Completion.model_validate(output.get("completion", {"values": []}))
         )
+
+
+def _valid(model: type[M], entries: list[dict[str, Any]]) -> list[M]:
+    """The entries that are valid ``model`` values; one that is not is left out (and logged), not the list."""
+    found = []
+    for entry in entries:
+        try:
+            found.append(model.model_validate(entry))
+        except ValidationError:
+            logger.warning("an imported %s entry is not valid MCP; it is not listed", model.__name__)
+    return found
 
 
 def _connection(ctx: Any) -> Any:
