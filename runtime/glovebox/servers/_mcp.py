@@ -34,8 +34,14 @@ Approvals through the client (off by default, ``approver=``): a call answered
 
 List changes: a watcher compares a fingerprint of the registry and the policy
 every ``poll_s`` and, on a change, notifies handshake-era sessions
-(``notifications/tools/list_changed``) and 2026-era ``subscriptions/listen``
-streams.
+(``notifications/tools/list_changed``, and ``resources/``/``prompts/list_changed``)
+and 2026-era ``subscriptions/listen`` streams.
+
+Besides outputs: content blocks, the call's log lines (``logging/setLevel``) and
+progress reports (``servers._mcpcontent``); the resources, prompts and completions of
+imported MCP servers (``servers._mcpcatalog``); over HTTP, resumable SSE streams
+(``servers._mcpevents``: a priming event with ``retry`` :data:`RETRY_MS`, replay
+after ``Last-Event-ID``).
 """
 
 from __future__ import annotations
