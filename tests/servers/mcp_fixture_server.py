@@ -124,11 +124,12 @@ def main(argv: list[str]) -> None:
 
 
 @contextmanager
-def serving() -> Iterator[str]:
-    """This server in a subprocess on a free port of 127.0.0.1; yields its URL (``.../mcp``)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
+def serving(port: int | None = None) -> Iterator[str]:
+    """This server in a subprocess on ``port`` (default: a free one) of 127.0.0.1; yields its URL (``.../mcp``)."""
+    if port is None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
     command = [sys.executable, str(Path(__file__)), str(port)]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -26,7 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 import glovebox
-from glovebox.importers import import_mcp
+from glovebox.importers import _mcpwatch, import_mcp
 from glovebox.importers._mcpwatch import REFRESH_TOOL, refresh_mcp, watch_mcp
 from glovebox.servers._mcp import McpService, streamable_http_app
 
@@ -192,6 +193,38 @@ async def test_list_changed_refreshes_the_import_audited(home: tuple[Path, Path]
         assert row["outcome"] == "ok" and row["egress"]["remote"]["status"] == "applied"
         assert row["egress"]["remote"]["reason"] == "list_changed"
         assert "fixture-read-resource" in row["egress"]["remote"]["changed"]
+
+
+async def test_the_watcher_connects_again_and_refreshes_when_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_mcpwatch, "RETRY_FIRST_S", 0.2)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    refreshed: list[Any] = []
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    with glovebox.Runtime(home=tmp_path / "home", policy=policy) as rt:
+        with serving(port) as url:
+            import_mcp(rt, url, name="fixture", timeout_ms=10_000)
+        async with anyio.create_task_group() as tasks:
+            settings = {"name": "fixture", "timeout_ms": 10_000}
+            tasks.start_soon(lambda: watch_mcp(rt, url, on_refresh=refreshed.append, **settings))
+            await anyio.sleep(1)  # nothing listens: the watcher tries again
+            with serving(port):
+                with anyio.fail_after(30):
+                    while not refreshed:
+                        await anyio.sleep(0.1)
+                async with Client(streamable_http_client(url), cache=None) as other:
+                    await other.call_tool("add_late", {})
+                with anyio.fail_after(30):
+                    while len(refreshed) < 2:
+                        await anyio.sleep(0.1)
+            tasks.cancel_scope.cancel()
+        reasons = [row["egress"]["remote"]["reason"] for row in rows(rt, REFRESH_TOOL)]
+        assert reasons == ["reconnected", "list_changed"]
+        assert [r.meta["remote"]["status"] for r in refreshed] == ["applied", "applied"]
 
 
 def test_a_refresh_that_would_widen_is_held(

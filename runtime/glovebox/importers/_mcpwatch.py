@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..core._errors import CallError, GloveboxError, RegistrationError, UpstreamError
@@ -37,6 +38,10 @@ logger = logging.getLogger("glovebox")
 REFRESH_TOOL = "glovebox:refresh"
 #: The ``reason`` of a refresh a server's notification started.
 REASON = "list_changed"
+#: How often a quiet connection is checked; the first and the longest wait before connecting again.
+PING_S = 15.0
+RETRY_FIRST_S = 1.0
+RETRY_MAX_S = 30.0
 #: Notifications that close together make one refresh.
 SETTLE_S = 0.2
 _CHANGES = (
@@ -83,33 +88,61 @@ def refresh_mcp(runtime: Runtime, url: str, *, reason: str = "refresh", **settin
 async def watch_mcp(
     runtime: Runtime, url: str, *, on_refresh: Callable[[CallResult], None] | None = None, **settings: Any
 ) -> None:
-    """Refresh ``url`` (see :func:`refresh_mcp`) each time it says a list changed; runs until cancelled."""
+    """Refresh ``url`` (see :func:`refresh_mcp`) each time it says a list changed; runs until cancelled.
+
+    A lost or refused connection (the server is pinged every :data:`PING_S`) is tried again, after
+    :data:`RETRY_FIRST_S` doubling up to :data:`RETRY_MAX_S`; once back, the import is refreshed
+    (reason ``reconnected``): the lists may have changed meanwhile.
+    """
     import anyio
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
 
     from ..remote._headers import parse_header_secrets, read_secrets
 
+    headers = read_secrets(url, parse_header_secrets(url, settings.get("header_secrets") or ()))[0]
     changed = anyio.Event()
 
     async def heard(message: Any) -> None:
-        nonlocal changed
         if getattr(message, "method", None) in _CHANGES:
             changed.set()
 
-    headers = read_secrets(url, parse_header_secrets(url, settings.get("header_secrets") or ()))[0]
+    async def refresh(reason: str) -> None:
+        result = await anyio.to_thread.run_sync(lambda: refresh_mcp(runtime, url, reason=reason, **settings))
+        if on_refresh is not None:
+            on_refresh(result)
+
+    delay, lost = RETRY_FIRST_S, False
+    while True:
+        try:
+            async with _connected(url, headers, heard) as client:
+                delay = RETRY_FIRST_S
+                if lost:
+                    await refresh("reconnected")
+                while True:
+                    with anyio.move_on_after(PING_S):
+                        await changed.wait()
+                    if not changed.is_set():
+                        with anyio.fail_after(PING_S):
+                            await client.send_ping()
+                        continue
+                    await anyio.sleep(SETTLE_S)  # several notifications close together: one refresh
+                    changed = anyio.Event()
+                    await refresh(REASON)
+        except Exception as exc:  # the server went away, or refused us: try again
+            logger.info("watching the MCP server %s: connection lost (%s); retrying", url, type(exc).__name__)
+        lost = True
+        await anyio.sleep(delay)
+        delay = min(2 * delay, RETRY_MAX_S)
+
+
+@asynccontextmanager
+async def _connected(url: str, headers: dict[str, str], heard: Any) -> AsyncIterator[Any]:
+    """A handshake-era session to ``url`` (the server then has a stream to notify on)."""
     import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
 
     async with (
         httpx2.AsyncClient(headers=headers, trust_env=False, follow_redirects=False, timeout=None) as http,
-        Client(streamable_http_client(url, http_client=http), mode="legacy", cache=None, message_handler=heard),
+        Client(streamable_http_client(url, http_client=http), mode="legacy", cache=None, message_handler=heard) as c,
     ):
-        while True:
-            await changed.wait()
-            await anyio.sleep(SETTLE_S)
-            changed = anyio.Event()
-            result = await anyio.to_thread.run_sync(
-                lambda: refresh_mcp(runtime, url, reason="list_changed", **settings)
-            )
-            if on_refresh is not None:
-                on_refresh(result)
+        yield c
