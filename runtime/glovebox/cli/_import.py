@@ -14,6 +14,7 @@ replace a built-in of the same name.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -264,15 +265,40 @@ def _report(result: ImportResult, policy_out: str | None, as_json: bool) -> None
     is_flag=True,
     help="Send each call's W3C trace context to the server (off: the server learns no trace ids).",
 )
+@click.option(
+    "--watch",
+    is_flag=True,
+    help="After the import, stay connected and refresh (audited; a widening is held) whenever the server "
+    "says its tools, resources or prompts changed, until interrupted.",
+)
 @_diff_options
 @click.pass_context
 def import_mcp_command(
-    ctx: click.Context, /, url: str, prefix: str | None, scopes: tuple[str, ...], **options: Any
+    ctx: click.Context, /, url: str, prefix: str | None, scopes: tuple[str, ...], watch: bool, **options: Any
 ) -> None:
-    """Register (or refresh) every tool of the remote MCP server at URL (streamable HTTP)."""
+    """Register (or refresh) every tool of the remote MCP server at URL (streamable HTTP), and its
+    resources, prompts and completions as read tools (PREFIX-read-resource, PREFIX-get-prompt, PREFIX-complete)."""
     from ..importers import import_mcp
 
     _import(ctx, import_mcp, url, name=prefix, scopes=scopes or None, **options)
+    if watch:
+        keep = ("header_secrets", "timeout_ms", "output_bytes", "propagate_trace")
+        _watch_mcp(ctx, url, name=prefix, scopes=scopes or None, **{k: options[k] for k in keep if k in options})
+
+
+def _watch_mcp(ctx: click.Context, url: str, **settings: Any) -> None:
+    """Refresh the import on each list change the server tells, printing one line each, until interrupted."""
+    import anyio
+
+    from ..importers._mcpwatch import watch_mcp
+
+    def said(result: Any) -> None:
+        remote = result.meta.get("remote", {})
+        click.echo(f"refresh of {url}: {remote.get('status')} {remote.get('code', '')}".rstrip())
+
+    click.echo(f"watching {url} for list changes (Ctrl-C to stop)")
+    with open_runtime(ctx) as rt, contextlib.suppress(KeyboardInterrupt):
+        anyio.run(lambda: watch_mcp(rt, url, on_refresh=said, **settings))
 
 
 for _name, _target in DEFAULT_IMPORTERS.items():  # the built-ins, registered from the same list a reader sees

@@ -27,6 +27,7 @@ from ..remote._headers import check_url, parse_header_secrets
 from ._batch import Planned, Source, apply
 from ._fragment import SecretHint
 from ._importresult import ImportResult
+from ._mcpresources import plan_reads
 
 if TYPE_CHECKING:
     from ..model._result import ToolInfo
@@ -110,6 +111,7 @@ def import_mcp(
     prefix = name or sanitize(listing.server_name or urlsplit(url).hostname or "remote")
     required = _scopes(scopes, prefix)
     planned = [_planned(url, tool, prefix, required, limits, headers, propagate_trace) for tool in listing.tools]
+    planned += plan_reads(url, headers, prefix, limits, None if scopes is None else required)  # resources, prompts
     _check_unique(planned, origin_of(url))
     source = Source(
         prefix,

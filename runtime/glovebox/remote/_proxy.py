@@ -67,7 +67,9 @@ if TYPE_CHECKING:
     import httpx2
     from mcp import Client
 
-__all__ = ["Descriptor", "call_remote", "list_remote", "load_descriptor", "origin_of"]
+    from ._resources import Catalog
+
+__all__ = ["Descriptor", "call_remote", "list_catalog", "list_remote", "load_descriptor", "origin_of"]
 
 logger = logging.getLogger("glovebox")
 
@@ -105,15 +107,21 @@ class Descriptor:
     headers: dict[str, str] = field(default_factory=dict)  # header name -> secret name
     #: Send the call's W3C trace context to the server (in ``_meta``); off unless imported with it.
     propagate_trace: bool = False
+    #: What a call asks the server: ``tools/call`` (the tool ``tool``), or one of the reads of
+    #: ``glovebox.remote._resources`` (``resources/read``, ``prompts/get``, ``completion/complete``).
+    method: str = "tools/call"
 
     def to_bytes(self) -> bytes:
         """Canonical JSON (sorted keys, no spaces): the artifact whose SHA-256 is the tool's digest.
 
-        ``propagate_trace`` is written only when set, so a descriptor made before it existed keeps its digest.
+        ``propagate_trace`` and ``method`` are written only when not their defaults, so a descriptor
+        made before they existed keeps its digest.
         """
         document = {"format": FORMAT, **self.__dict__}
         if not self.propagate_trace:
             del document["propagate_trace"]
+        if self.method == "tools/call":
+            del document["method"]
         return canonical_bytes(document)
 
     @property
@@ -373,6 +381,8 @@ def call_remote(descriptor: Descriptor, arguments: dict[str, Any], timeout_ms: i
     """
     import mcp_types as types
 
+    if descriptor.method != "tools/call":
+        return _call_read(descriptor, arguments, timeout_ms, output_bytes)
     secrets = read_secrets(descriptor.url, descriptor.headers)
     scrub = secrets[1]
 
@@ -393,6 +403,17 @@ def call_remote(descriptor: Descriptor, arguments: dict[str, Any], timeout_ms: i
             details={"server": descriptor.origin, "limit_bytes": output_bytes},
         )
     return output
+
+
+def _call_read(descriptor: Descriptor, arguments: dict[str, Any], timeout_ms: int, output_bytes: int) -> str:
+    """A read tool's call (``resources/read``, ``prompts/get``, ``completion/complete``; see
+    ``glovebox.remote._resources``): one exchange under the same deadline and caps as a tool call."""
+    from ._resources import read_output, read_request
+
+    work = read_request(descriptor.method, arguments)
+    secrets = read_secrets(descriptor.url, descriptor.headers)
+    result = _exchange(descriptor.url, secrets, output_bytes + PROTOCOL_OVERHEAD_BYTES, timeout_ms / 1000, work)
+    return read_output(result, secrets[1], output_bytes, descriptor.origin)
 
 
 def _text_of(content: list[Any]) -> str:
@@ -465,6 +486,19 @@ def list_remote(url: str, headers: HeaderSecrets, timeout_s: float, limit_bytes:
         raise UpstreamError(f"the remote MCP server {origin_of(url)} lists more than {MAX_TOOLS} tools")
     scrub = secrets[1]
     return Listing(scrub.text(name), [_scrubbed(tool, index, scrub, url) for index, tool in enumerate(tools)])
+
+
+def list_catalog(url: str, headers: HeaderSecrets, timeout_s: float, limit_bytes: int) -> Catalog:
+    """The resources, templates and prompts the server at ``url`` lists (``glovebox.remote._resources``),
+    within one deadline and byte cap, scrubbed.
+
+    Raises:
+        UpstreamError, CallTimeout, OutputTooLarge: the server cannot be listed.
+    """
+    from ._resources import checked, listed
+
+    secrets = read_secrets(url, headers)
+    return checked(_exchange(url, secrets, limit_bytes, timeout_s, listed), secrets[1], origin_of(url))
 
 
 def _scrubbed(tool: Any, index: int, scrub: Scrubber, url: str) -> ListedTool:

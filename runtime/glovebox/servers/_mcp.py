@@ -34,14 +34,22 @@ Approvals through the client (off by default, ``approver=``): a call answered
 
 List changes: a watcher compares a fingerprint of the registry and the policy
 every ``poll_s`` and, on a change, notifies handshake-era sessions
-(``notifications/tools/list_changed``) and 2026-era ``subscriptions/listen``
-streams.
+(``notifications/tools/list_changed``, and ``resources/``/``prompts/list_changed``)
+and 2026-era ``subscriptions/listen`` streams.
+
+Besides outputs: content blocks, the call's log lines (``logging/setLevel``) and
+progress reports (``servers._mcpcontent``); the resources, prompts and completions of
+imported MCP servers (``servers._mcpcatalog``); over HTTP, resumable SSE streams
+(``servers._mcpevents``: a priming event with ``retry`` :data:`RETRY_MS`, replay
+after ``Last-Event-ID``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import warnings
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -51,6 +59,7 @@ import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..core._jsonlimits import escape_surrogates
@@ -68,11 +77,16 @@ from ._auth import (
     unauthorized_body,
 )
 from ._elicit import elicit_approval
+from ._mcpcatalog import CatalogHandlers, without_listings
 from ._mcpcode import code_tools, execute, resume
+from ._mcpcontent import LEVELS, content_blocks, is_content_tool, relay
+from ._mcpevents import BoundedEventStore
 
 __all__ = ["McpService", "Mode", "check_stdio", "describe", "run_stdio", "streamable_http_app"]
 
 logger = logging.getLogger("glovebox")
+#: The ``retry`` (ms) of every SSE stream's priming event: how soon a client whose stream broke reconnects.
+RETRY_MS = 1000
 Mode = Literal["full", "search", "code"]
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -104,12 +118,15 @@ CALL_TOOL = types.Tool(
 
 
 def mcp_tool(info: ToolInfo) -> types.Tool:
-    """An MCP tool definition for a registered tool (object schemas at the root)."""
+    """An MCP tool definition for a registered tool (object schemas at the root; a tool
+    answering content blocks declares no output schema, see ``servers._mcpcontent``; a read
+    tool's listings are served as resources and prompts, not in its schema)."""
+    content = is_content_tool(info.output_schema)
     return types.Tool(
         name=info.name,
         description=info.description,
-        input_schema=input_parameters(info.input_schema),
-        output_schema=output_structure(info.output_schema),
+        input_schema=input_parameters(without_listings(info.input_schema)),
+        output_schema=None if content else output_structure(info.output_schema),
     )
 
 
@@ -130,7 +147,12 @@ def tool_result(result: CallResult, output_schema: Any = True) -> types.CallTool
     A failed call carries no ``structuredContent``: its envelope would not match
     the tool's ``outputSchema``, and clients check it even when ``isError`` is set.
     """
-    text = [types.TextContent(text=_json_line(result.to_dict()))]
+    envelope = result.to_dict()
+    blocks = content_blocks(result.output) if result.ok and is_content_tool(output_schema) else None
+    if blocks is not None:
+        del envelope["output"]  # the blocks are the output
+        return types.CallToolResult(content=[*blocks, types.TextContent(text=_json_line(envelope))])
+    text = [types.TextContent(text=_json_line(envelope))]
     if result.ok:
         return types.CallToolResult(content=text, structured_content=wrap_output(output_schema, result.output))
     return types.CallToolResult(content=text, is_error=True)
@@ -206,14 +228,22 @@ class McpService:
         self.approver = approver
         self.bus = InMemorySubscriptionBus()
         self._sessions: dict[int, ServerSession] = {}
-        self.server: Server[Any] = _Server(
-            "glovebox",
-            version=_version(),
-            instructions="Tools run in fresh WebAssembly sandboxes; results carry the glovebox envelope.",
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-            on_subscriptions_listen=ListenHandler(self.bus),
-        )
+        self._levels: weakref.WeakKeyDictionary[Any, types.LoggingLevel] = weakref.WeakKeyDictionary()
+        self.catalog = CatalogHandlers(runtime, self._who)
+        with warnings.catch_warnings():
+            # logging/setLevel is deprecated by the 2026-07-28 protocol; clients of 2025-06-18
+            # and 2025-11-25 still use it, so it is served without the SDK's warning.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            self.server: Server[Any] = _Server(
+                "glovebox",
+                version=_version(),
+                instructions="Tools run in fresh WebAssembly sandboxes; results carry the glovebox envelope.",
+                on_list_tools=self._list_tools,
+                on_call_tool=self._call_tool,
+                on_subscriptions_listen=ListenHandler(self.bus),
+                on_set_logging_level=self._set_level,
+                **self.catalog.handlers(),
+            )
 
     # -- who is calling ---------------------------------------------------
 
@@ -227,6 +257,20 @@ class McpService:
             return  # 2026-era clients hear of changes through subscriptions/listen
         connection = getattr(ctx.session, "_connection", ctx.session)  # one entry per connection
         self._sessions[id(connection)] = ctx.session
+
+    def _log_level(self, ctx: Any) -> types.LoggingLevel | None:
+        """The level this request asked for (2026-07-28: in its ``_meta``), else the one its client set with
+        ``logging/setLevel``; None: send no log lines."""
+        if ctx is None:
+            return None
+        asked = (ctx.meta or {}).get(types.LOG_LEVEL_META_KEY)
+        return asked if asked in LEVELS else self._levels.get(_connection(ctx))
+
+    async def _set_level(self, ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        if params.level not in LEVELS:  # the SDK checks it; a lower layer must not trust that
+            raise ValueError(f"unknown log level {params.level!r}")
+        self._levels[_connection(ctx)] = params.level
+        return types.EmptyResult()
 
     # -- handlers -----------------------------------------------------------
 
@@ -289,6 +333,7 @@ class McpService:
             if isinstance(asked, types.InputRequiredResult):
                 return asked
             result = asked
+        await relay(ctx, result.meta.get("logs"), self._log_level(ctx))
         if not result.ok:
             return tool_result(result)
         ran = f"{result.meta['tool']}@{result.meta['version']}"
@@ -347,11 +392,18 @@ class McpService:
         for key, session in list(self._sessions.items()):
             try:
                 await session.send_tool_list_changed()
+                await session.send_resource_list_changed()  # the read tools' listings are part of the tools
+                await session.send_prompt_list_changed()
             except Exception:  # a gone client: forget it
                 self._sessions.pop(key, None)
 
     def initialization_options(self) -> Any:
         return self.server.create_initialization_options()
+
+
+def _connection(ctx: Any) -> Any:
+    """The client connection a request came on (a session's settings live as long as it)."""
+    return getattr(ctx.session, "_connection", ctx.session)
 
 
 class _Server(Server[Any]):
@@ -363,7 +415,9 @@ class _Server(Server[Any]):
         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> Any:
-        options = notification_options or NotificationOptions(tools_changed=True)
+        options = notification_options or NotificationOptions(
+            tools_changed=True, resources_changed=True, prompts_changed=True
+        )
         return super().create_initialization_options(options, experimental_capabilities, extensions)
 
 
@@ -449,7 +503,9 @@ def streamable_http_app(service: McpService, *, host: str = "127.0.0.1", path: s
     from starlette.applications import Starlette
     from starlette.routing import Mount
 
-    inner = service.server.streamable_http_app(streamable_http_path=path, host=host)
+    inner = service.server.streamable_http_app(
+        streamable_http_path=path, host=host, event_store=BoundedEventStore(), retry_interval=RETRY_MS
+    )
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
