@@ -15,27 +15,53 @@ functions (the host's :data:`SAFE_FUNCTIONS` plus the rule's own). A refusal
 is a :class:`SqlRefused` whose ``details`` name the kind and the table,
 column or function refused.
 
+Reading the schema is a read: ``PRAGMA table_info``, ``table_xinfo``,
+``index_list`` and ``foreign_key_list`` of a table (with a name or a string as
+their one argument) are ``select`` statements on that table, refused on a
+table whose columns the grant restricts; ``index_info``/``index_xinfo`` name an
+index, not a table, so they read the catalog and need every table granted.
+Every other pragma (``PRAGMA x = y``, ``writable_schema``, ``user_version``,
+``journal_mode``, ...) stays ``other``. ``EXPLAIN`` and ``EXPLAIN QUERY PLAN``
+(which never run the statement on SQLite) are judged as the statement they
+explain: ``EXPLAIN QUERY PLAN DELETE ...`` needs what the ``DELETE`` needs.
+
 The engine checks again (see ``_sqlite``): what this module misreads, the
 database's own authorizer still refuses.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import threading
 from typing import Any
 
+from ..model._grantrules import sql_kind_phrase
 from ..model._grants import SqlRule
 from ._sqlstatement import SEVERITY_ORDER, SqlRefused, Statement
 
-__all__ = ["MAX_STATEMENT_CHARS", "SAFE_FUNCTIONS", "SEVERITY_ORDER", "SqlRefused", "Statement", "classify", "judge"]
+__all__ = [
+    "INDEX_PRAGMAS",
+    "MAX_STATEMENT_CHARS",
+    "SAFE_FUNCTIONS",
+    "SEVERITY_ORDER",
+    "TABLE_PRAGMAS",
+    "SqlRefused",
+    "Statement",
+    "classify",
+    "judge",
+]
 
 #: Accepted statements whose classification is kept (the text is the key).
 CACHED_STATEMENTS = 1024
 #: The longest statement the host parses.
 MAX_STATEMENT_CHARS = 64 * 1024
 _ACTION_RANK = {"allow": 0, "require_approval": 1, "block": 2}
+#: Pragmas that only describe the table they name (SQLite): any argument, ``(t)`` or ``= t``, is a table name.
+TABLE_PRAGMAS = frozenset({"table_info", "table_xinfo", "index_list", "foreign_key_list"})
+#: Pragmas that only describe the index they name: they read the catalog (the index's table is unknown here).
+INDEX_PRAGMAS = frozenset({"index_info", "index_xinfo"})
 
 #: Functions every grant allows (SQLite's names): pure computations on values.
 #: Left out on purpose: load_extension, readfile/writefile/edit (the CLI's), fts3_tokenizer,
@@ -75,6 +101,13 @@ def classify(text: str, engine: str = "sqlite") -> Statement:
         from ._pgcheck import classify_postgres
 
         return classify_postgres(text)
+    explained = _explained(text)
+    if explained is not None:
+        prefix, inner = explained
+        if _explained(inner) is not None:
+            raise SqlRefused("EXPLAIN of an EXPLAIN is refused", {"kind": "other"})
+        statement = classify(inner, engine)
+        return dataclasses.replace(statement, fingerprint=f"{prefix} {statement.fingerprint}")
     try:
         import sqlglot  # the parser loads only when a statement is checked
         from sqlglot import exp
@@ -102,7 +135,89 @@ def classify(text: str, engine: str = "sqlite") -> Statement:
             f"{str(tree.this).upper()} statements cannot be fully checked and are refused",
             {"kind": kind, "statement": str(tree.this).upper()},
         )
+    if isinstance(tree, exp.Pragma):
+        described = _introspection(tree, exp, _fingerprint(text, tokens))
+        if described is not None:
+            return described
     return _walk(tree, exp, _fingerprint(text, tokens))
+
+
+_SPACE = " \t\n\f\r"
+
+
+def _skip(text: str, at: int) -> int:
+    """The index of the first character at or after ``at`` that is neither SQLite whitespace nor in a comment."""
+    while at < len(text):
+        if text[at] in _SPACE:
+            at += 1
+        elif text.startswith("--", at):
+            end = text.find("\n", at)
+            at = len(text) if end < 0 else end + 1
+        elif text.startswith("/*", at):
+            end = text.find("*/", at + 2)
+            at = len(text) if end < 0 else end + 2
+        else:
+            break
+    return at
+
+
+def _word(text: str, at: int, word: str) -> int | None:
+    """The index after ``word`` (any case) at ``at`` when whitespace or a comment follows it, else None."""
+    end = at + len(word)
+    if text[at:end].upper() != word or end >= len(text):
+        return None
+    return end if text[end] in _SPACE or text.startswith(("--", "/*"), end) else None
+
+
+def _explained(text: str) -> tuple[str, str] | None:
+    """``("EXPLAIN QUERY PLAN", the statement it explains)`` for an EXPLAIN, else None (a plain scan: no regex)."""
+    after = _word(text, _skip(text, 0), "EXPLAIN")
+    if after is None:
+        return None
+    start = _skip(text, after)
+    query = _word(text, start, "QUERY")
+    if query is not None:
+        plan = _word(text, _skip(text, query), "PLAN")
+        if plan is not None:
+            return "EXPLAIN QUERY PLAN", text[_skip(text, plan) :]
+    return "EXPLAIN", text[start:]
+
+
+def _introspection(tree: Any, exp: Any, fingerprint: str) -> Statement | None:
+    """A pragma that only describes a table or an index, as a read of it (None: any other pragma)."""
+    target = tree.this
+    if not isinstance(target, exp.EQ):
+        return None  # no argument: a pragma that reads or sets a setting
+    name_node, argument = target.this, target.expression
+    schema = None
+    if isinstance(name_node, exp.Dot) and isinstance(name_node.this, exp.Var):
+        schema, name_node = str(name_node.this.name).lower(), name_node.expression
+    if not isinstance(name_node, exp.Var):
+        return None
+    pragma = str(name_node.name).lower()
+    if pragma not in TABLE_PRAGMAS | INDEX_PRAGMAS:
+        return None
+    if isinstance(argument, exp.Column) and isinstance(argument.this, exp.Identifier) and not argument.table:
+        named = str(argument.name).lower()
+    elif isinstance(argument, exp.Literal) and argument.is_string:
+        named = str(argument.this).lower()
+    else:
+        return None
+    if schema not in (None, "main"):
+        raise SqlRefused(
+            f"PRAGMA {schema}.{pragma} names the database {schema!r}: only the granted database is reachable",
+            {"kind": "unknown", "table": f"{schema}.{named}"},
+        )
+    table = pragma in TABLE_PRAGMAS
+    return Statement(
+        kind="select",
+        kinds=frozenset({"select"}),
+        tables=(named,) if table else (),
+        functions=(),
+        fingerprint=fingerprint,
+        describes=table,
+        catalog=() if table else (f"pragma {pragma}",),
+    )
 
 
 _local = threading.local()
@@ -312,7 +427,7 @@ def judge(statement: Statement, rule: SqlRule) -> str:
             continue
         verdict = getattr(rule.actions, kind)
         if verdict == "block":
-            raise SqlRefused(f"{kind} statements are blocked on {where}", {"kind": kind})
+            raise SqlRefused(f"{sql_kind_phrase(kind, plural=True)} are blocked on {where}", {"kind": kind})
         if _ACTION_RANK[verdict] > _ACTION_RANK[action]:
             action = verdict
     base = {"kind": statement.kind}
@@ -320,20 +435,37 @@ def judge(statement: Statement, rule: SqlRule) -> str:
         for table in statement.tables:
             if table not in rule.tables:
                 raise SqlRefused(f"table {table!r} is not granted on {where}", {**base, "table": table})
+    _judge_description(statement, rule, where, base)
     _judge_columns(statement, rule, where, base)
     if statement.engine == "postgresql":
-        from ._pgcheck import PG_SAFE_FUNCTIONS
+        from ._pgcheck import PG_CATALOG_FUNCTIONS, PG_SAFE_FUNCTIONS
 
         for table in statement.tables:
             if table.startswith("pg_") and table not in rule.tables:
                 raise SqlRefused(f"the system catalog {table!r} is not granted on {where}", {**base, "table": table})
-        allowed = PG_SAFE_FUNCTIONS | set(rule.functions)
+        allowed = PG_SAFE_FUNCTIONS | set(rule.functions) | (PG_CATALOG_FUNCTIONS if statement.catalog else set())
     else:
         allowed = SAFE_FUNCTIONS | set(rule.functions)
     for function in statement.functions:
         if function not in allowed:
             raise SqlRefused(f"function {function}() is not allowed on {where}", {**base, "function": function})
     return action
+
+
+def _judge_description(statement: Statement, rule: SqlRule, where: str, base: dict[str, Any]) -> None:
+    """A description names every column of a table, and a catalog read describes every table."""
+    if statement.describes:
+        for table in statement.tables:
+            if table in rule.columns:
+                reason = f"table {table!r} grants only some columns on {where}: its description would name the others"
+                raise SqlRefused(reason, {**base, "table": table})
+    for catalog in statement.catalog:
+        if "*" not in rule.tables or rule.columns:
+            reason = (
+                f"{catalog} describes every table: it needs a grant of every table (tables: ['*']) "
+                f"with no column restrictions on {where}"
+            )
+            raise SqlRefused(reason, {**base, "table": catalog})
 
 
 def _judge_columns(statement: Statement, rule: SqlRule, where: str, base: dict[str, Any]) -> None:
