@@ -40,6 +40,7 @@ __all__ = [
     "Limits",
     "Manifest",
     "Operation",
+    "OutputValidation",
     "SqlOperation",
     "ToolKind",
     "folder_manifest",
@@ -157,6 +158,12 @@ class SqlOperation(Frozen):
     mode: Literal["query", "execute"] = Field(description="query: SELECT only; execute: the grant's kinds.")
 
 
+#: What a mismatch between a tool's output and its output schema does: ``enforce`` refuses it
+#: (``invalid_output``), ``warn`` answers the output with the mismatch in ``meta.warnings``,
+#: ``off`` does not validate the output.
+OutputValidation = Literal["enforce", "warn", "off"]
+
+
 class Manifest(Frozen):
     """Everything the host needs to know about a tool besides its code."""
 
@@ -173,6 +180,15 @@ class Manifest(Frozen):
     sql_operation: SqlOperation | None = None
     #: Output checks the tool's author declares (a policy's guards may add to them, never lift them).
     checks: Checks | None = None
+    #: What a mismatch with ``output_schema`` does (None: the default, see :meth:`output_validation_mode`).
+    output_validation: OutputValidation | None = None
+
+    def output_validation_mode(self) -> OutputValidation:
+        """``output_validation``, or its default: ``warn`` for an imported API operation (its output
+        schema is the API's description, which real answers often miss), ``enforce`` for every other tool."""
+        if self.output_validation is not None:
+            return self.output_validation
+        return "warn" if self.operation is not None else "enforce"
 
     @model_validator(mode="after")
     def _operation_fits_kind(self) -> Self:
@@ -203,7 +219,7 @@ class Manifest(Frozen):
         """Canonical JSON text (sorted keys, no spaces) of the whole manifest.
 
         ``kind`` is left out when it is ``wasm``, ``operation``,
-        ``sql_operation`` and ``checks`` when they are unset and a capability other than
+        ``sql_operation``, ``checks`` and ``output_validation`` when they are unset and a capability other than
         ``http`` when it is empty, so the text (which signatures and the registry's same-version
         check cover) of every manifest written before they existed stays what it was.
         """
@@ -216,6 +232,8 @@ class Manifest(Frozen):
             del document["sql_operation"]
         if document["checks"] is None:
             del document["checks"]
+        if document["output_validation"] is None:
+            del document["output_validation"]
         for key in [key for key, value in document["capabilities"].items() if not value]:
             if key not in _ALWAYS_WRITTEN:
                 del document["capabilities"][key]
