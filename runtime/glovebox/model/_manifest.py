@@ -114,6 +114,17 @@ class GraphqlField(Frozen):
 
     query: str = Field(description="The GraphQL document; the tool's input is sent as its variables.")
     field: str = Field(description="The field of the answer's data object returned as the output.")
+    schema_digest: str | None = Field(
+        None,
+        pattern=r"^sha256:[0-9a-f]{64}$",
+        description="The schema (SDL) the import stored in the home, by digest: a selection chosen at call "
+        "time is validated against it.",
+    )
+    selection_input: str | None = Field(
+        None,
+        description="The input field that chooses the answer's fields (a GraphQL selection set), sent in "
+        "place of the document's own selection; never sent as a variable.",
+    )
 
 
 class Operation(Frozen):
@@ -228,6 +239,10 @@ class Manifest(Frozen):
             del document["kind"]
         if document["operation"] is None:
             del document["operation"]
+        elif document["operation"]["graphql"] is not None:
+            for key in ("schema_digest", "selection_input"):  # unset: the text of earlier imports stays
+                if document["operation"]["graphql"][key] is None:
+                    del document["operation"]["graphql"][key]
         if document["sql_operation"] is None:
             del document["sql_operation"]
         if document["checks"] is None:
