@@ -23,7 +23,8 @@ index, not a table, so they read the catalog and need every table granted.
 Every other pragma (``PRAGMA x = y``, ``writable_schema``, ``user_version``,
 ``journal_mode``, ...) stays ``other``. ``EXPLAIN`` and ``EXPLAIN QUERY PLAN``
 (which never run the statement on SQLite) are judged as the statement they
-explain: ``EXPLAIN QUERY PLAN DELETE ...`` needs what the ``DELETE`` needs.
+explain: ``EXPLAIN QUERY PLAN DELETE ...`` needs what the ``DELETE`` needs
+(see ``_sqlschema``).
 
 The engine checks again (see ``_sqlite``): what this module misreads, the
 database's own authorizer still refuses.
@@ -39,14 +40,13 @@ from typing import Any
 
 from ..model._grantrules import sql_kind_phrase
 from ..model._grants import SqlRule
+from ._sqlschema import explained, introspection
 from ._sqlstatement import SEVERITY_ORDER, SqlRefused, Statement
 
 __all__ = [
-    "INDEX_PRAGMAS",
     "MAX_STATEMENT_CHARS",
     "SAFE_FUNCTIONS",
     "SEVERITY_ORDER",
-    "TABLE_PRAGMAS",
     "SqlRefused",
     "Statement",
     "classify",
@@ -58,10 +58,6 @@ CACHED_STATEMENTS = 1024
 #: The longest statement the host parses.
 MAX_STATEMENT_CHARS = 64 * 1024
 _ACTION_RANK = {"allow": 0, "require_approval": 1, "block": 2}
-#: Pragmas that only describe the table they name (SQLite): any argument, ``(t)`` or ``= t``, is a table name.
-TABLE_PRAGMAS = frozenset({"table_info", "table_xinfo", "index_list", "foreign_key_list"})
-#: Pragmas that only describe the index they name: they read the catalog (the index's table is unknown here).
-INDEX_PRAGMAS = frozenset({"index_info", "index_xinfo"})
 
 #: Functions every grant allows (SQLite's names): pure computations on values.
 #: Left out on purpose: load_extension, readfile/writefile/edit (the CLI's), fts3_tokenizer,
@@ -101,10 +97,10 @@ def classify(text: str, engine: str = "sqlite") -> Statement:
         from ._pgcheck import classify_postgres
 
         return classify_postgres(text)
-    explained = _explained(text)
-    if explained is not None:
-        prefix, inner = explained
-        if _explained(inner) is not None:
+    explaining = explained(text)
+    if explaining is not None:
+        prefix, inner = explaining
+        if explained(inner) is not None:
             raise SqlRefused("EXPLAIN of an EXPLAIN is refused", {"kind": "other"})
         statement = classify(inner, engine)
         return dataclasses.replace(statement, fingerprint=f"{prefix} {statement.fingerprint}")
@@ -136,88 +132,10 @@ def classify(text: str, engine: str = "sqlite") -> Statement:
             {"kind": kind, "statement": str(tree.this).upper()},
         )
     if isinstance(tree, exp.Pragma):
-        described = _introspection(tree, exp, _fingerprint(text, tokens))
+        described = introspection(tree, exp, _fingerprint(text, tokens))
         if described is not None:
             return described
     return _walk(tree, exp, _fingerprint(text, tokens))
-
-
-_SPACE = " \t\n\f\r"
-
-
-def _skip(text: str, at: int) -> int:
-    """The index of the first character at or after ``at`` that is neither SQLite whitespace nor in a comment."""
-    while at < len(text):
-        if text[at] in _SPACE:
-            at += 1
-        elif text.startswith("--", at):
-            end = text.find("\n", at)
-            at = len(text) if end < 0 else end + 1
-        elif text.startswith("/*", at):
-            end = text.find("*/", at + 2)
-            at = len(text) if end < 0 else end + 2
-        else:
-            break
-    return at
-
-
-def _word(text: str, at: int, word: str) -> int | None:
-    """The index after ``word`` (any case) at ``at`` when whitespace or a comment follows it, else None."""
-    end = at + len(word)
-    if text[at:end].upper() != word or end >= len(text):
-        return None
-    return end if text[end] in _SPACE or text.startswith(("--", "/*"), end) else None
-
-
-def _explained(text: str) -> tuple[str, str] | None:
-    """``("EXPLAIN QUERY PLAN", the statement it explains)`` for an EXPLAIN, else None (a plain scan: no regex)."""
-    after = _word(text, _skip(text, 0), "EXPLAIN")
-    if after is None:
-        return None
-    start = _skip(text, after)
-    query = _word(text, start, "QUERY")
-    if query is not None:
-        plan = _word(text, _skip(text, query), "PLAN")
-        if plan is not None:
-            return "EXPLAIN QUERY PLAN", text[_skip(text, plan) :]
-    return "EXPLAIN", text[start:]
-
-
-def _introspection(tree: Any, exp: Any, fingerprint: str) -> Statement | None:
-    """A pragma that only describes a table or an index, as a read of it (None: any other pragma)."""
-    target = tree.this
-    if not isinstance(target, exp.EQ):
-        return None  # no argument: a pragma that reads or sets a setting
-    name_node, argument = target.this, target.expression
-    schema = None
-    if isinstance(name_node, exp.Dot) and isinstance(name_node.this, exp.Var):
-        schema, name_node = str(name_node.this.name).lower(), name_node.expression
-    if not isinstance(name_node, exp.Var):
-        return None
-    pragma = str(name_node.name).lower()
-    if pragma not in TABLE_PRAGMAS | INDEX_PRAGMAS:
-        return None
-    if isinstance(argument, exp.Column) and isinstance(argument.this, exp.Identifier) and not argument.table:
-        named = str(argument.name).lower()
-    elif isinstance(argument, exp.Literal) and argument.is_string:
-        named = str(argument.this).lower()
-    else:
-        return None
-    if schema not in (None, "main"):
-        raise SqlRefused(
-            f"PRAGMA {schema}.{pragma} names the database {schema!r}: only the granted database is reachable",
-            {"kind": "unknown", "table": f"{schema}.{named}"},
-        )
-    table = pragma in TABLE_PRAGMAS
-    return Statement(
-        kind="select",
-        kinds=frozenset({"select"}),
-        tables=(named,) if table else (),
-        functions=(),
-        fingerprint=fingerprint,
-        describes=table,
-        catalog=() if table else (f"pragma {pragma}",),
-    )
 
 
 _local = threading.local()

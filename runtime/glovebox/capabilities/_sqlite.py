@@ -39,7 +39,8 @@ from typing import Any
 from urllib.parse import quote
 
 from ..model._grants import SqlRule
-from ._sqlcheck import INDEX_PRAGMAS, SAFE_FUNCTIONS, TABLE_PRAGMAS, Statement
+from ._sqlcheck import SAFE_FUNCTIONS, Statement
+from ._sqlschema import INDEX_PRAGMAS, TABLE_PRAGMAS
 
 __all__ = ["Answer", "EngineFailed", "EngineRefused", "EngineTimeout", "Plan", "collect", "run_sqlite", "sqlite_path"]
 
