@@ -174,3 +174,12 @@ def test_the_engine_refuses_an_explained_read_of_a_table_not_granted(shop: Path)
     with pytest.raises(EngineRefused):
         run_sqlite(f"sqlite:///{shop}", "EXPLAIN QUERY PLAN SELECT password FROM users", [], plan)
     assert run_sqlite(f"sqlite:///{shop}", "EXPLAIN QUERY PLAN SELECT item FROM orders", [], plan).row_count == 1
+
+
+def test_the_engines_refusal_names_what_it_refused(shop: Path) -> None:
+    rule = SqlRule(database="shop", actions=READ_ONLY)
+    plan = Plan(rule, classify("PRAGMA table_info(orders)"), time.monotonic() + 5)
+    with pytest.raises(EngineRefused, match=r"^PRAGMA user_version\(5\) is not allowed: only what the statement"):
+        run_sqlite(f"sqlite:///{shop}", "PRAGMA user_version = 5", [], plan)
+    with pytest.raises(EngineRefused, match=r"^a transaction \(BEGIN, COMMIT, ROLLBACK\) is not allowed"):
+        run_sqlite(f"sqlite:///{shop}", "BEGIN", [], plan)

@@ -147,6 +147,16 @@ _DDL = frozenset(
 )
 
 
+#: The authorizer's other actions by name, for a refusal's reason.
+_ACTIONS = {
+    getattr(sqlite3, f"SQLITE_{name}"): said
+    for name, said in (
+        ("ATTACH", "ATTACH"), ("DETACH", "DETACH"), ("PRAGMA", "a PRAGMA"), ("ANALYZE", "ANALYZE"),
+        ("TRANSACTION", "a transaction (BEGIN, COMMIT, ROLLBACK)"), ("SAVEPOINT", "a savepoint"),
+        ("CREATE_VTABLE", "CREATE VIRTUAL TABLE"), ("DROP_VTABLE", "DROP of a virtual table"),
+    )
+    if hasattr(sqlite3, f"SQLITE_{name}")
+}  # fmt: skip
 _SCHEMA_TABLES = frozenset({"sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema"})
 
 
@@ -191,7 +201,10 @@ class _Authorizer:
             return None if ok else "schema changes are not what this statement was judged to do"
         if action == sqlite3.SQLITE_PRAGMA and self.description_ok((arg1 or "").lower(), (arg2 or "").lower()):
             return None
-        return f"action {action} (ATTACH, PRAGMA, transactions, ...) is never allowed"
+        name = _ACTIONS.get(action, f"action {action}")
+        if action == sqlite3.SQLITE_PRAGMA and arg1:
+            name = f"PRAGMA {arg1}" + (f"({arg2})" if arg2 else "")
+        return f"{name} is not allowed: only what the statement was judged to do runs"
 
     def description_ok(self, pragma: str, named: str) -> bool:
         """A pragma that only describes what the statement was judged to describe (see the module docstring)."""
