@@ -137,7 +137,8 @@ class _Walk:
         if node.get("catalogname") or schema not in _PUBLIC:
             where = ".".join(str(part) for part in (node.get("catalogname"), node.get("schemaname")) if part)
             raise SqlRefused(
-                f"table {name!r} is qualified with the schema {where!r}: only the public schema is reachable",
+                f"table {name!r} is qualified with the schema {where!r}: only the public schema is reachable "
+                "(and the information_schema and pg_catalog views that describe tables)",
                 {"kind": "unknown", "table": f"{where}.{name}".lower()},
             )
         self.tables.append(name)
