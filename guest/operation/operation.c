@@ -19,6 +19,7 @@
  *                each percent-encoded, an array repeating its name)
  *   graphql      {"query": "<document>", "field": "<name>"} for a GraphQL field:
  *                POST {"query": ..., "variables": <input>} and answer data.<field>
+ *                ({"data": data.<field>, "errors": [...]} when errors come with a value)
  *
  * The request goes through the host's http-fetch, so the call's grant, address
  * checks, limits, secrets and audit apply to it. A 2xx answer's JSON body is
@@ -164,20 +165,33 @@ static int build_headers(const char *names, size_t names_len, const char *in, si
     return GB_OK;
 }
 
-/* data.<field> of a GraphQL answer; an "errors" array makes a guest error. */
+/* data.<field> of a GraphQL answer. An "errors" array with no value for the field makes a guest
+ * error; beside a value (a partial error) the answer is {"data": <value>, "errors": [...]}. */
 static int graphql_answer(const char *body, size_t len, const char *op, size_t op_len, gb_buf *out) {
-    const char *val, *data, *fieldv;
-    size_t val_len, data_len, field_len;
+    const char *val, *errors = NULL, *data, *fieldv;
+    size_t val_len, errors_len = 0, data_len, field_len;
     if (find(body, len, "errors", &val, &val_len) && !(val_len == 4 && memcmp(val, "null", 4) == 0))
-        return gb_error(out, "GraphQL errors: %.*s", (int)(val_len > 2000 ? 2000 : val_len), val);
-    if (!find(body, len, "data", &data, &data_len)) return gb_error(out, "GraphQL answer without \"data\"");
+        errors = val, errors_len = val_len;
+    if (!find(body, len, "data", &data, &data_len)) {
+        if (errors) return gb_error(out, "GraphQL errors: %.*s", (int)(errors_len > 2000 ? 2000 : errors_len), errors);
+        return gb_error(out, "GraphQL answer without \"data\"");
+    }
     gb_buf name = {0};
     if (!find(op, op_len, "field", &val, &val_len) || gb_json_string(val, val_len, &name) != 0 || !name.data)
         return gb_error(out, "graphql descriptor without \"field\"");
     int found = find(data, data_len, name.data, &fieldv, &field_len);
     gb_buf_free(&name);
+    int empty = !found || (field_len == 4 && memcmp(fieldv, "null", 4) == 0);
+    if (errors && empty)
+        return gb_error(out, "GraphQL errors: %.*s", (int)(errors_len > 2000 ? 2000 : errors_len), errors);
     if (!found) return gb_buf_puts(out, "null"), GB_OK;
+    if (errors) gb_buf_puts(out, "{\"data\":");
     gb_buf_append(out, fieldv, field_len);
+    if (errors) {
+        gb_buf_puts(out, ",\"errors\":");
+        gb_buf_append(out, errors, errors_len);
+        gb_buf_puts(out, "}");
+    }
     return GB_OK;
 }
 

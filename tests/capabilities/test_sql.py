@@ -406,7 +406,7 @@ def test_the_javascript_helper_queries_and_reports_refusals(
         bad = call("SELECT ?", [{"not": "a value"}])
     assert rows.ok and rows.output["rows"] == [["gizmo"]] and rows.output["columns"] == ["item"], rows.to_dict()
     assert typed.ok and typed.output["rows"] == [[None, 1.5, "x", 1, 2**40]], typed.to_dict()
-    assert dropped.ok and dropped.output["error"] == "denied" and "ddl" in dropped.output["reason"]
+    assert dropped.ok and dropped.output["error"] == "denied" and "schema changes (DDL)" in dropped.output["reason"]
     assert deleted.ok and deleted.output["error"] == "approval-required", deleted.to_dict()
     assert bad.code == "guest_error" and "param 0 is not null" in bad.error.message
     assert snapshot(shop) == before

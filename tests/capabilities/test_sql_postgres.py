@@ -86,6 +86,18 @@ PG_ATTACKS = [
     ("DO $$ BEGIN DELETE FROM orders; END $$", "other"),
     ("CALL some_procedure()", "other"),
     ("EXPLAIN ANALYZE DELETE FROM orders", "other"),
+    ("EXPLAIN (ANALYZE) SELECT item FROM orders", "other"),
+    ("EXPLAIN (ANALYZE false, VERBOSE) DELETE FROM orders", "other"),
+    ("EXPLAIN (analyze off) UPDATE orders SET qty = 0", "other"),
+    ("EXPLAIN DELETE FROM orders", "delete"),
+    ("EXPLAIN SELECT name, password FROM users", "select"),
+    ("EXPLAIN SELECT nextval('tickets')", "select"),
+    ("SELECT table_name, column_name FROM information_schema.columns", "select"),  # not every table granted
+    ("SELECT relname FROM pg_class", "select"),
+    ("SELECT * FROM pg_settings", "select"),
+    ("SELECT * FROM pg_stat_activity", "select"),
+    ("SELECT * FROM information_schema.role_table_grants", "unknown"),
+    ("SELECT * FROM pg_catalog.pg_authid", "unknown"),
     ("PREPARE p AS DELETE FROM orders", "other"),
     ("LOCK TABLE orders", "other"),
     ("SELECT * FROM orders FOR UPDATE", "update"),
@@ -95,7 +107,7 @@ PG_ATTACKS = [
     ("SELECT name, password FROM users", "select"),
     ("SELECT * FROM pg_authid", "select"),
     ("SELECT * FROM pg_catalog.pg_shadow", "unknown"),
-    ("SELECT * FROM information_schema.tables", "unknown"),
+    ("SELECT * FROM information_schema.tables", "select"),
     ("INSERT INTO orders (item, qty) SELECT name, 1 FROM users", "insert"),
     ("MERGE INTO orders o USING (SELECT 1 AS id) s ON o.id = s.id WHEN MATCHED THEN DELETE", "delete"),
     ("DELETE FROM orders", "delete"),
@@ -341,3 +353,77 @@ def test_role_statements_grant_only_the_kinds_not_blocked(shop: str) -> None:
     assert 'GRANT SELECT ON TABLE "orders" TO "reader";' in lines
     assert 'GRANT SELECT ("id", "name") ON "users" TO "reader";' in lines
     assert not [line for line in lines if "INSERT" in line or "DELETE" in line or "SEQUENCES" in line]
+
+
+# -- reading the schema ------------------------------------------------------------------------------
+
+
+def test_a_read_grant_explains_its_reads_without_running_them(client: Callable[..., glovebox.Runtime]) -> None:
+    with client({"database": "shop", "actions": READ_ONLY}, tables=["orders"]) as rt:
+        plan = _call(rt, "EXPLAIN SELECT item FROM orders WHERE qty > $1", int=2)
+        costs = _call(rt, "EXPLAIN (COSTS false, FORMAT TEXT) SELECT count(*) FROM orders")
+    assert plan.ok, plan.to_dict()
+    assert plan.output["columns"] == ["QUERY PLAN"] and "Seq Scan on orders" in plan.output["rows"][0][0]
+    assert costs.ok and costs.output["rows"][1][0].strip() == "->  Seq Scan on orders", costs.to_dict()
+    entry = plan.meta["sql"][0]
+    assert (entry["kind"], entry["tables"], entry["decision"]) == ("select", ["orders"], "allow")
+
+
+def test_a_grant_of_every_table_reads_the_catalog(
+    client: Callable[..., glovebox.Runtime], pg_server: Any, shop: str
+) -> None:
+    before = pg_snapshot(pg_server, shop)
+    with client({"database": "shop", "actions": READ_ONLY}) as rt:
+        columns = _call(
+            rt,
+            "SELECT table_name, column_name, data_type FROM information_schema.columns"
+            " WHERE table_schema = 'public' AND table_name = 'orders' ORDER BY ordinal_position",
+        )
+        keys = _call(
+            rt,
+            "SELECT tc.constraint_type, kcu.column_name FROM information_schema.table_constraints tc"
+            " JOIN information_schema.key_column_usage kcu ON kcu.constraint_name = tc.constraint_name"
+            " WHERE tc.table_name = 'orders'",
+        )
+        indexes = _call(
+            rt,
+            "SELECT c.relname, pg_get_indexdef(i.indexrelid) FROM pg_catalog.pg_index i"
+            " JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_class t ON t.oid = i.indrelid WHERE t.relname = 'orders'",
+        )
+        types = _call(
+            rt,
+            "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a"
+            " WHERE a.attrelid = 'orders'::regclass AND a.attnum > 0 ORDER BY a.attnum",
+        )
+    assert columns.ok, columns.to_dict()
+    assert columns.output["rows"] == [
+        ["orders", "id", "integer"],
+        ["orders", "item", "text"],
+        ["orders", "qty", "integer"],
+    ]
+    assert keys.ok and keys.output["rows"] == [["PRIMARY KEY", "id"]], keys.to_dict()
+    assert indexes.ok and indexes.output["rows"][0][0] == "orders_pkey", indexes.to_dict()
+    assert "USING btree (id)" in indexes.output["rows"][0][1]
+    assert types.ok and types.output["rows"][1] == ["item", "text"], types.to_dict()
+    assert pg_snapshot(pg_server, shop) == before
+
+
+def test_the_catalog_is_refused_where_columns_are_restricted(client: Callable[..., glovebox.Runtime]) -> None:
+    with client({"database": "shop", "actions": READ_ONLY}, columns={"users": ["id", "name"]}) as rt:
+        result = _call(rt, "SELECT column_name FROM information_schema.columns WHERE table_name = 'users'")
+        function = _call(rt, "SELECT pg_get_viewdef('orders'::regclass)")
+    assert result.code == "capability_denied", result.to_dict()
+    denial = result.error.details["denials"][0]
+    assert (denial["kind"], denial["table"]) == ("select", "information_schema.columns")
+    assert function.code == "capability_denied", function.to_dict()  # a catalog function outside a catalog read
+    assert function.error.details["denials"][0]["function"] == "pg_get_viewdef"
+
+
+def test_the_server_runs_an_explained_statement_read_only(pg_server: Any, shop: str) -> None:
+    """The host judged EXPLAIN of a read; an EXPLAIN ANALYZE slipped in its place is refused by the server."""
+    before = pg_snapshot(pg_server, shop)
+    grant = SqlGrant(database="shop", dsn=shop, tables=["orders"], actions=READ_ONLY)
+    plan = Plan(grant, classify("EXPLAIN SELECT item FROM orders", "postgresql"), time.monotonic() + 5)
+    with pytest.raises(EngineRefused, match="read-only transaction"):
+        run_postgres(shop, pg_server.password, "EXPLAIN ANALYZE DELETE FROM orders", [], plan)
+    assert pg_snapshot(pg_server, shop) == before

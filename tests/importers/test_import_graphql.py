@@ -15,6 +15,8 @@ from graphql import build_schema, graphql_sync, introspection_from_schema
 
 import glovebox
 from glovebox.cli._main import cli
+from glovebox.runtime import _selection
+from glovebox.runtime._selection import schema_file
 
 from ..capabilities.test_http import QuietHandler, in_thread
 
@@ -45,6 +47,7 @@ class GraphqlHandler(QuietHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
         self.server.seen.append(body)
+        self.server.headers.append(dict(self.headers))
         if self.path != "/graphql":
             self._reply(404, b"{}")
             return
@@ -59,14 +62,15 @@ class GraphqlServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     seen: list[dict[str, Any]]
+    headers: list[dict[str, str]]
     schema: Any
-    root: Root
+    root: Any
 
 
 @pytest.fixture
 def gql() -> Iterator[GraphqlServer]:
     httpd = GraphqlServer(("127.0.0.1", 0), GraphqlHandler)
-    httpd.seen, httpd.schema, httpd.root = [], build_schema(SDL.read_text()), Root()
+    httpd.seen, httpd.headers, httpd.schema, httpd.root = [], [], build_schema(SDL.read_text()), Root()
     httpd.root.deleted = []
     with in_thread(httpd):
         yield httpd
@@ -263,3 +267,109 @@ def test_the_selection_depth_has_the_clis_bound_in_the_library(runtime: glovebox
     with pytest.raises(ValueError, match="depth must be from 1 to 8, not 9"):
         _import(runtime, SDL, depth=9, dry_run=True)
     assert _import(runtime, SDL, depth=8, dry_run=True).added
+
+
+# -- the agent chooses the fields; partial errors; authentication (issue 39, item 9) ----------------------
+
+
+def test_the_agent_chooses_the_fields_of_the_answer(imported: glovebox.Runtime, gql: GraphqlServer) -> None:
+    chosen = imported.call("petstore-pet", {"id": "1", "fields": "name owner { name best { id } }"}, principal="agent")
+    braced = imported.call("petstore-pet", {"id": "1", "fields": "{ kind }"}, principal="agent")
+    listed = imported.call("petstore-pets", {"fields": "id owner { pets(first: 1) { name } }"}, principal="agent")
+    assert chosen.ok, chosen.to_dict()
+    assert chosen.output == {"name": "Rex", "owner": {"name": "Ann", "best": None}}
+    assert gql.seen[0]["variables"] == {"id": "1"}  # the selection is the document, never a variable
+    assert "best {" in gql.seen[0]["query"] and "kind" not in gql.seen[0]["query"]
+    assert braced.ok and braced.output == {"kind": "DOG"}, braced.to_dict()
+    assert listed.ok, listed.to_dict()
+    schema = imported.tool("petstore-pet").manifest.input_schema
+    assert "id name kind owner { name }" in schema["properties"]["fields"]["description"]  # the default is shown
+    assert "fields" not in imported.tool("petstore-delete-pet").manifest.input_schema["properties"]  # a Boolean
+
+
+BAD_SELECTIONS = [
+    ("nope", "Cannot query field 'nope' on type 'Pet'"),
+    ("name { first }", "must not have a selection"),
+    ("owner", "must have a selection of subfields"),
+    ('name } } mutation M { deletePet(id: "1") } query Q { pet(id: "1") { name', "not a GraphQL selection set"),
+    ('name } mutation M { deletePet(id: "1") }', "not a GraphQL selection set"),
+    ('{ name } mutation M { deletePet(id: "1") }', "no operations, fragments or variables"),
+    ("{ name } fragment F on Pet { id }", "no operations, fragments or variables"),
+    ("...F", "fragment spreads are refused"),
+    ("query Q { name }", "Cannot query field 'query' on type 'Pet'"),
+    ("owner { pets(first: 1) { " * 9 + "name" + " } }" * 9, "deeper than 8 levels"),
+    (" ".join(f"a{i}: name" for i in range(501)), "more than 500 fields"),
+    ("{ }", "names no field"),
+    ("x" * 8193, "is longer than 8192 characters"),  # the input schema's bound
+]
+
+
+@pytest.mark.parametrize(("fields", "reason"), BAD_SELECTIONS)
+def test_a_selection_the_schema_or_the_bounds_refuse_is_invalid_input(
+    imported: glovebox.Runtime, gql: GraphqlServer, fields: str, reason: str
+) -> None:
+    result = imported.call("petstore-pet", {"id": "1", "fields": fields}, principal="agent")
+    assert result.error is not None and result.error.code == "invalid_input", result.to_dict()
+    assert reason in result.error.message
+    assert gql.seen == [] and gql.root.deleted == []
+
+
+def test_a_partial_error_answers_the_data_and_the_errors(
+    imported: glovebox.Runtime, gql: GraphqlServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def hidden(info: Any) -> Any:
+        raise ValueError("the owner is not visible to this token")
+
+    monkeypatch.setitem(PETS, "3", {"id": "3", "name": "Tom", "kind": "CAT", "owner": hidden, "parent": None})
+    partial = imported.call("petstore-pet", {"id": "3"}, principal="agent")
+    whole = imported.call("petstore-pet", {"id": "1"}, principal="agent")
+    assert partial.ok, partial.to_dict()
+    assert partial.output["data"] == {"id": "3", "name": "Tom", "kind": "CAT", "owner": None}
+    [error] = partial.output["errors"]
+    assert error["message"] == "the owner is not visible to this token" and error["path"] == ["pet", "owner"]
+    assert whole.ok and "errors" not in whole.output  # no errors: the field's value, as before
+
+
+def test_bearer_and_header_secrets_are_injected_by_the_host(
+    gql: GraphqlServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    args = ["--home", str(home), "import", "graphql", str(SDL), "--endpoint", endpoint(gql)]
+    auth = [
+        "--bearer-env",
+        "PETS_TOKEN",
+        "--header-env",
+        "X-Api-Key=PETS_KEY",
+        "--policy-out",
+        str(tmp_path / "f.yaml"),
+    ]
+    out = CliRunner().invoke(cli, [*args, *auth])
+    assert out.exit_code == 0, out.output
+    assert "secret: set PETS_TOKEN (Authorization: Bearer <PETS_TOKEN>)" in out.output
+    assert "secret: set PETS_KEY (X-Api-Key: <PETS_KEY>)" in out.output
+    policy = yaml.safe_load((tmp_path / "f.yaml").read_text())
+    policy["principals"] = {"agent": {"scopes": ["petstore:read"]}}
+    monkeypatch.setenv("PETS_TOKEN", "tok-3e8c")
+    monkeypatch.setenv("PETS_KEY", "key-77a1")
+    with glovebox.Runtime(home=home, policy=glovebox.Policy.model_validate(policy)) as rt:
+        result = rt.call("petstore-pet", {"id": "1", "fields": "name"}, principal="agent")
+        manifest = rt.tool("petstore-pet").manifest.to_json()
+    assert result.ok and result.output == {"name": "Rex"}, result.to_dict()
+    assert gql.headers[0]["Authorization"] == "Bearer tok-3e8c" and gql.headers[0]["X-Api-Key"] == "key-77a1"
+    assert "tok-3e8c" not in json.dumps(result.to_dict()) and "PETS_TOKEN" not in manifest
+    bad = CliRunner().invoke(cli, [*args, "--header-env", "X-Api-Key"])
+    assert bad.exit_code == 2 and "expected HEADER=VAR" in bad.output
+
+
+def test_a_tampered_schema_in_the_home_refuses_selections(
+    imported: glovebox.Runtime, gql: GraphqlServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_selection, "_BUILT", {})  # no schema built before: this one is read from the home
+    digest = imported.tool("petstore-pet").manifest.operation.graphql.schema_digest  # type: ignore[union-attr]
+    path = schema_file(imported.home, str(digest))
+    path.write_text(path.read_text().replace("name: String!", "name: String!\n  secret: String"))
+    tampered = imported.call("petstore-pet", {"id": "1", "fields": "secret"}, principal="agent")
+    plain = imported.call("petstore-pet", {"id": "1"}, principal="agent")
+    assert tampered.error is not None and tampered.error.code == "invalid_input"
+    assert "was changed: import the API again" in tampered.error.message
+    assert plain.ok  # without a selection the import's own document is sent

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +178,36 @@ def test_a_denied_statement_is_refused_with_the_approvers_reason(
         again = rt.call("shop-execute", {"sql": "DELETE FROM orders WHERE qty < ?", "params": [3]})
         assert again.code == "approval_required"  # the denial is bound to that one statement
     assert snapshot(shop) == before
+
+
+def test_the_description_lists_foreign_keys_and_query_reads_the_schema(tmp_path: Path, sqlop: Path) -> None:
+    path = make_shop(tmp_path / "shop.db")
+    connection = sqlite3.connect(path)
+    connection.executescript(
+        "CREATE TABLE lines (id INTEGER PRIMARY KEY, order_id INTEGER REFERENCES orders (id),"
+        " user_id INTEGER REFERENCES users, note TEXT);"
+    )
+    connection.close()
+    before = snapshot(path)
+    home = tmp_path / "home"
+    _seed(home, sqlop)
+    with glovebox.Runtime(home=home) as rt:
+        policy = glovebox.import_sql(rt, f"sqlite:///{path}", name="shop").policy
+    with glovebox.Runtime(home=home, policy=glovebox.Policy.model_validate(policy)) as rt:
+        description = rt.tool("shop-query").manifest.description
+        keys = rt.call("shop-query", {"sql": "PRAGMA foreign_key_list(lines)"})
+        columns = rt.call("shop-query", {"sql": "PRAGMA table_info(orders)"})
+        plan = rt.call(
+            "shop-query", {"sql": "EXPLAIN QUERY PLAN SELECT * FROM lines WHERE order_id = ?", "params": [1]}
+        )
+        writes = rt.call("shop-query", {"sql": "PRAGMA user_version = 3"})
+        explained = rt.call("shop-execute", {"sql": "EXPLAIN QUERY PLAN DELETE FROM orders"})
+    assert "Foreign keys: lines.order_id -> orders.id, lines.user_id -> users (its primary key)" in description
+    assert "PRAGMA table_info" in description and "EXPLAIN QUERY PLAN" in description
+    assert keys.ok and {row[2] for row in keys.output["rows"]} == {"orders", "users"}, keys.to_dict()
+    assert columns.ok and [row[1] for row in columns.output["rows"]] == ["id", "item", "qty"]
+    assert plan.ok and plan.output["rows"][0][3].startswith("SCAN lines"), plan.to_dict()
+    assert writes.code == "capability_denied" and writes.error.details["denials"][0]["kind"] == "other"
+    assert explained.code == "approval_required"  # judged as the DELETE it explains
+    assert "a DELETE statement on the database 'shop' needs approval" in explained.error.message
+    assert snapshot(path) == before

@@ -176,3 +176,36 @@ def test_the_cli_imports_and_sql_role_prints_a_role_the_server_accepts(
                 agent.execute(refused)
     missing = runner.invoke(cli, ["sql", "role", "elsewhere", "--policy", str(out)], env=env)
     assert missing.exit_code != 0 and "grants no database 'elsewhere'" in missing.output
+
+
+def test_the_description_lists_foreign_keys_and_query_reads_the_catalog(
+    tmp_path: Path, sqlop: Path, pg_server: Any, shop: str
+) -> None:
+    with pg_server.connect(shop.rsplit("/", 1)[1]) as connection:
+        connection.execute(
+            "CREATE TABLE lines (id serial PRIMARY KEY, order_id integer REFERENCES orders (id),"
+            " user_id integer REFERENCES users, note text)"
+        )
+    home = tmp_path / "home"
+    _seed(home, sqlop)
+    with glovebox.Runtime(home=home) as rt:
+        policy = glovebox.import_sql(rt, shop, name="shop", password={"provider": "env", "source": PASSWORD_ENV}).policy
+    with glovebox.Runtime(home=home, policy=glovebox.Policy.model_validate(policy)) as rt:
+        description = rt.tool("shop-query").manifest.description
+        keys = rt.call(
+            "shop-query",
+            {
+                "sql": "SELECT kcu.column_name, ccu.table_name FROM information_schema.referential_constraints rc"
+                " JOIN information_schema.key_column_usage kcu ON kcu.constraint_name = rc.constraint_name"
+                " JOIN information_schema.constraint_column_usage ccu ON ccu.constraint_name = rc.constraint_name"
+                " WHERE kcu.table_name = $1 ORDER BY 1",
+                "params": ["lines"],
+            },
+        )
+        plan = rt.call("shop-query", {"sql": "EXPLAIN SELECT note FROM lines WHERE order_id = $1", "params": [1]})
+        analyzed = rt.call("shop-query", {"sql": "EXPLAIN ANALYZE SELECT note FROM lines"})
+    assert "Foreign keys: lines.order_id -> orders.id, lines.user_id -> users.id" in description
+    assert "information_schema" in description
+    assert keys.ok and keys.output["rows"] == [["order_id", "orders"], ["user_id", "users"]], keys.to_dict()
+    assert plan.ok and "lines" in plan.output["rows"][0][0], plan.to_dict()
+    assert analyzed.code == "capability_denied" and analyzed.error.details["denials"][0]["kind"] == "other"

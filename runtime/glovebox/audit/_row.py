@@ -75,6 +75,9 @@ def call_row(
         egress["remote"] = meta["remote"]
     if "evaluation" in meta:  # the verdict of the policy's output checks
         egress["evaluation"] = meta["evaluation"]
+    if "warnings" in meta:  # what a check found but did not refuse (output validation under warn)
+        warnings = meta["warnings"]  # a message may quote the output: kept only where outputs are
+        egress["warnings"] = warnings if store_outputs else [_unquoted(warning) for warning in warnings]
     if "routed_from" in meta:  # a fallback: the tool, call id and code it stands in for
         egress["routed_from"] = meta["routed_from"]
     if "run" in meta:  # a nested call of a run (code mode): its run_id and step
@@ -101,6 +104,10 @@ def call_row(
     if meta.get("attempt"):  # a call the policy may retry: which attempt, and the first one's call id
         row["attempt"], row["first_call_id"] = meta["attempt"], meta["first_call_id"]
     return row
+
+
+def _unquoted(warning: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in warning.items() if key != "message"}
 
 
 def bare_row(result: CallResult, *, input_digest: str | None = None, decision: str | None = None) -> dict[str, Any]:

@@ -16,6 +16,17 @@ server will parse them) and walks the whole tree, whatever the node types:
   last name: ``pg_catalog.pg_read_file`` is ``pg_read_file``), every
   ``ColumnRef`` a column.
 
+Reading the schema is a read: ``EXPLAIN`` without ``ANALYZE`` (which plans the
+statement and never runs it) is judged as the statement it explains, while
+``EXPLAIN ANALYZE`` (which runs it), in any spelling, stays ``other``; the
+``information_schema`` views and ``pg_catalog`` relations of
+:data:`CATALOG_RELATIONS` (qualified, or for ``pg_catalog`` unqualified too) are
+the statement's ``catalog``: they describe every table, so ``judge`` asks for a
+grant of every table with no column restrictions, and allows on them the
+catalog's formatting functions (:data:`PG_CATALOG_FUNCTIONS`). Every other
+relation outside ``public`` (``pg_catalog.pg_shadow``, ``pg_settings``,
+``pg_stat_activity``) is refused as before.
+
 The result is the same :class:`~glovebox.capabilities._sqlcheck.Statement`
 the SQLite classifier makes, judged by the same ``judge`` against
 :data:`PG_SAFE_FUNCTIONS`. The engine checks again (see ``_postgres``).
@@ -28,7 +39,29 @@ from typing import Any
 
 from ._sqlstatement import SEVERITY_ORDER, SqlRefused, Statement
 
-__all__ = ["PG_SAFE_FUNCTIONS", "classify_postgres"]
+__all__ = ["CATALOG_RELATIONS", "PG_CATALOG_FUNCTIONS", "PG_SAFE_FUNCTIONS", "classify_postgres"]
+
+#: What schema introspection may read, per schema: the views and catalogs that describe tables,
+#: columns, keys, indexes and types. Left out: roles and passwords (pg_authid, pg_shadow, pg_user),
+#: settings and files (pg_settings, pg_file_settings, pg_hba_file_rules), other sessions
+#: (pg_stat_*, pg_locks), function bodies (pg_proc, routines).
+CATALOG_RELATIONS = {
+    "information_schema": frozenset(
+        {"tables", "columns", "views", "table_constraints", "key_column_usage", "referential_constraints",
+         "constraint_column_usage", "constraint_table_usage", "check_constraints", "schemata", "sequences",
+         "element_types", "domains"}
+    ),
+    "pg_catalog": frozenset(
+        {"pg_class", "pg_attribute", "pg_index", "pg_constraint", "pg_namespace", "pg_type", "pg_attrdef",
+         "pg_description", "pg_enum", "pg_inherits", "pg_am", "pg_tables", "pg_views", "pg_indexes",
+         "pg_sequences", "pg_matviews"}
+    ),
+}  # fmt: skip
+#: Functions a catalog read may call on top of the safe list: they format what the catalog holds.
+PG_CATALOG_FUNCTIONS = frozenset(
+    {"format_type", "pg_get_indexdef", "pg_get_constraintdef", "pg_get_viewdef", "pg_get_expr",
+     "obj_description", "col_description", "pg_table_is_visible"}
+)  # fmt: skip
 
 #: Functions every PostgreSQL grant allows: pure computations on values (and the
 #: names the grammar gives to SQL syntax such as EXTRACT, TRIM, SUBSTRING, POSITION).
@@ -89,15 +122,23 @@ class _Walk:
         self.aliases: set[str] = set()
         self.table_aliases: dict[str, str] = {}
         self.ctes: set[str] = set()
+        self.catalog: list[str] = []
         self.star = False
 
     def relation(self, node: dict[str, Any]) -> str:
         schema = str(node.get("schemaname", "")).lower()
         name = str(node.get("relname", "")).lower()
+        if not node.get("catalogname") and name in CATALOG_RELATIONS.get(schema or "pg_catalog", ()):
+            qualified = f"{schema or 'pg_catalog'}.{name}"
+            self.catalog.append(qualified if schema else name)  # unqualified: maybe a CTE's name
+            alias = node.get("alias", {}).get("aliasname")
+            self.table_aliases[str(alias or name).lower()] = qualified
+            return qualified
         if node.get("catalogname") or schema not in _PUBLIC:
             where = ".".join(str(part) for part in (node.get("catalogname"), node.get("schemaname")) if part)
             raise SqlRefused(
-                f"table {name!r} is qualified with the schema {where!r}: only the public schema is reachable",
+                f"table {name!r} is qualified with the schema {where!r}: only the public schema is reachable "
+                "(and the information_schema and pg_catalog views that describe tables)",
                 {"kind": "unknown", "table": f"{where}.{name}".lower()},
             )
         self.tables.append(name)
@@ -194,6 +235,9 @@ def classify_postgres(text: str) -> Statement:
         )
     root = statements[0]["stmt"]
     (root_type,) = root
+    if root_type == "ExplainStmt" and not _analyzes(root[root_type]):
+        root = root[root_type]["query"]  # planned, never run: judged as the statement it explains
+        (root_type,) = root
     walk = _Walk()
     walk.kinds.update(_statement_kinds(root_type))
     walk.visit(root)
@@ -224,7 +268,16 @@ def classify_postgres(text: str) -> Statement:
         table_aliases=walk.table_aliases,
         ctes=frozenset(ctes),
         engine="postgresql",
+        catalog=tuple(
+            dict.fromkeys(name if "." in name else f"pg_catalog.{name}" for name in walk.catalog if name not in ctes)
+        ),
     )
+
+
+def _analyzes(explain: dict[str, Any]) -> bool:
+    """Whether an EXPLAIN runs its statement: an ``ANALYZE`` option, whatever its value (``ANALYZE off`` too)."""
+    options = explain.get("options", [])
+    return any(str(option.get("DefElem", {}).get("defname", "")).lower() == "analyze" for option in options)
 
 
 def _fingerprint(text: str, parser: Any) -> str:

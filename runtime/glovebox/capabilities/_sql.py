@@ -33,6 +33,7 @@ from typing import Any
 from wasmtime.component import Variant
 
 from ..core._canonical import canonical_json, sha256_digest
+from ..model._grantrules import sql_kind_phrase
 from ..model._grants import SQL_KINDS, SqlActions, SqlGrant, SqlRule
 from ._secrets import read_secret
 from ._sqlcheck import SqlRefused, Statement, classify, judge
@@ -153,7 +154,7 @@ class SqlCapability:
 
     def _approval(self, query: _Query, statement: Statement, entry: dict[str, Any], state: Any) -> Any:
         if self._approver is None:
-            reason = f"{statement.kind} statements need approval, and none can be given here"
+            reason = f"{sql_kind_phrase(statement.kind, plural=True)} need approval, and none can be given here"
             return self._deny(entry, state, reason, {})
         shown = {
             "database": query.database, "kind": statement.kind, "fingerprint": statement.fingerprint,
@@ -173,7 +174,8 @@ class SqlCapability:
             {"approval_id": approval_id, "expires_at": expires_at, "database": entry["database"],
              "kind": statement.kind, "fingerprint": entry.get("fingerprint", "")}
         )  # fmt: skip
-        return Variant("approval-required", f"{statement.kind} statements need approval: request {approval_id}")
+        reason = f"{sql_kind_phrase(statement.kind, plural=True)} need approval: request {approval_id}"
+        return Variant("approval-required", reason)
 
     def _run(self, rule: SqlGrant, query: _Query, statement: Statement, entry: dict[str, Any], state: Any) -> Any:
         entry.setdefault("decision", "allow")

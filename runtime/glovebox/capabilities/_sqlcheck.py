@@ -15,21 +15,43 @@ functions (the host's :data:`SAFE_FUNCTIONS` plus the rule's own). A refusal
 is a :class:`SqlRefused` whose ``details`` name the kind and the table,
 column or function refused.
 
+Reading the schema is a read: ``PRAGMA table_info``, ``table_xinfo``,
+``index_list`` and ``foreign_key_list`` of a table (with a name or a string as
+their one argument) are ``select`` statements on that table, refused on a
+table whose columns the grant restricts; ``index_info``/``index_xinfo`` name an
+index, not a table, so they read the catalog and need every table granted.
+Every other pragma (``PRAGMA x = y``, ``writable_schema``, ``user_version``,
+``journal_mode``, ...) stays ``other``. ``EXPLAIN`` and ``EXPLAIN QUERY PLAN``
+(which never run the statement on SQLite) are judged as the statement they
+explain: ``EXPLAIN QUERY PLAN DELETE ...`` needs what the ``DELETE`` needs
+(see ``_sqlschema``).
+
 The engine checks again (see ``_sqlite``): what this module misreads, the
 database's own authorizer still refuses.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import threading
 from typing import Any
 
+from ..model._grantrules import sql_kind_phrase
 from ..model._grants import SqlRule
+from ._sqlschema import explained, introspection
 from ._sqlstatement import SEVERITY_ORDER, SqlRefused, Statement
 
-__all__ = ["MAX_STATEMENT_CHARS", "SAFE_FUNCTIONS", "SEVERITY_ORDER", "SqlRefused", "Statement", "classify", "judge"]
+__all__ = [
+    "MAX_STATEMENT_CHARS",
+    "SAFE_FUNCTIONS",
+    "SEVERITY_ORDER",
+    "SqlRefused",
+    "Statement",
+    "classify",
+    "judge",
+]
 
 #: Accepted statements whose classification is kept (the text is the key).
 CACHED_STATEMENTS = 1024
@@ -75,6 +97,13 @@ def classify(text: str, engine: str = "sqlite") -> Statement:
         from ._pgcheck import classify_postgres
 
         return classify_postgres(text)
+    explaining = explained(text)
+    if explaining is not None:
+        prefix, inner = explaining
+        if explained(inner) is not None:
+            raise SqlRefused("EXPLAIN of an EXPLAIN is refused", {"kind": "other"})
+        statement = classify(inner, engine)
+        return dataclasses.replace(statement, fingerprint=f"{prefix} {statement.fingerprint}")
     try:
         import sqlglot  # the parser loads only when a statement is checked
         from sqlglot import exp
@@ -102,6 +131,10 @@ def classify(text: str, engine: str = "sqlite") -> Statement:
             f"{str(tree.this).upper()} statements cannot be fully checked and are refused",
             {"kind": kind, "statement": str(tree.this).upper()},
         )
+    if isinstance(tree, exp.Pragma):
+        described = introspection(tree, exp, _fingerprint(text, tokens))
+        if described is not None:
+            return described
     return _walk(tree, exp, _fingerprint(text, tokens))
 
 
@@ -312,7 +345,7 @@ def judge(statement: Statement, rule: SqlRule) -> str:
             continue
         verdict = getattr(rule.actions, kind)
         if verdict == "block":
-            raise SqlRefused(f"{kind} statements are blocked on {where}", {"kind": kind})
+            raise SqlRefused(f"{sql_kind_phrase(kind, plural=True)} are blocked on {where}", {"kind": kind})
         if _ACTION_RANK[verdict] > _ACTION_RANK[action]:
             action = verdict
     base = {"kind": statement.kind}
@@ -320,20 +353,37 @@ def judge(statement: Statement, rule: SqlRule) -> str:
         for table in statement.tables:
             if table not in rule.tables:
                 raise SqlRefused(f"table {table!r} is not granted on {where}", {**base, "table": table})
+    _judge_description(statement, rule, where, base)
     _judge_columns(statement, rule, where, base)
     if statement.engine == "postgresql":
-        from ._pgcheck import PG_SAFE_FUNCTIONS
+        from ._pgcheck import PG_CATALOG_FUNCTIONS, PG_SAFE_FUNCTIONS
 
         for table in statement.tables:
             if table.startswith("pg_") and table not in rule.tables:
                 raise SqlRefused(f"the system catalog {table!r} is not granted on {where}", {**base, "table": table})
-        allowed = PG_SAFE_FUNCTIONS | set(rule.functions)
+        allowed = PG_SAFE_FUNCTIONS | set(rule.functions) | (PG_CATALOG_FUNCTIONS if statement.catalog else set())
     else:
         allowed = SAFE_FUNCTIONS | set(rule.functions)
     for function in statement.functions:
         if function not in allowed:
             raise SqlRefused(f"function {function}() is not allowed on {where}", {**base, "function": function})
     return action
+
+
+def _judge_description(statement: Statement, rule: SqlRule, where: str, base: dict[str, Any]) -> None:
+    """A description names every column of a table, and a catalog read describes every table."""
+    if statement.describes:
+        for table in statement.tables:
+            if table in rule.columns:
+                reason = f"table {table!r} grants only some columns on {where}: its description would name the others"
+                raise SqlRefused(reason, {**base, "table": table})
+    for catalog in statement.catalog:
+        if "*" not in rule.tables or rule.columns:
+            reason = (
+                f"{catalog} describes every table: it needs a grant of every table (tables: ['*']) "
+                f"with no column restrictions on {where}"
+            )
+            raise SqlRefused(reason, {**base, "table": catalog})
 
 
 def _judge_columns(statement: Statement, rule: SqlRule, where: str, base: dict[str, Any]) -> None:

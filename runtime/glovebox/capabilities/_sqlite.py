@@ -10,8 +10,11 @@ engine still refuses. Every statement gets a fresh connection:
 - no attached databases (``SQLITE_LIMIT_ATTACHED`` = 0) and no extension loading;
 - an authorizer that allows only what this statement was judged to do: reads of
   granted tables (and columns), writes of the kinds the statement holds, on
-  granted tables, the allowed functions, and DDL only for a ``ddl`` statement; it
-  refuses ATTACH, DETACH, every PRAGMA, transactions and anything else;
+  granted tables, the allowed functions, DDL only for a ``ddl`` statement, and the
+  pragmas that describe a table (``table_info``, ``index_list``, ``foreign_key_list``,
+  ...) only for a statement judged to describe that very table (an index's
+  description only where every table is granted); it refuses ATTACH, DETACH, every
+  other PRAGMA, transactions and anything else;
 - a progress handler that interrupts the statement at its stop time (the
   grant's statement timeout, inside the call's deadline); the busy timeout is
   the same time left.
@@ -37,6 +40,7 @@ from urllib.parse import quote
 
 from ..model._grants import SqlRule
 from ._sqlcheck import SAFE_FUNCTIONS, Statement
+from ._sqlschema import INDEX_PRAGMAS, TABLE_PRAGMAS
 
 __all__ = ["Answer", "EngineFailed", "EngineRefused", "EngineTimeout", "Plan", "collect", "run_sqlite", "sqlite_path"]
 
@@ -143,6 +147,16 @@ _DDL = frozenset(
 )
 
 
+#: The authorizer's other actions by name, for a refusal's reason.
+_ACTIONS = {
+    getattr(sqlite3, f"SQLITE_{name}"): said
+    for name, said in (
+        ("ATTACH", "ATTACH"), ("DETACH", "DETACH"), ("PRAGMA", "a PRAGMA"), ("ANALYZE", "ANALYZE"),
+        ("TRANSACTION", "a transaction (BEGIN, COMMIT, ROLLBACK)"), ("SAVEPOINT", "a savepoint"),
+        ("CREATE_VTABLE", "CREATE VIRTUAL TABLE"), ("DROP_VTABLE", "DROP of a virtual table"),
+    )
+    if hasattr(sqlite3, f"SQLITE_{name}")
+}  # fmt: skip
 _SCHEMA_TABLES = frozenset({"sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema"})
 
 
@@ -151,6 +165,7 @@ class _Authorizer:
 
     def __init__(self, plan: Plan, refused: list[str]) -> None:
         self.rule, self.kinds, self.refused = plan.rule, plan.statement.kinds, refused
+        self.statement = plan.statement
         self.tables = None if "*" in plan.rule.tables else set(plan.rule.tables) | plan.statement.ctes
         self.functions = SAFE_FUNCTIONS | set(plan.rule.functions)
 
@@ -184,7 +199,30 @@ class _Authorizer:
             table = arg2 if action == sqlite3.SQLITE_ALTER_TABLE else arg1
             ok = "ddl" in self.kinds and self.table_ok(table)
             return None if ok else "schema changes are not what this statement was judged to do"
-        return f"action {action} (ATTACH, PRAGMA, transactions, ...) is never allowed"
+        if action == sqlite3.SQLITE_PRAGMA and self.description_ok((arg1 or "").lower(), (arg2 or "").lower()):
+            return None
+        name = _ACTIONS.get(action, f"action {action}")
+        if action == sqlite3.SQLITE_PRAGMA and arg1:
+            name = f"PRAGMA {arg1}" + (f"({arg2})" if arg2 else "")
+        return f"{name} is not allowed: only what the statement was judged to do runs"
+
+    def description_ok(self, pragma: str, named: str) -> bool:
+        """A pragma that only describes what the statement was judged to describe (see the module docstring)."""
+        statement = self.statement
+        if not named or statement.kinds != {"select"}:
+            return False
+        if pragma in TABLE_PRAGMAS:
+            return (
+                statement.describes
+                and named in statement.tables
+                and self.table_ok(named)
+                and (named not in self.rule.columns)
+            )
+        return (
+            pragma in INDEX_PRAGMAS
+            and f"pragma {pragma}" in statement.catalog
+            and (self.tables is None and not self.rule.columns)
+        )
 
     def write(self, action: int, table: str | None, column: str | None) -> str | None:
         kind = _WRITES[action]

@@ -48,3 +48,10 @@ class Statement:
     ctes: frozenset[str] = frozenset()
     #: The engine whose grammar read it: ``sqlite`` or ``postgresql``.
     engine: str = "sqlite"
+    #: It reads the description of the tables it names (``PRAGMA table_info``): every column's
+    #: name, so it is refused on a table whose columns the grant restricts.
+    describes: bool = False
+    #: The catalog it reads, beyond the tables it names (``information_schema.columns``,
+    #: ``pg_catalog.pg_class``, ``PRAGMA index_info``): it describes every table, so it needs
+    #: a grant of every table (``tables: ["*"]``) with no column restrictions.
+    catalog: tuple[str, ...] = ()

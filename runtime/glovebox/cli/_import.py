@@ -148,12 +148,33 @@ def openapi(ctx: click.Context, /, spec: str, **options: Any) -> None:
 @click.option("--name", help="API name: the tools' and scopes' prefix (default: the file's stem).")
 @click.option("--depth", type=click.IntRange(min=1, max=8), default=2, show_default=True, help="Selection depth.")
 @click.option("--policy-out", type=click.Path(dir_okay=False), help=_POLICY_OUT)
+@click.option(
+    "--bearer-env",
+    metavar="VAR",
+    help="Send the environment variable VAR as 'Authorization: Bearer <value>' (the host adds it; default: none).",
+)
+@click.option(
+    "--header-env",
+    "header_env",
+    multiple=True,
+    metavar="HEADER=VAR",
+    help="Send the environment variable VAR in HEADER (repeatable; the host adds it; default: none).",
+)
 @_max_bytes
 @_diff_options
 @click.pass_context
-def graphql(ctx: click.Context, /, schema: str, **options: Any) -> None:
-    """Register each Query and Mutation field of the GraphQL schema SCHEMA (SDL or introspection JSON)."""
-    _import(ctx, import_graphql, schema, **options)
+def graphql(ctx: click.Context, /, schema: str, header_env: tuple[str, ...], **options: Any) -> None:
+    """Register each Query and Mutation field of the GraphQL schema SCHEMA (SDL or introspection JSON).
+
+    A tool whose answer is an object takes `fields`, a GraphQL selection set checked against the schema.
+    """
+    headers = {}
+    for pair in header_env:
+        header, sep, env = pair.partition("=")
+        if not sep or not header or not env:
+            raise click.UsageError(f"--header-env {pair!r}: expected HEADER=VAR")
+        headers[header] = env
+    _import(ctx, import_graphql, schema, header_env=headers, **options)
 
 
 @click.command("sql")

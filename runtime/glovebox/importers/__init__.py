@@ -23,7 +23,7 @@ from ._fragment import SecretHint
 from ._importresult import ImportResult
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from ..model._result import ToolInfo
     from ..runtime._runtime import Runtime
@@ -128,6 +128,8 @@ def import_graphql(
     dry_run: bool = False,
     progress: Callable[[str], None] | None = None,
     max_spec_bytes: int = MAX_SPEC_BYTES,
+    bearer_env: str | None = None,
+    header_env: Mapping[str, str] | None = None,
 ) -> ImportResult:
     """Register every Query field (a read) and Mutation field (a write) of a GraphQL schema as a tool.
 
@@ -142,22 +144,40 @@ def import_graphql(
         progress: called with one line per slow step (reading, planning, building the
             generic guest, registering), for a terminal; None (the default): silent.
         max_spec_bytes: the largest schema file read.
+        bearer_env: the environment variable whose value the host sends as
+            ``Authorization: Bearer <value>`` (a secret of the policy fragment; the tools never see it).
+        header_env: header name -> the environment variable whose value the host sends in that header.
+
+    A tool whose answer is an object takes ``fields``, a GraphQL selection set checked
+    against the schema at call time (the schema is kept in the home); without it, the
+    import's selection (``depth`` levels) is sent. A field defined twice in one type is
+    a note of the result, not a refusal.
 
     Raises:
         InvalidSpec: the schema does not parse, is over ``max_spec_bytes``, or nests an argument's type too
             deeply; the message names the line and column, or the field and argument.
-        ValueError: ``depth`` is out of range.
+        ValueError: ``depth`` is out of range, or a header or variable name is not one.
         WideningRefused: a re-import widens an operation and ``accept_widening`` is not set.
     """
     from ._graphql import plan_graphql
 
     say = progress or _silent
     say(f"reading and planning {schema}")
-    api, planned, secrets, notes = plan_graphql(
-        Path(schema), endpoint=endpoint, name=name, depth=depth, max_spec_bytes=max_spec_bytes
+    plan = plan_graphql(
+        Path(schema),
+        endpoint=endpoint,
+        name=name,
+        depth=depth,
+        max_spec_bytes=max_spec_bytes,
+        bearer_env=bearer_env,
+        header_env=dict(header_env or {}),
     )
-    say(f"{len(planned)} fields of {api!r} to compare with the registry")
-    return _apply(runtime, "graphql", api, planned, secrets, notes, accept_widening, dry_run, say)
+    say(f"{len(plan.planned)} fields of {plan.api!r} to compare with the registry")
+    if not dry_run:
+        from ..runtime._selection import store_schema
+
+        store_schema(runtime.home, plan.schema_text)
+    return _apply(runtime, "graphql", plan.api, plan.planned, plan.secrets, plan.notes, accept_widening, dry_run, say)
 
 
 def import_sql(

@@ -8,18 +8,32 @@ input objects is refused naming the field and argument. A field's arguments make
 input objects as ``$defs``, lists, non-null as required); its output is
 selected to a bounded depth (``depth``, default 2): scalar and enum fields
 always, object fields while depth remains and the type is not already on the
-path (cycles are cut), fields with required arguments never. Every tool POSTs
+path (cycles are cut), fields with required arguments never. That selection
+is the default: a tool whose answer is an object also takes ``fields`` (or
+``selection`` when the GraphQL field has an argument named ``fields``), a GraphQL
+selection set the host checks against the schema at call time (see
+``glovebox.runtime._selection``); the schema is printed once, its digest goes into
+each tool's operation, and ``import_graphql`` stores it in the home.
+
+A field defined twice in one type of an SDL (GitHub's published schema has two)
+is a note, not a refusal: the first definition is kept. Every tool POSTs
 ``{"query": <document>, "variables": <input>}`` to the one endpoint through
-the generic guest; an ``errors`` array in the answer is a ``guest_error``.
+the generic guest, with the secrets of ``--bearer-env``/``--header-env``
+injected by the host. An answer with ``errors`` and no data for the field is a
+``guest_error``; an answer with data and ``errors`` (a partial error) is
+``{"data": <the field's value>, "errors": [...]}``.
 """
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..core._errors import InvalidSpec
 from ..model._manifest import GraphqlField, Manifest, Operation
+from ..runtime._selection import MAX_SELECTION_CHARS
 from ._batch import Planned, SecretHint
 from ._common import (
     MAX_SPEC_BYTES,
@@ -32,7 +46,7 @@ from ._common import (
     tool_name,
 )
 
-__all__ = ["MAX_INPUT_DEPTH", "MAX_SELECTION_DEPTH", "plan_graphql"]
+__all__ = ["MAX_INPUT_DEPTH", "MAX_SELECTION_DEPTH", "GraphqlPlan", "plan_graphql"]
 
 #: Levels of lists and input objects an argument's type may nest (an input is at most 64 levels deep).
 MAX_INPUT_DEPTH = 64
@@ -48,6 +62,19 @@ _SCALARS: dict[str, Any] = {
 }
 
 
+@dataclass
+class GraphqlPlan:
+    """The tools of one GraphQL schema, and what the import keeps besides them."""
+
+    api: str
+    planned: list[Planned]
+    secrets: list[SecretHint]
+    notes: list[str]
+    #: The schema as printed (SDL): the home keeps it, by ``digest``, for the selections chosen at call time.
+    schema_text: str = ""
+    digest: str = ""
+
+
 def plan_graphql(
     source: str | Path,
     *,
@@ -55,26 +82,37 @@ def plan_graphql(
     name: str | None = None,
     depth: int = 2,
     max_spec_bytes: int = MAX_SPEC_BYTES,
-) -> tuple[str, list[Planned], list[SecretHint], list[str]]:
-    """Plan the tools of a GraphQL schema; return (api, planned tools, secrets, notes).
+    bearer_env: str | None = None,
+    header_env: dict[str, str] | None = None,
+) -> GraphqlPlan:
+    """Plan the tools of a GraphQL schema.
+
+    ``bearer_env`` names the environment variable whose value the host sends as
+    ``Authorization: Bearer <value>``; ``header_env`` maps a header to the variable
+    whose value the host sends in it. Both become secrets of the policy fragment.
 
     Raises:
         InvalidSpec: the schema does not parse or has nothing to import.
-        ValueError: ``depth`` is below 1 or above :data:`MAX_SELECTION_DEPTH`.
+        ValueError: ``depth`` is below 1 or above :data:`MAX_SELECTION_DEPTH`, or a header or
+            variable name is not one.
     """
+    from graphql import print_schema
+
     if not 1 <= depth <= MAX_SELECTION_DEPTH:
         raise ValueError(f"depth must be from 1 to {MAX_SELECTION_DEPTH}, not {depth}")
-    schema, origin = _load(source, max_spec_bytes)
+    schema, origin, notes = _load(source, max_spec_bytes)
     server = Server(endpoint, "--endpoint")
     api = api_name(name or Path(str(source)).stem, "--name")
+    text = print_schema(schema)
+    digest = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
     planned: list[Planned] = []
     seen: dict[str, str] = {}
     for root, action in ((schema.query_type, "allow"), (schema.mutation_type, "require_approval")):
         if root is None:
             continue
-        for field_name, field in root.fields.items():
+        for field_name, graphql_field in root.fields.items():
             place = f"{origin}: {root.name}.{field_name}"
-            plan = _field(api, server, root.name, field_name, field, action, depth, place)
+            plan = _field(api, server, (root.name, field_name), graphql_field, action, depth, place, digest)
             if plan.manifest.name in seen:
                 raise InvalidSpec(
                     f"{place}: tool name {plan.manifest.name!r} is also made by {seen[plan.manifest.name]}",
@@ -84,11 +122,30 @@ def plan_graphql(
             planned.append(plan)
     if not planned:
         raise InvalidSpec(f"{origin}: the schema has no Query or Mutation fields")
-    return api, planned, [], []
+    secrets = _secrets(api, server, bearer_env, header_env or {})
+    return GraphqlPlan(api, planned, secrets, notes, text, digest)
 
 
-def _load(source: str | Path, max_spec_bytes: int) -> tuple[Any, str]:
-    from graphql import GraphQLError, build_client_schema, build_schema
+def _secrets(api: str, server: Server, bearer_env: str | None, header_env: dict[str, str]) -> list[SecretHint]:
+    """The secrets the host injects into every request of the API: a bearer token and named headers."""
+    import re
+
+    hints = []
+    wanted = ([("Authorization", bearer_env, "Bearer {value}")] if bearer_env else []) + [
+        (header, env, "{value}") for header, env in header_env.items()
+    ]
+    for header, env, format in wanted:
+        if not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}", header):
+            raise ValueError(f"{header!r} is not an HTTP header name")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", env):
+            raise ValueError(f"{env!r} is not an environment variable name")
+        secret = f"{api}-{header.lower()}".replace("_", "-")
+        hints.append(SecretHint(secret, env, header, format, server.scheme))
+    return hints
+
+
+def _load(source: str | Path, max_spec_bytes: int) -> tuple[Any, str, list[str]]:
+    from graphql import GraphQLError, build_client_schema
 
     path = Path(source)
     text, origin = read_source(path, max_spec_bytes)  # SDL or JSON: the same byte bound, a regular file only
@@ -96,8 +153,8 @@ def _load(source: str | Path, max_spec_bytes: int) -> tuple[Any, str]:
         if text.lstrip().startswith("{"):
             data = parse_spec(text, origin)
             data = data.get("data", data) if isinstance(data, dict) else data
-            return build_client_schema(data), origin
-        return build_schema(text), origin
+            return build_client_schema(data), origin, []
+        return _build_sdl(text, origin)
     except GraphQLError as exc:
         where = ", ".join(f"line {loc.line}, column {loc.column}" for loc in exc.locations or [])
         raise InvalidSpec(f"{path}: {where or 'schema'}: {exc.message}", details={"place": where}) from exc
@@ -107,7 +164,34 @@ def _load(source: str | Path, max_spec_bytes: int) -> tuple[Any, str]:
         raise InvalidSpec(f"{path}: not a GraphQL schema or introspection result: {exc}") from exc
 
 
-def _field(api: str, server: Server, root: str, name: str, field: Any, action: str, depth: int, where: str) -> Planned:
+def _build_sdl(text: str, origin: str) -> tuple[Any, str, list[str]]:
+    """The schema of an SDL text, with a field defined twice in one type kept once (noted): the
+    later definitions are cut out of the text, which is parsed again."""
+    from graphql import build_schema, parse
+
+    notes, cuts = [], []
+    definition: Any
+    for definition in parse(text).definitions:
+        seen: set[str] = set()
+        for node in getattr(definition, "fields", None) or ():
+            if node.name.value not in seen:
+                seen.add(node.name.value)
+                continue
+            line = node.loc.source.get_location(node.loc.start).line
+            notes.append(
+                f"{origin}: {definition.name.value}.{node.name.value} is defined twice (again on line {line}): "
+                "the first definition is kept"
+            )
+            cuts.append((node.loc.start, node.loc.end))
+    for start, end in sorted(cuts, reverse=True):
+        text = text[:start] + text[end:]
+    return build_schema(text), origin, notes
+
+
+def _field(
+    api: str, server: Server, names: tuple[str, str], field: Any, action: str, depth: int, where: str, digest: str
+) -> Planned:
+    root, name = names
     defs: dict[str, Any] = {}
     properties = {arg: _input_type(spec.type, defs, f"{where}({arg})") for arg, spec in field.args.items()}
     for arg, spec in field.args.items():
@@ -130,13 +214,26 @@ def _field(api: str, server: Server, root: str, name: str, field: Any, action: s
         f"{keyword} {_op_name(name)}{f'({variables})' if variables else ''} "
         f"{{ {name}{f'({arguments})' if arguments else ''}{f' {selection}' if selection else ''} }}"
     )
+    chooser = None
+    if selection:
+        chooser = next(key for key in ("fields", "selection", "_fields", "_selection") if key not in field.args)
+        shown = selection if len(selection) <= 400 else selection[:399] + "…"
+        input_schema["properties"][chooser] = {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_SELECTION_CHARS,
+            "description": "The fields to answer, as a GraphQL selection set checked against the schema "
+            f"(e.g. `id owner {{ login }}`; arguments and `... on Type` work). Default: {shown}",
+        }
     operation = Operation(
         api=api,
         source_id=f"{root}.{name}",
         method="POST",
         url=server.url.removesuffix(server.base_path),
         path=server.base_path or "/",
-        graphql=GraphqlField(query=document, field=name),
+        graphql=GraphqlField(
+            query=document, field=name, schema_digest=digest if chooser else None, selection_input=chooser
+        ),
     )
     description = (field.description or "").strip() or f"GraphQL {root}.{name}"
     manifest: dict[str, Any] = {

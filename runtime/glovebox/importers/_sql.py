@@ -8,7 +8,10 @@ declares SELECT only; ``<name>-execute`` declares the safe defaults (writes
 need approval, DDL and everything else are blocked), so it answers
 ``capability_denied`` for ``DROP TABLE`` and ``approval_required`` for
 ``DELETE``. The descriptions list the tables and columns read from the
-database's catalog. The policy fragment allows both tools (the statement
+database's catalog, the foreign keys between them (``lines.order_id ->
+orders.id``), and how to read the schema through ``<name>-query`` (``PRAGMA
+table_info`` and ``EXPLAIN QUERY PLAN`` on SQLite, ``information_schema`` and
+``EXPLAIN`` on PostgreSQL). The policy fragment allows both tools (the statement
 decides) and grants the alias with its DSN (and, for PostgreSQL, where the
 host reads the password); the manifests never hold the DSN.
 """
@@ -71,26 +74,26 @@ def plan_sql(dsn: str, name: str, password: dict[str, str] | None = None) -> tup
     granted: dict[str, Any]
     if dsn.startswith(("postgresql://", "postgres://")):
         grant = _postgres_grant(dsn, password)
-        catalog = _pg_catalog(grant, dsn)
+        catalog, keys = _pg_catalog(grant, dsn)
         dialect, marks, granted = "PostgreSQL", "$1, $2 placeholders", {"dsn": dsn}
+        schema = "EXPLAIN (without ANALYZE) and reads of information_schema and pg_catalog"
         if grant.password is not None:
             granted["password"] = grant.password.model_dump()
     else:
         if password is not None:
             raise InvalidSpec("a password source is for PostgreSQL DSNs only (SQLite files have none)")
         path = _path(dsn)
-        catalog = _catalog(path, dsn)
+        catalog, keys = _catalog(path, dsn)
         dialect, marks, granted = "SQLite dialect", "? placeholders", {"dsn": f"sqlite:///{path}"}
-    tables = ", ".join(f"{table}({', '.join(columns)})" for table, columns in catalog) or "(no tables)"
-    if len(tables) > MAX_DESCRIPTION_CHARS:
-        tables = tables[: MAX_DESCRIPTION_CHARS - 1] + "…"
+        schema = "PRAGMA table_info/index_list/foreign_key_list(table) and EXPLAIN QUERY PLAN"
+    tables = _tables_text(catalog, keys)
     common = {"input_schema": SQL_INPUT_SCHEMA, "output_schema": SQL_OUTPUT_SCHEMA, "limits": SQL_LIMITS, "kind": "sql"}
     query = Manifest.model_validate(
         {
             **common,
             "name": f"{api}-query",
             "description": f"Run one read-only SQL statement (SELECT, {dialect}, {marks}) on the "
-            f"database {api}. Tables: {tables}",
+            f"database {api}; {schema} read its schema. Tables: {tables}",
             "sql_operation": {"api": api, "database": api, "mode": "query"},
             "capabilities": {"sql": [{"database": api, "actions": _READ_ONLY}]},
         }
@@ -113,6 +116,16 @@ def plan_sql(dsn: str, name: str, password: dict[str, str] | None = None) -> tup
     return api, planned, granted
 
 
+def _tables_text(catalog: list[tuple[str, list[str]]], keys: list[str]) -> str:
+    """The tables with their columns, then the foreign keys, cut at :data:`MAX_DESCRIPTION_CHARS`."""
+    text = ", ".join(f"{table}({', '.join(columns)})" for table, columns in catalog) or "(no tables)"
+    if keys:
+        text += ". Foreign keys: " + ", ".join(keys)
+    if len(text) > MAX_DESCRIPTION_CHARS:
+        text = text[: MAX_DESCRIPTION_CHARS - 1] + "…"
+    return text
+
+
 def _postgres_grant(dsn: str, password: dict[str, str] | None) -> SqlGrant:
     try:
         return SqlGrant(database="x", dsn=dsn, password=password)
@@ -128,8 +141,21 @@ def _safe(dsn: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "[query left out]" if parts.query else "", ""))
 
 
-def _pg_catalog(grant: SqlGrant, dsn: str) -> list[tuple[str, list[str]]]:
-    """(table or view, its columns with their types) of the public schema, read in a read-only transaction."""
+_PG_FOREIGN_KEYS = """
+SELECT c.conrelid::regclass::text, a.attname, c.confrelid::regclass::text, f.attname
+FROM pg_catalog.pg_constraint c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.connamespace
+CROSS JOIN LATERAL unnest(c.conkey, c.confkey) WITH ORDINALITY AS k(col, fcol, pos)
+JOIN pg_catalog.pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.col
+JOIN pg_catalog.pg_attribute f ON f.attrelid = c.confrelid AND f.attnum = k.fcol
+WHERE c.contype = 'f' AND n.nspname = 'public'
+ORDER BY 1, c.conname, k.pos
+"""
+
+
+def _pg_catalog(grant: SqlGrant, dsn: str) -> tuple[list[tuple[str, list[str]]], list[str]]:
+    """(table or view, its columns with their types) of the public schema and its foreign keys
+    (``table.column -> table.column``), read in a read-only transaction."""
     from ..capabilities._secrets import read_secret
 
     try:
@@ -150,13 +176,15 @@ def _pg_catalog(grant: SqlGrant, dsn: str) -> list[tuple[str, list[str]]]:
                 "SELECT table_name, column_name, data_type FROM information_schema.columns"
                 " WHERE table_schema = 'public' ORDER BY table_name, ordinal_position"
             ).fetchall()
+            references = connection.execute(_PG_FOREIGN_KEYS).fetchall()
             connection.execute("ROLLBACK")
     except psycopg.Error as exc:
         raise InvalidSpec(f"{dsn}: cannot read the database's catalog ({type(exc).__name__})") from None
     found: dict[str, list[str]] = {}
     for table, column, kind in rows:
         found.setdefault(str(table), []).append(f"{column} {kind}")
-    return list(found.items())
+    keys = [f"{table}.{column} -> {target}.{to}" for table, column, target, to in references]
+    return list(found.items()), keys
 
 
 def _path(dsn: str) -> Path:
@@ -173,8 +201,9 @@ def _path(dsn: str) -> Path:
     return path
 
 
-def _catalog(path: Path, dsn: str) -> list[tuple[str, list[str]]]:
-    """(table or view, its columns with their declared types), read from the catalog, read-only."""
+def _catalog(path: Path, dsn: str) -> tuple[list[tuple[str, list[str]]], list[str]]:
+    """(table or view, its columns with their declared types) and the foreign keys
+    (``table.column -> table.column``), read-only."""
     try:
         connection = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
         try:
@@ -182,15 +211,26 @@ def _catalog(path: Path, dsn: str) -> list[tuple[str, list[str]]]:
                 "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%'"
                 " ORDER BY name"
             ).fetchall()
-            found = []
+            found: list[tuple[str, list[str]]] = []
+            keys: list[str] = []
             for (table,) in names:
                 info = connection.execute("SELECT name, type FROM pragma_table_info(?)", (table,)).fetchall()
                 found.append((str(table), [f"{column} {kind}".strip() for column, kind in info]))
-            return found
+                references = connection.execute(
+                    'SELECT k."table", k."from", k."to" FROM pragma_foreign_key_list(?) k'
+                    ' LEFT JOIN pragma_table_info(?) c ON c.name = k."from" ORDER BY c.cid, k.id, k.seq',
+                    (table, table),
+                ).fetchall()
+                keys.extend(f"{table}.{column} -> {_referenced(target, to)}" for target, column, to in references)
+            return found, keys
         finally:
             connection.close()
     except sqlite3.Error as exc:
         raise InvalidSpec(f"{dsn}: cannot read the database's catalog: {exc}") from exc
+
+
+def _referenced(table: str, column: str | None) -> str:
+    return f"{table}.{column}" if column else f"{table} (its primary key)"
 
 
 def sql_fragment(

@@ -124,6 +124,28 @@ class SecretRule(Frozen):
 
 #: The kinds of SQL statement, as the host's classifier names them.
 SQL_KINDS = ("select", "insert", "update", "delete", "ddl", "other")
+_KIND_PHRASES = {
+    "ddl": ("a schema change (DDL)", "schema changes (DDL)"),
+    "other": ("a statement of another kind (PRAGMA, ATTACH, a transaction, ...)", "statements of other kinds"),
+}
+
+
+def sql_kind_phrase(kind: str, *, plural: bool = False) -> str:
+    """A statement kind as a message says it.
+
+    >>> sql_kind_phrase("update"), sql_kind_phrase("insert"), sql_kind_phrase("ddl", plural=True)
+    ('an UPDATE statement', 'an INSERT statement', 'schema changes (DDL)')
+    """
+    if kind in _KIND_PHRASES:
+        return _KIND_PHRASES[kind][plural]
+    if kind not in SQL_KINDS:
+        return "statements" if plural else "a statement"
+    word = kind.upper()
+    if plural:
+        return f"{word} statements"
+    return f"{'an' if word[0] in 'AEIOU' else 'a'} {word} statement"
+
+
 SqlAction = Literal["allow", "require_approval", "block"]
 _SQL_NAME = r"^[A-Za-z_][A-Za-z0-9_$]{0,127}$"
 
@@ -131,13 +153,19 @@ _SQL_NAME = r"^[A-Za-z_][A-Za-z0-9_$]{0,127}$"
 class SqlActions(Frozen):
     """What each kind of statement gets: allow, require_approval or block."""
 
-    select: SqlAction = Field("allow", description="SELECT (and UNION/INTERSECT/EXCEPT of them).")
+    select: SqlAction = Field(
+        "allow",
+        description="SELECT (and UNION/INTERSECT/EXCEPT of them); reading the schema: PRAGMA table_info, "
+        "index_list, foreign_key_list, EXPLAIN of a read, information_schema and pg_catalog reads.",
+    )
     insert: SqlAction = Field("require_approval", description="INSERT (also INSERT OR REPLACE, upserts).")
     update: SqlAction = Field("require_approval", description="UPDATE (also SELECT ... FOR UPDATE).")
     delete: SqlAction = Field("require_approval", description="DELETE.")
     ddl: SqlAction = Field("block", description="CREATE, DROP, ALTER, SELECT ... INTO.")
     other: SqlAction = Field(
-        "block", description="Everything else: PRAGMA, ATTACH, VACUUM, transactions, statements not fully parsed."
+        "block",
+        description="Everything else: other PRAGMAs, ATTACH, VACUUM, transactions, EXPLAIN ANALYZE, "
+        "statements not fully parsed.",
     )
 
 

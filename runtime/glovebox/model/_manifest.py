@@ -41,6 +41,7 @@ __all__ = [
     "Limits",
     "Manifest",
     "Operation",
+    "OutputValidation",
     "SqlOperation",
     "ToolKind",
     "folder_manifest",
@@ -115,6 +116,17 @@ class GraphqlField(Frozen):
 
     query: str = Field(description="The GraphQL document; the tool's input is sent as its variables.")
     field: str = Field(description="The field of the answer's data object returned as the output.")
+    schema_digest: str | None = Field(
+        None,
+        pattern=r"^sha256:[0-9a-f]{64}$",
+        description="The schema (SDL) the import stored in the home, by digest: a selection chosen at call "
+        "time is validated against it.",
+    )
+    selection_input: str | None = Field(
+        None,
+        description="The input field that chooses the answer's fields (a GraphQL selection set), sent in "
+        "place of the document's own selection; never sent as a variable.",
+    )
 
 
 class Operation(Frozen):
@@ -166,6 +178,12 @@ class Export(Frozen):
     function: str = Field(min_length=1, max_length=256, description="The exported function's name.")
 
 
+#: What a mismatch between a tool's output and its output schema does: ``enforce`` refuses it
+#: (``invalid_output``), ``warn`` answers the output with the mismatch in ``meta.warnings``,
+#: ``off`` does not validate the output.
+OutputValidation = Literal["enforce", "warn", "off"]
+
+
 class Manifest(Frozen):
     """Everything the host needs to know about a tool besides its code."""
 
@@ -184,6 +202,15 @@ class Manifest(Frozen):
     export: Export | None = None
     #: Output checks the tool's author declares (a policy's guards may add to them, never lift them).
     checks: Checks | None = None
+    #: What a mismatch with ``output_schema`` does (None: the default, see :meth:`output_validation_mode`).
+    output_validation: OutputValidation | None = None
+
+    def output_validation_mode(self) -> OutputValidation:
+        """``output_validation``, or its default: ``warn`` for an imported API operation (its output
+        schema is the API's description, which real answers often miss), ``enforce`` for every other tool."""
+        if self.output_validation is not None:
+            return self.output_validation
+        return "warn" if self.operation is not None else "enforce"
 
     @model_validator(mode="after")
     def _operation_fits_kind(self) -> Self:
@@ -216,7 +243,7 @@ class Manifest(Frozen):
         """Canonical JSON text (sorted keys, no spaces) of the whole manifest.
 
         ``kind`` is left out when it is ``wasm``, ``operation``,
-        ``sql_operation`` and ``checks`` when they are unset and a capability other than
+        ``sql_operation``, ``checks`` and ``output_validation`` when they are unset and a capability other than
         ``http`` when it is empty, so the text (which signatures and the registry's same-version
         check cover) of every manifest written before they existed stays what it was.
         """
@@ -225,12 +252,18 @@ class Manifest(Frozen):
             del document["kind"]
         if document["operation"] is None:
             del document["operation"]
+        elif document["operation"]["graphql"] is not None:
+            for key in ("schema_digest", "selection_input"):  # unset: the text of earlier imports stays
+                if document["operation"]["graphql"][key] is None:
+                    del document["operation"]["graphql"][key]
         if document["sql_operation"] is None:
             del document["sql_operation"]
         if document["export"] is None:
             del document["export"]
         if document["checks"] is None:
             del document["checks"]
+        if document["output_validation"] is None:
+            del document["output_validation"]
         for key in [key for key, value in document["capabilities"].items() if not value]:
             if key not in _ALWAYS_WRITTEN:
                 del document["capabilities"][key]

@@ -25,6 +25,11 @@ tool behaves, whoever calls it) and any of:
   output: each gets ``{tool, input, output}`` and answers ``{pass, reason}``.
   A failed check turns the call into ``evaluation_failed``. A manifest may
   declare ``checks`` too; the call is then held to both.
+- ``output_validation``: what a mismatch between a successful output and the
+  tool's own output schema does: ``enforce`` (``invalid_output``), ``warn``
+  (the output is answered, the mismatch in ``meta.warnings``) or ``off``. The
+  policy's word wins over the manifest's; without either, an imported API
+  operation warns and every other tool enforces.
 - ``fallback``: tools tried in turn, for the same principal, when the tool
   answers a retryable failure (after its retries) or its breaker is open.
   A tool that is not idempotent falls back only when it did not run
@@ -47,6 +52,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ..core._frozen import Frozen
 from ..model._checks import EVALUATOR_PATTERN, Checks
+from ..model._manifest import OutputValidation
 from ..model._result import ToolInfo
 from ._patterns import match_tool
 
@@ -127,6 +133,11 @@ class GuardRule(Frozen):
     retries: Retries | None = Field(None, description="Retries of failed calls (idempotent tools only).")
     breaker: Breaker | None = Field(None, description="A circuit breaker for the tool and its upstream hosts.")
     checks: Checks | None = Field(None, description="Checks on a successful output (else evaluation_failed).")
+    output_validation: OutputValidation | None = Field(
+        None,
+        description="What an output that misses the tool's output schema does: enforce (invalid_output), warn "
+        "(answered, the mismatch in meta.warnings) or off (default: the manifest's; imported operations warn).",
+    )
     fallback: list[str] | None = Field(
         None,
         max_length=8,
@@ -154,6 +165,8 @@ class Guards:
     checks: Checks | None = None
     reason: tuple[str, ...] = ()
     fallback: tuple[str, ...] = ()
+    #: The policy's word on output validation (None: the manifest's, or its default).
+    output_validation: OutputValidation | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -163,6 +176,7 @@ class Guards:
             "checks": self.checks.model_dump() if self.checks is not None else None,
             "reason": list(self.reason),
             "fallback": list(self.fallback),
+            "output_validation": self.output_validation,
         }
 
 
@@ -218,6 +232,9 @@ def plan_guards(rules: list[GuardRule], info: ToolInfo) -> Guards:
     if checks is not None:
         judged = f", judged by {', '.join(checks[1].evaluators)}" if checks[1].evaluators else ""
         reason.append(f"guards[{checks[0]}] checks every successful output{judged}")
+    validation = next(((i, r.output_validation) for i, r in matching if r.output_validation is not None), None)
+    if validation is not None:
+        reason.append(f"guards[{validation[0]}] sets output validation to {validation[1]}")
     fallback = next(((i, r.fallback) for i, r in matching if r.fallback is not None), None)
     routes: tuple[str, ...] = ()
     if fallback is not None:
@@ -231,4 +248,5 @@ def plan_guards(rules: list[GuardRule], info: ToolInfo) -> Guards:
         checks[1] if checks else None,
         tuple(reason),
         routes,
+        validation[1] if validation else None,
     )

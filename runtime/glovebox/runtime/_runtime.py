@@ -780,13 +780,15 @@ class Runtime:
         (``acall``, whose admission waits in the coroutine); ``_attempt`` is one attempt
         (an evaluator's call, judged inside the call it judges).
         """
+        from ._selection import Selections  # loaded with the first Runtime, not with glovebox
+
         schemas = SchemaCache()
         attempt_steps: list[Handler] = [
             handlers.Audit(self._recorder),
             handlers.Resolve(self._registry, self._gate, self.visible_tools),
             handlers.Policy(self._gate, None if self._policy_given else self._grants),
             handlers.Breakers(self._breakers),
-            handlers.ValidateInput(schemas),
+            handlers.ValidateInput(schemas, Selections(self.home)),
             handlers.Approvals(self._gate),
             handlers.OutputChecks(lambda call: self._attempt(call)),
         ]

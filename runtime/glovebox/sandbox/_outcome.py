@@ -67,6 +67,7 @@ from ..core._errors import (
     UpstreamError,
 )
 from ..core._world import WRONG_TYPES
+from ..model._grantrules import sql_kind_phrase
 from ..model._manifest import Limits
 
 __all__ = ["MAX_ERROR_MESSAGE_CHARS", "POOL_RETRY_AFTER_MS", "Ending", "call_error"]
@@ -175,7 +176,7 @@ def _blame(error: CallError, end: Ending) -> CallError:
     if end.approval is not None:
         request = end.approval
         return ApprovalRequired(
-            f"a {request['kind']} statement on the database {request['database']!r} needs approval: ask a "
+            f"{sql_kind_phrase(request['kind'])} on the database {request['database']!r} needs approval: ask a "
             "principal with the approver scope to run "
             f"`glovebox --policy POLICY approve {request['approval_id']} --principal APPROVER`, then call again",
             details={**request, **guest},

@@ -1,5 +1,6 @@
 """``OutputChecks``: the policy's and the manifest's checks of a successful output
-(see ``glovebox.runtime._checks``); a failed check answers ``evaluation_failed``."""
+(see ``glovebox.runtime._checks``); a failed check answers ``evaluation_failed``, with
+``details.effects: "committed"`` when the call's write happened (see ``._output.committed``)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ...core._errors import EvaluationFailed
 from ...model._result import CallResult
 from .._call import Call, Handler
 from .._checks import OutputChecks as Checks
 from .._retry import Attempts as Tries
+from ._output import committed
 
 __all__ = ["OutputChecks"]
 
@@ -56,7 +59,12 @@ class OutputChecks(Handler):
             judged = Call(name, payload, call.principal, started=now, tracer=call.tracer)
             return self._attempt(judged._replace(attempts=Tries(now, within=deadline)))
 
-        kept.evaluate(
-            result.output, state.output_text, scrubber, state.meta, judge, {"tool": info.name, "input": call.input}
-        )
+        try:
+            kept.evaluate(
+                result.output, state.output_text, scrubber, state.meta, judge, {"tool": info.name, "input": call.input}
+            )
+        except EvaluationFailed as error:
+            if committed(state):  # the write happened: the refusal says so
+                error.details["effects"] = "committed"
+            raise
         return result
