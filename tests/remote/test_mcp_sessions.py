@@ -27,7 +27,7 @@ from glovebox.importers import import_mcp
 from glovebox.policy import parse_policy
 from glovebox.remote import relay_progress
 
-pytestmark = pytest.mark.system
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 
 EVERYTHING = Path(__file__).parents[1] / "mcp_servers" / "node_modules" / "@modelcontextprotocol" / "server-everything"
 

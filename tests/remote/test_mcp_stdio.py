@@ -22,10 +22,10 @@ import glovebox
 from glovebox.cli._main import cli
 from glovebox.importers import import_mcp
 from glovebox.policy import parse_policy
-from glovebox.remote import relay_progress
+from glovebox.remote import _bwrap, relay_progress
 from glovebox.remote._sessions import SessionPool
 
-pytestmark = pytest.mark.system
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 
 LAB = Path(__file__).parent / "servers" / "stdio_lab.py"
 PYTHON = str(Path(sys.executable).parent / "python")
@@ -213,3 +213,38 @@ def test_bad_commands_are_refused_before_anything_starts(runtime: glovebox.Runti
         import_mcp(runtime, command=[PYTHON, str(LAB)], sandbox="chroot")
     usage = invoke(runtime.home, "import", "mcp")
     assert usage.exit_code == 2 and "--command" in usage.output
+
+
+@pytest.mark.skipif(not _bwrap.available(), reason="bubblewrap is not installed or cannot make a sandbox here")
+def test_a_server_under_bubblewrap_cannot_read_shadow_write_outside_or_reach_a_host(
+    runtime: glovebox.Runtime, serve_app: Any
+) -> None:
+    import_mcp(runtime, command=[PYTHON, str(LAB)], name="lab", sandbox="bwrap", timeout_ms=20_000)
+    listening = serve_app(lambda scope, receive, send: None)  # a host port that answers outside the sandbox
+    port = int(listening.rsplit(":", 1)[1])
+    escapes = [Path(__file__).parent / "servers" / "escaped.txt", runtime.home / "escaped.txt"]
+    with glovebox.Runtime(home=runtime.home, policy=parse_policy(POLICY)) as rt:
+        inside = rt.call("lab-whoami", {}, principal="agent")
+        assert inside.ok, inside.error
+        for outside, host in zip(escapes, ["127.0.0.1", "1.1.1.1"], strict=True):
+            probe = rt.call("lab-probe", {"outside": str(outside), "host": host, "port": port}, principal="agent")
+            assert probe.ok, probe.error
+            outcomes = probe.output
+            assert outcomes["read_shadow"] == "PermissionError"
+            assert outcomes["write_outside"] in {"OSError", "PermissionError"}  # EROFS: a read-only file system
+            assert outcomes["connect"] != "ok"
+            assert outcomes["write_inside"] == "ok"
+            assert not outside.exists()
+        assert (Path(inside.output["cwd"]) / "inside.txt").read_text() == "fine"  # its directory is the host's
+
+
+def test_the_sandbox_is_chosen_by_the_descriptor_and_this_machine(runtime: glovebox.Runtime) -> None:
+    from glovebox.remote._connect import sandbox_of
+    from glovebox.remote._proxy import Descriptor
+
+    server = Descriptor("stdio:x", "t", command=[PYTHON], sandbox="auto")
+    assert sandbox_of(server) == ("bwrap" if _bwrap.available() else "none")
+    assert sandbox_of(Descriptor("stdio:x", "t", command=[PYTHON], sandbox="none")) == "none"
+    if not _bwrap.available():
+        with pytest.raises(glovebox.UpstreamError, match="bubblewrap"):
+            sandbox_of(Descriptor("stdio:x", "t", command=[PYTHON], sandbox="bwrap"))

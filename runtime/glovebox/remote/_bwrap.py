@@ -4,11 +4,13 @@
 
 - the host's root read-only (``--ro-bind / /``), a fresh ``/dev`` and ``/proc``,
   a private ``/tmp`` (tmpfs);
-- masked: the glovebox home (a tmpfs, so no server sees the audit log, the
-  registry or another server's files), the files that hold the machine's
-  password hashes (``/etc/shadow``, ``/etc/gshadow`` and their backups) and the
-  usual per-user credential stores under ``$HOME`` (``.ssh``, ``.aws``, ``.gnupg``,
-  ``.docker``, ``.kube``, ``.config/gcloud``, ``.netrc``...);
+- masked: the glovebox home (an empty read-only tmpfs, so no server sees the
+  audit log, the registry or another server's files); the files that hold the machine's
+  password hashes (``/etc/shadow``, ``/etc/gshadow``, their backups,
+  ``/etc/sudoers``) and the usual per-user credential stores under ``$HOME``
+  (``.ssh``, ``.aws``, ``.gnupg``, ``.docker``, ``.kube``, ``.config/gcloud``,
+  ``.netrc``...), each replaced by an empty file or directory that nobody may
+  read (mode 000; with every capability dropped, not even root in the sandbox);
 - read-write: only the server's working directory;
 - every namespace unshared (user, pid, ipc, uts, cgroup and **network**: no
   interface but loopback, so no host is reachable), all capabilities dropped,
@@ -69,13 +71,24 @@ def wrap(argv: Sequence[str], workdir: Path, home: Path) -> list[str]:
     """``argv`` run under bubblewrap with ``workdir`` its only writable place (see the module docstring)."""
     binary = shutil.which("bwrap") or "bwrap"
     options = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    unreadable = _unreadable(home)
     for masked in _masked_files():
-        options += ["--ro-bind", "/dev/null", masked]
+        options += ["--ro-bind", str(unreadable), masked]
     for masked in _masked_dirs():
-        options += ["--tmpfs", masked]
-    options += ["--tmpfs", str(home), "--bind", str(workdir), str(workdir)]
+        options += ["--perms", "0000", "--tmpfs", masked]
+    options += ["--tmpfs", str(home), "--bind", str(workdir), str(workdir), "--remount-ro", str(home)]
     options += ["--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--chdir", str(workdir)]
     return [binary, *options, "--", *argv]
+
+
+def _unreadable(home: Path) -> Path:
+    """An empty file nobody may read (mode 000): what a masked file is inside the sandbox."""
+    path = home / "mcp-stdio" / ".unreadable"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    path.chmod(0)
+    return path
 
 
 def _masked_files() -> list[str]:
