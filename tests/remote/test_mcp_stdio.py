@@ -248,3 +248,21 @@ def test_the_sandbox_is_chosen_by_the_descriptor_and_this_machine(runtime: glove
     if not _bwrap.available():
         with pytest.raises(glovebox.UpstreamError, match="bubblewrap"):
             sandbox_of(Descriptor("stdio:x", "t", command=[PYTHON], sandbox="bwrap"))
+
+
+def test_a_refresh_that_adds_a_secret_or_drops_the_sandbox_is_a_widening(
+    runtime: glovebox.Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LAB_SECRET", "hunter2-lab-secret")
+    import_mcp(runtime, command=[PYTHON, str(LAB)], name="lab", sandbox="bwrap" if _bwrap.available() else "none")
+    with pytest.raises(glovebox.WideningRefused) as refused:
+        import_mcp(
+            runtime, command=[PYTHON, str(LAB)], name="lab", env_secrets=["LAB_TOKEN=LAB_SECRET"], sandbox="none"
+        )
+    assert "secret LAB_SECRET sent in env LAB_TOKEN" in str(refused.value)
+    assert "outside the OS sandbox" in str(refused.value)
+    done = import_mcp(
+        runtime, command=[PYTHON, str(LAB)], name="lab", env_secrets=["LAB_TOKEN=LAB_SECRET"], sandbox="none",
+        accept_widening=True,
+    )  # fmt: skip
+    assert len(done.changed) == 8 and not done.added
