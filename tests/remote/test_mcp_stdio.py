@@ -266,3 +266,25 @@ def test_a_refresh_that_adds_a_secret_or_drops_the_sandbox_is_a_widening(
         accept_widening=True,
     )  # fmt: skip
     assert len(done.changed) == 8 and not done.added
+
+
+def test_a_call_its_caller_cancels_is_cancelled_upstream(runtime: glovebox.Runtime) -> None:
+    import threading
+
+    from glovebox.remote import Cancellation, cancel_with
+
+    import_mcp(runtime, command=[PYTHON, str(LAB)], name="lab", sandbox="none", timeout_ms=30_000)
+    with glovebox.Runtime(home=runtime.home, policy=parse_policy(POLICY)) as rt:
+        assert rt.call("lab-whoami", {}, principal="agent").ok
+        cancellation = Cancellation()
+        threading.Timer(0.5, cancellation.cancel).start()
+        started = time.monotonic()
+        with cancel_with(cancellation):
+            cancelled = rt.call("lab-work", {"seconds": 30}, principal="agent")
+        assert time.monotonic() - started < 10
+        assert cancelled.code == "upstream_error" and cancelled.error is not None
+        assert cancelled.error.details["cancelled"] is True and not cancelled.error.retryable
+        deadline = time.monotonic() + 5
+        while rt.call("lab-was_cancelled", {}, principal="agent").output != {"result": True}:
+            assert time.monotonic() < deadline, "the server never heard notifications/cancelled"
+            time.sleep(0.1)

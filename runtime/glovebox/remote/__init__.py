@@ -9,13 +9,14 @@
 - :mod:`._sessions` — one session per (server, principal), supervised: lazy start,
   restart backoff, idle stop, expiry, deadlines extended by progress.
 - :mod:`._call` — one tool call on its session.
-- :mod:`._relay` — :func:`relay_progress`, where a call's progress notifications go.
+- :mod:`._relay` — :func:`relay_progress`, where a call's progress notifications go, and
+  :class:`Cancellation` / :func:`cancel_with`, how its caller cancels it.
 
 Imports: :mod:`glovebox.core`, :mod:`glovebox.model`, :mod:`glovebox.capabilities`,
 :mod:`glovebox.sandbox` (``clip``: the one bounded scrub of a record) and
 :mod:`glovebox.telemetry` (the call's trace context, sent only with ``propagate_trace``).
 """
 
-from ._relay import ProgressCallback, relay_progress
+from ._relay import Cancellation, ProgressCallback, cancel_with, relay_progress
 
-__all__ = ["ProgressCallback", "relay_progress"]
+__all__ = ["Cancellation", "ProgressCallback", "cancel_with", "relay_progress"]

@@ -9,6 +9,7 @@ call error that says what went wrong (see ``glovebox.remote._proxy``).
 
 from __future__ import annotations
 
+import concurrent.futures
 from typing import TYPE_CHECKING, Any
 
 from ..core._errors import CallError, OutputTooLarge, UpstreamError
@@ -60,6 +61,9 @@ def call_tool(
         result = pool.run(coro, pool.start_s + 2 * ceiling_s + GRACE_S)
     except CallError:
         raise
+    except concurrent.futures.CancelledError as exc:
+        message = f"the call to the MCP server {descriptor.origin} was cancelled by its caller"
+        raise UpstreamError(message, details={"server": descriptor.origin, "cancelled": True}, retryable=False) from exc
     except Exception as exc:
         raise _error(exc, budget, descriptor, scrub) from exc
     return output_of(result, descriptor, scrub, output_bytes)

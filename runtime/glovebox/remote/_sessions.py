@@ -158,13 +158,24 @@ class SessionPool:
             return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def run(self, coro: Coroutine[Any, Any, T], wait_s: float) -> T:
-        """Run ``coro`` on the pool's loop; wait at most ``wait_s`` (then cancel it: TimeoutError)."""
+        """Run ``coro`` on the pool's loop; wait at most ``wait_s`` (then cancel it: TimeoutError).
+
+        The caller's :class:`~glovebox.remote._relay.Cancellation` (when current) cancels it too
+        (``concurrent.futures.CancelledError``).
+        """
+        from ._relay import current_cancellation
+
         future = self._submit(coro)
+        cancellation = current_cancellation()
+        forget = cancellation.on_cancel(future.cancel) if cancellation is not None else None
         try:
             return future.result(timeout=wait_s)
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise TimeoutError from None
+        finally:
+            if forget is not None:
+                forget()
 
     def close(self) -> None:
         """Close every session (their servers stopped) and the loop. Idempotent."""
