@@ -4,9 +4,10 @@
 import's one-shot listing): the official SDK's ``Client`` over
 
 - streamable HTTP: an httpx client with no settings from the environment, the
-  secret-carrying headers, no redirects followed elsewhere, every response
-  counted against a byte budget (the current call's, else one per response)
-  and every message's trace context rewritten (see ``glovebox.remote._proxy``);
+  secret-carrying headers, no redirects followed elsewhere, every response to a
+  POST counted against a byte budget (the current call's, else one per response;
+  the session's standing GET stream is bounded per event, by the SDK) and every
+  message's trace context rewritten (see ``glovebox.remote._proxy``);
 - stdio: the server's child process (see :mod:`._stdio`), under bubblewrap
   when the descriptor's sandbox says so (see :mod:`._bwrap`).
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,7 +57,6 @@ class Link:
     exited: Any = None
     #: Set when a stdio server wrote a line over the cap (the session ends).
     too_long: bool = False
-    budgets: list[_Budget] = field(default_factory=list)
 
 
 def _http_client(link: Link, headers: Mapping[str, str], timeout_s: float | None) -> httpx2.AsyncClient:
@@ -82,6 +82,8 @@ def _http_client(link: Link, headers: Mapping[str, str], timeout_s: float | None
             response = await super().handle_async_request(_retraced(request, scope.trace if scope else None))
             if response.status_code == 404 and "mcp-session-id" in request.headers:
                 link.expired = True
+            if request.method == "GET":  # the session's standing stream: only each event is capped (the SDK's cap)
+                return response
             assert isinstance(response.stream, httpx2.AsyncByteStream)
             return httpx2.Response(
                 response.status_code,

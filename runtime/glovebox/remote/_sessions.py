@@ -34,11 +34,13 @@ abandoned) the request is cancelled, and the SDK sends the server
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import hashlib
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,7 +121,11 @@ def _exited(link: Link) -> bool:
 
 
 class SessionPool:
-    """Every open MCP session of one Runtime (see the module docstring)."""
+    """Every open MCP session of one Runtime (see the module docstring).
+
+    A pool not closed by its Runtime is closed when the interpreter exits, so
+    no local server outlives the host.
+    """
 
     def __init__(
         self,
@@ -142,6 +148,7 @@ class SessionPool:
         self._deaths: dict[tuple[bytes, str, str], _Deaths] = {}
         self._closed = False
         self._reaper: concurrent.futures.Future[None] | None = None
+        _OPEN.add(self)
 
     # -- the loop ----------------------------------------------------------------
 
@@ -184,6 +191,7 @@ class SessionPool:
                 return
             self._closed = True
             loop, thread = self._loop, self._thread
+        _OPEN.discard(self)
         if loop is None or thread is None:
             return
         with_timeout = asyncio.run_coroutine_threadsafe(self._close_all(), loop)
@@ -355,3 +363,13 @@ class SessionPool:
             error = session.error
             raise error if error is not None else ConnectionError("the MCP server closed the session")
         return client
+
+
+#: Every pool not yet closed, closed at interpreter exit.
+_OPEN: weakref.WeakSet[SessionPool] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_pools() -> None:
+    for pool in list(_OPEN):
+        pool.close()
