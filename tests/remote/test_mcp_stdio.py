@@ -288,3 +288,16 @@ def test_a_call_its_caller_cancels_is_cancelled_upstream(runtime: glovebox.Runti
         while rt.call("lab-was_cancelled", {}, principal="agent").output != {"result": True}:
             assert time.monotonic() < deadline, "the server never heard notifications/cancelled"
             time.sleep(0.1)
+
+
+def test_concurrent_calls_of_one_principal_share_its_session(lab: glovebox.Runtime) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    pid = lab.call("lab-whoami", {}, principal="agent").output["pid"]
+    started = time.monotonic()
+    with ThreadPoolExecutor(4) as threads:
+        results = list(threads.map(lambda _: lab.call("lab-silent", {"seconds": 1}, principal="agent"), range(4)))
+    assert all(result.ok for result in results), [result.error for result in results]
+    assert time.monotonic() - started < 3.5  # side by side on the one session, not one after another
+    assert lab.call("lab-whoami", {}, principal="agent").output["pid"] == pid
+    assert pool_of(lab).open_sessions() == 1
