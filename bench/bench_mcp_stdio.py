@@ -12,7 +12,8 @@ test suite's ``tests/remote/servers/stdio_lab.py``, on the official SDK; its
 * **glovebox bwrap**: the same under bubblewrap, where this machine runs it.
 
 Each contender starts its own server process and calls it once before timing, so
-the figures are per call on a warm session. Figures (p50/p95 ms per call) go to
+the figures are per call on a warm session; a full run makes three rounds of
+every contender in turn and keeps each one's best round. Figures (p50/p95 ms per call) go to
 stdout with the ratio to the SDK, and to ``bench/results/mcp_stdio.json``.
 """
 
@@ -82,22 +83,33 @@ def summary(samples: list[float]) -> dict[str, float]:
     return {"p50_ms": statistics.median(ordered), "p95_ms": ordered[int(0.95 * (len(ordered) - 1))]}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="fewer calls")
-    calls = 50 if parser.parse_args().quick else 500
-    figures: dict[str, Any] = {"sdk": summary(sdk(calls))}
+def one_round(calls: int) -> dict[str, dict[str, float]]:
+    figures = {"sdk": summary(sdk(calls))}
     with tempfile.TemporaryDirectory() as home:
         figures["glovebox"] = summary(through_glovebox(calls, Path(home), "none"))
     if _bwrap.available():
         with tempfile.TemporaryDirectory() as home:
             figures["glovebox bwrap"] = summary(through_glovebox(calls, Path(home), "bwrap"))
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer calls, one round")
+    quick = parser.parse_args().quick
+    calls, rounds = (50, 1) if quick else (200, 3)
+    # Each round runs every contender in turn; the best round of each is kept (a loaded host's noise
+    # only ever adds time).
+    runs = [one_round(calls) for _ in range(rounds)]
+    figures: dict[str, Any] = {
+        name: min((run[name] for run in runs), key=lambda row: row["p50_ms"]) for name in runs[0]
+    }
     base = figures["sdk"]["p50_ms"]
     print(f"{'contender':<15} {'p50 ms':>8} {'p95 ms':>8} {'p50 vs sdk':>11}")
     for name, row in figures.items():
         print(f"{name:<15} {row['p50_ms']:>8.2f} {row['p95_ms']:>8.2f} {row['p50_ms'] / base:>10.2f}x")
     RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps({"calls": calls, "figures": figures}, indent=2))
+    RESULTS.write_text(json.dumps({"calls": calls, "rounds": rounds, "figures": figures}, indent=2))
 
 
 if __name__ == "__main__":

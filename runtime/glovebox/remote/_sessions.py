@@ -234,8 +234,12 @@ class SessionPool:
     # -- sessions ----------------------------------------------------------------
 
     def workdir(self, descriptor: Descriptor, principal: str) -> Path:
-        """The working directory of ``descriptor``'s stdio server for ``principal`` (made when missing)."""
-        server = hashlib.sha256(descriptor.server).hexdigest()[:16]
+        """The working directory of ``descriptor``'s stdio server for ``principal`` (made when missing).
+
+        It is named by the server's command line alone, so a refresh that changes its environment or
+        sandbox keeps the server's files.
+        """
+        server = hashlib.sha256("\0".join(descriptor.command or [descriptor.url]).encode()).hexdigest()[:16]
         who = hashlib.sha256(principal.encode()).hexdigest()[:16]
         path = self.home / "mcp-stdio" / server / who
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
