@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast prebuild chromium oci-registry rust-targets lint docs docs-serve bench clean
+.PHONY: demo test test-fast prebuild chromium oci-registry rust-targets bubblewrap lint docs docs-serve bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,25 @@ $(MCP_CONFORMANCE_STAMP): $(STAMP) $(MCP_CONFORMANCE)/package.json $(MCP_CONFORM
 			ci --prefix $(MCP_CONFORMANCE) --no-audit --no-fund && touch $@; \
 	elif command -v npm >/dev/null; then npm ci --prefix $(MCP_CONFORMANCE) --no-audit --no-fund && touch $@; \
 	else echo "npm not found: the MCP conformance suite will be skipped"; fi
+
+# Published MCP servers the tests import (tests/mcp_servers: server-memory over stdio, server-everything
+# over streamable HTTP), pinned by its package-lock.json.
+MCP_SERVERS := tests/mcp_servers
+MCP_SERVERS_STAMP := $(MCP_SERVERS)/node_modules/.installed
+
+$(MCP_SERVERS_STAMP): $(MCP_SERVERS)/package.json $(MCP_SERVERS)/package-lock.json
+	@if command -v npm >/dev/null; then npm ci --prefix $(MCP_SERVERS) --no-audit --no-fund && touch $@; \
+	else echo "npm not found: the tests of published MCP servers (memory, everything) will be skipped"; fi
+
+# The OS sandbox of local (stdio) MCP servers: Debian's bubblewrap, installed when missing. The
+# tests that need it skip (saying why) where it cannot be installed or cannot run.
+bubblewrap:
+	@if command -v bwrap >/dev/null; then :; \
+	elif command -v apt-get >/dev/null; then \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq bubblewrap \
+		|| echo "bubblewrap could not be installed: the sandboxed stdio MCP tests will be skipped"; \
+	else echo "apt-get not found: the sandboxed stdio MCP tests will be skipped (no bubblewrap)"; fi
 
 # The console's browser tests (tests/servers/test_console_browser.py) drive Debian's chromium
 # through Playwright; Playwright's own browser download is never used. Installed when missing.
@@ -74,7 +93,7 @@ prebuild: $(STAMP) rust-targets
 	$(BIN)/python -m tests.guestcache .pytest_cache/d/glovebox
 
 # Everything: lint, the docs build, then every test (slow and system ones included).
-test: $(STAMP) $(MCP_TS_STAMP) $(MCP_CONFORMANCE_STAMP) chromium oci-registry rust-targets lint docs prebuild
+test: $(STAMP) $(MCP_TS_STAMP) $(MCP_CONFORMANCE_STAMP) $(MCP_SERVERS_STAMP) chromium oci-registry rust-targets bubblewrap lint docs prebuild
 	$(PYTEST)
 
 # Unit tests only: no guest builds, no servers, nothing slow (tests/conftest.py marks `system`).
@@ -100,4 +119,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_http.py
 
 clean:
-	rm -rf $(VENV) build dist site .pytest_cache .mypy_cache .ruff_cache $(MCP_TS)/node_modules
+	rm -rf $(VENV) build dist site .pytest_cache .mypy_cache .ruff_cache $(MCP_TS)/node_modules $(MCP_SERVERS)/node_modules

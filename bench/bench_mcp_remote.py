@@ -7,9 +7,9 @@ official SDK's ``MCPServer``, streamable HTTP, uvicorn on 127.0.0.1, one tool
 * **sdk session**: one long-lived SDK ``Client`` session, ``call_tool`` per call
   (the cheapest a user gets, with no policy, validation or audit);
 * **sdk per call**: a fresh SDK ``Client`` (connect, negotiate, call, close) per
-  call, which is what glovebox does for isolation and one deadline per call;
+  call, which is what glovebox did before sessions lasted;
 * **glovebox**: ``Runtime.call`` on the imported ``mcp-remote`` tool (gate,
-  validation, the proxy's fresh session, output check, one audit row).
+  validation, the pooled session of (server, principal), output check, one audit row).
 
 Figures (p50/p95 ms per call) go to stdout with ratios, and to ``bench/results/mcp_remote.json``.
 """

@@ -461,7 +461,8 @@ def hostile_tool(runtime: glovebox.Runtime, url: str, name: str, schema: Any = N
     class Listed:
         name, description, input_schema, output_schema = "t", "", schema or {"type": "object"}, None
 
-    plan = _planned(url, Listed(), name, [], glovebox.Limits(timeout_ms=1000, output_bytes=1024), {})
+    server = Descriptor(url, "")
+    plan = _planned(server, Listed(), name, [], glovebox.Limits(timeout_ms=1000, output_bytes=1024))
     assert plan.descriptor is not None and Descriptor.from_bytes(plan.descriptor).url == url
     apply(runtime, [plan], None, Source(name, "mcp-remote", lambda info: False, ""))
 
@@ -816,12 +817,14 @@ def hostile_tool_of(
     """Register the remote tool ``tool`` of ``url`` as ``<name>-<tool>`` for anyone, sent ``headers``."""
     from glovebox.importers._batch import Source, apply
     from glovebox.importers._mcp import _planned
+    from glovebox.remote._proxy import Descriptor
 
     class Listed:
         description, input_schema, output_schema = "", {"type": "object"}, None
 
     Listed.name = tool  # type: ignore[attr-defined]
-    plan = _planned(url, Listed(), name, [], glovebox.Limits(timeout_ms=5000, output_bytes=4096), headers, **descriptor)
+    limits = glovebox.Limits(timeout_ms=5000, output_bytes=4096)
+    plan = _planned(Descriptor(url, "", headers=headers), Listed(), name, [], limits, **descriptor)
     apply(runtime, [plan], None, Source(name, "mcp-remote", lambda info: False, ""))
 
 

@@ -209,7 +209,7 @@ def sql(ctx: click.Context, /, dsn: str, password_env: str | None, password_file
 def _import(
     ctx: click.Context,
     run: Callable[..., ImportResult],
-    source: str,
+    source: str | None,
     *,
     as_json: bool,
     policy_out: str | None = None,
@@ -261,7 +261,33 @@ def _report(result: ImportResult, policy_out: str | None, as_json: bool) -> None
 
 
 @click.command("mcp")
-@click.argument("url")
+@click.argument("url", required=False)
+@click.option(
+    "--command",
+    metavar="'CMD ARGS...'",
+    help="A local server instead of URL: the command line that starts it (stdio transport; split like a shell).",
+)
+@click.option(
+    "--env",
+    "env",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A --command server's environment variable (repeatable; it gets no other variable of the host's).",
+)
+@click.option(
+    "--env-secret",
+    "env_secrets",
+    multiple=True,
+    metavar="NAME=SECRET_NAME",
+    help="Give a --command server the host's variable SECRET_NAME as NAME (repeatable; only the names are stored).",
+)
+@click.option(
+    "--sandbox",
+    type=click.Choice(["auto", "bwrap", "none"]),
+    default="auto",
+    show_default=True,
+    help="A --command server's OS sandbox: bubblewrap where it runs (auto), always (bwrap), or none.",
+)
 @click.option("--name", "prefix", help="Tool name prefix (default: the server's name).")
 @click.option("--scope", "scopes", multiple=True, help="Scope a caller needs (repeatable; default PREFIX:call).")
 @click.option(
@@ -295,14 +321,22 @@ def _report(result: ImportResult, policy_out: str | None, as_json: bool) -> None
 @_diff_options
 @click.pass_context
 def import_mcp_command(
-    ctx: click.Context, /, url: str, prefix: str | None, scopes: tuple[str, ...], watch: bool, **options: Any
+    ctx: click.Context, /, url: str | None, prefix: str | None, scopes: tuple[str, ...], watch: bool, **options: Any
 ) -> None:
-    """Register (or refresh) every tool of the remote MCP server at URL (streamable HTTP), and its
-    resources, prompts and completions as read tools (PREFIX-read-resource, PREFIX-get-prompt, PREFIX-complete)."""
+    """Register (or refresh) every tool of the MCP server at URL (streamable HTTP), or of the local
+    server --command starts (stdio); a server URL's resources, prompts and completions become read
+    tools (PREFIX-read-resource, PREFIX-get-prompt, PREFIX-complete)."""
     from ..importers import import_mcp
 
+    if (url is None) == (options["command"] is None):
+        raise click.UsageError("give the server's URL or --command 'CMD ARGS...' (one of them)")
+    if watch and url is None:
+        raise click.UsageError(
+            "--watch follows a server URL's list changes; a --command server is refreshed by importing it again"
+        )
     _import(ctx, import_mcp, url, name=prefix, scopes=scopes or None, **options)
     if watch:
+        assert url is not None
         keep = ("header_secrets", "timeout_ms", "output_bytes", "propagate_trace")
         _watch_mcp(ctx, url, name=prefix, scopes=scopes or None, **{k: options[k] for k in keep if k in options})
 

@@ -220,6 +220,11 @@ def _reach(runtime: Runtime, manifest: Manifest, descriptor: bytes | None) -> se
         found |= {("mcp-remote", remote.url, header, secret) for header, secret in remote.headers.items()}
         if remote.propagate_trace:
             found.add(("mcp-remote", remote.url, "trace"))
+        if remote.command:  # a local server: its command line, its secrets, running outside the OS sandbox
+            found.add(("mcp-remote", "stdio:" + " ".join(remote.command)))
+            found |= {("mcp-remote", remote.url, f"env {name}", secret) for name, secret in remote.env_secrets.items()}
+            if remote.sandbox == "none":
+                found.add(("mcp-remote", f"{remote.url} outside the OS sandbox"))
     return found
 
 

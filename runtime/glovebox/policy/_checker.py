@@ -38,6 +38,8 @@ class Decision:
     quotas: tuple[tuple[int, Quota], ...] = ()
     #: The tool's guards (idempotence, retries), the same for every principal.
     guards: Guards = NO_GUARDS
+    #: How far progress may extend ``limits.timeout_ms`` (an MCP server's tool); None: no extension.
+    max_timeout_ms: int | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -48,6 +50,7 @@ class Decision:
             "limits": self.limits.model_dump(),
             "quotas": [quota_dict(index, quota) for index, quota in self.quotas],
             "guards": self.guards.to_dict(),
+            **({"max_timeout_ms": self.max_timeout_ms} if self.max_timeout_ms is not None else {}),
         }
 
 
@@ -67,15 +70,16 @@ def decide(policy: Policy, principal: str, info: ToolInfo) -> Decision:
     """The decision for ``principal`` calling ``info`` under ``policy``."""
     grants = _grants(policy, principal, info)
     limits = _limits(policy, principal, info)
+    ceiling = _ceiling(policy, principal, info)
     quotas = tuple((i, quota) for i, quota in enumerate(policy.quotas) if applies(quota, principal, info))
     guards = plan_guards(policy.guards, info)
     held = policy.scopes_of(principal)
     missing = tuple(sorted(set(info.manifest.required_scopes) - held))
     if missing:
         why = f"principal {principal!r} lacks the scopes {list(missing)} that {info.name} requires"
-        return Decision("block", (why,), grants, limits, missing, quotas, guards)
+        return Decision("block", (why,), grants, limits, missing, quotas, guards, ceiling)
     action, reason = _action(policy, principal, info)
-    return Decision(action, tuple(reason), grants, limits, quotas=quotas, guards=guards)
+    return Decision(action, tuple(reason), grants, limits, quotas=quotas, guards=guards, max_timeout_ms=ceiling)
 
 
 def _action(policy: Policy, principal: str, info: ToolInfo) -> tuple[Action, list[str]]:
@@ -106,9 +110,19 @@ def _limits(policy: Policy, principal: str, info: ToolInfo) -> Limits:
     limits = info.manifest.limits
     for entry in policy.limits:
         if applies(entry, principal, info):
-            override = entry.limits.model_dump(exclude_none=True)
+            override = entry.limits.model_dump(exclude_none=True, exclude={"max_timeout_ms"})
             limits = limits.tighter(limits.model_copy(update=override))
     return limits
+
+
+def _ceiling(policy: Policy, principal: str, info: ToolInfo) -> int | None:
+    """The smallest ``max_timeout_ms`` of the matching limit entries (None when none sets one)."""
+    found = [
+        entry.limits.max_timeout_ms
+        for entry in policy.limits
+        if entry.limits.max_timeout_ms is not None and applies(entry, principal, info)
+    ]
+    return min(found, default=None)
 
 
 def dead_entries(policy: Policy, tools: Iterable[ToolInfo]) -> list[str]:

@@ -91,6 +91,12 @@ class LimitValues(Frozen):
     timeout_ms: int | None = Field(None, gt=0)
     output_bytes: int | None = Field(None, gt=0)
     log_bytes: int | None = Field(None, ge=0)
+    max_timeout_ms: int | None = Field(
+        None,
+        gt=0,
+        description="How far progress notifications of an MCP server's tool may extend its timeout_ms "
+        "(a ceiling; the host maximum caps it; unset: no extension).",
+    )
 
 
 class LimitOverride(_Targeted):

@@ -114,7 +114,7 @@ def read_secrets(url: str, headers: HeaderSecrets) -> tuple[dict[str, str], Scru
     missing = sorted({rule.name for rule in rules} - {secret.rule.name for secret in secrets})
     if missing:
         raise UpstreamError(
-            f"the secret(s) {', '.join(missing)} for {urlsplit(url).hostname} have no value on this host",
+            f"the secret(s) {', '.join(missing)} for {urlsplit(url).hostname or url} have no value on this host",
             details={"secrets": missing},
             retryable=False,
         )

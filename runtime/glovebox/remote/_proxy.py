@@ -69,7 +69,7 @@ if TYPE_CHECKING:
 
     from ._resources import Catalog
 
-__all__ = ["Descriptor", "call_remote", "list_catalog", "list_remote", "load_descriptor", "origin_of"]
+__all__ = ["Descriptor", "call_remote", "list_catalog", "list_remote", "load_descriptor", "origin_of", "output_of"]
 
 logger = logging.getLogger("glovebox")
 
@@ -110,18 +110,31 @@ class Descriptor:
     #: What a call asks the server: ``tools/call`` (the tool ``tool``), or one of the reads of
     #: ``glovebox.remote._resources`` (``resources/read``, ``prompts/get``, ``completion/complete``).
     method: str = "tools/call"
+    #: A local (stdio) server: its argv, the executable an absolute path (``url`` is then ``stdio:<name>``).
+    command: list[str] | None = None
+    #: A stdio server's literal environment variables (name -> value).
+    env: dict[str, str] = field(default_factory=dict)
+    #: A stdio server's secret environment variables (name in its environment -> the host's variable).
+    env_secrets: dict[str, str] = field(default_factory=dict)
+    #: A stdio server's OS sandbox: ``auto`` (bubblewrap where it runs), ``bwrap`` (required) or ``none``.
+    sandbox: str = "auto"
 
     def to_bytes(self) -> bytes:
         """Canonical JSON (sorted keys, no spaces): the artifact whose SHA-256 is the tool's digest.
 
-        ``propagate_trace`` and ``method`` are written only when not their defaults, so a descriptor
-        made before they existed keeps its digest.
+        A field at its default (``propagate_trace``, ``method``, the stdio fields) is left out, so a descriptor
+        made before it existed keeps its digest.
         """
         document = {"format": FORMAT, **self.__dict__}
-        if not self.propagate_trace:
-            del document["propagate_trace"]
-        if self.method == "tools/call":
-            del document["method"]
+        for key, default in _OPTIONAL.items():
+            if document[key] == default:
+                del document[key]
+        return canonical_bytes(document)
+
+    @property
+    def server(self) -> bytes:
+        """What identifies the server (not the tool): its URL and headers, or its command, environment, sandbox."""
+        document = {key: value for key, value in self.__dict__.items() if key in _SERVER_FIELDS}
         return canonical_bytes(document)
 
     @property
@@ -130,7 +143,7 @@ class Descriptor:
 
     @property
     def origin(self) -> str:
-        return origin_of(self.url)
+        return self.url if self.command else origin_of(self.url)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Descriptor:
@@ -139,6 +152,17 @@ class Descriptor:
         if not isinstance(document, dict) or document.pop("format", None) != FORMAT:
             raise ValueError(f"not a {FORMAT} descriptor")
         return cls(**document)
+
+
+_OPTIONAL: dict[str, Any] = {
+    "propagate_trace": False,
+    "method": "tools/call",
+    "command": None,
+    "env": {},
+    "env_secrets": {},
+    "sandbox": "auto",
+}
+_SERVER_FIELDS = ("url", "headers", "command", "env", "env_secrets", "sandbox")
 
 
 def load_descriptor(path: Path, digest: str) -> Descriptor:
@@ -392,6 +416,16 @@ def call_remote(descriptor: Descriptor, arguments: dict[str, Any], timeout_ms: i
     limit = 2 * output_bytes + PROTOCOL_OVERHEAD_BYTES
     trace = _tracing.carrier() if descriptor.propagate_trace else None
     result = _exchange(descriptor.url, secrets, limit, timeout_ms / 1000, work, trace)
+    return output_of(result, descriptor, scrub, output_bytes)
+
+
+def output_of(result: Any, descriptor: Descriptor, scrub: Scrubber, output_bytes: int) -> str:
+    """The output text of a ``tools/call`` result (see :func:`call_remote`), scrubbed and capped.
+
+    Raises:
+        GuestError: the result is an error (``isError``).
+        OutputTooLarge: the output is over ``output_bytes``.
+    """
     if result.is_error:
         cut = clip(_text_of(result.content), scrub.text, ERROR_TEXT_CHARS)
         raise GuestError(f"the remote tool {descriptor.tool!r} failed: {cut}", details={"server": descriptor.origin})

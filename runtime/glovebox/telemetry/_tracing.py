@@ -36,6 +36,7 @@ __all__ = [
     "attach_headers",
     "call_span",
     "carrier",
+    "current_span",
     "detach",
     "end_call",
     "end_http",
@@ -45,6 +46,7 @@ __all__ = [
     "mark",
     "note_decision",
     "past_call",
+    "progress_event",
     "remote_call",
     "span_ids",
     "step",
@@ -353,3 +355,21 @@ def end_http(span: Any, entry: Mapping[str, Any], target: Mapping[str, Any]) -> 
     status = entry.get("status", 0)
     if "error" in entry or status >= 500:
         span.set_status(_status(str(entry.get("error") or f"HTTP {status}")))
+
+
+def current_span() -> Any | None:
+    """The current span when it records (a traced call's), else None; never imports opentelemetry."""
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None:
+        return None
+    span = trace.get_current_span()
+    return span if span.is_recording() else None
+
+
+def progress_event(span: Any, progress: float, total: float | None) -> None:
+    """A ``glovebox.progress`` event on a call's span: one progress notification of its MCP server
+    (its numbers only; never the notification's message)."""
+    attributes = {"glovebox.progress": float(progress)}
+    if total is not None:
+        attributes["glovebox.progress.total"] = float(total)
+    span.add_event("glovebox.progress", attributes)

@@ -1,29 +1,58 @@
-"""``McpRemoteExecutor``: a ``mcp-remote`` tool's call, proxied to its server (see ``glovebox.remote._proxy``)."""
+"""``McpRemoteExecutor``: a ``mcp-remote`` tool's call, sent on its (server, principal) session.
+
+The tool's server is remote (streamable HTTP) or local (stdio, a supervised
+child process); either way the call goes through the executor's
+:class:`~glovebox.remote._sessions.SessionPool` (see ``glovebox.remote``).
+Progress notifications extend the deadline up to the decision's
+``max_timeout_ms``, become ``glovebox.progress`` events on the call's span and
+go to the caller's :func:`~glovebox.remote.relay_progress` callback.
+"""
 
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from ...guards import BreakerBoard, HostBreakers
+from ...model._manifest import HOST_MAXIMA
 from ...registry._registry import Registry
 from ...sandbox._compute import waiting
+from ...telemetry import _tracing
 from .._call import Call
 from ._base import Executor
+
+if TYPE_CHECKING:  # loaded when a remote tool is called, not when glovebox is imported
+    from ...remote._relay import ProgressCallback
+    from ...remote._sessions import SessionPool
 
 __all__ = ["McpRemoteExecutor"]
 
 
 class McpRemoteExecutor(Executor):
-    """Sends the call's arguments to the remote server's tool; its answer is the output."""
+    """Sends the call's arguments to the server's tool on the caller's session; its answer is the output."""
 
     def __init__(self, registry: Registry, board: Callable[[], BreakerBoard]) -> None:
         self._registry = registry
         self._board = board
+        self._pool: SessionPool | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def pool(self) -> SessionPool:
+        """The sessions of this Runtime's calls (made on first use)."""
+        from ...remote._sessions import SessionPool
+
+        with self._lock:
+            if self._pool is None:
+                self._pool = SessionPool(self._registry.home)
+            return self._pool
 
     def execute(self, call: Call) -> str:
-        from ...remote._proxy import call_remote, load_descriptor  # the mcp SDK only when a remote tool is called
+        from ...remote._call import call_tool  # the mcp SDK only when a remote tool is called
+        from ...remote._proxy import load_descriptor
 
         state = call.state
         assert state is not None
@@ -31,9 +60,52 @@ class McpRemoteExecutor(Executor):
         descriptor = load_descriptor(self._registry.descriptor_path(info.digest), info.digest)
         state.meta["remote"] = {"url": descriptor.origin, "tool": descriptor.tool}
         limits = decision.limits
-        exchange = functools.partial(call_remote, descriptor, call.input, limits.timeout_ms, limits.output_bytes)
+        ceiling = min(decision.max_timeout_ms or limits.timeout_ms, HOST_MAXIMA.timeout_ms)
+        principal = str(state.meta.get("principal") or call.principal or "anonymous")
+        if descriptor.method != "tools/call":  # a read tool (resources, prompts, completions): one exchange
+            from ...remote._proxy import call_remote
+
+            read = functools.partial(call_remote, descriptor, call.input, limits.timeout_ms, limits.output_bytes)
+            with waiting():
+                return read()
+        exchange = functools.partial(
+            call_tool,
+            self.pool,
+            descriptor,
+            principal,
+            call.input,
+            limits.timeout_ms,
+            limits.output_bytes,
+            ceiling,
+            _progress(),
+        )
         breaker, host = decision.guards.breaker, urlsplit(descriptor.origin).hostname
-        with waiting():  # the exchange is network I/O: the compute slot is free for others meanwhile
+        with waiting():  # the exchange is I/O: the compute slot is free for others meanwhile
             if breaker is not None and "host" in breaker.scopes and host:  # the server's host has a breaker too
                 return HostBreakers(self._board(), breaker).exchange(host, exchange)
             return exchange()
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+
+def _progress() -> ProgressCallback | None:
+    """Where this call's progress goes: its span's events and the caller's relay (None: nowhere)."""
+    from ...remote._relay import current_relay, safely
+
+    span = _tracing.current_span()
+    relay = current_relay()
+    if span is None and relay is None:
+        return None
+    sink = safely(relay) if relay is not None else None
+
+    def report(progress: float, total: float | None, message: str | None) -> None:
+        if span is not None:
+            _tracing.progress_event(span, progress, total)
+        if sink is not None:
+            sink(progress, total, message)
+
+    return report
