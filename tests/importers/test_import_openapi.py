@@ -319,9 +319,9 @@ BAD_SPECS = [
 BAD_OPERATIONS = [
     (
         lambda s: s["paths"]["/pets"]["get"]["parameters"].append(
-            {"name": "c", "in": "cookie", "schema": {"type": "string"}}
+            {"name": "c", "in": "query", "content": {"application/json": {"schema": {"type": "object"}}}}
         ),
-        "/paths/~1pets/get/parameters/3/in: parameters in 'cookie' are not supported",
+        "/paths/~1pets/get/parameters/3/content: parameter 'c': a parameter serialized by a media type",
     ),
     (
         lambda s: s["paths"]["/pets"]["get"]["parameters"][1].update(**{"in": "nowhere"}),

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urljoin
 
 from ..core._errors import InvalidSpec
-from ..model._manifest import Manifest, Operation
+from ..model._manifest import Manifest, Operation, ParamStyle
 from ._batch import Planned, SecretHint
 from ._common import (
     MAX_SPEC_BYTES,
@@ -41,7 +41,14 @@ __all__ = ["OpenapiPlan", "plan_openapi"]
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch")
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})
-_DEFAULT_STYLE = {"path": "simple", "query": "form", "header": "simple"}
+_DEFAULT_STYLE = {"path": "simple", "query": "form", "header": "simple", "cookie": "form"}
+#: The styles OpenAPI defines for each place of a parameter.
+_STYLES = {
+    "path": ("simple", "label", "matrix"),
+    "query": ("form", "spaceDelimited", "pipeDelimited", "deepObject"),
+    "header": ("simple",),
+    "cookie": ("form",),
+}
 
 
 class OpenapiPlan(NamedTuple):
@@ -88,7 +95,8 @@ def plan_openapi(
         try:
             if place in invalid:
                 raise invalid[place]
-            planned.append(_operation(doc, api, base, path, method, item, place, origin, converter))
+            where = base if server is not None else _own_server(item, method, place, base, origin)
+            planned.append(_operation(doc, api, where, path, method, item, place, origin, converter))
         except InvalidSpec as exc:
             if strict:
                 raise
@@ -253,20 +261,28 @@ def _not_retrieved(exc: BaseException) -> str | None:
     return None
 
 
-def _server(doc: dict[str, Any], override: str | None, origin: str) -> Server:
+def _server(doc: dict[str, Any], override: str | None, origin: str, place: str = "/servers") -> Server:
     if override is not None:
         return Server(override, "--server")
     servers = doc.get("servers") or []
     if not servers or not isinstance(servers[0], dict) or "url" not in servers[0]:
         raise InvalidSpec(
-            f"{origin}: /servers: the document names no server; give one with --server", details={"place": "/servers"}
+            f"{origin}: {place}: the document names no server; give one with --server", details={"place": place}
         )
     url = str(servers[0]["url"])
     for key, variable in (servers[0].get("variables") or {}).items():
         url = url.replace("{" + key + "}", str(variable.get("default", "")))
     if origin.startswith(("http://", "https://")):
         url = urljoin(origin, url)  # a relative server URL is relative to where the document came from
-    return Server(url, f"{origin}: /servers/0/url")
+    return Server(url, f"{origin}: {place}/0/url")
+
+
+def _own_server(item: dict[str, Any], method: str, place: str, base: Server, origin: str) -> Server:
+    """An operation's own server: its ``servers``, else its path item's, else the document's (``base``)."""
+    for servers, at in ((item[method].get("servers"), place), (item.get("servers"), place.rsplit("/", 1)[0])):
+        if servers:
+            return _server({"servers": servers}, None, origin, f"{at}/servers")
+    return base
 
 
 def _operation(
@@ -285,8 +301,8 @@ def _operation(
     parameters = _parameters(doc, item, operation, place, origin)
     properties: dict[str, Any] = {}
     required: list[str] = []
-    groups: dict[str, list[str]] = {"path": [], "query": [], "header": []}
-    joins: dict[str, str] = {}
+    groups: dict[str, list[str]] = {"path": [], "query": [], "header": [], "cookie": []}
+    styles: dict[str, ParamStyle] = {}
     for param, param_place in parameters:
         schema = converter.convert(param.get("schema", {}), f"{param_place}/schema")
         if param.get("description"):
@@ -298,11 +314,12 @@ def _operation(
             )
         properties[param["name"]] = schema
         groups[param["in"]].append(param["name"])
-        if query_join(param) is not None:
-            joins[param["name"]] = str(query_join(param))
+        style = param_style(param)
+        if style is not None:
+            styles[param["name"]] = style
         if param.get("required") or param["in"] == "path":
             required.append(param["name"])
-    has_body, encoding, fields = _body(doc, operation, place, origin, converter, properties, required)
+    body = _body(doc, operation, place, origin, converter, properties, required)
     input_schema: dict[str, Any] = {
         "type": "object",
         "properties": properties,
@@ -322,7 +339,7 @@ def _operation(
         "input_schema": input_schema,
         "output_schema": output_schema,
         "limits": OPERATION_LIMITS,
-        "capabilities": {"http": [http_rule(server, upper, path, where)]},
+        "capabilities": {"http": [http_rule(server, upper, path, where, path_params=_matrix(styles, groups["path"]))]},
         "required_scopes": [f"{api}:{'read' if upper in READ_METHODS else 'write'}"],
         "operation": Operation(
             api=api,
@@ -332,15 +349,19 @@ def _operation(
             path=path,
             path_params=groups["path"],
             query=groups["query"],
-            query_join=joins,
             headers=groups["header"],
-            body=has_body,
-            body_encoding=encoding,
-            body_fields=fields,
+            cookies=groups["cookie"],
+            styles=styles,
+            **body,
         ),
     }
     action = "allow" if upper in READ_METHODS else "require_approval"
     return Planned(manifest=_manifest(manifest, where, converter), action=action, where=place)
+
+
+def _matrix(styles: dict[str, ParamStyle], path_params: list[str]) -> bool:
+    """Whether the operation sends ``;`` path parameters (a matrix-style path parameter)."""
+    return any(styles[name].style == "matrix" for name in path_params if name in styles)
 
 
 def _manifest(data: dict[str, Any], where: str, converter: SchemaConverter) -> Manifest:
@@ -384,18 +405,16 @@ def _parameters(
     return list(merged.values())
 
 
-_SCALARS = frozenset({"string", "integer", "number", "boolean"})
-#: How a query array is joined when not exploded, by style: comma, space, pipe.
-_JOINED = {"form": "csv", "spaceDelimited": "space", "pipeDelimited": "pipe"}
-
-
-def query_join(param: dict[str, Any]) -> str | None:
-    """How a query array parameter is joined into one value (``csv``, ``space``, ``pipe``), or None (exploded:
-    the name repeated, or not a query array)."""
-    style = param.get("style", "form")
+def param_style(param: dict[str, Any]) -> ParamStyle | None:
+    """How a parameter is serialized when not as its place's default (simple; query and cookie: form,
+    exploded), else None."""
+    where = str(param.get("in"))
+    style = str(param.get("style") or _DEFAULT_STYLE[where])
     explode = param.get("explode", style == "form")
-    kind = (param.get("schema") or {}).get("type")
-    return _JOINED.get(style) if param.get("in") == "query" and kind == "array" and explode is False else None
+    reserved = bool(param.get("allowReserved")) and where == "query"
+    if style == _DEFAULT_STYLE[where] and explode is (style == "form") and not reserved:
+        return None
+    return ParamStyle.model_validate({"style": style, "explode": bool(explode), "allow_reserved": reserved})
 
 
 def _check_parameter(param: dict[str, Any], place: str, origin: str) -> None:
@@ -403,29 +422,21 @@ def _check_parameter(param: dict[str, Any], place: str, origin: str) -> None:
     where = param.get("in")
     if where not in _DEFAULT_STYLE:
         raise InvalidSpec(
-            f"{origin}: {place}/in: parameters in {where!r} are not supported (path, query and header are)",
+            f"{origin}: {place}/in: parameters in {where!r} are not supported (path, query, header and cookie are)",
             details={"place": f"{place}/in"},
         )
-    kind = (param.get("schema") or {}).get("type")
     style = param.get("style", _DEFAULT_STYLE[where])
-    joined = query_join(param)
-    if "content" in param or (style != _DEFAULT_STYLE[where] and joined is None):
+    if "content" in param:
         raise InvalidSpec(
-            f"{origin}: {place}/style: parameter {param.get('name')!r}: style {style!r} is not supported (the "
-            f"default, {_DEFAULT_STYLE[where]}, with a schema is, and a query array's form, spaceDelimited and "
-            "pipeDelimited with explode: false)",
+            f"{origin}: {place}/content: parameter {param.get('name')!r}: a parameter serialized by a media type "
+            "('content') is not supported (one with a schema and a style is)",
+            details={"place": f"{place}/content"},
+        )
+    if style not in _STYLES[where]:
+        raise InvalidSpec(
+            f"{origin}: {place}/style: parameter {param.get('name')!r}: style {style!r} is not defined for "
+            f"{where} parameters ({', '.join(_STYLES[where])} are)",
             details={"place": f"{place}/style"},
-        )
-    if (param.get("explode") is False and kind not in _SCALARS and joined is None) or param.get("allowReserved"):
-        raise InvalidSpec(
-            f"{origin}: {place}/explode: parameter {param.get('name')!r}: explode: false (but for a scalar or "
-            "a query array) and allowReserved are not supported",
-            details={"place": f"{place}/explode"},
-        )
-    if kind == "object" or (kind == "array" and where != "query"):
-        raise InvalidSpec(
-            f"{origin}: {place}/schema: {where} parameter {param.get('name')!r} of type {kind} is not supported",
-            details={"place": f"{place}/schema"},
         )
 
 
@@ -445,18 +456,16 @@ def _body(
     converter: SchemaConverter,
     properties: dict[str, Any],
     required: list[str],
-) -> tuple[bool, str, list[str]]:
-    """Add the request body's field ``body``; return (has a body, its encoding, a form's fields)."""
+) -> dict[str, Any]:
+    """Add the request body's field ``body``; return the operation's body fields (``body``, ``body_encoding``...)."""
     if "requestBody" not in operation:
-        return False, "json", []
+        return {}
     body, body_place = deref(doc, operation["requestBody"], f"{place}/requestBody")
     content = body.get("content") or {}
-    media, encoding = _body_media(content)
+    media, encoding = body_media(content)
     if media is None:
         raise InvalidSpec(
-            f"{origin}: {body_place}/content: request bodies of {', '.join(content) or 'no media type'} are not "
-            "supported (JSON, application/x-www-form-urlencoded and text/plain are)",
-            details={"place": f"{body_place}/content"},
+            f"{origin}: {body_place}/content: the request body offers no media type", details={"place": body_place}
         )
     if "body" in properties:
         raise InvalidSpec(
@@ -465,33 +474,133 @@ def _body(
         )
     schema_place = f"{body_place}{pointer('content', media, 'schema')}"
     raw_schema = content[media].get("schema", {})
-    fields: list[str] = []
-    if encoding == "form":
+    fields: dict[str, Any] = {"body": True, "body_encoding": encoding}
+    if encoding in ("form", "multipart"):
         target, _ = deref(doc, raw_schema, schema_place)
-        fields = sorted((target or {}).get("properties") or {}) if isinstance(target, dict) else []
-        if not fields:
+        names = (target or {}).get("properties") if isinstance(target, dict) else None
+        if not names and encoding == "form":
             raise InvalidSpec(
                 f"{origin}: {schema_place}: a form body needs an object schema with properties",
                 details={"place": schema_place},
             )
+        if encoding == "form":
+            fields["body_fields"] = sorted(names or {})
+            fields["body_styles"] = _field_styles(content[media].get("encoding") or {})
+        else:
+            parts = content[media].get("encoding") or {}
+            raw_schema, fields["body_files"] = _file_parts(doc, target or {"type": "object"}, schema_place, parts)
     elif encoding == "text":
         raw_schema = raw_schema or {"type": "string"}
+        fields["body_media"] = "" if media.split(";")[0].strip().lower() == "text/plain" else _concrete(media)
+    elif encoding == "binary":
+        raw_schema = {**BINARY_BODY, "contentMediaType": _concrete(media)}
+        fields["body_media"] = _concrete(media)
     properties["body"] = converter.convert(raw_schema, schema_place)
     if body.get("required"):
         required.append("body")
-    return True, encoding, fields
+    return fields
 
 
-def _body_media(content: dict[str, Any]) -> tuple[str | None, str]:
-    """The media type a request body is sent as, and its encoding: JSON first, then a form, then text."""
-    media = _json_media(content)
-    if media is not None:
-        return media, "json"
-    for wanted, encoding in (("application/x-www-form-urlencoded", "form"), ("text/plain", "text")):
-        for media in content:
-            if media.split(";")[0].strip().lower() == wanted:
-                return str(media), encoding
+#: A raw binary request body in the input: its bytes as base64.
+BINARY_BODY: dict[str, Any] = {
+    "type": "string",
+    "contentEncoding": "base64",
+    "description": "The request body's bytes, base64-encoded.",
+}
+#: A file part of a multipart/form-data body in the input: its content as base64 or as text.
+FILE_PART: dict[str, Any] = {
+    "type": "object",
+    "description": "A file: its content as 'base64' or as 'text' (UTF-8), with an optional filename "
+    "(default: the field's name) and content type (default: application/octet-stream).",
+    "properties": {
+        "base64": {"type": "string", "contentEncoding": "base64"},
+        "text": {"type": "string"},
+        "filename": {"type": "string"},
+        "content_type": {"type": "string", "pattern": "^[!-~][ -~]*$"},
+    },
+    "oneOf": [{"required": ["base64"]}, {"required": ["text"]}],
+    "additionalProperties": False,
+}
+
+
+def _concrete(media: str) -> str:
+    """The Content-Type sent for ``media``: itself, or ``application/octet-stream`` for a range (``image/*``)."""
+    return "application/octet-stream" if "*" in media else media.strip()
+
+
+def _field_styles(encoding: dict[str, Any]) -> dict[str, ParamStyle]:
+    """A form body's fields not sent as form, exploded (the media type's ``encoding`` object)."""
+    styles = {}
+    for name, spec in encoding.items():
+        if isinstance(spec, dict) and any(key in spec for key in ("style", "explode", "allowReserved")):
+            style = param_style({**spec, "in": "query"})
+            if style is not None:
+                styles[str(name)] = style
+    return styles
+
+
+def _is_file(doc: dict[str, Any], schema: Any, place: str, part_type: str = "") -> bool:
+    """Whether a multipart field's schema is a file: a string of format binary or base64 (3.0), or with a
+    contentMediaType or contentEncoding (3.1), or a part whose ``encoding`` gives a content type other than
+    text or JSON."""
+    target, _ = deref(doc, schema, place)
+    if not isinstance(target, dict):
+        return False
+    if target.get("format") in ("binary", "base64") or "contentMediaType" in target or "contentEncoding" in target:
+        return True
+    base = part_type.split(";")[0].strip().lower()
+    return target.get("type") in ("string", None) and bool(base) and not base.startswith(("text/", "application/json"))
+
+
+def _file_parts(
+    doc: dict[str, Any], target: dict[str, Any], place: str, encoding: dict[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
+    """A multipart body's object schema with its file fields (and arrays of files) as :data:`FILE_PART`, and
+    the names of those fields."""
+    properties = dict(target.get("properties") or {})
+    files = []
+    for name, schema in properties.items():
+        field_place = f"{place}{pointer('properties', name)}"
+        part = encoding.get(name)
+        part_type = str(part.get("contentType", "")) if isinstance(part, dict) else ""
+        field, _ = deref(doc, schema, field_place)
+        if _is_file(doc, schema, field_place, part_type):
+            properties[name] = FILE_PART
+        elif isinstance(field, dict) and field.get("type") == "array" and _is_file(doc, field.get("items"), place):
+            properties[name] = {**field, "items": FILE_PART}
+        else:
+            continue
+        files.append(name)
+    return {**target, "type": "object", "properties": properties}, sorted(files)
+
+
+#: Media types sent as text besides text/*.
+_TEXT = ("application/xml", "application/yaml", "application/x-yaml", "application/javascript", "application/sql")
+
+
+def body_media(content: dict[str, Any]) -> tuple[str | None, str]:
+    """The media type a request body is sent as, and its encoding: JSON first, then a form, multipart,
+    text, and raw bytes (``binary``) for anything else."""
+    bases = {str(media): media.split(";")[0].strip().lower() for media in content}
+    choices: tuple[tuple[str, Callable[[str], bool]], ...] = (
+        ("json", lambda b: b == "application/json" or b.endswith("+json")),
+        ("form", lambda b: b == "application/x-www-form-urlencoded"),
+        ("multipart", lambda b: b.startswith("multipart/")),
+        ("text", lambda b: b.startswith("text/") or b in _TEXT or b.endswith("+xml")),
+        ("json", lambda b: b == "*/*" and _object_like(content, b)),
+        ("binary", lambda b: True),
+    )
+    for encoding, wanted in choices:
+        for media, base in bases.items():
+            if wanted(base):
+                return media, encoding
     return None, "json"
+
+
+def _object_like(content: dict[str, Any], base: str) -> bool:
+    """Whether a ``*/*`` body's schema is other than a string (then it is sent as JSON)."""
+    schema = next((value.get("schema") for media, value in content.items() if media.strip() == base), None)
+    return isinstance(schema, dict) and bool(schema) and schema.get("type") != "string"
 
 
 def _output(doc: dict[str, Any], operation: dict[str, Any], place: str, converter: SchemaConverter) -> Any:
