@@ -216,6 +216,28 @@ def _spec(url: str) -> dict[str, Any]:
                     "responses": ok,
                 }
             },
+            "/files/{lab}{mat}/{parts}": {
+                "get": {
+                    "operationId": "files",
+                    "parameters": [
+                        {"name": "lab", "in": "path", "required": True, "style": "label", "schema": {"type": "string"}},
+                        {
+                            "name": "mat",
+                            "in": "path",
+                            "required": True,
+                            "style": "matrix",
+                            "schema": {"type": "string"},
+                        },
+                        {
+                            "name": "parts",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "array", "items": {"type": "string"}},
+                        },
+                    ],
+                    "responses": ok,
+                }
+            },
             "/feed": {
                 "post": {
                     "operationId": "post-xml",
@@ -235,6 +257,7 @@ def slack(echo: EchoServer, tmp_path: Path) -> Iterator[glovebox.Runtime]:
     assert result.api == "slack"
     assert sorted(result.added) == [
         "slack-chat_post-message",
+        "slack-files",
         "slack-get-tasks",
         "slack-markdown-render-raw",
         "slack-post-xml",
@@ -494,3 +517,40 @@ def test_an_xml_body_is_text_with_its_media_type(slack: glovebox.Runtime, echo: 
     assert result.ok, result.error
     assert _received(echo)["type"] == "application/xml"
     assert _received(echo)["raw"] == "<a>é</a>".encode()
+
+
+def test_path_styles_keep_unreserved_characters_and_the_dot_segment_defence(
+    slack: glovebox.Runtime, echo: EchoServer
+) -> None:
+    """Unreserved characters are sent as they are in every style; whatever a style's own delimiters make of a
+    value (a label's '.', a matrix's ';'), a dot segment, '..;', an encoded separator or a twice-encoded dot is
+    refused by the host before any request leaves, even for the rule that allows ';' parameters."""
+    fine = slack.call(
+        "slack-files", {"lab": "v1.2~x", "mat": "a_b-c", "parts": ["next.js", "READ ME.md"]}, principal="agent"
+    )
+    assert fine.ok, fine.error
+    assert _received(echo)["path"] == "/api/files/.v1.2~x;mat=a_b-c/next.js,READ%20ME.md"
+    tool = slack.tool("slack-files").manifest
+    assert tool.capabilities.http[0].allow_path_params is True  # matrix style: this tool's rule alone
+    assert slack.tool("slack-get-tasks").manifest.capabilities.http[0].allow_path_params is False
+    attacks = [
+        ({"lab": ".", "mat": "", "parts": ["x"]}, "..;mat"),  # Tomcat reads '..;' as '..'
+        ({"lab": "", "mat": "x", "parts": [".."]}, "/.."),  # a dot segment from an array
+        ({"lab": "", "mat": "x", "parts": ["."]}, "/."),
+        ({"lab": "", "mat": "x", "parts": ["%2e%2e"]}, "%252e%252e"),  # twice decoded
+        ({"lab": "", "mat": "x", "parts": ["a/b"]}, "a%2Fb"),  # an encoded separator
+        ({"lab": "", "mat": "x", "parts": ["a\\b"]}, "a%5Cb"),
+        ({"lab": "%2F", "mat": "x", "parts": ["x"]}, ".%252F"),  # an encoded separator, encoded again
+        ({"lab": ".%2e", "mat": "x", "parts": ["x"]}, "..%252e"),
+        ({"lab": "", "mat": "..", "parts": ["x"]}, ".;mat=.."),  # '.' before ';': a dot segment to Tomcat
+        ({"lab": "v", "mat": "..", "parts": ["x"]}, ";mat=.."),  # harmless: not a segment of its own
+    ]
+    sent = len(echo.seen)
+    for value, shape in attacks[:-1]:
+        refused = slack.call("slack-files", value, principal="agent")
+        assert refused.error is not None and refused.error.code == "capability_denied", (value, refused)
+        assert shape in refused.error.message, (shape, refused.error.message)
+    assert len(echo.seen) == sent  # nothing reached the server
+    harmless = slack.call("slack-files", attacks[-1][0], principal="agent")
+    assert harmless.ok, harmless.error
+    assert _received(echo)["path"] == "/api/files/.v;mat=../x"
