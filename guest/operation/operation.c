@@ -13,6 +13,7 @@
  *                the name; spaceDelimited, pipeDelimited, deepObject)
  *   headers      input fields sent as request headers (simple style, not percent-encoded)
  *   cookies      input fields sent in one Cookie header (form style)
+ *   wire_names   {"input field": "name sent"} for a parameter whose name one in another place holds
  *   styles       {"name": {"style", "explode", "allow_reserved"}} for a parameter not in its place's default
  *                (query_join, {"name": "csv" | "space" | "pipe"}, is what imports before styles wrote)
  *   body         true: the input field "body" is sent as the request body, as body_encoding says:
@@ -89,6 +90,15 @@ static int build_path(const char *op, size_t op_len, const char *tpl, size_t tpl
     return GB_OK;
 }
 
+/* The name input field `name` is sent under: its wire_names entry, else itself. */
+static void wire_name(const char *op, size_t op_len, const char *name, size_t name_len, gb_buf *wire) {
+    const char *names, *val;
+    size_t names_len, val_len;
+    if (!(find(op, op_len, "wire_names", &names, &names_len) && find(names, names_len, name, &val, &val_len) &&
+          gb_json_string(val, val_len, wire) == 0))
+        gb_buf_append(wire, name, name_len);
+}
+
 /* The input fields `names` as query pairs (lead "?"), or as cookies (lead "", "; " between them). */
 static int build_pairs(const char *op, size_t op_len, const char *names, size_t names_len, const char *in,
                        size_t in_len, const char *lead, const char *amp, int enc, gb_buf *target, gb_buf *out) {
@@ -100,8 +110,11 @@ static int build_pairs(const char *op, size_t op_len, const char *names, size_t 
         if (gb_json_string(item, item_len, &name) != 0 || !name.data) return gb_error(out, "bad parameter name");
         if (find(in, in_len, name.data, &val, &val_len)) {
             pstyle st;
+            gb_buf wire = {0};
             style_of(op, op_len, "styles", name.data, "form", enc, &st);
-            emit_query_style(target, &first, lead, amp, &st, name.data, name.len, val, val_len);
+            wire_name(op, op_len, name.data, name.len, &wire);
+            emit_query_style(target, &first, lead, amp, &st, wire.data ? wire.data : "", wire.len, val, val_len);
+            gb_buf_free(&wire);
         }
         gb_buf_free(&name);
     }
@@ -120,7 +133,7 @@ static int build_headers(const char *op, size_t op_len, const char *names, size_
             gb_buf *pair = &store[2 * (*count)];
             pstyle st;
             style_of(op, op_len, "styles", name.data, "simple", ENC_RAW, &st);
-            gb_buf_append(&pair[0], name.data, name.len);
+            wire_name(op, op_len, name.data, name.len, &pair[0]);
             emit_path_style(&pair[1], &st, name.data, val, val_len);
             if (!pair[1].data) gb_buf_append(&pair[1], "", 0);
             (*count)++;
@@ -160,14 +173,27 @@ static int graphql_body(const char *op, size_t op_len, const char *in, size_t in
     return GB_OK;
 }
 
-/* An application/x-www-form-urlencoded body: the fields body_fields of `obj`, each in its body_styles entry's
- * style (form, exploded, by default), as a query's parameters are. */
+/* An application/x-www-form-urlencoded body: the fields body_fields of `obj` (none listed: all its members),
+ * each in its body_styles entry's style (form, exploded, by default), as a query's parameters are. */
 static int form_body(const char *op, size_t op_len, const char *fields, size_t fields_len, const char *obj,
                      size_t obj_len, gb_buf *body, gb_buf *out) {
     const char *p = fields, *end = fields + fields_len, *item, *val;
     size_t item_len, val_len;
     int first = 1;
     if (!obj_len || *obj != '{') return gb_error(out, "a form body must be an object");
+    if (fields_len <= 2) { /* no fields declared: every member, in the object's order */
+        const char *k;
+        size_t k_len;
+        p = obj, end = obj + obj_len;
+        while (obj_next(&p, end, &k, &k_len, &val, &val_len) == 0) {
+            gb_buf name = {0};
+            pstyle st = {"form", 1, ENC_PCT};
+            text_of(k, k_len, &name);
+            emit_query_style(body, &first, "", "&", &st, name.data ? name.data : "", name.len, val, val_len);
+            gb_buf_free(&name);
+        }
+        return GB_OK;
+    }
     while (gb_json_next(&p, end, &item, &item_len) == 0) {
         gb_buf name = {0};
         if (gb_json_string(item, item_len, &name) != 0 || !name.data) return gb_error(out, "bad form field name");

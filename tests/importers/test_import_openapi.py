@@ -298,7 +298,7 @@ def _broken(change: Any) -> dict[str, Any]:
 
 BAD_SPECS = [
     (lambda s: s.update(openapi="2.0"), "/openapi: 2.0; OpenAPI 3.0 and 3.1 are supported"),
-    (lambda s: s.update(swagger="2.0"), "/swagger: Swagger 2.0 is not supported"),
+    (lambda s: s.update(swagger="1.2"), "/swagger: '1.2'; Swagger 2.0 and OpenAPI 3.0/3.1 are supported"),
     (
         lambda s: s["paths"]["/pets"]["post"].update(
             requestBody={"content": {"application/json": {"schema": {"$ref": "other.yaml#/Pet"}}}}

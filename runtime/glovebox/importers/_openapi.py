@@ -1,4 +1,5 @@
-"""``glovebox import openapi``: each operation of an OpenAPI 3.0/3.1 document becomes a tool.
+"""``glovebox import openapi``: each operation of an OpenAPI 3.0/3.1 (or Swagger 2.0, converted first)
+document becomes a tool.
 
 The document (YAML or JSON, a file or a URL) is checked for references that
 leave it, then validated with ``openapi-spec-validator``; every refusal names
@@ -35,6 +36,7 @@ from ._common import (
     unique_names,
 )
 from ._oaschema import SchemaConverter, check_refs, deref, pointer
+from ._swagger import from_swagger
 
 __all__ = ["OpenapiPlan", "plan_openapi"]
 
@@ -84,8 +86,13 @@ def plan_openapi(
             cannot); the message names the place.
     """
     doc, origin = (source, "(document)") if isinstance(source, dict) else read_spec(source, max_spec_bytes)
+    converted = isinstance(doc, dict) and "swagger" in doc
+    if converted:
+        doc = from_swagger(doc, origin)
     invalid = _check_document(doc, origin, strict)
     api, notes = _api(doc, name, origin, known_apis)
+    if converted:
+        notes.append("converted from Swagger 2.0 to OpenAPI 3.0 (places name the converted document)")
     base = _server(doc, server, origin)
     converter = SchemaConverter(doc, str(doc["openapi"]).startswith("3.0."), origin)
     planned: list[Planned] = []
@@ -175,11 +182,6 @@ def _check_document(doc: Any, origin: str, strict: bool) -> dict[str, InvalidSpe
     (by place), each with its error."""
     if not isinstance(doc, dict):
         raise InvalidSpec(f"{origin}: /: expected an OpenAPI document (a mapping), got {type(doc).__name__}")
-    if "swagger" in doc:
-        raise InvalidSpec(
-            f"{origin}: /swagger: Swagger {doc['swagger']} is not supported; convert it to OpenAPI 3 first",
-            details={"place": "/swagger"},
-        )
     version = str(doc.get("openapi", ""))
     if not version.startswith(("3.0.", "3.1.")):
         raise InvalidSpec(
@@ -274,6 +276,8 @@ def _server(doc: dict[str, Any], override: str | None, origin: str, place: str =
         url = url.replace("{" + key + "}", str(variable.get("default", "")))
     if origin.startswith(("http://", "https://")):
         url = urljoin(origin, url)  # a relative server URL is relative to where the document came from
+    elif url.startswith("//"):
+        url = f"https:{url}"  # a scheme-relative URL (Kubernetes' //kubernetes.local): https, as a client would
     return Server(url, f"{origin}: {place}/0/url")
 
 
@@ -303,22 +307,24 @@ def _operation(
     required: list[str] = []
     groups: dict[str, list[str]] = {"path": [], "query": [], "header": [], "cookie": []}
     styles: dict[str, ParamStyle] = {}
+    wire_names: dict[str, str] = {}
+    taken = {param["name"] for param, _ in parameters if param["in"] == "path"} | (
+        {"body"} if "requestBody" in operation else set()
+    )
     for param, param_place in parameters:
         schema = converter.convert(param.get("schema", {}), f"{param_place}/schema")
         if param.get("description"):
             schema = {**schema, "description": param["description"]} if isinstance(schema, dict) else schema
-        if param["name"] in properties:
-            raise InvalidSpec(
-                f"{origin}: {param_place}: parameter {param['name']!r} is used twice (in different places)",
-                details={"place": param_place},
-            )
-        properties[param["name"]] = schema
-        groups[param["in"]].append(param["name"])
+        field = _field_name(param, properties, taken, param_place, origin)
+        if field != param["name"]:
+            wire_names[field] = param["name"]
+        properties[field] = schema
+        groups[param["in"]].append(field)
         style = param_style(param)
         if style is not None:
-            styles[param["name"]] = style
+            styles[field] = style
         if param.get("required") or param["in"] == "path":
-            required.append(param["name"])
+            required.append(field)
     body = _body(doc, operation, place, origin, converter, properties, required)
     input_schema: dict[str, Any] = {
         "type": "object",
@@ -352,11 +358,27 @@ def _operation(
             headers=groups["header"],
             cookies=groups["cookie"],
             styles=styles,
+            wire_names=wire_names,
             **body,
         ),
     }
     action = "allow" if upper in READ_METHODS else "require_approval"
     return Planned(manifest=_manifest(manifest, where, converter), action=action, where=place)
+
+
+def _field_name(param: dict[str, Any], properties: dict[str, Any], taken: set[str], place: str, origin: str) -> str:
+    """The input field of a parameter: its name, or ``<in>_<name>`` when a parameter in another place has the
+    name, or it is ``body`` beside a request body (a path parameter keeps its name: Kubernetes' proxy
+    ``{path}`` and its ``path`` query parameter)."""
+    name = str(param["name"])
+    if param["in"] != "path" and name in taken:
+        name = f"{param['in']}_{name}"
+    if name in properties:
+        raise InvalidSpec(
+            f"{origin}: {place}: parameter {param['name']!r} is used twice (in different places)",
+            details={"place": place},
+        )
+    return name
 
 
 def _matrix(styles: dict[str, ParamStyle], path_params: list[str]) -> bool:
@@ -478,11 +500,8 @@ def _body(
     if encoding in ("form", "multipart"):
         target, _ = deref(doc, raw_schema, schema_place)
         names = (target or {}).get("properties") if isinstance(target, dict) else None
-        if not names and encoding == "form":
-            raise InvalidSpec(
-                f"{origin}: {schema_place}: a form body needs an object schema with properties",
-                details={"place": schema_place},
-            )
+        if not names and isinstance(target, dict) and target.get("additionalProperties") is False:
+            return {}  # a form of no fields (Stripe's GET operations): nothing to send
         if encoding == "form":
             fields["body_fields"] = sorted(names or {})
             fields["body_styles"] = _field_styles(content[media].get("encoding") or {})
@@ -492,6 +511,8 @@ def _body(
     elif encoding == "text":
         raw_schema = raw_schema or {"type": "string"}
         fields["body_media"] = "" if media.split(";")[0].strip().lower() == "text/plain" else _concrete(media)
+    elif encoding == "json" and media.split(";")[0].strip().lower() != "application/json":
+        fields["body_media"] = media.strip()  # application/merge-patch+json and its kind, as the server expects
     elif encoding == "binary":
         raw_schema = {**BINARY_BODY, "contentMediaType": _concrete(media)}
         fields["body_media"] = _concrete(media)
@@ -582,6 +603,9 @@ def body_media(content: dict[str, Any]) -> tuple[str | None, str]:
     """The media type a request body is sent as, and its encoding: JSON first, then a form, multipart,
     text, and raw bytes (``binary``) for anything else."""
     bases = {str(media): media.split(";")[0].strip().lower() for media in content}
+    # among JSON types, application/json first and a JSON Patch (an array of operations, which a declared
+    # object schema never describes) last: Kubernetes' PATCH is sent as application/merge-patch+json
+    bases = dict(sorted(bases.items(), key=lambda item: (item[1] != "application/json", "json-patch" in item[1])))
     choices: tuple[tuple[str, Callable[[str], bool]], ...] = (
         ("json", lambda b: b == "application/json" or b.endswith("+json")),
         ("form", lambda b: b == "application/x-www-form-urlencoded"),

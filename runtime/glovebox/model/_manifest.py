@@ -145,6 +145,9 @@ class Operation(Frozen):
     )
     headers: list[str] = Field([], description="Input fields sent as request headers.")
     cookies: list[str] = Field([], description="Input fields sent in the Cookie header.")
+    wire_names: dict[str, str] = Field(
+        {}, description="Input fields sent under another name (a parameter whose name one in another place holds)."
+    )
     styles: dict[str, ParamStyle] = Field(
         {},
         description="Parameters not serialized as their place's default (path and header: simple; query and "
