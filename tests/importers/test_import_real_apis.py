@@ -387,3 +387,38 @@ def test_swagger_2_conversion_covers_every_collection_format(tmp_path: Path, ups
         assert seen["headers"]["X-Trace"] == "t1,t2"
         _call(rt, "legacy-add-notes", {"id": 4, "body": {"text": "x y", "labels": ["p", "q"]}})
         assert upstream.seen[-1]["body"] == b"labels=p,q&text=x%20y"
+
+
+def test_an_output_schema_past_its_size_keeps_the_definitions_nearest_the_root(tmp_path: Path) -> None:
+    """Stripe's responses reach most of its schemas (670 KB each): past 128 KiB the definitions nearest the
+    root stay and deeper references accept anything; an input schema is never cut."""
+    big = "x" * 60_000
+    schemas = {
+        "A": {"type": "object", "description": big, "properties": {"b": {"$ref": "#/components/schemas/B"}}},
+        "B": {"type": "object", "description": big, "properties": {"c": {"$ref": "#/components/schemas/C"}}},
+        "C": {"type": "object", "description": big, "properties": {"n": {"type": "integer"}}},
+    }
+    ref = {"$ref": "#/components/schemas/A"}
+    spec = {
+        "openapi": "3.0.3",
+        "info": {"title": "Big", "version": "1"},
+        "servers": [{"url": "https://big.example.com"}],
+        "components": {"schemas": schemas},
+        "paths": {
+            "/a": {
+                "post": {
+                    "operationId": "make",
+                    "requestBody": {"content": {"application/json": {"schema": ref}}},
+                    "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": ref}}}},
+                }
+            }
+        },
+    }
+    with glovebox.Runtime(home=tmp_path / "home") as rt:
+        tool = glovebox.import_openapi(rt, spec).tools[0].manifest
+    assert isinstance(tool.output_schema, dict) and sorted(tool.output_schema["$defs"]) == ["A", "B"]
+    assert tool.output_schema["$defs"]["B"]["properties"]["c"] == {
+        "description": "C (not expanded: the schema's size limit)"
+    }
+    assert isinstance(tool.input_schema, dict)
+    assert sorted(tool.input_schema["properties"]["body"] and tool.input_schema["$defs"]) == ["A", "B", "C"]

@@ -43,6 +43,9 @@ __all__ = ["OpenapiPlan", "plan_openapi"]
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch")
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})
+#: The most an output schema's ``$defs`` take (JSON): past it, the definitions nearest the root are kept and
+#: deeper references accept any value (GitHub's largest output, 76 KB, is whole; Stripe's, 670 KB each, are cut).
+MAX_OUTPUT_DEFS_BYTES = 128 * 1024
 _DEFAULT_STYLE = {"path": "simple", "query": "form", "header": "simple", "cookie": "form"}
 #: The styles OpenAPI defines for each place of a parameter.
 _STYLES = {
@@ -334,7 +337,7 @@ def _operation(
     }
     output_schema = _output(doc, operation, place, converter)
     input_schema = converter.with_defs(input_schema)
-    output_schema = converter.with_defs(output_schema)
+    output_schema = converter.with_defs(output_schema, MAX_OUTPUT_DEFS_BYTES)
     upper = method.upper()
     operation_id = operation.get("operationId") or f"{method} {path}"
     manifest = {
