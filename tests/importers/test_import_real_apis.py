@@ -422,3 +422,33 @@ def test_an_output_schema_past_its_size_keeps_the_definitions_nearest_the_root(t
     }
     assert isinstance(tool.input_schema, dict)
     assert sorted(tool.input_schema["properties"]["body"] and tool.input_schema["$defs"]) == ["A", "B", "C"]
+
+
+def test_a_rename_map_names_tools_from_the_command_line_or_a_file(tmp_path: Path) -> None:
+    """--rename OLD=NEW (an operationId, METHOD /path or the tool name) and --rename FILE: the chosen name gets
+    the API's prefix, so the fragment's grant covers it; a key that matches nothing is a note."""
+    from click.testing import CliRunner
+
+    from glovebox.cli._main import cli
+
+    renames = tmp_path / "renames.yaml"
+    renames.write_text("slack-users_info: whois\nnothing.here: x\n")
+    spec = str(DATA / "slack.trimmed.json")
+    args = ["--home", str(tmp_path / "home"), "import", "openapi", spec, "--dry-run", "--json"]
+    args += ["--rename", "chat_postMessage=post", "--rename", "GET /conversations.list=slack-channels"]
+    out = CliRunner().invoke(cli, [*args, "--rename", str(renames)])
+    assert out.exit_code == 0, out.output
+    result = json.loads(out.output)
+    assert sorted(result["added"]) == ["slack-channels", "slack-files_upload", "slack-post", "slack-whois"]
+    assert "--rename 'nothing.here' matches no imported operation" in result["notes"]
+    assert all(
+        rule["tool"] != "slack-post" or rule["action"] == "require_approval" for rule in result["policy"]["rules"]
+    )
+    with glovebox.Runtime(home=tmp_path / "api") as rt:
+        taken = pytest.raises(glovebox.InvalidSpec, match="'slack-post' would name two tools")
+        with taken:
+            glovebox.import_openapi(rt, spec, rename={"chat_postMessage": "post", "files_upload": "post"}, dry_run=True)
+        with pytest.raises(glovebox.InvalidSpec, match="is not a tool name"):
+            glovebox.import_openapi(rt, spec, rename={"chat_postMessage": "Post Message"}, dry_run=True)
+    bad = CliRunner().invoke(cli, [*args, "--rename", "no-such-file"])
+    assert bad.exit_code == 2 and "expected OLD=NEW or a file" in bad.output

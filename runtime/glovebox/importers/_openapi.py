@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urljoin
@@ -36,6 +36,7 @@ from ._common import (
     unique_names,
 )
 from ._oaschema import SchemaConverter, check_refs, deref, pointer
+from ._rename import apply_renames
 from ._swagger import from_swagger
 
 __all__ = ["OpenapiPlan", "plan_openapi"]
@@ -76,13 +77,15 @@ def plan_openapi(
     exclude: Sequence[str] = (),
     max_spec_bytes: int = MAX_SPEC_BYTES,
     known_apis: Collection[str] = (),
+    rename: Mapping[str, str] | None = None,
 ) -> OpenapiPlan:
     """Plan the tools of an OpenAPI document.
 
     An operation that cannot be made a tool is skipped (listed in ``skipped``
     with its place and reason) unless ``strict``, when it refuses the document.
     ``include``/``exclude`` select operations by tag, operationId or path
-    (shell-style globs; a pattern starting with ``/`` matches the path).
+    (shell-style globs; a pattern starting with ``/`` matches the path). ``rename`` gives some tools
+    names of their own (see :mod:`glovebox.importers._rename`).
 
     Raises:
         InvalidSpec: the document cannot be imported (or, with ``strict``, one operation
@@ -117,6 +120,9 @@ def plan_openapi(
             f"{origin}: /paths: the document has no operations to import{why}", details={"place": "/paths"}
         )
     names, name_notes = unique_names([(plan.manifest.name, plan.where) for plan in planned])
+    keys = [_rename_keys(plan, name) for plan, name in zip(planned, names, strict=True)]
+    names, rename_notes = apply_renames(api, keys, names, rename or {})
+    name_notes += rename_notes
     planned = [_renamed(plan, new) for plan, new in zip(planned, names, strict=True)]
     secrets, security_notes = _security(doc, api, base, origin)
     return OpenapiPlan(api, planned, secrets, notes + name_notes + security_notes, skipped)
@@ -172,6 +178,13 @@ def _matches(pattern: str, keys: tuple[str, list[str]]) -> bool:
     if pattern.startswith("/"):
         return fnmatch.fnmatchcase(path, pattern)
     return any(fnmatch.fnmatchcase(name, pattern) for name in names)
+
+
+def _rename_keys(plan: Planned, name: str) -> tuple[str, ...]:
+    """What a rename map's key may call an operation: its operationId, ``METHOD /path``, its tool name."""
+    operation = plan.manifest.operation
+    assert operation is not None
+    return (operation.source_id, f"{operation.method} {operation.path}", name)
 
 
 def _renamed(plan: Planned, name: str) -> Planned:
