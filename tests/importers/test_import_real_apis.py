@@ -452,3 +452,65 @@ def test_a_rename_map_names_tools_from_the_command_line_or_a_file(tmp_path: Path
             glovebox.import_openapi(rt, spec, rename={"chat_postMessage": "Post Message"}, dry_run=True)
     bad = CliRunner().invoke(cli, [*args, "--rename", "no-such-file"])
     assert bad.exit_code == 2 and "expected OLD=NEW or a file" in bad.output
+
+
+# -- GitHub's whole description (fetched with npm once into pytest's cache) ---------------------------------
+
+OCTOKIT = "@octokit/openapi@23.0.2"
+
+
+@pytest.fixture(scope="session")
+def github_full(pytestconfig: pytest.Config) -> Path:
+    """GitHub's whole REST description (13 MB) from npm ``@octokit/openapi``, packed once into the cache."""
+    import shutil
+    import subprocess
+    import tarfile
+
+    from filelock import FileLock
+
+    from ..guestcache import default_cache_root
+
+    cache = default_cache_root(pytestconfig) / "specs"
+    cache.mkdir(parents=True, exist_ok=True)
+    target = cache / "api.github.com.json"
+    with FileLock(str(cache / ".lock")):
+        if not target.is_file():
+            if shutil.which("npm") is None:
+                pytest.skip("npm is not installed: GitHub's whole description cannot be fetched")
+            packed = subprocess.run(
+                ["npm", "pack", OCTOKIT, "--silent", "--pack-destination", str(cache)],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            if packed.returncode != 0:
+                pytest.skip(f"npm pack {OCTOKIT} failed (offline?): {packed.stderr[-300:]}")
+            tarball = cache / packed.stdout.strip().splitlines()[-1]
+            with tarfile.open(tarball) as archive:
+                member = archive.extractfile("package/generated/api.github.com.json")
+                assert member is not None
+                target.with_suffix(".part").write_bytes(member.read())
+            target.with_suffix(".part").replace(target)
+            tarball.unlink()
+    return target
+
+
+@pytest.mark.slow
+def test_github_whole_description_imports_every_operation_and_calls_one(
+    github_full: Path, tmp_path: Path, upstream: RecordingServer
+) -> None:
+    """All 1,223 operations of GitHub's REST description become tools (none skipped), its API name is
+    short, and an imported call answers the description's own example from a local server."""
+    doc = json.loads(github_full.read_text())
+    example = doc["components"]["examples"]["full-repository-default-response"]["value"]
+    upstream.answers = {"GET /repos/vercel/next.js": example}
+    result, rt = _imported(tmp_path, github_full, upstream, "", ["github:read", "github:write"])
+    operations = sum(
+        1 for item in doc["paths"].values() for method in item if method in ("get", "post", "put", "patch", "delete")
+    )
+    assert result.api == "github" and result.skipped == [] and len(result.added) == operations > 1200
+    assert len(set(result.added)) == len(result.added) and all(len(name) <= 64 for name in result.added)
+    with rt:
+        answer = rt.call("github-repos-get", {"owner": "vercel", "repo": "next.js"}, principal="agent")
+        assert upstream.seen[-1]["path"] == "/repos/vercel/next.js"
+        assert answer.ok or (answer.error is not None and answer.error.code == "invalid_output")
