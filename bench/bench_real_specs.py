@@ -13,7 +13,6 @@ so its wall time and peak resident memory are its own; ``--export`` also times
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import os
 import subprocess
@@ -100,10 +99,11 @@ def measure(spec: Path, export: bool) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="glovebox-realspec-") as home:
         out = subprocess.run(
             [sys.executable, "-c", CHILD, str(spec), home, "1" if export else "0"],
-            check=True,
             capture_output=True,
             text=True,
         )
+    if out.returncode != 0:  # refused (an older tree): the error's last line is the row
+        return {"refused": (out.stderr.strip().splitlines() or ["?"])[-1][:300]}
     row: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
     return row
 
@@ -113,7 +113,7 @@ def main() -> None:
     parser.add_argument("--only", action="append", choices=sorted(SPECS), help="measure these specs only")
     parser.add_argument("--export", action="store_true", help="also time export --format openai")
     args = parser.parse_args()
-    rows = collections.OrderedDict()
+    rows: dict[str, dict[str, object]] = {}
     for name in args.only or SPECS:
         package, member = SPECS[name]
         spec = fetch(package, member)
@@ -123,6 +123,9 @@ def main() -> None:
     print("| spec | operations | tools | skipped | time (s) | CPU (s) | peak MB | largest input schema |")
     print("|---|---|---|---|---|---|---|---|")
     for name, row in rows.items():
+        if "refused" in row:
+            print(f"| {name} | refused: {row['refused']} |")
+            continue
         print(
             f"| {name} | {row['operations']} | {row['tools']} | {row['skipped']} | {row['seconds']} | "
             f"{row['cpu_seconds']} | {row['peak_mb']} | {row['largest_input_schema_bytes']:,} B |"

@@ -137,7 +137,8 @@ def import_group() -> None:
     callback=lambda ctx, param, values: _renames(values),
     help=(
         "Name a tool yourself: OLD an operationId, 'METHOD /path' or the tool name the import would make, NEW the"
-        " name (<api>- added unless it starts so); or a YAML/JSON file mapping OLD to NEW (repeatable)."
+        " name (<api>- added unless it starts so); or a YAML/JSON file mapping OLD to NEW (repeatable; default:"
+        " the generated names)."
     ),
 )
 @_max_bytes
