@@ -5,7 +5,8 @@
  * - the OpenAPI parameter styles (3.0/3.1 "Style Values" and "Style Examples"): simple, label and matrix
  *   (path), form, spaceDelimited, pipeDelimited and deepObject (query, form bodies, cookies), simple
  *   (headers, not percent-encoded), each with or without explode; deepObject nests ([k] for an object's
- *   member, [i] for an array's element, where the specification leaves nesting undefined);
+ *   member, [i] for an array's element, where the specification leaves nesting undefined); "json" (a
+ *   parameter with content application/json): its JSON text as one value;
  * - a multipart/form-data body (RFC 7578) and base64 decoding for file parts and binary bodies. */
 
 enum { ENC_PCT = 0, ENC_RESERVED = 1, ENC_RAW = 2 };
@@ -102,9 +103,14 @@ static void emit_items(gb_buf *out, const char *val, size_t len, const char *sep
     }
 }
 
-/* A path or header parameter in its style (simple, label, matrix): what replaces {name} in the path. */
+/* A path or header parameter in its style (simple, label, matrix; json: its JSON text): what replaces {name}
+ * in the path. */
 static void emit_path_style(gb_buf *out, const pstyle *st, const char *name, const char *val, size_t len) {
     int composite = len && (*val == '[' || *val == '{');
+    if (strcmp(st->style, "json") == 0) {
+        emit(out, val, len, st->enc);
+        return;
+    }
     int is_obj = len && *val == '{';
     if (strcmp(st->style, "label") == 0) {
         gb_buf_puts(out, ".");
@@ -184,6 +190,14 @@ static void emit_query_style(gb_buf *out, int *first, const char *lead, const ch
                              const char *name, size_t name_len, const char *val, size_t len) {
     if (!len || is_null(val, len)) return;
     int composite = *val == '[' || *val == '{';
+    if (strcmp(st->style, "json") == 0) { /* content: application/json: the JSON text as one value */
+        gb_buf_puts(out, *first ? lead : amp);
+        *first = 0;
+        emit(out, name, name_len, st->enc == ENC_RAW ? ENC_RAW : ENC_PCT);
+        gb_buf_puts(out, "=");
+        emit(out, val, len, st->enc);
+        return;
+    }
     if (strcmp(st->style, "deepObject") == 0 && composite) {
         gb_buf prefix = {0};
         gb_buf_append(&prefix, name, name_len);

@@ -22,7 +22,7 @@ SERVER = "https://shop.example.com/v1"
 
 
 def operation(summary: str, *, cookie: bool = False) -> dict[str, Any]:
-    refused = {"name": "session", "in": "cookie", "content": {"application/json": {"schema": {"type": "object"}}}}
+    refused = {"name": "session", "in": "cookie", "content": {"application/xml": {"schema": {"type": "object"}}}}
     parameters = [refused] if cookie else []
     return {"summary": summary, "parameters": parameters, "responses": {"200": {"description": "ok"}}}
 

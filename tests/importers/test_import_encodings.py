@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote
 
 import pytest
 import yaml
@@ -203,6 +203,11 @@ def _spec(url: str) -> dict[str, Any]:
                             "schema": {"type": "object"},
                         },
                         {"name": "next", "in": "query", "allowReserved": True, "schema": {"type": "string"}},
+                        {
+                            "name": "filter",
+                            "in": "query",
+                            "content": {"application/json": {"schema": {"type": "object"}}},
+                        },
                         {"name": "X-Ids", "in": "header", "schema": {"type": "array", "items": {"type": "integer"}}},
                         {"name": "X-Rgb", "in": "header", "explode": True, "schema": {"type": "object"}},
                         {"name": "session", "in": "cookie", "schema": {"type": "string"}},
@@ -354,7 +359,7 @@ def test_every_path_style_and_explode(slack: glovebox.Runtime, echo: EchoServer)
 
 def test_every_query_header_and_cookie_style(slack: glovebox.Runtime, echo: EchoServer) -> None:
     """form (an object exploded into its members, or one comma list), deepObject (Stripe's card[number],
-    expand[0]), spaceDelimited objects, allowReserved; header arrays and objects (simple, not
+    expand[0]), spaceDelimited objects, allowReserved, JSON content; header arrays and objects (simple, not
     percent-encoded); cookies in one Cookie header."""
     path = {prefix + x: ["a"] for prefix in "slm" for x in ("", "x")} | {
         prefix + x: {"k": "v"} for prefix in "slm" for x in ("o", "ox")
@@ -368,6 +373,7 @@ def test_every_query_header_and_cookie_style(slack: glovebox.Runtime, echo: Echo
         "expand": ["customer", "invoice.subscription"],
         "spaced": {"a": 1, "b": 2},
         "next": "/a/b?c=d&e#f",
+        "filter": {"a": [1, "x y"]},
         "X-Ids": [1, 2, 3],
         "X-Rgb": {"R": 1, "G": "a b"},
         "session": "abc 1",
@@ -389,7 +395,9 @@ def test_every_query_header_and_cookie_style(slack: glovebox.Runtime, echo: Echo
         "expand%5B1%5D=invoice.subscription",
         "spaced=a%201%20b%202",
         "next=/a/b?c%3Dd%26e%23f",
+        "filter=" + quote(json.dumps(value["filter"]), safe=""),  # content: application/json, one value
     ]
+    assert json.loads(parse_qs(query)["filter"][0]) == value["filter"]
     assert parse_qs(query)["card[address][line1]"] == ["1 Main St"]
     assert seen["headers"]["X-Ids"] == "1,2,3"
     assert seen["headers"]["X-Rgb"] == "R=1,G=a b"

@@ -319,9 +319,9 @@ BAD_SPECS = [
 BAD_OPERATIONS = [
     (
         lambda s: s["paths"]["/pets"]["get"]["parameters"].append(
-            {"name": "c", "in": "query", "content": {"application/json": {"schema": {"type": "object"}}}}
+            {"name": "c", "in": "query", "content": {"text/csv": {"schema": {"type": "string"}}}}
         ),
-        "/paths/~1pets/get/parameters/3/content: parameter 'c': a parameter serialized by a media type",
+        "/paths/~1pets/get/parameters/3/content: parameter 'c': a parameter serialized by a media type (text/csv)",
     ),
     (
         lambda s: s["paths"]["/pets"]["get"]["parameters"][1].update(**{"in": "nowhere"}),

@@ -16,7 +16,16 @@ from ..core._errors import InvalidSpec
 from ..model._manifest import ParamStyle
 from ._oaschema import SchemaConverter, deref, pointer
 
-__all__ = ["BINARY_BODY", "FILE_PART", "body_media", "check_parameter", "param_style", "request_body", "sends_matrix"]
+__all__ = [
+    "BINARY_BODY",
+    "FILE_PART",
+    "body_media",
+    "check_parameter",
+    "param_schema",
+    "param_style",
+    "request_body",
+    "sends_matrix",
+]
 
 _DEFAULT_STYLE = {"path": "simple", "query": "form", "header": "simple", "cookie": "form"}
 #: The styles OpenAPI defines for each place of a parameter.
@@ -32,6 +41,8 @@ def param_style(param: dict[str, Any]) -> ParamStyle | None:
     """How a parameter is serialized when not as its place's default (simple; query and cookie: form,
     exploded), else None."""
     where = str(param.get("in"))
+    if "content" in param:  # application/json (checked): the value's JSON text, one value
+        return ParamStyle(style="json", explode=False)
     style = str(param.get("style") or _DEFAULT_STYLE[where])
     explode = param.get("explode", style == "form")
     reserved = bool(param.get("allowReserved")) and where == "query"
@@ -49,10 +60,11 @@ def check_parameter(param: dict[str, Any], place: str, origin: str) -> None:
             details={"place": f"{place}/in"},
         )
     style = param.get("style", _DEFAULT_STYLE[where])
-    if "content" in param:
+    if "content" in param and param_schema(param) is None:
         raise InvalidSpec(
             f"{origin}: {place}/content: parameter {param.get('name')!r}: a parameter serialized by a media type "
-            "('content') is not supported (one with a schema and a style is)",
+            f"({', '.join(param['content'] or {}) or 'none'}) is not supported (application/json and the schema "
+            "styles are)",
             details={"place": f"{place}/content"},
         )
     if style not in _STYLES[where]:
@@ -61,6 +73,20 @@ def check_parameter(param: dict[str, Any], place: str, origin: str) -> None:
             f"{where} parameters ({', '.join(_STYLES[where])} are)",
             details={"place": f"{place}/style"},
         )
+
+
+def param_schema(param: dict[str, Any]) -> tuple[Any, str] | None:
+    """A parameter's schema and its place under the parameter: its ``schema``, or that of its one JSON
+    ``content`` media type; None when its content is another media type."""
+    content = param.get("content")
+    if content is None:
+        return param.get("schema", {}), "/schema"
+    if isinstance(content, dict) and len(content) == 1:
+        media, value = next(iter(content.items()))
+        base = str(media).split(";")[0].strip().lower()
+        if (base == "application/json" or base.endswith("+json")) and isinstance(value, dict):
+            return value.get("schema", {}), pointer("content", media, "schema")
+    return None
 
 
 def sends_matrix(styles: dict[str, ParamStyle], path_params: list[str]) -> bool:

@@ -35,7 +35,7 @@ from ._common import (
     tool_name,
     unique_names,
 )
-from ._oaencoding import check_parameter, param_style, request_body, sends_matrix
+from ._oaencoding import check_parameter, param_schema, param_style, request_body, sends_matrix
 from ._oaschema import SchemaConverter, check_refs, deref, pointer
 from ._rename import apply_renames
 from ._swagger import from_swagger
@@ -321,7 +321,8 @@ def _operation(
         {"body"} if "requestBody" in operation else set()
     )
     for param, param_place in parameters:
-        schema = converter.convert(param.get("schema", {}), f"{param_place}/schema")
+        raw, under = param_schema(param) or ({}, "/schema")
+        schema = converter.convert(raw, f"{param_place}{under}")
         if param.get("description"):
             schema = {**schema, "description": param["description"]} if isinstance(schema, dict) else schema
         field = _field_name(param, properties, taken, param_place, origin)

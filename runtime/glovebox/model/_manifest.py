@@ -119,7 +119,11 @@ class GraphqlField(Frozen):
 class ParamStyle(Frozen):
     """How one parameter (or form-body field) is serialized: an OpenAPI ``style`` with its ``explode``."""
 
-    style: Literal["simple", "label", "matrix", "form", "spaceDelimited", "pipeDelimited", "deepObject"]
+    style: Literal["simple", "label", "matrix", "form", "spaceDelimited", "pipeDelimited", "deepObject", "json"] = (
+        Field(
+            description="An OpenAPI style, or json: a parameter with content application/json, its JSON text one value."
+        )
+    )
     explode: bool
     allow_reserved: bool = Field(False, description="Reserved characters but # & = + sent as they are (query).")
 
