@@ -400,3 +400,68 @@ static int multipart_body(const char *files, size_t files_len, const char *obj, 
     }
     return gb_error(out, "cannot find a multipart boundary the parts do not contain");
 }
+
+/* ------------------------------------------------------------------------ */
+/* A response that is not JSON                                               */
+/* ------------------------------------------------------------------------ */
+
+static void b64_encode(gb_buf *out, const unsigned char *s, size_t n) {
+    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)s[i] << 16 | (i + 1 < n ? (unsigned)s[i + 1] << 8 : 0) | (i + 2 < n ? s[i + 2] : 0);
+        char quad[4] = {alphabet[v >> 18 & 63], alphabet[v >> 12 & 63], i + 1 < n ? alphabet[v >> 6 & 63] : '=',
+                        i + 2 < n ? alphabet[v & 63] : '='};
+        gb_buf_append(out, quad, 4);
+    }
+}
+
+static int valid_utf8(const unsigned char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        size_t extra = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : 9;
+        if (extra == 9 || (extra == 1 && c < 0xC2) || i + extra >= n + (extra ? 0 : 1)) return 0;
+        for (size_t k = 1; k <= extra; k++)
+            if ((s[i + k] & 0xC0) != 0x80) return 0;
+        i += extra + 1;
+    }
+    return 1;
+}
+
+static int header_is(const gb_str *name, const char *wanted) {
+    size_t n = strlen(wanted);
+    if (name->len != n) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = name->ptr[i];
+        if ((c >= 'A' && c <= 'Z' ? c + 32 : c) != wanted[i]) return 0;
+    }
+    return 1;
+}
+
+/* A 2xx answer whose Content-Type says it is not JSON, as JSON: text (text/..., XML, YAML, JavaScript) in
+ * valid UTF-8 as a string; anything else as {"content_type", "base64"}. Returns 1 when it wrote the output,
+ * 0 for a JSON answer (or one without a Content-Type), which the caller passes on as it is. */
+static int plain_answer(const gb_http_response *resp, gb_buf *out) {
+    gb_buf type = {0};
+    for (size_t i = 0; i < resp->header_count; i++)
+        if (header_is(&resp->headers[i].name, "content-type"))
+            gb_buf_append(&type, resp->headers[i].value.ptr, resp->headers[i].value.len);
+    const char *t = type.data ? type.data : "";
+    int json = !type.len || strstr(t, "json") != NULL;
+    int text = !strncmp(t, "text/", 5) || strstr(t, "xml") || strstr(t, "yaml") || strstr(t, "javascript");
+    const unsigned char *body = (const unsigned char *)resp->body;
+    if (json) {
+        gb_buf_free(&type);
+        return 0;
+    }
+    if (text && valid_utf8(body, resp->body_len)) {
+        gb_buf_json_string(out, resp->body, resp->body_len);
+    } else {
+        gb_buf_puts(out, "{\"content_type\":");
+        gb_buf_json_string(out, t, strcspn(t, "\r\n"));
+        gb_buf_puts(out, ",\"base64\":\"");
+        b64_encode(out, body, resp->body_len);
+        gb_buf_puts(out, "\"}");
+    }
+    gb_buf_free(&type);
+    return 1;
+}

@@ -27,7 +27,8 @@
  *
  * The request goes through the host's http-fetch, so the call's grant, address
  * checks, limits, secrets and audit apply to it. A 2xx answer's JSON body is
- * the output (an empty body is null); any other status is a guest error naming it. */
+ * the output (an empty body is null; a text body a string, other bytes {"content_type", "base64"});
+ * any other status is a guest error naming it. */
 #include "glovebox.h"
 
 #define MAX_HEADERS 32
@@ -311,6 +312,7 @@ static int answer(const request *r, const gb_http_response *resp, const char *op
     if (!resp->body || p == resp->body + resp->body_len) return gb_buf_puts(out, "null"), GB_OK;
     if (find(op, op_len, "graphql", &gql, &gql_len) && *gql == '{')
         return graphql_answer(resp->body, resp->body_len, gql, gql_len, out);
+    if (plain_answer(resp, out)) return GB_OK; /* text as a string, other bytes as base64 */
     gb_buf_append(out, resp->body, resp->body_len);
     return GB_OK;
 }

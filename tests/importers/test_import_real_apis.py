@@ -3,7 +3,7 @@ from the copies under tests/data/realapis/ (trimmed with its trim.py; licences i
 operations called against a local server on 127.0.0.1 that answers each description's own examples (or,
 where it has none, an instance of the response schema built from its required properties). Each call's
 request is asserted byte for byte: deepObject queries and form fields (Stripe), form bodies and header
-tokens (Slack), a parameter name used in two places and a merge-patch body
+tokens (Slack), a parameter name used in two places, text and binary answers and a merge-patch body
 (Kubernetes), collectionFormat,
 formData and a file upload (Swagger 2.0)."""
 
@@ -25,6 +25,8 @@ import glovebox
 from ..capabilities.test_http import QuietHandler, in_thread
 
 DATA = Path(__file__).parents[1] / "data" / "realapis"
+#: An answer that is neither JSON nor text (every byte value, so no encoding could pass for UTF-8).
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -80,7 +82,11 @@ class Recorder(QuietHandler):
         if key not in self.server.answers:
             self._reply(404, b'{"message": "not found"}', {"Content-Type": "application/json"})
             return
-        self._reply(200, json.dumps(self.server.answers[key]).encode(), {"Content-Type": "application/json"})
+        answer = self.server.answers[key]
+        if isinstance(answer, tuple):  # (content type, bytes): an answer that is not JSON
+            self._reply(200, answer[1], {"Content-Type": answer[0]})
+            return
+        self._reply(200, json.dumps(answer).encode(), {"Content-Type": "application/json"})
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _any
 
@@ -206,7 +212,8 @@ def test_kubernetes_names_in_two_places_and_patch_media_types(tmp_path: Path, up
     pod = instance(doc, {"$ref": "#/components/schemas/io.k8s.api.core.v1.Pod"})
     upstream.answers = {
         "GET /api/v1/namespaces/default/pods": pods,
-        "GET /api/v1/namespaces/default/pods/web-1/proxy/healthz": "ok",
+        "GET /api/v1/namespaces/default/pods/web-1/proxy/healthz": ("text/plain; charset=utf-8", "ok ✓\n".encode()),
+        "GET /api/v1/namespaces/default/pods/web-1/proxy/logo": ("image/png", PNG),
         "PATCH /api/v1/namespaces/default/pods/web-1": pod,
     }
     result, rt = _imported(
@@ -224,8 +231,10 @@ def test_kubernetes_names_in_two_places_and_patch_media_types(tmp_path: Path, up
         assert listed == pods
         assert upstream.seen[-1]["path"] == "/api/v1/namespaces/default/pods?labelSelector=app%3Dweb"
         answer = _call(rt, proxy, {"namespace": "default", "name": "web-1", "path": "healthz", "query_path": "/x"})
-        assert answer == "ok"
+        assert answer == "ok ✓\n"  # a text answer is a string
         assert upstream.seen[-1]["path"] == "/api/v1/namespaces/default/pods/web-1/proxy/healthz?path=%2Fx"
+        logo = _call(rt, proxy, {"namespace": "default", "name": "web-1", "path": "logo"})
+        assert logo == {"content_type": "image/png", "base64": base64.b64encode(PNG).decode()}  # bytes: base64
         patch = {"metadata": {"labels": {"app": "api"}}}
         patched = _call(
             rt, "kubernetes-patch-core-v1-namespaced-pod", {"namespace": "default", "name": "web-1", "body": patch}
