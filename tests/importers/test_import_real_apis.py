@@ -214,6 +214,7 @@ def test_kubernetes_names_in_two_places_and_patch_media_types(tmp_path: Path, up
         "GET /api/v1/namespaces/default/pods": pods,
         "GET /api/v1/namespaces/default/pods/web-1/proxy/healthz": ("text/plain; charset=utf-8", "ok ✓\n".encode()),
         "GET /api/v1/namespaces/default/pods/web-1/proxy/logo": ("image/png", PNG),
+        "GET /api/v1/namespaces/default/pods/web-1/proxy/latin1": ("text/plain; charset=latin-1", b"caf\xe9"),
         "PATCH /api/v1/namespaces/default/pods/web-1": pod,
     }
     result, rt = _imported(
@@ -235,6 +236,8 @@ def test_kubernetes_names_in_two_places_and_patch_media_types(tmp_path: Path, up
         assert upstream.seen[-1]["path"] == "/api/v1/namespaces/default/pods/web-1/proxy/healthz?path=%2Fx"
         logo = _call(rt, proxy, {"namespace": "default", "name": "web-1", "path": "logo"})
         assert logo == {"content_type": "image/png", "base64": base64.b64encode(PNG).decode()}  # bytes: base64
+        latin1 = _call(rt, proxy, {"namespace": "default", "name": "web-1", "path": "latin1"})
+        assert latin1 == {"content_type": "text/plain; charset=latin-1", "base64": "Y2Fm6Q=="}  # not UTF-8: bytes
         patch = {"metadata": {"labels": {"app": "api"}}}
         patched = _call(
             rt, "kubernetes-patch-core-v1-namespaced-pod", {"namespace": "default", "name": "web-1", "body": patch}
