@@ -312,29 +312,8 @@ def _operation(
     operation = item[method]
     where = f"{origin}: {place}"
     parameters = _parameters(doc, item, operation, place, origin)
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    groups: dict[str, list[str]] = {"path": [], "query": [], "header": [], "cookie": []}
-    styles: dict[str, ParamStyle] = {}
-    wire_names: dict[str, str] = {}
-    taken = {param["name"] for param, _ in parameters if param["in"] == "path"} | (
-        {"body"} if "requestBody" in operation else set()
-    )
-    for param, param_place in parameters:
-        raw, under = param_schema(param) or ({}, "/schema")
-        schema = converter.convert(raw, f"{param_place}{under}")
-        if param.get("description"):
-            schema = {**schema, "description": param["description"]} if isinstance(schema, dict) else schema
-        field = _field_name(param, properties, taken, param_place, origin)
-        if field != param["name"]:
-            wire_names[field] = param["name"]
-        properties[field] = schema
-        groups[param["in"]].append(field)
-        style = param_style(param)
-        if style is not None:
-            styles[field] = style
-        if param.get("required") or param["in"] == "path":
-            required.append(field)
+    fields = _parameter_fields(parameters, "requestBody" in operation, converter, origin)
+    properties, required, groups, styles = fields.properties, fields.required, fields.groups, fields.styles
     body = request_body(doc, operation, place, origin, converter, properties, required)
     input_schema: dict[str, Any] = {
         "type": "object",
@@ -370,12 +349,46 @@ def _operation(
             headers=groups["header"],
             cookies=groups["cookie"],
             styles=styles,
-            wire_names=wire_names,
+            wire_names=fields.wire_names,
             **body,
         ),
     }
     action = "allow" if upper in READ_METHODS else "require_approval"
     return Planned(manifest=_manifest(manifest, where, converter), action=action, where=place)
+
+
+class _Fields(NamedTuple):
+    """What an operation's parameters make of its input schema and request."""
+
+    properties: dict[str, Any]
+    required: list[str]
+    groups: dict[str, list[str]]  # the input fields sent in the path, the query, headers and cookies
+    styles: dict[str, ParamStyle]
+    wire_names: dict[str, str]
+
+
+def _parameter_fields(
+    parameters: list[tuple[dict[str, Any], str]], has_body: bool, converter: SchemaConverter, origin: str
+) -> _Fields:
+    """Each parameter's input field (its schema), where it is sent, in which style and under which name."""
+    fields = _Fields({}, [], {"path": [], "query": [], "header": [], "cookie": []}, {}, {})
+    taken = {param["name"] for param, _ in parameters if param["in"] == "path"} | ({"body"} if has_body else set())
+    for param, param_place in parameters:
+        raw, under = param_schema(param) or ({}, "/schema")
+        schema = converter.convert(raw, f"{param_place}{under}")
+        if param.get("description") and isinstance(schema, dict):
+            schema = {**schema, "description": param["description"]}
+        field = _field_name(param, fields.properties, taken, param_place, origin)
+        if field != param["name"]:
+            fields.wire_names[field] = param["name"]
+        fields.properties[field] = schema
+        fields.groups[param["in"]].append(field)
+        style = param_style(param)
+        if style is not None:
+            fields.styles[field] = style
+        if param.get("required") or param["in"] == "path":
+            fields.required.append(field)
+    return fields
 
 
 def _field_name(param: dict[str, Any], properties: dict[str, Any], taken: set[str], place: str, origin: str) -> str:
