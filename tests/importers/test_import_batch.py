@@ -22,12 +22,14 @@ SERVER = "https://shop.example.com/v1"
 
 
 def operation(summary: str, *, cookie: bool = False) -> dict[str, Any]:
-    parameters = [{"name": "session", "in": "cookie", "schema": {"type": "string"}}] if cookie else []
+    refused = {"name": "session", "in": "cookie", "content": {"application/xml": {"schema": {"type": "object"}}}}
+    parameters = [refused] if cookie else []
     return {"summary": summary, "parameters": parameters, "responses": {"200": {"description": "ok"}}}
 
 
 def openapi(first: str, second_refused: bool, third: bool) -> dict[str, Any]:
-    """A document of two or three operations; the second can carry a cookie parameter (refused)."""
+    """A document of two or three operations; the second can carry a cookie parameter serialized
+    by a media type (refused)."""
     paths = {
         "/a": {"get": {"operationId": "a", **operation(first)}},
         "/b": {"get": {"operationId": "b", **operation("B", cookie=second_refused)}},

@@ -298,7 +298,7 @@ def _broken(change: Any) -> dict[str, Any]:
 
 BAD_SPECS = [
     (lambda s: s.update(openapi="2.0"), "/openapi: 2.0; OpenAPI 3.0 and 3.1 are supported"),
-    (lambda s: s.update(swagger="2.0"), "/swagger: Swagger 2.0 is not supported"),
+    (lambda s: s.update(swagger="1.2"), "/swagger: '1.2'; Swagger 2.0 and OpenAPI 3.0/3.1 are supported"),
     (
         lambda s: s["paths"]["/pets"]["post"].update(
             requestBody={"content": {"application/json": {"schema": {"$ref": "other.yaml#/Pet"}}}}
@@ -319,9 +319,9 @@ BAD_SPECS = [
 BAD_OPERATIONS = [
     (
         lambda s: s["paths"]["/pets"]["get"]["parameters"].append(
-            {"name": "c", "in": "cookie", "schema": {"type": "string"}}
+            {"name": "c", "in": "query", "content": {"text/csv": {"schema": {"type": "string"}}}}
         ),
-        "/paths/~1pets/get/parameters/3/in: parameters in 'cookie' are not supported",
+        "/paths/~1pets/get/parameters/3/content: parameter 'c': a parameter serialized by a media type (text/csv)",
     ),
     (
         lambda s: s["paths"]["/pets"]["get"]["parameters"][1].update(**{"in": "nowhere"}),

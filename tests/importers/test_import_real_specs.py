@@ -3,6 +3,7 @@ operations called against a local server on 127.0.0.1 that answers the descripti
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
@@ -43,17 +44,29 @@ class ExampleHandler(QuietHandler):
             return
         self._reply(200, json.dumps(_example(name)).encode(), {"Content-Type": "application/json"})
 
+    def do_POST(self) -> None:
+        self.server.seen.append(self.path)
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.server.uploads.append((self.headers.get("Content-Type"), body))
+        answer = json.dumps(_example("release-asset-response-for-successful-upload")).encode()
+        self._reply(201, answer, {"Content-Type": "application/json"})
+
+
+#: A release asset's bytes (a zip file's first bytes, then every byte value).
+ZIP = b"PK\x03\x04" + bytes(range(256))
+
 
 class ExampleServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     seen: list[str]
+    uploads: list[tuple[str | None, bytes]]
 
 
 @pytest.fixture
 def examples() -> Iterator[ExampleServer]:
     httpd = ExampleServer(("127.0.0.1", 0), ExampleHandler)
-    httpd.seen = []
+    httpd.seen, httpd.uploads = [], []
     with in_thread(httpd):
         yield httpd
 
@@ -61,10 +74,10 @@ def examples() -> Iterator[ExampleServer]:
 def test_github_imports_what_it_can_and_reports_the_rest(runtime: glovebox.Runtime) -> None:
     result = glovebox.import_openapi(runtime, GITHUB, dry_run=True)
     assert result.api == "github"
-    assert [skip["operation"] for skip in result.skipped] == ["repos/upload-release-asset"]
-    assert "request bodies of application/octet-stream are not supported" in result.skipped[0]["reason"]
+    assert result.skipped == []
     assert "github-markdown-render-raw" in result.added  # a text/plain body
-    assert len(result.added) == 10 and all(len(name) <= 64 for name in result.added)
+    assert "github-repos-upload-release-asset" in result.added  # an application/octet-stream body
+    assert len(result.added) == 11 and all(len(name) <= 64 for name in result.added)
     # too long: words already said and filler words left out, never cut mid-word
     assert "github-actions-get-cache-retention-limit-organization" in result.added
     assert "github-actions-get-actions-cache-retention-limit-for-repository" in result.added  # fits as it is
@@ -88,8 +101,9 @@ def test_github_include_and_exclude_select_operations(runtime: glovebox.Runtime)
         "github-actions-get-fork-pr-contributor-approval-permissions",  # alone: no collision, no suffix
         "github-repos-get",
         "github-repos-get-content",
+        "github-repos-upload-release-asset",
     ]
-    assert [skip["operation"] for skip in by_path.skipped] == ["repos/upload-release-asset"]
+    assert by_path.skipped == []
 
 
 def test_github_input_schemas_hold_only_the_defs_they_reach(runtime: glovebox.Runtime) -> None:
@@ -128,10 +142,10 @@ def test_github_calls_reach_the_server_with_unreserved_characters_as_they_are(
         ],
     )
     assert out.exit_code == 0, out.output
-    assert "skipped 1 operation(s) that cannot be tools:" in out.output
-    assert "  ! repos/upload-release-asset: " in out.output
+    assert "skipped" not in out.output
     policy = tmp_path / "policy.yaml"
-    policy.write_text(yaml.safe_dump({**yaml.safe_load(fragment.read_text()), "principals": PRINCIPALS}))
+    document = yaml.safe_dump({**yaml.safe_load(fragment.read_text()), "principals": PRINCIPALS})
+    policy.write_text(document.replace("require_approval", "allow"))
     with glovebox.Runtime(home=runtime.home, policy=policy) as rt:
         content = rt.call(
             "github-repos-get-content", {"owner": "vercel", "repo": "next.js", "path": "README.md"}, principal="agent"
@@ -145,3 +159,21 @@ def test_github_calls_reach_the_server_with_unreserved_characters_as_they_are(
             refused = rt.call("github-repos-get", {"owner": "vercel", "repo": attack}, principal="agent")
             assert refused.error is not None and refused.error.code == "capability_denied", attack
         assert len(examples.seen) == 2
+        asset = rt.call(
+            "github-repos-upload-release-asset",
+            {"owner": "o", "repo": "r", "release_id": 1, "name": "a b.zip", "body": base64.b64encode(ZIP).decode()},
+            principal="agent",
+        )
+        assert asset.ok, asset.error
+        assert asset.output == _example("release-asset-response-for-successful-upload")
+        assert examples.seen[-1] == "/repos/o/r/releases/1/assets?name=a%20b.zip"
+        assert examples.uploads == [("application/octet-stream", ZIP)]
+
+
+def test_github_operation_servers_are_their_own(runtime: glovebox.Runtime) -> None:
+    """An operation's own servers win over the document's: release assets go to uploads.github.com."""
+    tools = {info.name: info.manifest for info in glovebox.import_openapi(runtime, GITHUB).tools}
+    upload = tools["github-repos-upload-release-asset"]
+    assert upload.operation is not None and upload.operation.url == "https://uploads.github.com"
+    assert [rule.host for rule in upload.capabilities.http] == ["uploads.github.com"]
+    assert tools["github-repos-get"].capabilities.http[0].host == "api.github.com"

@@ -131,15 +131,35 @@ def import_group() -> None:
     metavar="PATTERN",
     help="Leave out operations matching PATTERN (as --include; default: none).",
 )
+@click.option(
+    "--rename",
+    multiple=True,
+    metavar="OLD=NEW|FILE",
+    callback=lambda ctx, param, values: _renames(values),
+    help=(
+        "Name a tool yourself: OLD an operationId, 'METHOD /path' or the tool name the import would make, NEW the"
+        " name (<api>- added unless it starts so); or a YAML/JSON file mapping OLD to NEW (repeatable; default:"
+        " the generated names)."
+    ),
+)
 @_max_bytes
 @_diff_options
 @click.pass_context
 def openapi(ctx: click.Context, /, spec: str, **options: Any) -> None:
-    """Register each operation of the OpenAPI 3.x document SPEC (a file or a URL) as a tool.
+    """Register each operation of the OpenAPI 3.x or Swagger 2.0 document SPEC (a file or a URL) as a tool.
 
     An operation that cannot be a tool is skipped, with its reason in the report, unless --strict.
     """
     _import(ctx, import_openapi, spec, **options)
+
+
+def _renames(values: tuple[str, ...]) -> dict[str, str]:
+    from ..importers._rename import parse_renames
+
+    try:
+        return parse_renames(values)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--rename") from exc
 
 
 @click.command("graphql")

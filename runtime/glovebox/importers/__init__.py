@@ -61,8 +61,10 @@ def import_openapi(
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
     max_spec_bytes: int = MAX_SPEC_BYTES,
+    rename: Mapping[str, str] | None = None,
 ) -> ImportResult:
-    """Register every operation of an OpenAPI 3.0/3.1 document that can be a tool (all of them or none).
+    """Register every operation of an OpenAPI 3.0/3.1 (or Swagger 2.0) document that can be a tool (all of
+    them or none).
 
     An operation that cannot be made a tool (a request encoding or parameter
     style the generic guest does not speak, an invalid schema) is skipped and
@@ -83,13 +85,15 @@ def import_openapi(
             path when it starts with ``/``; shell-style globs); empty: all.
         exclude: leave out the operations one of these matches (as ``include``).
         max_spec_bytes: the largest document read from a file or a URL.
+        rename: tool names of your choosing: operationId, ``METHOD /path`` or the tool name the
+            import would make → the new name (``<api>-`` added in front unless it starts so).
 
     Returns:
         What was added, changed, removed (deprecated), skipped, and the policy fragment.
 
     Raises:
         InvalidSpec: the document cannot be imported (with ``strict``: one of its operations
-            cannot); the message names the place.
+            cannot), or a rename makes a bad or taken name; the message names the place.
         WideningRefused: a re-import widens an operation and ``accept_widening`` is not set.
         BuildError: the generic guest must be built and the ``build`` extra is missing.
     """
@@ -108,6 +112,7 @@ def import_openapi(
         include=include,
         exclude=exclude,
         max_spec_bytes=max_spec_bytes,
+        rename=rename,
         known_apis={info.manifest.operation.api for info in runtime.tools() if info.manifest.operation is not None},
     )
     skipped = f" ({len(plan.skipped)} skipped)" if plan.skipped else ""

@@ -182,8 +182,9 @@ def parse_server(url: str, where: str) -> Server:
     return Server(url, where)
 
 
-def http_rule(server: Server, method: str, path_template: str, where: str) -> HttpRule:
-    """The one HTTP rule of an operation: its host, scheme, port, method and path.
+def http_rule(server: Server, method: str, path_template: str, where: str, *, path_params: bool = False) -> HttpRule:
+    """The one HTTP rule of an operation: its host, scheme, port, method and path (``path_params``: it sends
+    matrix-style ``;`` parameters; dot segments, ``..;`` included, stay refused).
 
     Each ``{x}`` matches within one segment: adjacent parameters (``{a}{b}``)
     become one ``*``, never ``**``, which would match any number of segments.
@@ -203,6 +204,7 @@ def http_rule(server: Server, method: str, path_template: str, where: str) -> Ht
             methods=[method],
             paths=[pattern],
             allow_private=server.private,
+            allow_path_params=path_params,
         )
     except ValueError as exc:
         raise InvalidSpec(

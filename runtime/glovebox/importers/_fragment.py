@@ -73,17 +73,20 @@ def _reason(manifest: Manifest, action: str) -> str:
 
 
 def _http(manifests: list[Manifest]) -> list[dict[str, Any]]:
-    """The union of the manifests' HTTP rules, merged per (host, schemes, ports, allow_private)."""
+    """The union of the manifests' HTTP rules, merged per (host, schemes, ports, allow_private,
+    allow_path_params)."""
     merged: dict[tuple[Any, ...], dict[str, Any]] = {}
     for manifest in manifests:
         for rule in manifest.capabilities.http:
-            key = (rule.host, tuple(rule.schemes), tuple(rule.ports or ()), rule.allow_private)
+            key = (rule.host, tuple(rule.schemes), tuple(rule.ports or ()), rule.allow_private, rule.allow_path_params)
             entry = merged.setdefault(
                 key,
                 {"host": rule.host, "schemes": list(rule.schemes), "ports": rule.ports, "methods": [], "paths": []},
             )
             if rule.allow_private:
                 entry["allow_private"] = True
+            if rule.allow_path_params:
+                entry["allow_path_params"] = True  # matrix-style parameters: only the tools that send them
             entry["methods"] += [m for m in rule.methods if m not in entry["methods"]]
             entry["paths"] += [p for p in rule.paths if p not in entry["paths"]]
     for entry in merged.values():

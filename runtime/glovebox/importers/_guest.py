@@ -30,7 +30,8 @@ def _sources(name: str = "operation") -> list[Path]:
     source = sdk / _GUESTS[name]
     if not source.is_file():
         raise BuildError(f"the generic {name} guest source is missing from this installation ({source})")
-    return [source, sdk / "c" / "glovebox.h", *sorted((sdk / "wit").glob("*.wit"))]
+    headers = sorted(source.parent.glob("*.h"))  # what the guest includes beside it (the operation's encode.h)
+    return [source, *headers, sdk / "c" / "glovebox.h", *sorted((sdk / "wit").glob("*.wit"))]
 
 
 def cached_operation_guest(home: Path | None = None) -> Path | None:

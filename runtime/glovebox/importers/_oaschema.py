@@ -138,6 +138,7 @@ class SchemaConverter:
         self._failed: dict[str, InvalidSpec] = {}
         self._refs_of: dict[str, frozenset[str]] = {}
         self._checked: dict[str, ValueError | None] = {}
+        self._sizes: dict[str, int] = {}
         self._depth = 0
 
     def check(self, schema: Any) -> None:
@@ -164,24 +165,72 @@ class SchemaConverter:
                 raise problem
         check_schema(root)
 
-    def with_defs(self, schema: Any) -> Any:
-        """``schema`` with a ``$defs`` of the definitions it reaches (itself unchanged when none)."""
+    def with_defs(self, schema: Any, max_bytes: int | None = None) -> Any:
+        """``schema`` with a ``$defs`` of the definitions it reaches (itself unchanged when none).
+
+        With ``max_bytes``, definitions whose JSON would take more than that keep the ones nearest the
+        root (breadth first) within it; a reference to one left out becomes ``{}`` (any value), described
+        as not expanded (Stripe's responses reach most of its 1,300 schemas: 670 KB each, unbounded).
+        """
         if not isinstance(schema, dict):
             return schema
-        reached: set[str] = set()
-        todo = list(_def_refs(schema))
+        reached: list[str] = []  # breadth first: nearest the root first
+        seen: set[str] = set()
+        todo = sorted(set(_def_refs(schema)))
         while todo:
-            name = todo.pop()
-            if name in reached or name not in self.defs:
-                continue
-            reached.add(name)
-            refs = self._refs_of.get(name)
-            if refs is None:
-                refs = self._refs_of[name] = frozenset(_def_refs(self.defs[name]))
-            todo.extend(refs)
+            level: list[str] = []
+            for name in todo:
+                if name in seen or name not in self.defs:
+                    continue
+                seen.add(name)
+                reached.append(name)
+                refs = self._refs_of.get(name)
+                if refs is None:
+                    refs = self._refs_of[name] = frozenset(_def_refs(self.defs[name]))
+                level.extend(sorted(refs))
+            todo = level
         if not reached:
             return schema
+        if max_bytes is not None:
+            kept = self._within(reached, max_bytes)
+            if len(kept) < len(reached):
+                return self._pruned(schema, kept)
         return {**schema, "$defs": {name: self.defs[name] for name in sorted(reached)}}
+
+    def _within(self, reached: list[str], max_bytes: int) -> list[str]:
+        """The first of ``reached`` whose JSON fits ``max_bytes`` together."""
+        import json
+
+        kept, total = [], 0
+        for name in reached:
+            size = self._sizes.get(name)
+            if size is None:
+                size = self._sizes[name] = len(json.dumps(self.defs[name]))
+            if total + size > max_bytes:
+                break
+            kept.append(name)
+            total += size
+        return kept
+
+    def _pruned(self, schema: dict[str, Any], kept: list[str]) -> dict[str, Any]:
+        """``schema`` and the definitions ``kept``, each reference to another definition made ``{}``."""
+        keep = set(kept)
+
+        def prune(node: Any) -> Any:
+            if isinstance(node, list):
+                return [prune(item) for item in node]
+            if not isinstance(node, dict):
+                return node
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[len("#/$defs/") :] not in keep:
+                return {"description": f"{ref[len('#/$defs/') :]} (not expanded: the schema's size limit)"}
+            return {key: value if key in _DATA else prune(value) for key, value in node.items()}
+
+        defs = {  # a definition that refers to none left out is shared, not copied (memory: Stripe's 452 tools)
+            name: self.defs[name] if self._refs_of.get(name, frozenset()) <= keep else prune(self.defs[name])
+            for name in sorted(kept)
+        }
+        return {**prune(schema), "$defs": defs}
 
     def convert(self, node: Any, place: str) -> Any:
         """The JSON Schema for the OpenAPI schema ``node`` found at ``place``.

@@ -1,4 +1,5 @@
-"""``glovebox import openapi``: each operation of an OpenAPI 3.0/3.1 document becomes a tool.
+"""``glovebox import openapi``: each operation of an OpenAPI 3.0/3.1 (or Swagger 2.0, converted first)
+document becomes a tool.
 
 The document (YAML or JSON, a file or a URL) is checked for references that
 leave it, then validated with ``openapi-spec-validator``; every refusal names
@@ -15,13 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urljoin
 
 from ..core._errors import InvalidSpec
-from ..model._manifest import Manifest, Operation
+from ..model._manifest import Manifest, Operation, ParamStyle
 from ._batch import Planned, SecretHint
 from ._common import (
     MAX_SPEC_BYTES,
@@ -34,14 +35,19 @@ from ._common import (
     tool_name,
     unique_names,
 )
+from ._oaencoding import check_parameter, param_schema, param_style, request_body, sends_matrix
 from ._oaschema import SchemaConverter, check_refs, deref, pointer
+from ._rename import apply_renames
+from ._swagger import from_swagger
 
 __all__ = ["OpenapiPlan", "plan_openapi"]
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch")
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})
-_DEFAULT_STYLE = {"path": "simple", "query": "form", "header": "simple"}
+#: The most an output schema's ``$defs`` take (JSON): past it, the definitions nearest the root are kept and
+#: deeper references accept any value (GitHub's largest output, 76 KB, is whole; Stripe's, 670 KB each, are cut).
+MAX_OUTPUT_DEFS_BYTES = 128 * 1024
 
 
 class OpenapiPlan(NamedTuple):
@@ -64,21 +70,28 @@ def plan_openapi(
     exclude: Sequence[str] = (),
     max_spec_bytes: int = MAX_SPEC_BYTES,
     known_apis: Collection[str] = (),
+    rename: Mapping[str, str] | None = None,
 ) -> OpenapiPlan:
     """Plan the tools of an OpenAPI document.
 
     An operation that cannot be made a tool is skipped (listed in ``skipped``
     with its place and reason) unless ``strict``, when it refuses the document.
     ``include``/``exclude`` select operations by tag, operationId or path
-    (shell-style globs; a pattern starting with ``/`` matches the path).
+    (shell-style globs; a pattern starting with ``/`` matches the path). ``rename`` gives some tools
+    names of their own (see :mod:`glovebox.importers._rename`).
 
     Raises:
         InvalidSpec: the document cannot be imported (or, with ``strict``, one operation
             cannot); the message names the place.
     """
     doc, origin = (source, "(document)") if isinstance(source, dict) else read_spec(source, max_spec_bytes)
+    converted = isinstance(doc, dict) and "swagger" in doc
+    if converted:
+        doc = from_swagger(doc, origin)
     invalid = _check_document(doc, origin, strict)
     api, notes = _api(doc, name, origin, known_apis)
+    if converted:
+        notes.append("converted from Swagger 2.0 to OpenAPI 3.0 (places name the converted document)")
     base = _server(doc, server, origin)
     converter = SchemaConverter(doc, str(doc["openapi"]).startswith("3.0."), origin)
     planned: list[Planned] = []
@@ -88,7 +101,8 @@ def plan_openapi(
         try:
             if place in invalid:
                 raise invalid[place]
-            planned.append(_operation(doc, api, base, path, method, item, place, origin, converter))
+            where = base if server is not None else _own_server(item, method, place, base, origin)
+            planned.append(_operation(doc, api, where, path, method, item, place, origin, converter))
         except InvalidSpec as exc:
             if strict:
                 raise
@@ -99,6 +113,9 @@ def plan_openapi(
             f"{origin}: /paths: the document has no operations to import{why}", details={"place": "/paths"}
         )
     names, name_notes = unique_names([(plan.manifest.name, plan.where) for plan in planned])
+    keys = [_rename_keys(plan, name) for plan, name in zip(planned, names, strict=True)]
+    names, rename_notes = apply_renames(api, keys, names, rename or {})
+    name_notes += rename_notes
     planned = [_renamed(plan, new) for plan, new in zip(planned, names, strict=True)]
     secrets, security_notes = _security(doc, api, base, origin)
     return OpenapiPlan(api, planned, secrets, notes + name_notes + security_notes, skipped)
@@ -156,6 +173,13 @@ def _matches(pattern: str, keys: tuple[str, list[str]]) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for name in names)
 
 
+def _rename_keys(plan: Planned, name: str) -> tuple[str, ...]:
+    """What a rename map's key may call an operation: its operationId, ``METHOD /path``, its tool name."""
+    operation = plan.manifest.operation
+    assert operation is not None
+    return (operation.source_id, f"{operation.method} {operation.path}", name)
+
+
 def _renamed(plan: Planned, name: str) -> Planned:
     if name == plan.manifest.name:
         return plan
@@ -167,11 +191,6 @@ def _check_document(doc: Any, origin: str, strict: bool) -> dict[str, InvalidSpe
     (by place), each with its error."""
     if not isinstance(doc, dict):
         raise InvalidSpec(f"{origin}: /: expected an OpenAPI document (a mapping), got {type(doc).__name__}")
-    if "swagger" in doc:
-        raise InvalidSpec(
-            f"{origin}: /swagger: Swagger {doc['swagger']} is not supported; convert it to OpenAPI 3 first",
-            details={"place": "/swagger"},
-        )
     version = str(doc.get("openapi", ""))
     if not version.startswith(("3.0.", "3.1.")):
         raise InvalidSpec(
@@ -253,20 +272,30 @@ def _not_retrieved(exc: BaseException) -> str | None:
     return None
 
 
-def _server(doc: dict[str, Any], override: str | None, origin: str) -> Server:
+def _server(doc: dict[str, Any], override: str | None, origin: str, place: str = "/servers") -> Server:
     if override is not None:
         return Server(override, "--server")
     servers = doc.get("servers") or []
     if not servers or not isinstance(servers[0], dict) or "url" not in servers[0]:
         raise InvalidSpec(
-            f"{origin}: /servers: the document names no server; give one with --server", details={"place": "/servers"}
+            f"{origin}: {place}: the document names no server; give one with --server", details={"place": place}
         )
     url = str(servers[0]["url"])
     for key, variable in (servers[0].get("variables") or {}).items():
         url = url.replace("{" + key + "}", str(variable.get("default", "")))
     if origin.startswith(("http://", "https://")):
         url = urljoin(origin, url)  # a relative server URL is relative to where the document came from
-    return Server(url, f"{origin}: /servers/0/url")
+    elif url.startswith("//"):
+        url = f"https:{url}"  # a scheme-relative URL (Kubernetes' //kubernetes.local): https, as a client would
+    return Server(url, f"{origin}: {place}/0/url")
+
+
+def _own_server(item: dict[str, Any], method: str, place: str, base: Server, origin: str) -> Server:
+    """An operation's own server: its ``servers``, else its path item's, else the document's (``base``)."""
+    for servers, at in ((item[method].get("servers"), place), (item.get("servers"), place.rsplit("/", 1)[0])):
+        if servers:
+            return _server({"servers": servers}, None, origin, f"{at}/servers")
+    return base
 
 
 def _operation(
@@ -283,26 +312,9 @@ def _operation(
     operation = item[method]
     where = f"{origin}: {place}"
     parameters = _parameters(doc, item, operation, place, origin)
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    groups: dict[str, list[str]] = {"path": [], "query": [], "header": []}
-    joins: dict[str, str] = {}
-    for param, param_place in parameters:
-        schema = converter.convert(param.get("schema", {}), f"{param_place}/schema")
-        if param.get("description"):
-            schema = {**schema, "description": param["description"]} if isinstance(schema, dict) else schema
-        if param["name"] in properties:
-            raise InvalidSpec(
-                f"{origin}: {param_place}: parameter {param['name']!r} is used twice (in different places)",
-                details={"place": param_place},
-            )
-        properties[param["name"]] = schema
-        groups[param["in"]].append(param["name"])
-        if query_join(param) is not None:
-            joins[param["name"]] = str(query_join(param))
-        if param.get("required") or param["in"] == "path":
-            required.append(param["name"])
-    has_body, encoding, fields = _body(doc, operation, place, origin, converter, properties, required)
+    fields = _parameter_fields(parameters, "requestBody" in operation, converter, origin)
+    properties, required, groups, styles = fields.properties, fields.required, fields.groups, fields.styles
+    body = request_body(doc, operation, place, origin, converter, properties, required)
     input_schema: dict[str, Any] = {
         "type": "object",
         "properties": properties,
@@ -311,7 +323,7 @@ def _operation(
     }
     output_schema = _output(doc, operation, place, converter)
     input_schema = converter.with_defs(input_schema)
-    output_schema = converter.with_defs(output_schema)
+    output_schema = converter.with_defs(output_schema, MAX_OUTPUT_DEFS_BYTES)
     upper = method.upper()
     operation_id = operation.get("operationId") or f"{method} {path}"
     manifest = {
@@ -322,7 +334,9 @@ def _operation(
         "input_schema": input_schema,
         "output_schema": output_schema,
         "limits": OPERATION_LIMITS,
-        "capabilities": {"http": [http_rule(server, upper, path, where)]},
+        "capabilities": {
+            "http": [http_rule(server, upper, path, where, path_params=sends_matrix(styles, groups["path"]))]
+        },
         "required_scopes": [f"{api}:{'read' if upper in READ_METHODS else 'write'}"],
         "operation": Operation(
             api=api,
@@ -332,15 +346,64 @@ def _operation(
             path=path,
             path_params=groups["path"],
             query=groups["query"],
-            query_join=joins,
             headers=groups["header"],
-            body=has_body,
-            body_encoding=encoding,
-            body_fields=fields,
+            cookies=groups["cookie"],
+            styles=styles,
+            wire_names=fields.wire_names,
+            **body,
         ),
     }
     action = "allow" if upper in READ_METHODS else "require_approval"
     return Planned(manifest=_manifest(manifest, where, converter), action=action, where=place)
+
+
+class _Fields(NamedTuple):
+    """What an operation's parameters make of its input schema and request."""
+
+    properties: dict[str, Any]
+    required: list[str]
+    groups: dict[str, list[str]]  # the input fields sent in the path, the query, headers and cookies
+    styles: dict[str, ParamStyle]
+    wire_names: dict[str, str]
+
+
+def _parameter_fields(
+    parameters: list[tuple[dict[str, Any], str]], has_body: bool, converter: SchemaConverter, origin: str
+) -> _Fields:
+    """Each parameter's input field (its schema), where it is sent, in which style and under which name."""
+    fields = _Fields({}, [], {"path": [], "query": [], "header": [], "cookie": []}, {}, {})
+    taken = {param["name"] for param, _ in parameters if param["in"] == "path"} | ({"body"} if has_body else set())
+    for param, param_place in parameters:
+        raw, under = param_schema(param) or ({}, "/schema")
+        schema = converter.convert(raw, f"{param_place}{under}")
+        if param.get("description") and isinstance(schema, dict):
+            schema = {**schema, "description": param["description"]}
+        field = _field_name(param, fields.properties, taken, param_place, origin)
+        if field != param["name"]:
+            fields.wire_names[field] = param["name"]
+        fields.properties[field] = schema
+        fields.groups[param["in"]].append(field)
+        style = param_style(param)
+        if style is not None:
+            fields.styles[field] = style
+        if param.get("required") or param["in"] == "path":
+            fields.required.append(field)
+    return fields
+
+
+def _field_name(param: dict[str, Any], properties: dict[str, Any], taken: set[str], place: str, origin: str) -> str:
+    """The input field of a parameter: its name, or ``<in>_<name>`` when a parameter in another place has the
+    name, or it is ``body`` beside a request body (a path parameter keeps its name: Kubernetes' proxy
+    ``{path}`` and its ``path`` query parameter)."""
+    name = str(param["name"])
+    if param["in"] != "path" and name in taken:
+        name = f"{param['in']}_{name}"
+    if name in properties:
+        raise InvalidSpec(
+            f"{origin}: {place}: parameter {param['name']!r} is used twice (in different places)",
+            details={"place": place},
+        )
+    return name
 
 
 def _manifest(data: dict[str, Any], where: str, converter: SchemaConverter) -> Manifest:
@@ -379,54 +442,9 @@ def _parameters(
             param, param_place = deref(doc, raw, f"{base}/parameters/{index}")
             if param.get("in") == "header" and str(param.get("name", "")).lower() in _IGNORED_HEADERS:
                 continue  # OpenAPI: such a parameter definition SHALL be ignored (the host sets these)
-            _check_parameter(param, param_place, origin)
+            check_parameter(param, param_place, origin)
             merged[(param["name"], param["in"])] = (param, param_place)
     return list(merged.values())
-
-
-_SCALARS = frozenset({"string", "integer", "number", "boolean"})
-#: How a query array is joined when not exploded, by style: comma, space, pipe.
-_JOINED = {"form": "csv", "spaceDelimited": "space", "pipeDelimited": "pipe"}
-
-
-def query_join(param: dict[str, Any]) -> str | None:
-    """How a query array parameter is joined into one value (``csv``, ``space``, ``pipe``), or None (exploded:
-    the name repeated, or not a query array)."""
-    style = param.get("style", "form")
-    explode = param.get("explode", style == "form")
-    kind = (param.get("schema") or {}).get("type")
-    return _JOINED.get(style) if param.get("in") == "query" and kind == "array" and explode is False else None
-
-
-def _check_parameter(param: dict[str, Any], place: str, origin: str) -> None:
-    """Refuse a parameter the guest cannot send."""
-    where = param.get("in")
-    if where not in _DEFAULT_STYLE:
-        raise InvalidSpec(
-            f"{origin}: {place}/in: parameters in {where!r} are not supported (path, query and header are)",
-            details={"place": f"{place}/in"},
-        )
-    kind = (param.get("schema") or {}).get("type")
-    style = param.get("style", _DEFAULT_STYLE[where])
-    joined = query_join(param)
-    if "content" in param or (style != _DEFAULT_STYLE[where] and joined is None):
-        raise InvalidSpec(
-            f"{origin}: {place}/style: parameter {param.get('name')!r}: style {style!r} is not supported (the "
-            f"default, {_DEFAULT_STYLE[where]}, with a schema is, and a query array's form, spaceDelimited and "
-            "pipeDelimited with explode: false)",
-            details={"place": f"{place}/style"},
-        )
-    if (param.get("explode") is False and kind not in _SCALARS and joined is None) or param.get("allowReserved"):
-        raise InvalidSpec(
-            f"{origin}: {place}/explode: parameter {param.get('name')!r}: explode: false (but for a scalar or "
-            "a query array) and allowReserved are not supported",
-            details={"place": f"{place}/explode"},
-        )
-    if kind == "object" or (kind == "array" and where != "query"):
-        raise InvalidSpec(
-            f"{origin}: {place}/schema: {where} parameter {param.get('name')!r} of type {kind} is not supported",
-            details={"place": f"{place}/schema"},
-        )
 
 
 def _json_media(content: dict[str, Any]) -> str | None:
@@ -435,63 +453,6 @@ def _json_media(content: dict[str, Any]) -> str | None:
         if base == "application/json" or base.endswith("+json"):
             return str(media)
     return None
-
-
-def _body(
-    doc: dict[str, Any],
-    operation: dict[str, Any],
-    place: str,
-    origin: str,
-    converter: SchemaConverter,
-    properties: dict[str, Any],
-    required: list[str],
-) -> tuple[bool, str, list[str]]:
-    """Add the request body's field ``body``; return (has a body, its encoding, a form's fields)."""
-    if "requestBody" not in operation:
-        return False, "json", []
-    body, body_place = deref(doc, operation["requestBody"], f"{place}/requestBody")
-    content = body.get("content") or {}
-    media, encoding = _body_media(content)
-    if media is None:
-        raise InvalidSpec(
-            f"{origin}: {body_place}/content: request bodies of {', '.join(content) or 'no media type'} are not "
-            "supported (JSON, application/x-www-form-urlencoded and text/plain are)",
-            details={"place": f"{body_place}/content"},
-        )
-    if "body" in properties:
-        raise InvalidSpec(
-            f"{origin}: {place}: a parameter named 'body' collides with the request body field",
-            details={"place": place},
-        )
-    schema_place = f"{body_place}{pointer('content', media, 'schema')}"
-    raw_schema = content[media].get("schema", {})
-    fields: list[str] = []
-    if encoding == "form":
-        target, _ = deref(doc, raw_schema, schema_place)
-        fields = sorted((target or {}).get("properties") or {}) if isinstance(target, dict) else []
-        if not fields:
-            raise InvalidSpec(
-                f"{origin}: {schema_place}: a form body needs an object schema with properties",
-                details={"place": schema_place},
-            )
-    elif encoding == "text":
-        raw_schema = raw_schema or {"type": "string"}
-    properties["body"] = converter.convert(raw_schema, schema_place)
-    if body.get("required"):
-        required.append("body")
-    return True, encoding, fields
-
-
-def _body_media(content: dict[str, Any]) -> tuple[str | None, str]:
-    """The media type a request body is sent as, and its encoding: JSON first, then a form, then text."""
-    media = _json_media(content)
-    if media is not None:
-        return media, "json"
-    for wanted, encoding in (("application/x-www-form-urlencoded", "form"), ("text/plain", "text")):
-        for media in content:
-            if media.split(";")[0].strip().lower() == wanted:
-                return str(media), encoding
-    return None, "json"
 
 
 def _output(doc: dict[str, Any], operation: dict[str, Any], place: str, converter: SchemaConverter) -> Any:

@@ -42,6 +42,7 @@ __all__ = [
     "Manifest",
     "Operation",
     "OutputValidation",
+    "ParamStyle",
     "SqlOperation",
     "ToolKind",
     "folder_manifest",
@@ -129,6 +130,18 @@ class GraphqlField(Frozen):
     )
 
 
+class ParamStyle(Frozen):
+    """How one parameter (or form-body field) is serialized: an OpenAPI ``style`` with its ``explode``."""
+
+    style: Literal["simple", "label", "matrix", "form", "spaceDelimited", "pipeDelimited", "deepObject", "json"] = (
+        Field(
+            description="An OpenAPI style, or json: a parameter with content application/json, its JSON text one value."
+        )
+    )
+    explode: bool
+    allow_reserved: bool = Field(False, description="Reserved characters but # & = + sent as they are (query).")
+
+
 class Operation(Frozen):
     """How the generic HTTP-operation guest turns a call's input into one request.
 
@@ -145,17 +158,32 @@ class Operation(Frozen):
     query: list[str] = Field([], description="Input fields sent as query parameters.")
     query_join: dict[str, Literal["csv", "space", "pipe"]] = Field(
         {},
-        description="Query arrays sent as one value (explode: false), joined by a comma, a space or a pipe; "
-        "the others repeat their name.",
+        description="Query arrays sent as one value, joined by a comma, a space or a pipe (what imports before "
+        "'styles' wrote; the guest still reads it).",
     )
     headers: list[str] = Field([], description="Input fields sent as request headers.")
+    cookies: list[str] = Field([], description="Input fields sent in the Cookie header.")
+    wire_names: dict[str, str] = Field(
+        {}, description="Input fields sent under another name (a parameter whose name one in another place holds)."
+    )
+    styles: dict[str, ParamStyle] = Field(
+        {},
+        description="Parameters not serialized as their place's default (path and header: simple; query and "
+        "cookie: form, exploded).",
+    )
     body: bool = Field(False, description="Whether the input field 'body' is sent as the request body.")
-    body_encoding: Literal["json", "form", "text"] = Field(
+    body_encoding: Literal["json", "form", "text", "binary", "multipart"] = Field(
         "json",
         description="How 'body' is sent: JSON, application/x-www-form-urlencoded (the fields 'body_fields' of an "
-        "object, an array repeating its name) or text/plain (a string, as it is).",
+        "object, each in its 'body_styles' style), text (a string, as it is), binary (a base64 string, decoded) "
+        "or multipart/form-data (a part per member; 'body_files' are file parts).",
+    )
+    body_media: str = Field(
+        "", pattern=r"^[!-~][ -~]*$|^$", description="The Content-Type of a text or binary body (empty: the default)."
     )
     body_fields: list[str] = Field([], description="For a form body: the fields of 'body' sent, in this order.")
+    body_styles: dict[str, ParamStyle] = Field({}, description="For a form body: fields not sent as form, exploded.")
+    body_files: list[str] = Field([], description="For a multipart body: the members sent as file parts.")
     graphql: GraphqlField | None = Field(None, description="For a GraphQL field: the document and answer field.")
 
 

@@ -14,9 +14,14 @@ import re
 __all__ = ["match_name", "match_tool"]
 
 
-@functools.lru_cache(maxsize=1024)
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(fnmatch.translate(pattern))
+#: The characters that make a pattern more than a literal name.
+_GLOB = frozenset("*?[")
+
+
+@functools.lru_cache(maxsize=16384)  # an imported API's policy has one rule per tool: GitHub's, 1,223
+def _compiled(pattern: str) -> re.Pattern[str] | None:
+    """The pattern's regex, or None for a literal (no ``*``, ``?`` or ``[``), compared as a string."""
+    return re.compile(fnmatch.translate(pattern)) if _GLOB.intersection(pattern) else None
 
 
 def match_name(pattern: str, name: str) -> bool:
@@ -30,8 +35,11 @@ def match_name(pattern: str, name: str) -> bool:
     True
     >>> match_name("Calc", "calc")
     False
+    >>> match_name("api.v1", "api.v1"), match_name("api.v1", "apixv1")  # a literal: compared as a string
+    (True, False)
     """
-    return _compiled(pattern).match(name) is not None
+    compiled = _compiled(pattern)
+    return pattern == name if compiled is None else compiled.match(name) is not None
 
 
 def match_tool(pattern: str, name: str, version: str) -> bool:
