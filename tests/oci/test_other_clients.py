@@ -11,6 +11,7 @@ import pytest
 import glovebox
 
 from ..ociregistry import OciRegistry
+from ..typedguests import TYPED, wat_component
 
 pytestmark = pytest.mark.system
 oras_client = pytest.importorskip("oras.client", reason="oras is not installed (the dev extra installs it)")
@@ -48,16 +49,30 @@ def test_oras_pushed_component_with_a_glovebox_manifest_registers(
         assert other.call("echo", {"via": "oras"}).output == {"via": "oras"}
 
 
-def test_oras_pushed_component_without_a_glovebox_manifest_is_refused_naming_what_is_missing(
+def test_oras_pushed_component_without_a_glovebox_manifest_registers_under_its_repository(
     echo_runtime: glovebox.Runtime, oci_registry: OciRegistry, tmp_path: Path
 ) -> None:
-    wasm = tmp_path / "plain.wasm"
+    wasm = tmp_path / "echo.wasm"
     wasm.write_bytes(echo_runtime.registry.blob_path(echo_runtime.tool("echo").digest).read_bytes())
     _oras_push(oci_registry, "oras/plain:1", tmp_path, [f"{wasm}:application/wasm"])
     with glovebox.Runtime(home=tmp_path / "other") as other:
-        with pytest.raises(glovebox.InvalidArtifact, match="typed tools") as caught:
-            other.register(oci_registry.ref("oras/plain", "1"))
-        assert caught.value.details["missing"] == "application/vnd.glovebox.manifest.v1+json"
+        with pytest.warns(glovebox.ManifestWarning):  # no description, no schema: agents get little
+            registered = other.register(oci_registry.ref("oras/plain", "1"))
+        assert (registered.name, registered.version) == ("plain", "0.0.0")
+        assert registered.digest == echo_runtime.tool("echo").digest
+        assert other.call("plain", {"via": "oras"}).output == {"via": "oras"}
+
+
+def test_oras_pushed_typed_component_registers_as_typed_tools(oci_registry: OciRegistry, tmp_path: Path) -> None:
+    wasm = wat_component(TYPED / "hostile.wit", "hostile", TYPED / "hostile.wat", tmp_path / "typed.wasm")
+    _oras_push(oci_registry, "oras/greeter:1", tmp_path, [f"{wasm}:application/wasm"])
+    with glovebox.Runtime(home=tmp_path / "other") as other:
+        first = other.register(oci_registry.ref("oras/greeter", "1"))
+        assert first.kind == "component"
+        names = sorted(info.name for info in other.tools())
+        assert "greeter-echo-str" in names and len(names) == 6
+        assert other.call("greeter-echo-str", {"s": "héllo"}).output == "héllo"
+        assert other.call("greeter-count", {"items": [1, 2, 3]}).output == 3
 
 
 def test_oras_pulls_what_glovebox_pushed(

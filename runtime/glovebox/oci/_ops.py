@@ -287,15 +287,10 @@ def register_from(
         fetched = fetch(store, ref, digest)
     finally:
         store.close()
-    if fetched.tool_manifest is None:
-        raise InvalidArtifact(
-            f"{ref.name}@{digest} has no {TOOL_MANIFEST_MEDIA_TYPE} layer: registering another publisher's component "
-            "as typed tools (each exported function a tool, schemas from its WIT types) is not available in "
-            "this version; publish it with `glovebox push`, or register its .wasm with a manifest",
-            details={"missing": TOOL_MANIFEST_MEDIA_TYPE, "reference": str(fetched.ref)},
-        )
-    manifest = parse_manifest(fetched.tool_manifest, f"{ref.name}@{digest}")
     provenance = ProvenanceStore(home)
+    if fetched.tool_manifest is None:
+        return _register_foreign(registrar, provenance, ref, fetched, signer)
+    manifest = parse_manifest(fetched.tool_manifest, f"{ref.name}@{digest}")
     _check_widening(registry, provenance, ref, manifest, accept_widening)
     with tempfile.TemporaryDirectory(prefix="glovebox-oci-") as tmp:
         path = Path(tmp) / f"{manifest.name}.wasm"
@@ -303,6 +298,25 @@ def register_from(
         info = registrar.register(path, manifest, None, verified_signer=signer)
     provenance.record(info, ref, fetched)
     return info
+
+
+def _register_foreign(
+    registrar: Registrar, provenance: ProvenanceStore, ref: OciReference, fetched: Fetched, signer: str | None
+) -> ToolInfo:
+    """Another publisher's component (no glovebox manifest layer), named after its repository's last segment.
+
+    A component of any other world is one tool per exported function (``REPO-FUNCTION``, schemas from
+    its WIT types); one exporting glovebox's ``call`` is one tool ``REPO``. Without a manifest it declares
+    no capability and no scope, so a new digest cannot widen what it may reach.
+    """
+    stem = ref.repository.rsplit("/", 1)[-1]
+    with tempfile.TemporaryDirectory(prefix="glovebox-oci-") as tmp:
+        path = Path(tmp) / f"{stem}.wasm"
+        path.write_bytes(fetched.wasm)
+        infos = registrar.register_all(path, None, None, verified_signer=signer)
+    for info in infos:
+        provenance.record(info, ref, fetched)
+    return infos[0]
 
 
 def verify_source(
