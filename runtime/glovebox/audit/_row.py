@@ -75,6 +75,8 @@ def call_row(
         egress["remote"] = meta["remote"]
     if "evaluation" in meta:  # the verdict of the policy's output checks
         egress["evaluation"] = meta["evaluation"]
+    if "secret_scan" in meta:  # secret-shaped values found: kind and path, never the value
+        egress["secret_scan"] = meta["secret_scan"]
     if "routed_from" in meta:  # a fallback: the tool, call id and code it stands in for
         egress["routed_from"] = meta["routed_from"]
     if "run" in meta:  # a nested call of a run (code mode): its run_id and step

@@ -32,6 +32,7 @@ from ._breaker import breaker, describe_breaker
 from ._import import import_group
 from ._policy import approvals, approve, audit, policy
 from ._runs import run, runs
+from ._secrets import secrets
 from ._serve import export, mcp, serve
 from ._sql import sql
 
@@ -400,6 +401,7 @@ cli.add_command(mcp)
 cli.add_command(export)
 cli.add_command(import_group)
 cli.add_command(sql)
+cli.add_command(secrets)
 cli.add_command(run)
 cli.add_command(runs)
 accept_global_options(cli)
