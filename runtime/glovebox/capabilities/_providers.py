@@ -191,6 +191,10 @@ class KeyringProvider(SecretProvider):
             raise SecretUnavailable(f"{ref}: no keyring backend is available on this host") from None
         except errors.KeyringError as exc:
             raise SecretUnavailable(f"{ref}: the keyring refused ({type(exc).__name__})") from None
+        except (EOFError, OSError):  # a locked file keyring prompting for its password with no terminal
+            raise SecretUnavailable(f"{ref}: the keyring is locked and cannot ask for its password here") from None
+        except Exception as exc:  # a backend's own failure (a wrong password, a broken file): never its text
+            raise SecretUnavailable(f"{ref}: the keyring refused ({type(exc).__name__})") from None
         if not value:
             raise SecretUnavailable(f"{ref}: no such entry in the keyring")
         return value.encode("utf-8")

@@ -73,7 +73,8 @@ def remove_secret(ctx: click.Context, name: str) -> None:
 
 @secrets.command(name="check")
 @click.argument("reference")
-def check_secret(reference: str) -> None:
+@click.pass_context
+def check_secret(ctx: click.Context, reference: str) -> None:
     """Read REFERENCE (env://, file://, keyring://, exec://, encrypted://) and say whether it has a value.
 
     Prints the value's length, never the value; exit 1 when it cannot be read.
@@ -82,5 +83,5 @@ def check_secret(reference: str) -> None:
         value = get_secret(reference)
     except SecretUnavailable as error:
         click.echo(f"unavailable: {error}", err=True)
-        sys.exit(1)
+        ctx.exit(1)
     click.echo(f"ok: {len(value)} bytes")
