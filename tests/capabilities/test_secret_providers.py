@@ -21,7 +21,7 @@ from glovebox.capabilities._secrets import read_secret
 from glovebox.capabilities._vault import SecretStore
 from glovebox.cli._main import cli
 
-from .test_http import BuildGuest, Server, client, fetch, local_rule, server  # noqa: F401
+from .test_http import BuildGuest, Server, client, fetch, local_rule, server  # noqa: F401  (server is a fixture)
 
 keyring = pytest.importorskip("keyring")
 file_backends = pytest.importorskip("keyrings.alt.file")
@@ -253,7 +253,9 @@ def test_the_cli_reads_values_from_stdin_and_never_prints_one(_isolated_env: Pat
 
 
 def test_a_policy_secret_from_the_encrypted_store_reaches_the_upstream_only(
-    _isolated_env: Path, build_guest: BuildGuest, server: Server
+    _isolated_env: Path,
+    build_guest: BuildGuest,
+    server: Server,  # noqa: F811  (the fixture imported above)
 ) -> None:
     SecretStore(_isolated_env).set("api", TOKEN.encode())
     secret = {"name": "api", "source": "encrypted://api", "host": "127.0.0.1", "schemes": ["http"]}
