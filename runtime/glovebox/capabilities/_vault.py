@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from ..core._settings import home_dir
+from ..core._settings import home_dir, secrets_key_ref
 from ._providers import SecretProvider, SecretRef, SecretUnavailable, get_secret
 
 __all__ = ["KEY_ENV", "EncryptedProvider", "SecretStore"]
@@ -97,7 +97,7 @@ class SecretStore:
             raise SecretUnavailable(f"encrypted://{name}: the entry does not open with the store's key") from None
 
     def _key(self, create: bool) -> bytes:
-        ref = os.environ.get(KEY_ENV)
+        ref = secrets_key_ref()
         if ref:
             text = get_secret(ref)
         elif self.key_path.exists():

@@ -11,6 +11,7 @@ variable                        read by
 ``GLOVEBOX_GRANTS``             :func:`grants_file`
 ``GLOVEBOX_REQUIRE_SIGNATURES`` :func:`require_signatures`
 ``GLOVEBOX_LOG_FORMAT``         :func:`log_format`
+``GLOVEBOX_SECRETS_KEY``        :func:`secrets_key_ref`
 ==============================  ================================================
 
 An empty variable counts as unset. Every function reads the environment when
@@ -34,6 +35,7 @@ __all__ = [
     "policy_file",
     "quiet_ray_failure_handler",
     "require_signatures",
+    "secrets_key_ref",
     "toolchain_cache_dir",
     "trusted_keys_dir",
     "zig_cache_dir",
@@ -132,6 +134,11 @@ def require_signatures() -> bool:
 
 #: The values ``GLOVEBOX_LOG_FORMAT`` (and ``glovebox --log-format``) take.
 LOG_FORMATS = ("text", "json")
+
+
+def secrets_key_ref() -> str | None:
+    """``GLOVEBOX_SECRETS_KEY``: the secret reference the encrypted store's key is read through, or None."""
+    return _get("GLOVEBOX_SECRETS_KEY")
 
 
 def log_format() -> str:
