@@ -7,7 +7,9 @@ A reference names the command and its arguments, and may pin the binary::
 
 - The command (a name looked up on the host's ``PATH`` once, or an absolute
   path) is resolved to an absolute real path; with ``sha256=HEX`` the file's
-  digest must match on every read, so a binary swapped on disk is refused.
+  digest must match on every read, so a binary swapped on disk is refused. The
+  file is opened once, hashed, and run from that open descriptor (Linux), so
+  no swap between the check and the start can slip in.
 - It runs with a clean environment (``PATH`` = the system default, ``HOME``,
   ``LANG=C.UTF-8``, plus only the variables named by ``env=``), no standard
   input, in its own session, from the home directory.
@@ -49,6 +51,15 @@ def file_digest(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
+def _fd_digest(descriptor: int) -> str:
+    digest = hashlib.sha256()
+    offset = 0
+    while chunk := os.pread(descriptor, 1 << 20, offset):
+        digest.update(chunk)
+        offset += len(chunk)
+    return digest.hexdigest()
+
+
 class ExecCommand:
     """A parsed ``exec://`` reference: the command, its arguments, the pin and the bounds."""
 
@@ -67,15 +78,25 @@ class ExecCommand:
         self.timeout_s = _number(params, "timeout_ms", DEFAULT_TIMEOUT_MS, self.label) / 1000
         self.max_bytes = _number(params, "max_bytes", DEFAULT_MAX_BYTES, self.label)
 
-    def resolve(self) -> str:
-        """The command's absolute real path, its digest checked against the pin."""
+    def resolve(self) -> tuple[str, int]:
+        """The command's absolute real path and an open descriptor of it, its digest checked against the pin.
+
+        The command is later run from that descriptor (``/proc/self/fd/N`` on Linux), so
+        the file whose digest was checked is the file that runs, even if the path is
+        swapped between the check and the start.
+        """
         found = self.command if os.path.isabs(self.command) else shutil.which(self.command)
         if not found or not os.path.isfile(found):
             raise SecretUnavailable(f"{self.label}: the command is not found")
         path = os.path.realpath(found)
-        if self.pin is not None and file_digest(path) != self.pin.lower():
+        try:
+            descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise SecretUnavailable(f"{self.label}: cannot open the command ({exc.strerror})") from None
+        if self.pin is not None and _fd_digest(descriptor) != self.pin.lower():
+            os.close(descriptor)
             raise SecretUnavailable(f"{self.label}: the command's digest does not match its pin (swapped on disk?)")
-        return path
+        return path, descriptor
 
     def environment(self) -> dict[str, str]:
         env = {"PATH": os.defpath, "LANG": "C.UTF-8", "HOME": str(Path.home())}
@@ -91,10 +112,14 @@ class ExecProvider(SecretProvider):
 
     def get(self, ref: SecretRef) -> bytes:
         command = ExecCommand(ref)
-        path = command.resolve()
+        path, descriptor = command.resolve()
+        pinned = f"/proc/self/fd/{descriptor}"
+        executable = pinned if os.path.exists(pinned) else path
         try:
             process = subprocess.Popen(
                 [path, *command.args],
+                executable=executable,
+                pass_fds=(descriptor,) if executable == pinned else (),
                 env=command.environment(),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -105,6 +130,8 @@ class ExecProvider(SecretProvider):
             )
         except OSError as exc:
             raise SecretUnavailable(f"{command.label}: cannot run the command ({exc.strerror})") from None
+        finally:
+            os.close(descriptor)
         assert process.stdout is not None
         output = _Bounded(process.stdout, command.max_bytes)
         reader = threading.Thread(target=output.run, daemon=True)
