@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 import glovebox
+from glovebox.capabilities import _providers as providers_module
 from glovebox.capabilities._providers import SecretUnavailable, get_secret, parse_ref, provider
 from glovebox.capabilities._secrets import read_secret
 from glovebox.capabilities._vault import SecretStore
@@ -263,3 +264,30 @@ def test_a_policy_secret_from_the_encrypted_store_reaches_the_upstream_only(
         result = fetch(rt, server.url("/echo"))
     assert server.seen[0]["headers"]["Authorization"] == f"Bearer {TOKEN}"
     assert TOKEN not in json.dumps(result.to_dict())
+
+
+# -- a third party's provider, registered by entry point ---------------------------------------
+
+
+def test_a_distributions_provider_is_found_by_its_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "acme_vault.py").write_text(
+        "from glovebox.capabilities._providers import SecretProvider, SecretUnavailable\n"
+        "class AcmeVault(SecretProvider):\n"
+        "    name = 'acme'\n"
+        "    ttl_s = 5.0\n"
+        "    def get(self, ref):\n"
+        "        if ref.rest != 'kv/ci':\n"
+        "            raise SecretUnavailable(f'{ref}: no such path')\n"
+        "        return b'from-acme'\n"
+    )
+    info = tmp_path / "acme_vault-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-vault\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[glovebox.secret_providers]\nacme = acme_vault:AcmeVault\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(providers_module, "_providers", dict(providers_module._providers))  # forgotten after
+    rule = glovebox.SecretRule(name="ci", source="acme://kv/ci", host="api.example.com")
+    assert rule.provider == "acme"
+    assert read_secret(rule.provider, rule.source) == "from-acme"
+    with pytest.raises(SecretUnavailable, match="acme://kv/other: no such path"):
+        get_secret("acme://kv/other")
