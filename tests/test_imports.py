@@ -114,11 +114,13 @@ GLOVEBOX = {
             "output",
             "policy",
             "resolve",
+            "scan",
             "tracing",
             "validate",
         )
     ),
     "glovebox.runtime.executors",
+    "glovebox.capabilities._scan",  # the secret scan every call runs: re, base64 and math only
     *(f"glovebox.runtime.executors._{name}" for name in ("base", "fake", "remote", "wasm", "workers")),
     "glovebox.sandbox._sandbox",
     "glovebox.schema._schemarules",

@@ -83,6 +83,12 @@ def _environment_readers() -> set[str]:
 
 
 def test_only_the_settings_module_reads_the_environment() -> None:
-    # _secrets reads the secrets a policy grants (data, not settings); _toolchain hands
+    # The env secret provider reads the secrets a policy grants (data, not settings), and the
+    # exec provider hands a command the variables its reference names; _toolchain hands
     # the environment to the compilers it runs.
-    assert _environment_readers() == {"core/_settings.py", "capabilities/_secrets.py", "toolchains/_binaries.py"}
+    assert _environment_readers() == {
+        "core/_settings.py",
+        "capabilities/_providers.py",
+        "capabilities/_execsecret.py",
+        "toolchains/_binaries.py",
+    }

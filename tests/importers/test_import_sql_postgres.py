@@ -209,3 +209,27 @@ def test_the_description_lists_foreign_keys_and_query_reads_the_catalog(
     assert keys.ok and keys.output["rows"] == [["order_id", "orders"], ["user_id", "users"]], keys.to_dict()
     assert plan.ok and "lines" in plan.output["rows"][0][0], plan.to_dict()
     assert analyzed.code == "capability_denied" and analyzed.error.details["denials"][0]["kind"] == "other"
+
+
+def test_the_cli_imports_with_a_password_from_the_encrypted_store(
+    tmp_path: Path, shop: str, sqlop: Path, pg_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from glovebox.capabilities._vault import SecretStore
+
+    home = tmp_path / "home"
+    _seed(home, sqlop)
+    monkeypatch.delenv(PASSWORD_ENV)  # only the store holds it
+    monkeypatch.setenv("GLOVEBOX_HOME", str(home))  # encrypted:// reads the store of GLOVEBOX_HOME
+    SecretStore(home).set("shop-pg", pg_server.password.encode())
+    out = tmp_path / "fragment.yaml"
+    argv = ["import", "sql", shop, "--name", "shop", "--password-ref", "encrypted://shop-pg", "--policy-out", str(out)]
+    imported = CliRunner().invoke(cli, argv)
+    assert imported.exit_code == 0, imported.output
+    fragment = yaml.safe_load(out.read_text())
+    assert fragment["grants"][0]["sql"][0]["password"] == {"provider": "encrypted", "source": "encrypted://shop-pg"}
+    assert pg_server.password not in out.read_text() + imported.output
+    with glovebox.Runtime(home=home, policy=glovebox.Policy.model_validate(fragment)) as rt:
+        answered = rt.call("shop-query", {"sql": "SELECT count(*) AS n FROM orders"})
+    assert answered.ok, answered.to_dict()
+    both = CliRunner().invoke(cli, [*argv, "--password-env", PASSWORD_ENV])
+    assert both.exit_code == 2 and "give one of" in both.output

@@ -915,3 +915,20 @@ def test_a_host_breaker_guards_a_remote_servers_own_requests(
     assert healed.ok and healed.output == {"sum": 3}
     assert failed.error is not None and failed.error.code == "guest_error" and after == []
     assert lab[0].calls == Counter({"slow": 2, "add": 1, "fail": 1})
+
+
+def test_a_header_secret_named_by_a_reference_reaches_the_server_only(
+    runtime: glovebox.Runtime, lab: tuple[Lab, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from glovebox.capabilities._vault import SecretStore
+
+    monkeypatch.setenv("GLOVEBOX_HOME", str(runtime.home))  # encrypted:// reads the store of GLOVEBOX_HOME
+    SecretStore(runtime.home).set("lab-token", TOKEN.encode())
+    import_mcp(runtime, lab[1], header_secrets=["Authorization=encrypted://lab-token"], timeout_ms=5000)
+    with glovebox.Runtime(home=runtime.home, policy=parse_policy(POLICY)) as rt:
+        result = rt.call("lab-whoami", {}, principal="agent")
+        info = rt.tool("lab-whoami")
+        stored = rt._registry.descriptor_path(info.digest).read_text()
+    assert result.ok and result.output == {"auth": "[REDACTED]", "raw": "[REDACTED]"}
+    assert "encrypted://lab-token" in stored and TOKEN not in stored
+    assert TOKEN not in json.dumps(result.to_dict())

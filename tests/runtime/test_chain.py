@@ -57,6 +57,7 @@ def test_the_chain_runs_in_the_documented_order(tmp_path: Path, fake: FakeExecut
         "ValidateInput",
         "Approvals",
         "OutputChecks",
+        "SecretScan",
     ]
     assert set(names) == set(handlers.__all__) - {"Execute"}
 

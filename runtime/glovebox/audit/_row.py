@@ -78,6 +78,8 @@ def call_row(
     if "warnings" in meta:  # what a check found but did not refuse (output validation under warn)
         warnings = meta["warnings"]  # a message may quote the output: kept only where outputs are
         egress["warnings"] = warnings if store_outputs else [_unquoted(warning) for warning in warnings]
+    if "secret_scan" in meta:  # secret-shaped values found: kind and path, never the value
+        egress["secret_scan"] = meta["secret_scan"]
     if "routed_from" in meta:  # a fallback: the tool, call id and code it stands in for
         egress["routed_from"] = meta["routed_from"]
     if "run" in meta:  # a nested call of a run (code mode): its run_id and step

@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
 import re
 import threading
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -53,13 +51,23 @@ class Secret:
 
 
 def read_secret(provider: str, source: str) -> str | None:
-    """The value of one secret: an environment variable (``env``) or a file's stripped text (``file``)."""
-    if provider == "env":
-        return os.environ.get(source) or None
+    """The value of one secret, or None (logged by reference and reason, never the value).
+
+    ``source`` is a reference (``keyring://svc/user``, ``exec://...``, see
+    :mod:`._providers`) or, in the older form, what ``provider`` reads: an
+    environment variable (``env``) or a file path (``file``).
+    """
+    from ._providers import SecretUnavailable, get_secret
+
     try:
-        return Path(source).read_text(encoding="utf-8").strip() or None
-    except (OSError, UnicodeDecodeError):
+        value = get_secret(source, provider).decode("utf-8")
+    except SecretUnavailable as exc:
+        logger.warning("secret unavailable: %s", exc)
         return None
+    except UnicodeDecodeError:
+        logger.warning("secret %s://%s is not UTF-8 text", provider, "..." if "://" in source else source)
+        return None
+    return value or None
 
 
 def _read(rule: SecretRule) -> str | None:

@@ -210,16 +210,34 @@ def graphql(ctx: click.Context, /, schema: str, header_env: tuple[str, ...], **o
     type=click.Path(dir_okay=False),
     help="PostgreSQL: a file holding the password (default: none).",
 )
+@click.option(
+    "--password-ref",
+    metavar="REF",
+    help="PostgreSQL: a secret reference for the password: keyring://SERVICE/USER, exec://..., encrypted://NAME,"
+    " env://VAR, file:///path (default: none).",
+)
 @click.option("--dry-run", is_flag=True, help="Show what would change; register nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
-def sql(ctx: click.Context, /, dsn: str, password_env: str | None, password_file: str | None, **options: Any) -> None:
+def sql(
+    ctx: click.Context,
+    /,
+    dsn: str,
+    password_env: str | None,
+    password_file: str | None,
+    password_ref: str | None,
+    **options: Any,
+) -> None:
     """Register the database DSN (sqlite:///path.db or postgresql://user@host/db) as two tools:
     NAME-query (SELECT only) and NAME-execute."""
-    if password_env and password_file:
-        raise click.UsageError("give --password-env or --password-file, not both")
+    if sum(1 for given in (password_env, password_file, password_ref) if given) > 1:
+        raise click.UsageError("give one of --password-env, --password-file or --password-ref")
     password = None
-    if password_env:
+    if password_ref:
+        if "://" not in password_ref:
+            raise click.UsageError("--password-ref takes a reference such as keyring://SERVICE/USER")
+        password = {"source": password_ref}
+    elif password_env:
         password = {"provider": "env", "source": password_env}
     elif password_file:
         password = {"provider": "file", "source": str(Path(password_file).resolve())}

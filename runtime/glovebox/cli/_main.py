@@ -34,6 +34,7 @@ from ._import import import_group
 from ._oci import INSECURE_HELP, pull, push
 from ._policy import approvals, approve, audit, policy
 from ._runs import run, runs
+from ._secrets import secrets
 from ._serve import export, mcp, serve
 from ._sql import sql
 
@@ -473,6 +474,7 @@ cli.add_command(mcp)
 cli.add_command(export)
 cli.add_command(import_group)
 cli.add_command(sql)
+cli.add_command(secrets)
 cli.add_command(run)
 cli.add_command(runs)
 cli.add_command(push)

@@ -15,6 +15,7 @@ variable                        read by
 ``GLOVEBOX_OCI_USERNAME``       :func:`oci_login` (with ``_PASSWORD``,
                                 ``_PASSWORD_FILE`` and ``_HOST``)
 ``GLOVEBOX_COMPILE_TIMEOUT_S``  :func:`compile_timeout_s`
+``GLOVEBOX_SECRETS_KEY``        :func:`secrets_key_ref`
 ==============================  ================================================
 
 An empty variable counts as unset. Every function reads the environment when
@@ -41,6 +42,7 @@ __all__ = [
     "policy_file",
     "quiet_ray_failure_handler",
     "require_signatures",
+    "secrets_key_ref",
     "toolchain_cache_dir",
     "trusted_keys_dir",
     "zig_cache_dir",
@@ -139,6 +141,11 @@ def require_signatures() -> bool:
 
 #: The values ``GLOVEBOX_LOG_FORMAT`` (and ``glovebox --log-format``) take.
 LOG_FORMATS = ("text", "json")
+
+
+def secrets_key_ref() -> str | None:
+    """``GLOVEBOX_SECRETS_KEY``: the secret reference the encrypted store's key is read through, or None."""
+    return _get("GLOVEBOX_SECRETS_KEY")
 
 
 def log_format() -> str:

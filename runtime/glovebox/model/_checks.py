@@ -9,7 +9,7 @@ checks, never lift the policy's.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -17,7 +17,11 @@ from ..core._frozen import Frozen
 from ..schema._ecmaregex import PatternError, compile_pattern
 from ..schema._schemarules import check_schema
 
-__all__ = ["EVALUATOR_PATTERN", "Checks"]
+__all__ = ["EVALUATOR_PATTERN", "SCAN_ORDER", "Checks", "SecretScanAction"]
+
+SecretScanAction = Literal["redact", "refuse", "warn", "off"]
+#: The scan actions from the loosest to the tightest (a manifest may tighten the policy's, never loosen it).
+SCAN_ORDER: tuple[SecretScanAction, ...] = ("off", "warn", "redact", "refuse")
 
 #: An evaluator tool: ``name`` or ``name@version``, as a call names a tool.
 EVALUATOR_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}(@\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]+)?)?$"
@@ -34,6 +38,20 @@ class Checks(Frozen):
         [], max_length=64, description="ECMA-262 patterns that must match nowhere in the output's JSON text."
     )
     secrets: bool = Field(True, description="Refuse an output that carries one of the call's own secrets.")
+    secret_scan: SecretScanAction | None = Field(
+        None,
+        description=(
+            "What a secret-shaped value (known token formats, JWTs, PEM private keys, also inside base64) in the"
+            " output or the logs gets: redact (the default), refuse (evaluation_failed), warn (kept, recorded) or off."
+        ),
+    )
+    secret_entropy_bits: float | None = Field(
+        None,
+        ge=3.0,
+        le=6.5,
+        description="Also treat strings of 24+ letters and digits with at least this Shannon entropy per character"
+        " as secrets (4.5 catches random base64 tokens, spares hex digests); off when unset.",
+    )
     evaluators: list[str] = Field(
         [],
         max_length=4,

@@ -9,10 +9,10 @@ being read.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from ..core._frozen import Frozen
 from ._rules import parse_host_pattern, parse_method, parse_path_pattern
@@ -28,6 +28,19 @@ __all__ = [
     "SqlRule",
 ]
 
+
+#: A secret provider's name (built in: env, file, keyring, exec, encrypted; more by entry point).
+PROVIDER_PATTERN = r"^[a-z][a-z0-9-]{0,31}$"
+#: A secret reference: ``PROVIDER://REST`` (see ``glovebox.capabilities._providers``).
+REFERENCE_PATTERN = r"^([A-Za-z][A-Za-z0-9-]{0,31})://"
+PROVIDER_DOC = (
+    "Where the value is read: env, file, keyring, exec, encrypted, or a provider a distribution registers"
+    " (implied by a reference in source)."
+)
+SOURCE_DOC = (
+    "A reference (env://VAR, file:///path, keyring://service/user, exec://command?arg=..., encrypted://name),"
+    " or, in the older form, the environment variable (env) or file path (file) the provider reads."
+)
 
 #: A host name or ``*.example.com`` wildcard, checked (and normalised) by the one matcher.
 HostPattern = Annotated[str, AfterValidator(parse_host_pattern)]
@@ -90,8 +103,8 @@ class SecretRule(Frozen):
     """A named secret the host adds to matching requests; the guest never sees it."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
-    provider: Literal["env", "file"] = "env"
-    source: str = Field(description="Environment variable name (env) or file path (file).")
+    provider: str = Field("env", pattern=PROVIDER_PATTERN, description=PROVIDER_DOC)
+    source: str = Field(min_length=1, description=SOURCE_DOC)
     host: HostPattern = Field(description="Host (or '*.example.com') whose requests receive the secret.")
     header: str = "Authorization"
     format: str = Field(default="Bearer {value}", description="Header value template; {value} is the secret.")
@@ -107,6 +120,8 @@ class SecretRule(Frozen):
         description="Response headers the guest still gets when response_body is withhold (case-insensitive).",
     )
 
+    _reference = model_validator(mode="before")(lambda data: _provider_of(data))
+
     @field_validator("header")
     @classmethod
     def _header(cls, value: str) -> str:
@@ -120,6 +135,18 @@ class SecretRule(Frozen):
         if "{value}" not in value or "\r" in value or "\n" in value:
             raise ValueError("format must contain '{value}' and no CR/LF")
         return value
+
+
+def _provider_of(data: Any) -> Any:
+    """A ``source`` written as a reference (``keyring://svc/user``) names its provider itself."""
+    if isinstance(data, dict) and isinstance(data.get("source"), str):
+        found = re.match(REFERENCE_PATTERN, data["source"])
+        if found:
+            scheme = found[1].lower()
+            if data.get("provider", scheme) != scheme:
+                raise ValueError(f"provider {data['provider']!r} differs from the reference's {scheme!r}")
+            return {**data, "provider": scheme}
+    return data
 
 
 #: The kinds of SQL statement, as the host's classifier names them.
@@ -203,8 +230,10 @@ class SqlRule(Frozen):
 class SqlPassword(Frozen):
     """Where the host reads a PostgreSQL password: never in the DSN, never seen by the guest or the audit."""
 
-    provider: Literal["env", "file"] = "env"
-    source: str = Field(min_length=1, description="Environment variable name (env) or file path (file).")
+    provider: str = Field("env", pattern=PROVIDER_PATTERN, description=PROVIDER_DOC)
+    source: str = Field(min_length=1, description=SOURCE_DOC)
+
+    _reference = model_validator(mode="before")(lambda data: _provider_of(data))
 
 
 class SqlGrant(SqlRule):

@@ -1,7 +1,8 @@
 """The URL and the secret-carrying headers of a remote MCP server, checked at import, read at call time.
 
 ``--header-secret HEADER=NAME`` stores only ``NAME``, the environment variable
-of the host process that holds the secret. The value is read when a call (or
+of the host process that holds the secret, or a secret reference
+(``keyring://service/user``, ``encrypted://name``, ``exec://...``). The value is read when a call (or
 an import) starts, sent in ``HEADER`` (``Authorization`` gets ``Bearer
 <value>``, any other header the value as it is) and scrubbed from everything
 the server answers, in the encodings :class:`~glovebox.capabilities._secrets.Scrubber`
@@ -23,7 +24,8 @@ __all__ = ["HeaderSecrets", "check_url", "parse_header_secrets", "read_secrets"]
 
 HeaderSecrets = Mapping[str, str]
 _HEADER = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}")
-_SECRET = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+#: An environment variable name, or a secret reference (``keyring://svc/user``, ``encrypted://name``, ...).
+_SECRET = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}|[a-z][a-z0-9-]{0,31}://[!-~]{1,512}")
 #: Headers the protocol or the HTTP stack sets; a secret may not replace them.
 _RESERVED = {"host", "content-type", "content-length", "accept", "mcp-session-id", "mcp-protocol-version", "connection"}
 
@@ -68,7 +70,9 @@ def parse_header_secrets(url: str, pairs: Iterable[str] | Mapping[str, str]) -> 
         if not _HEADER.fullmatch(header) or header.lower() in _RESERVED:
             raise ValueError(f"--header-secret {header}={name}: {header!r} is not a header a secret may be sent in")
         if not _SECRET.fullmatch(name):
-            raise ValueError(f"--header-secret {header}={name}: {name!r} is not an environment variable name")
+            raise ValueError(
+                f"--header-secret {header}={name}: {name!r} is not an environment variable name or a secret reference"
+            )
         if header.lower() in {known.lower() for known in found}:
             raise ValueError(f"--header-secret: header {header!r} is given twice")
         found[header] = name
@@ -101,7 +105,7 @@ def read_secrets(url: str, headers: HeaderSecrets) -> tuple[dict[str, str], Scru
     """
     rules = [
         SecretRule(
-            name=name,
+            name=re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:64],
             source=name,
             host="localhost",  # unused: the header goes to this tool's server only
             header=header,
@@ -111,7 +115,7 @@ def read_secrets(url: str, headers: HeaderSecrets) -> tuple[dict[str, str], Scru
         for header, name in headers.items()
     ]
     secrets = load_secrets(rules)
-    missing = sorted({rule.name for rule in rules} - {secret.rule.name for secret in secrets})
+    missing = sorted({rule.source for rule in rules} - {secret.rule.source for secret in secrets})
     if missing:
         raise UpstreamError(
             f"the secret(s) {', '.join(missing)} for {urlsplit(url).hostname or url} have no value on this host",

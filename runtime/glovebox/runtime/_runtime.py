@@ -791,6 +791,7 @@ class Runtime:
             handlers.ValidateInput(schemas, Selections(self.home)),
             handlers.Approvals(self._gate),
             handlers.OutputChecks(lambda call: self._attempt(call)),
+            handlers.SecretScan(),
         ]
         admitted_steps: list[Handler] = [handlers.Compute(self._admission, self._compute), handlers.Attempts()]
         front: list[Handler] = [handlers.Tracing(self._tracing), handlers.Admission(self._admission, self._recorder)]

@@ -16,6 +16,7 @@ Inside one attempt (each raises a ``CallError`` to refuse):
 - :mod:`._validate` — ``ValidateInput``: the input against the tool's schema.
 - :mod:`._approvals` — ``Approvals``: spend the approval a ``require_approval`` call needs.
 - :mod:`._checks` — ``OutputChecks``: the policy's and the manifest's checks of a successful output.
+- :mod:`._scan` — ``SecretScan``: secret-shaped values in the output, logs and error redacted or refused.
 - :mod:`._output` — ``Execute``: the executor runs the tool; its output decoded and validated.
 
 Imports: the layers below ``runtime`` and the runtime's own modules; never the Runtime facade.
@@ -31,6 +32,7 @@ from ._compute import Compute
 from ._output import Execute
 from ._policy import Policy
 from ._resolve import Resolve
+from ._scan import SecretScan
 from ._tracing import Tracing
 from ._validate import ValidateInput
 
@@ -45,6 +47,7 @@ __all__ = [
     "OutputChecks",
     "Policy",
     "Resolve",
+    "SecretScan",
     "Tracing",
     "ValidateInput",
 ]
