@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast prebuild chromium rust-target lint docs docs-serve bench clean
+.PHONY: demo test test-fast prebuild chromium rust-targets lint docs docs-serve bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,13 +36,11 @@ chromium:
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; \
 	else echo "apt-get not found: the console's browser tests will be skipped (no chromium)"; fi
 
-# Rust tools build for wasm32-unknown-unknown (no WASI imports): the target's standard library, from rustup,
-# added when missing. Go tools need only Go itself (1.24 or later). Without rustup the Rust tests are skipped.
-RUSTUP := $(shell command -v rustup 2>/dev/null || { [ -x "$$HOME/.cargo/bin/rustup" ] && echo "$$HOME/.cargo/bin/rustup"; })
-rust-target:
-	@if [ -z "$(RUSTUP)" ]; then echo "rustup not found: the Rust tool tests will be skipped (https://rustup.rs)"; \
-	elif $(RUSTUP) target list --installed | grep -qx wasm32-unknown-unknown; then :; \
-	else $(RUSTUP) target add wasm32-unknown-unknown; fi
+# The Rust targets typed test components are built for (tests/typedguests.py). Idempotent:
+# rustup adds only what is missing; without rustup the Rust tests are skipped.
+rust-targets:
+	@if command -v rustup >/dev/null; then rustup target add wasm32-unknown-unknown wasm32-wasip2; \
+	else echo "rustup not found: the Rust component tests will be skipped"; fi
 
 # The tests run in one process per core (pytest-xdist; PYTEST_WORKERS=0 runs them in this one);
 # tests that must not overlap share an xdist_group, which --dist loadgroup keeps on one worker.
@@ -50,13 +48,12 @@ PYTEST_WORKERS ?= auto
 PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 # Every guest and toolchain the tests build (C guests, Python and JavaScript guests, QuickJS-NG,
-# the code runner, the Rust and Go examples), built once into pytest's cache before the tests start
-# (tests/guestcache.py).
-prebuild: $(STAMP) rust-target
+# the code runner, the Rust and Go examples, the typed Rust crates), built once into pytest's cache before the tests start (tests/guestcache.py).
+prebuild: $(STAMP) rust-targets
 	$(BIN)/python -m tests.guestcache .pytest_cache/d/glovebox
 
 # Everything: lint, the docs build, then every test (slow and system ones included).
-test: $(STAMP) $(MCP_TS_STAMP) chromium rust-target lint docs prebuild
+test: $(STAMP) $(MCP_TS_STAMP) chromium rust-targets lint docs prebuild
 	$(PYTEST)
 
 # Unit tests only: no guest builds, no servers, nothing slow (tests/conftest.py marks `system`).

@@ -259,9 +259,22 @@ def prebuild(cache_root: Path, jobs: int = 2) -> None:
                 what = f"project {project.relative_to(ROOT)}"
                 _timed(what, lambda p=project: built_project(p, out_dir / "projects" / f"{p.name}.wasm", cache_root))
 
+        def rust_chain() -> None:  # the typed components' crates (skipped without cargo or the target)
+            from tests.typedguests import RUST_CRATES, built_rust
+
+            def one(crate: Path, target: str) -> None:
+                try:
+                    built_rust(crate, out_dir / f"{crate.name}.wasm", cache_root, target=target)
+                except pytest.skip.Exception as skipped:  # no cargo or no target: the tests skip too
+                    print(f"not prebuilt: {crate.relative_to(ROOT)}: {skipped.msg}", file=sys.stderr)
+
+            for crate, target in RUST_CRATES:
+                _timed(f"Rust crate {crate.relative_to(ROOT)}", lambda c=crate, t=target: one(c, t))
+
         with ThreadPoolExecutor(jobs) as pool:
             for future in [pool.submit(js_chain), pool.submit(python_chain)]:
                 future.result()
+        _timed("the Rust crates", rust_chain)
         project_chain()
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)

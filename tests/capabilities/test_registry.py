@@ -26,8 +26,8 @@ RUNTIME = Path(__file__).resolve().parents[2] / "runtime"
 
 def test_the_built_ins_register_like_entry_points() -> None:
     names = [capability.name for capability in registered()]
-    assert names[:3] == ["http", "sql", "kv"]
-    assert [value.split(":")[0].rsplit(".", 1)[1] for value in DEFAULT_CAPABILITIES] == ["http", "sql", "kv"]
+    assert names[:4] == ["http", "sql", "kv", "files"]
+    assert [value.split(":")[0].rsplit(".", 1)[1] for value in DEFAULT_CAPABILITIES] == ["http", "sql", "kv", "files"]
     assert {capability.interface for capability in registered()} >= {
         "glovebox:tool/host@0.1.0",
         "glovebox:tool/sql@0.1.0",

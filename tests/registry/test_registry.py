@@ -3,6 +3,7 @@ hot registration, concurrency and hostile artifacts."""
 
 from __future__ import annotations
 
+import io
 import json
 import multiprocessing
 import os
@@ -414,10 +415,46 @@ def test_compile_time_is_bounded(runtime: glovebox.Runtime, tmp_path: Path, monk
         f'(func (export "f{i}") (param i32) (result i32) local.get 0 i32.const {i} i32.mul)' for i in range(20000)
     )
     wasm = assemble(tmp_path, "many", component_wat(functions))
-    monkeypatch.setattr(_compile, "COMPILE_TIMEOUT_S", 0.05)
-    with pytest.raises(glovebox.InvalidArtifact, match="longer than 0.05 s to compile"):
+    monkeypatch.setenv("GLOVEBOX_COMPILE_TIMEOUT_S", "0.05")
+    with pytest.raises(glovebox.InvalidArtifact, match="longer than 0.05 s to compile") as caught:
         runtime.register(wasm)
+    assert "GLOVEBOX_COMPILE_TIMEOUT_S" in str(caught.value)  # the refusal names the setting
+    assert caught.value.details["setting"] == "GLOVEBOX_COMPILE_TIMEOUT_S"
     assert runtime.tools() == []
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_long_compile_shows_progress_on_a_terminal(
+    runtime: glovebox.Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    functions = " ".join(
+        f'(func (export "f{i}") (param i32) (result i32) local.get 0 i32.const {i} i32.mul)' for i in range(20000)
+    )
+    wasm = assemble(tmp_path, "many", component_wat(functions))
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setenv("GLOVEBOX_COMPILE_TIMEOUT_S", "1.5")
+    with pytest.raises(glovebox.InvalidArtifact, match="longer than 1.5 s"):
+        runtime.register(wasm)
+    assert "compiling many.wasm (" in terminal.getvalue()
+    assert "of at most 1.5 s" in terminal.getvalue()
+
+
+def test_the_compile_deadline_scales_with_the_artifact(monkeypatch: pytest.MonkeyPatch) -> None:
+    small, why = _compile.compile_timeout(25_000)
+    large, _ = _compile.compile_timeout(18 * 1024 * 1024)
+    assert small == pytest.approx(_compile.COMPILE_TIMEOUT_S, abs=1)
+    assert large == _compile.COMPILE_TIMEOUT_S + 18 * _compile.COMPILE_S_PER_MIB
+    assert "GLOVEBOX_COMPILE_TIMEOUT_S" in why
+    monkeypatch.setenv("GLOVEBOX_COMPILE_TIMEOUT_S", "900")
+    assert _compile.compile_timeout(18 * 1024 * 1024) == (900.0, "set by GLOVEBOX_COMPILE_TIMEOUT_S")
+    monkeypatch.setenv("GLOVEBOX_COMPILE_TIMEOUT_S", "soon")
+    with pytest.raises(glovebox.InvalidArtifact, match="GLOVEBOX_COMPILE_TIMEOUT_S must be a positive number"):
+        _compile.compile_timeout(1)
 
 
 def test_deep_nesting_is_refused_cleanly(runtime: glovebox.Runtime, tmp_path: Path) -> None:

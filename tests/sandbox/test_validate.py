@@ -129,18 +129,19 @@ def test_core_module(runtime: glovebox.Runtime, tmp_path: Path) -> None:
 
 def test_component_without_call(runtime: glovebox.Runtime, wat_component: Callable[[str, str], Path]) -> None:
     path = wat_component("empty-component", "(component)")
-    with pytest.raises(glovebox.InvalidArtifact, match=r"does not export `call` \(it exports nothing\)"):
+    with pytest.raises(glovebox.InvalidArtifact, match=r"exports no function: a tool exports glovebox's `call"):
         runtime.register(path, manifest={"name": "nocall"})
     assert_registry_untouched(runtime)
 
 
 def test_component_exporting_another_name(runtime: glovebox.Runtime, wat_component: Callable[[str, str], Path]) -> None:
+    # Not glovebox's world: a typed component, its `run` the tool `run-run` (tests/registry/test_typed_components.py).
     run = _GOOD_CALL.replace('(export "call")', '(export "run")')
     text = f"(component {_CORE} {run})"
     assert '(export "run") (param "input"' in text
-    with pytest.raises(glovebox.InvalidArtifact, match=r"does not export `call` \(it exports run\)"):
-        runtime.register(wat_component("run", text), manifest={"name": "run"})
-    assert_registry_untouched(runtime)
+    info = runtime.register(wat_component("run", text), manifest={"name": "run"})
+    assert (info.name, info.kind) == ("run-run", "component")
+    assert runtime.call("run-run", {"input": "x"}).output == "1"
 
 
 @pytest.mark.parametrize(
@@ -179,7 +180,9 @@ def _kind(signature: str) -> str:
 
 
 #: The interfaces a refusal names: the host's, then every registered capability's (kv, a plug-in's...).
-_INTERFACES = [f"`{i}`" for i in dict.fromkeys(["glovebox:tool/host@0.1.0", *(c.interface for c in registered())])]
+_INTERFACES = [
+    f"`{i}`" for i in dict.fromkeys(["glovebox:tool/host@0.1.0", *(c.interface for c in registered() if c.interface)])
+]
 _ALLOWED = ", ".join(_INTERFACES[:-1]) + " and " + _INTERFACES[-1]
 assert _ALLOWED.startswith("`glovebox:tool/host@0.1.0`, `glovebox:tool/sql@0.1.0`")
 
@@ -192,7 +195,6 @@ _WASI_ENV = """
 @pytest.mark.parametrize(
     "name",
     [
-        "wasi:http/outgoing-handler@0.2.0",  # not an interface the sandbox links
         "wasi:cli/environment@0.3.0",  # a linked interface, but not of WASI 0.2
         "wasi:cli/environment",  # unversioned
         "wasi:cli/environment@0.2.0-rc-2023-11-10",  # a pre-release
@@ -208,6 +210,17 @@ def test_import_outside_the_world(
         rf"\(a tool may import only {re.escape(_ALLOWED)}\)",
     ):
         runtime.register(wat_component("env", text), manifest={"name": "env"})
+    assert_registry_untouched(runtime)
+
+
+def test_wasi_http_is_refused_with_the_reason(
+    runtime: glovebox.Runtime, wat_component: Callable[[str, str], Path]
+) -> None:
+    # Not linked: wasmtime's own HTTP client would go around the HTTP capability (docs/guide/components.md).
+    name = "wasi:http/outgoing-handler@0.2.0"
+    text = f"(component {_WASI_ENV.format(name=name)} {_CORE} {_GOOD_CALL})"
+    with pytest.raises(glovebox.InvalidArtifact, match=r"glovebox does not link wasi:http, because wasmtime-py"):
+        runtime.register(wat_component("http", text), manifest={"name": "http"})
     assert_registry_untouched(runtime)
 
 

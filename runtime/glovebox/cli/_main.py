@@ -107,13 +107,18 @@ def _silent(line: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the registered tool as JSON.")
 @click.pass_context
 def register(ctx: click.Context, wasm: str, manifest: str | None, as_json: bool) -> None:
-    """Validate and register a .wasm component (warns when agents would get no description or schema)."""
+    """Validate and register a .wasm component (warns when agents would get no description or schema).
+
+    A component exporting its own typed functions instead of glovebox's `call` becomes one tool per
+    function, NAME-FUNCTION, with schemas from its WIT types.
+    """
     with open_runtime(ctx) as rt:
-        info = rt.register(wasm, manifest)
-    if as_json:
-        click.echo(dump(info.to_dict()))
+        infos = rt.register_all(wasm, manifest)
+    if as_json:  # one tool as an object (as always); a component's several functions as a list
+        click.echo(dump(infos[0].to_dict() if len(infos) == 1 else [info.to_dict() for info in infos]))
     else:
-        click.echo(f"registered {info.name}@{info.version} {info.digest}")
+        for info in infos:
+            click.echo(f"registered {info.name}@{info.version} {info.digest}")
 
 
 @cli.command()

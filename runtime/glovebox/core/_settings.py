@@ -14,6 +14,7 @@ variable                        read by
 ``GLOVEBOX_GRANTS``             :func:`grants_file`
 ``GLOVEBOX_REQUIRE_SIGNATURES`` :func:`require_signatures`
 ``GLOVEBOX_LOG_FORMAT``         :func:`log_format`
+``GLOVEBOX_COMPILE_TIMEOUT_S``  :func:`compile_timeout_s`
 ==============================  ================================================
 
 An empty variable counts as unset. Every function reads the environment when
@@ -33,6 +34,7 @@ __all__ = [
     "cargo_home_dir",
     "cargo_target_dir",
     "check_home",
+    "compile_timeout_s",
     "go_cache_dirs",
     "grants_file",
     "home_dir",
@@ -180,3 +182,21 @@ def quiet_ray_failure_handler() -> None:
     """Set ``RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1`` unless set: Ray's failure signal handler,
     installed by ``ray.init``, would take the signals wasmtime turns into guest traps."""
     os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+
+
+def compile_timeout_s() -> float | None:
+    """``GLOVEBOX_COMPILE_TIMEOUT_S``: the seconds one artifact may take to compile, else None (scaled by size).
+
+    Raises:
+        ValueError: the variable is not a positive number (the message names it and the value).
+    """
+    value = _get("GLOVEBOX_COMPILE_TIMEOUT_S")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise ValueError(f"GLOVEBOX_COMPILE_TIMEOUT_S must be a positive number of seconds, not {value!r}")
+    return seconds

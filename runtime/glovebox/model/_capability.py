@@ -54,6 +54,7 @@ DEFAULT_CAPABILITIES = (
     "glovebox.capabilities.http:CAPABILITY",
     "glovebox.capabilities.sql:CAPABILITY",
     "glovebox.capabilities.kv:CAPABILITY",
+    "glovebox.capabilities.files:CAPABILITY",
 )
 
 #: A pydantic field: its type and its default (or a ``pydantic.Field``).
@@ -88,7 +89,8 @@ class Capability:
 
     #: Its key in manifests, grants, the call's state and the audit row.
     name: str = ""
-    #: The WIT interface its host functions belong to (``glovebox:tool/NAME@0.1.0``).
+    #: The WIT interface its host functions belong to (``glovebox:tool/NAME@0.1.0``);
+    #: empty for a capability without host functions (``files``: WASI is its interface).
     interface: str = ""
     #: The WIT text of that interface (documentation, and the build's world).
     wit: str = ""

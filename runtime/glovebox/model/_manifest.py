@@ -36,6 +36,7 @@ from ._grants import HttpRule, SqlRule, compose
 __all__ = [
     "HttpRule",
     "Capabilities",
+    "Export",
     "GraphqlField",
     "Limits",
     "Manifest",
@@ -56,8 +57,9 @@ MIB = 1024 * 1024
 #: ``openapi``/``graphql`` operation tools, which run the generic HTTP-operation
 #: guest), or a tool of a remote MCP server that the host proxies (``mcp-remote``:
 #: its code does not run on this host, so no sandbox applies to it), or an imported
-#: database tool (``sql``: the generic SQL guest runs the input's statement).
-ToolKind = Literal["wasm", "openapi", "graphql", "mcp-remote", "sql"]
+#: database tool (``sql``: the generic SQL guest runs the input's statement), or one
+#: typed function of any component (``component``: see ``Export``).
+ToolKind = Literal["wasm", "openapi", "graphql", "mcp-remote", "sql", "component"]
 
 
 class Limits(Frozen):
@@ -157,6 +159,13 @@ class SqlOperation(Frozen):
     mode: Literal["query", "execute"] = Field(description="query: SELECT only; execute: the grant's kinds.")
 
 
+class Export(Frozen):
+    """Which function of a component a ``component`` tool calls (written at registration, from its WIT types)."""
+
+    interface: str = Field("", max_length=256, description="The exported interface; empty at the world's top.")
+    function: str = Field(min_length=1, max_length=256, description="The exported function's name.")
+
+
 class Manifest(Frozen):
     """Everything the host needs to know about a tool besides its code."""
 
@@ -171,11 +180,15 @@ class Manifest(Frozen):
     kind: ToolKind = "wasm"
     operation: Operation | None = None
     sql_operation: SqlOperation | None = None
+    #: For ``kind = "component"``: the typed export the tool calls.
+    export: Export | None = None
     #: Output checks the tool's author declares (a policy's guards may add to them, never lift them).
     checks: Checks | None = None
 
     @model_validator(mode="after")
     def _operation_fits_kind(self) -> Self:
+        if (self.kind == "component") != (self.export is not None):
+            raise ValueError("kind 'component' and 'export' go together (the typed function the tool calls)")
         if (self.kind == "sql") != (self.sql_operation is not None):
             raise ValueError("kind 'sql' and 'sql_operation' go together (the statement the generic guest runs)")
         wanted = self.kind in ("openapi", "graphql")
@@ -214,6 +227,8 @@ class Manifest(Frozen):
             del document["operation"]
         if document["sql_operation"] is None:
             del document["sql_operation"]
+        if document["export"] is None:
+            del document["export"]
         if document["checks"] is None:
             del document["checks"]
         for key in [key for key, value in document["capabilities"].items() if not value]:

@@ -37,8 +37,10 @@ from ..model._manifest import (
 )
 from ..model._result import ToolInfo
 from ..sandbox._sandbox import Sandbox
-from ..sandbox._validate import MAX_ARTIFACT_BYTES, check_component, check_header
+from ..sandbox._typed import Unsupported, exports_glovebox_call, typed_exports
+from ..sandbox._validate import MAX_ARTIFACT_BYTES, check_component, check_header, check_imports
 from ._compiled import CompiledCache
+from ._exports import package_docs, typed_manifests
 from ._registry import Registry, version_key
 
 __all__ = ["ManifestSource", "Registrar", "resolve_manifest"]
@@ -69,11 +71,25 @@ class Registrar:
         """Check, compile, prove and store one artifact; return what was registered."""
         data = _read_artifact(path)
         check_header(data, str(path))
+        return self.register_all(path, manifest, signature, data)[0]
+
+    def register_all(
+        self,
+        path: Path,
+        manifest: ManifestSource,
+        signature: str | os.PathLike[str] | None,
+        data: bytes | None = None,
+    ) -> list[ToolInfo]:
+        """``register``, answering every tool made: one for a glovebox tool, one per function of a typed component."""
+        if data is None:
+            data = _read_artifact(path)
+            check_header(data, str(path))
         resolved = resolve_manifest(path, manifest)
-        info = self._register(path, data, [resolved], signature, None)[0]
-        for warning in [*manifest_warnings(resolved), *self._shadowed(info)]:
-            warnings.warn(warning, ManifestWarning, stacklevel=3)
-        return info
+        infos = self._register(path, data, [resolved], signature, None, typed=True)
+        for info in infos:
+            for warning in [*manifest_warnings(info.manifest), *self._shadowed(info)]:
+                warnings.warn(warning, ManifestWarning, stacklevel=3)
+        return infos
 
     def _shadowed(self, info: ToolInfo) -> list[str]:
         """A warning when a bare ``info.name`` does not resolve to what was just registered."""
@@ -109,6 +125,8 @@ class Registrar:
         manifests: list[Manifest],
         signature: str | os.PathLike[str] | None,
         deprecate: dict[str, str] | None,
+        *,
+        typed: bool = False,
     ) -> list[ToolInfo]:
         digest = sha256_digest(data)
         signers = set()
@@ -121,7 +139,8 @@ class Registrar:
         with self._registry.staging.shared():
             blob = self._registry.stage_blob(data)
             try:
-                return self._store(path, manifests, digest, blob, signer, deprecate)
+                docs = package_docs(data) if typed else None
+                return self._store(path, manifests, digest, blob, signer, deprecate, docs)
             finally:
                 blob.unlink(missing_ok=True)
 
@@ -133,15 +152,15 @@ class Registrar:
         blob: Path,
         signer: str | None,
         deprecate: dict[str, str] | None,
+        docs: dict[str, str] | None = None,
     ) -> list[ToolInfo]:
         size = blob.stat().st_size
-        tightest = _tightest(manifests)
         existing = self._compiled.existing(digest)
         if existing is not None:
             component, staged = existing
             try:
-                check_component(self._shared.engine, component, str(path))
-                self._sandbox.probe(component, tightest, str(path))
+                manifests = self._checked(component, manifests, docs, str(path), digest)
+                self._sandbox.probe(component, _tightest(manifests), str(path))
                 return self._registry.add_many(
                     manifests, digest, size, signer, blob=blob, compiled=staged, deprecate=deprecate
                 )
@@ -152,8 +171,8 @@ class Registrar:
             compiled = Path(tmp) / "compiled.cwasm"
             precompile(blob, compiled, self._shared.settings, str(path))
             component = self._load_compiled(compiled, path)
-            check_component(self._shared.engine, component, str(path))
-            self._sandbox.probe(component, tightest, str(path))
+            manifests = self._checked(component, manifests, docs, str(path), digest)
+            self._sandbox.probe(component, _tightest(manifests), str(path))
             infos = self._registry.add_many(
                 manifests,
                 digest,
@@ -165,6 +184,33 @@ class Registrar:
             )
         self._shared.remember(digest, component)
         return infos
+
+    def _checked(
+        self,
+        component: Component,
+        manifests: list[Manifest],
+        docs: dict[str, str] | None,
+        source: str,
+        digest: str,
+    ) -> list[Manifest]:
+        """The manifests to store: as given for a glovebox tool, one per function for a typed component.
+
+        ``docs`` is None when only glovebox tools may be registered (``register_many``).
+        """
+        engine = self._shared.engine
+        if docs is None or exports_glovebox_call(engine, component):
+            check_component(engine, component, source)
+            return manifests
+        try:
+            exports = typed_exports(engine, component)
+        except Unsupported as exc:
+            raise InvalidArtifact(f"{source} cannot be a tool: {exc}") from exc
+        check_imports(engine, component, source)
+        typed = typed_manifests(manifests[0], exports, docs, source)
+        for manifest in typed:
+            manifest.check_within(HOST_MAXIMA)
+            self._registry.check_conflict(manifest, digest)
+        return typed
 
     def _load_compiled(self, compiled: Path, path: Path) -> Component:
         try:

@@ -252,6 +252,28 @@ class Runtime:
         self._check_open()
         return self._registrar.register(Path(wasm_path), manifest, signature)
 
+    def register_all(
+        self,
+        wasm_path: str | os.PathLike[str],
+        manifest: ManifestSource = None,
+        *,
+        signature: str | os.PathLike[str] | None = None,
+    ) -> list[ToolInfo]:
+        """:meth:`register`, answering every tool it made.
+
+        A component that exports glovebox's ``call`` is one tool. Any other
+        component is one tool per exported function, named
+        ``<name>-<function>``, with schemas from its WIT types (see the guide's
+        "Bring any component"); :meth:`register` answers the first of them.
+
+        Raises:
+            InvalidArtifact: the file is not a component, or an export has no JSON form (a resource).
+            InvalidManifest: the manifest is malformed or asks for too much.
+            SignatureError: the signature is missing, tampered with or untrusted.
+        """
+        self._check_open()
+        return self._registrar.register_all(Path(wasm_path), manifest, signature)
+
     def verify(
         self,
         wasm_path: str | os.PathLike[str],

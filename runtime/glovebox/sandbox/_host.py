@@ -87,7 +87,8 @@ def host_functions(run: bool = False) -> dict[str, list[HostFunction]]:
     """Every host function by interface: ``log``, the registered capabilities' and, with ``run``, ``host-call``."""
     interfaces: dict[str, list[HostFunction]] = {HOST_INTERFACE: [_LOG]}
     for capability in registered():
-        interfaces.setdefault(capability.interface, []).extend(capability.functions())
+        if capability.interface:  # ``files`` has none: WASI is its interface
+            interfaces.setdefault(capability.interface, []).extend(capability.functions())
     if run:
         interfaces[RUN_INTERFACE] = [_HOST_CALL]
     return interfaces

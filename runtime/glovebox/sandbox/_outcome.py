@@ -84,6 +84,7 @@ _LIFT_ERRORS = (
     "out of bounds of memory",
     "invalid variant discriminant",
     "invalid discriminant",
+    "out of range [",  # a variant's or enum's discriminant past its cases
     "unexpected end of",
     "realloc return",
     "pointer not aligned",

@@ -9,7 +9,8 @@ defines the host interface only. Components that import WASI 0.2 (Python
 tools: CPython is built on wasi-libc) use a second linker that also has
 ``add_wasip2()``, and their store gets an empty ``WasiConfig``: no arguments, no
 environment, no preopened directories, stdin empty, stdout and stderr
-discarded (never the host's), every socket address refused, no name lookup.
+going to the call's logs (never the host's), every socket address refused, no
+name lookup; a ``files`` grant preopens its directory (see ``_wasi``).
 Clocks and randomness work. The choice is made once per component and cached.
 The code runner of ``Runtime.run`` gets a third linker, the WASI one plus the
 run's ``host-call`` (``glovebox:tool/run``), used only when a run hands its
@@ -28,7 +29,7 @@ from typing import Any
 import wasmtime
 from wasmtime.component import Component, ExportIndex, Linker
 
-from ..core._errors import CallError, InvalidArtifact
+from ..core._errors import CallError, CapabilityDenied, InvalidArtifact, InvalidInput, OutputTooLarge
 from ..core._world import EXPORT_NAME
 from ..engine._engine import SharedEngine
 from ..model._manifest import Limits
@@ -36,7 +37,10 @@ from ._callstate import ActiveCall, CallState, Fetcher, HostCalls, SqlAccess
 from ._fastcall import Instantiation, RawStore, call_tool, post_return
 from ._host import make_linker
 from ._outcome import Ending, call_error
+from ._typed import OutputTooBig, TypedExport, call_typed, export_index, typed_exports
 from ._validate import imports_wasi
+from ._wasi import wasi_config
+from ._witvalues import ConversionError, params_from_json
 
 __all__ = ["Outcome", "Sandbox"]
 
@@ -60,6 +64,9 @@ class Sandbox:
         self._wasi_linker: Linker | None = None
         self._runner_linker: Linker | None = None
         self._wants_wasi: weakref.WeakKeyDictionary[Component, bool] = weakref.WeakKeyDictionary()
+        self._typed: weakref.WeakKeyDictionary[Component, dict[tuple[str, str], TypedExport]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._live = 0
         self._live_lock = threading.Lock()
 
@@ -88,14 +95,21 @@ class Sandbox:
             self._runner_linker = linker
         return self._runner_linker
 
-    def _store(self, component: Component, limits: Limits, wasi: bool | None = None) -> wasmtime.Store:
+    def _store(
+        self,
+        component: Component,
+        limits: Limits,
+        wasi: bool | None = None,
+        files: Any = None,
+        state: CallState | None = None,
+    ) -> wasmtime.Store:
         store = wasmtime.Store(self.shared.engine)
         store.set_limits(memory_size=limits.memory_bytes)
         store.set_fuel(limits.fuel)
         store.set_epoch_deadline(self.shared.deadline_ticks(limits.timeout_ms))
         if wasi if wasi is not None else self._linker_for(component) is not self._linker:
-            # Nothing inherited: WasiConfig starts with no args, env, preopens or stdio.
-            store.set_wasi(wasmtime.WasiConfig())
+            # Nothing inherited (see ``_wasi``): stdio into the call's logs, a granted directory at most.
+            store.set_wasi(wasi_config(state, files))
         return store
 
     def run(
@@ -131,23 +145,107 @@ class Sandbox:
             capabilities=bound,
             host_calls=host_calls,
         )
+        _files_denied(bound.get("files"), state)
         with self._live_lock:
             self._live += 1
         try:
             with ActiveCall(state):
                 if host_calls is not None:
-                    store = self._store(component, limits, wasi=True)
+                    store = self._store(component, limits, wasi=True, state=state)
                     ran = self._invoke(store, component, input_text, self._run_linker())
                 elif self._linker_for(component) is self._linker:
                     ran = self._invoke_raw(component, input_text, limits)
                 else:
-                    ran = self._invoke(self._store(component, limits), component, input_text)
+                    store = self._store(component, limits, files=bound.get("files"), state=state)
+                    ran = self._invoke(store, component, input_text)
         finally:
             with self._live_lock:
                 self._live -= 1
-        error = call_error(ran.ending(limits, state))
+        error = _files_after(bound, state) or call_error(ran.ending(limits, state))
         output = ran.result[1] if error is None and ran.result is not None else None
         return Outcome(output_text=output, error=error, fuel_used=limits.fuel - ran.fuel_left, state=state)
+
+    def typed_export(self, component: Component, interface: str, function: str) -> TypedExport | None:
+        """The typed export ``interface#function`` of ``component`` (None when it has none by that name)."""
+        exports = self._typed.get(component)
+        if exports is None:
+            found = typed_exports(self.shared.engine, component)
+            exports = self._typed[component] = {(e.interface, e.function): e for e in found}
+        return exports.get((interface, function))
+
+    def run_export(
+        self,
+        component: Component,
+        interface: str,
+        function: str,
+        value: Any,
+        limits: Limits,
+        capabilities: Mapping[str, Any] | None = None,
+    ) -> Outcome:
+        """Call the typed export ``interface#function`` once, on a fresh instance, with the JSON input ``value``.
+
+        The input is converted before anything is instantiated: a value that does
+        not fit the function's types answers ``invalid_input`` naming its path.
+        """
+        bound = dict(capabilities or {})
+        state = CallState(
+            deadline=time.monotonic() + limits.timeout_ms / 1000.0,
+            log_limit_bytes=limits.log_bytes,
+            http=bound.get("http"),
+            sql=bound.get("sql"),
+            capabilities=bound,
+        )
+        _files_denied(bound.get("files"), state)
+        export = self.typed_export(component, interface, function)
+        if export is None:
+            raise InvalidArtifact(f"the component has no export {interface}#{function}")
+        try:
+            args = params_from_json(export.shape, value)
+        except ConversionError as exc:
+            refused = InvalidInput(
+                f"the input does not fit {export.qualified}'s WIT types: {exc}", details={"path": exc.path}
+            )
+            return Outcome(output_text=None, error=refused, fuel_used=0, state=state)
+        with self._live_lock:
+            self._live += 1
+        try:
+            with ActiveCall(state):
+                store = self._store(component, limits, files=bound.get("files"), state=state)
+                ran = self._invoke_typed(store, component, export, args, limits)
+        finally:
+            with self._live_lock:
+                self._live -= 1
+        fuel_used = limits.fuel - ran.fuel_left
+        if ran.too_big:
+            too_large = OutputTooLarge(
+                f"the tool's output has more values than its {limits.output_bytes}-byte limit can hold",
+                details={"limit": limits.output_bytes},
+            )
+            return Outcome(output_text=None, error=too_large, fuel_used=fuel_used, state=state)
+        error = _files_after(bound, state) or call_error(ran.ending(limits, state))
+        output = ran.result[1] if error is None and ran.result is not None else None
+        return Outcome(output_text=output, error=error, fuel_used=fuel_used, state=state)
+
+    def _invoke_typed(
+        self, store: wasmtime.Store, component: Component, export: TypedExport, args: list[Any], limits: Limits
+    ) -> _Ran:
+        instantiating = True
+        try:
+            instance = self._linker_for(component).instantiate(store, component)
+            index = export_index(component, export.interface, export.function)
+            func = None if index is None else instance.get_func(store, index)
+            if func is None:
+                raise wasmtime.WasmtimeError(f"component does not export `{export.qualified}`")
+            instantiating = False
+            # Every JSON value takes two bytes at least (``0,``): more values cannot fit the output.
+            ran = _Ran(result=call_typed(func, store, export.shape, args, limits.output_bytes // 2 + 1))
+            post_return(func, store)
+        except OutputTooBig:
+            ran = _Ran(too_big=True)
+        except (wasmtime.Trap, wasmtime.WasmtimeError, wasmtime.ExitTrap) as exc:
+            ran = _Ran.failed(exc, instantiating)
+        ran.fuel_left = _fuel_left(store)
+        return ran
 
     def probe(self, component: Component, limits: Limits, source: str) -> None:
         """Instantiate once without calling, to prove the component links and starts."""
@@ -196,6 +294,22 @@ class Sandbox:
         return ran
 
 
+def _files_denied(files: Any, state: CallState) -> None:
+    """A ``files`` grant refused when it was bound (a symlink out, a hard link): recorded as a denial."""
+    if files is not None and files.denied is not None:
+        state.add_denial({"capability": "files", "directory": files.name, "reason": files.denied})
+
+
+def _files_after(bound: Mapping[str, Any], state: CallState) -> CallError | None:
+    """``capability_denied`` when the call left its files directory over its quota."""
+    files = bound.get("files")
+    reason = None if files is None else files.after()
+    if files is None or reason is None:
+        return None
+    state.add_denial({"capability": "files", "reason": reason, **files.details})
+    return CapabilityDenied(reason, details=dict(files.details))
+
+
 @dataclass
 class _Ran:
     """What one invocation returned or raised, before it is judged."""
@@ -205,6 +319,7 @@ class _Ran:
     instantiating: bool = False
     fuel_left: int = 0
     failed_at: float = 0.0
+    too_big: bool = False
 
     @classmethod
     def failed(cls, exc: Exception, instantiating: bool) -> _Ran:

@@ -26,6 +26,7 @@ __all__ = [
     "MAX_ARTIFACT_BYTES",
     "check_component",
     "check_header",
+    "check_imports",
     "imports_wasi",
 ]
 
@@ -55,6 +56,11 @@ def check_component(engine: wasmtime.Engine, component: Component, source: str) 
     ctype = component.type
     _check_exports(ctype.exports(engine), engine, source)
     _check_imports(ctype.imports(engine), engine, source)
+
+
+def check_imports(engine: wasmtime.Engine, component: Component, source: str) -> None:
+    """Check a compiled component's imports alone (a typed component exports what it likes)."""
+    _check_imports(component.type.imports(engine), engine, source)
 
 
 def _check_exports(exports: Mapping[str, object], engine: wasmtime.Engine, source: str) -> None:
@@ -94,6 +100,13 @@ def _check_imports(imports: Mapping[str, object], engine: wasmtime.Engine, sourc
     for name, item in imports.items():
         if is_wasi_import(name):
             continue
+        if name.startswith("wasi:http/"):
+            raise InvalidArtifact(
+                f"{source} imports `{name}`: glovebox does not link wasi:http, because wasmtime-py offers only "
+                "wasmtime's own HTTP client, which would reach the network around glovebox's HTTP capability "
+                "(its allowlist, SSRF defence, deadline, secrets and audit); fetch through "
+                "`glovebox:tool/host@0.1.0#http-fetch` instead"
+            )
         provided = provided_by.get(name)
         if provided is None:
             named = [f"`{interface}`" for interface in provided_by]

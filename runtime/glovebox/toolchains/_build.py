@@ -159,7 +159,7 @@ def _check_overwritable(target: Path, manifest: str) -> None:
 
 def _check_core_imports(core: Path, src: Path) -> None:
     module = wasmtime.Module(wasmtime.Engine(), core.read_bytes())
-    interfaces = {HOST_INTERFACE, *(capability.interface for capability in registered())}
+    interfaces = {HOST_INTERFACE, *(capability.interface for capability in registered() if capability.interface)}
     foreign = [imp for imp in module.imports if imp.module not in interfaces]
     if not foreign:
         return

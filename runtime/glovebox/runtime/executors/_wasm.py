@@ -58,15 +58,20 @@ class WasmExecutor(Executor):
             capabilities = bind_capabilities(info.manifest.capabilities, state.grants, context)
         else:  # declared ∩ granted is nothing whatever the grants: every host function answers `denied`
             capabilities = _NONE
+        export = info.manifest.export
+        if export is not None:  # a typed component's function: the input value, converted to its WIT types
+            run = functools.partial(parts.sandbox.run_export, component, export.interface, export.function, call.input)
+        else:
+            run = functools.partial(parts.sandbox.run, component, state.input_text)
         if call.tracer is None:
             try:
-                outcome = parts.sandbox.run(component, state.input_text, decision.limits, capabilities)
+                outcome = run(decision.limits, capabilities)
             finally:
                 capabilities.close(trace)
         else:
             with step(call.tracer, "glovebox.sandbox") as span:
                 try:
-                    outcome = parts.sandbox.run(component, state.input_text, decision.limits, capabilities)
+                    outcome = run(decision.limits, capabilities)
                 finally:
                     capabilities.close(trace)
                 if span is not None:
