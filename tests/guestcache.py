@@ -180,6 +180,68 @@ def built_project(project: Path, out: Path, cache_root: Path) -> Path:
     return out
 
 
+INTEROP = GUESTS / "interop"
+#: The components of other toolchains the interop tests build (tests/guests/interop/README.md).
+INTEROP_GUESTS = ("wassette-filesystem-rs", "wassette-eval-py")
+
+
+def built_interop(name: str, cache_root: Path) -> tuple[Path, str]:
+    """Build the interop component ``tests/guests/interop/NAME`` as its own project builds it (cargo for
+    wasm32-wasip2, componentize-py), from the cache when its sources are unchanged; precompile it for the
+    glovebox engine. Returns the component and its digest. Skips the test when the toolchain is missing."""
+    import subprocess
+
+    from glovebox.engine._compile import precompile
+    from glovebox.engine._engine import get_engine
+
+    source = INTEROP / name
+    files = [p for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    rust = (source / "Cargo.toml").is_file()
+    versions = [_project_toolchain_key(), importlib.metadata.version("componentize-py")]
+    key = _files_digest(files, *versions)[:32]
+    entry = cache_root / "interop" / f"{name}-{key}"
+    if not (entry / "tool.wasm").is_file():
+        with locked(cache_root, f"interop-{key}"):
+            if not (entry / "tool.wasm").is_file():
+                entry.mkdir(parents=True, exist_ok=True)
+                staged = entry / "tool.wasm.partial"
+                if rust:
+                    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+                    argv = [cargo, "build", "--release", "--locked", "--target", "wasm32-wasip2"]
+                    env = {**os.environ, **project_env(cache_root)}
+                    env["CARGO_TARGET_DIR"] = str(cache_root / "interop-target")
+                    try:
+                        proc = subprocess.run(argv, cwd=source, env=env, capture_output=True, text=True, timeout=900)
+                    except OSError as error:
+                        pytest.skip(f"cargo is not installed: {error}")
+                    if proc.returncode != 0:
+                        if "wasm32-wasip2" in proc.stderr and "target may not be installed" in proc.stderr:
+                            pytest.skip("the wasm32-wasip2 target is not installed (make rust-targets)")
+                        raise RuntimeError(f"cargo build failed for {name}:\n{proc.stderr[-3000:]}")
+                    built = cache_root / "interop-target" / "wasm32-wasip2" / "release" / "filesystem.wasm"
+                    shutil.copyfile(built, staged)
+                else:
+                    with tempfile.TemporaryDirectory(prefix="glovebox-interop-") as tmp:
+                        shutil.copytree(source, Path(tmp) / name)
+                        componentize = shutil.which("componentize-py", path=str(Path(sys.executable).parent))
+                        argv = [componentize or "componentize-py", "-d", "wit", "-w", "sandbox", "componentize"]
+                        argv += ["-s", "main", "-o", str(staged)]
+                        proc = subprocess.run(argv, cwd=Path(tmp) / name, capture_output=True, text=True, timeout=900)
+                    if proc.returncode != 0:
+                        raise RuntimeError(f"componentize-py failed for {name}:\n{proc.stderr[-3000:]}")
+                os.replace(staged, entry / "tool.wasm")
+    wasm = entry / "tool.wasm"
+    digest = "sha256:" + hashlib.sha256(wasm.read_bytes()).hexdigest()
+    engine = get_engine()
+    compiled = cache_root / "compiled" / f"{digest}-{engine.fingerprint}.cwasm"
+    if not compiled.is_file():
+        with locked(cache_root, f"compile-{digest[7:23]}"):
+            if not compiled.is_file():
+                compiled.parent.mkdir(parents=True, exist_ok=True)
+                precompile(wasm, compiled, engine.settings, str(wasm))
+    return wasm, digest
+
+
 def build_python_guest(src: Path, out_dir: Path, cache_root: Path) -> tuple[Path, str, Path]:
     """Build ``src`` (build cache under ``cache_root``) and precompile it; return (wasm, digest, compiled).
 
@@ -254,11 +316,6 @@ def prebuild(cache_root: Path, jobs: int = 2) -> None:
             for src in PYTHON_GUESTS:
                 _timed(f"guest {src.relative_to(ROOT)}", lambda src=src: build_python_guest(src, out_dir, cache_root))
 
-        def project_chain() -> None:  # cargo and go each use every core: one project at a time
-            for project in (*RUST_GUESTS, *GO_GUESTS):
-                what = f"project {project.relative_to(ROOT)}"
-                _timed(what, lambda p=project: built_project(p, out_dir / "projects" / f"{p.name}.wasm", cache_root))
-
         def rust_chain() -> None:  # the typed components' crates (skipped without cargo or the target)
             from tests.typedguests import RUST_CRATES, built_rust
 
@@ -275,9 +332,25 @@ def prebuild(cache_root: Path, jobs: int = 2) -> None:
             for future in [pool.submit(js_chain), pool.submit(python_chain)]:
                 future.result()
         _timed("the Rust crates", rust_chain)
-        project_chain()
+        _prebuild_projects(cache_root, out_dir)
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
+
+
+def _prebuild_projects(cache_root: Path, out_dir: Path) -> None:
+    """The Rust and Go examples and the interop components: cargo and go each use every core, one at a time."""
+    for project in (*RUST_GUESTS, *GO_GUESTS):
+        what = f"project {project.relative_to(ROOT)}"
+        _timed(what, lambda p=project: built_project(p, out_dir / "projects" / f"{p.name}.wasm", cache_root))
+    for name in INTEROP_GUESTS:
+        _timed(f"interop component {name}", lambda n=name: _interop_or_skip(n, cache_root))
+
+
+def _interop_or_skip(name: str, cache_root: Path) -> None:
+    try:
+        built_interop(name, cache_root)
+    except pytest.skip.Exception as skipped:  # no cargo or no target: the tests skip too
+        print(f"not prebuilt: interop component {name}: {skipped.msg}", file=sys.stderr)
 
 
 def _timed(what: str, step: Callable[[], object]) -> None:
