@@ -182,21 +182,23 @@ def built_project(project: Path, out: Path, cache_root: Path) -> Path:
 
 INTEROP = GUESTS / "interop"
 #: The components of other toolchains the interop tests build (tests/guests/interop/README.md).
-INTEROP_GUESTS = ("wassette-filesystem-rs", "wassette-eval-py")
+INTEROP_GUESTS = ("wassette-filesystem-rs", "wassette-eval-py", "js-greeter")
+#: componentize-js, installed by ``make`` (tests/interop/js).
+COMPONENTIZE_JS = ROOT / "tests" / "interop" / "js" / "node_modules" / ".bin" / "componentize-js"
 
 
 def built_interop(name: str, cache_root: Path) -> tuple[Path, str]:
     """Build the interop component ``tests/guests/interop/NAME`` as its own project builds it (cargo for
-    wasm32-wasip2, componentize-py), from the cache when its sources are unchanged; precompile it for the
-    glovebox engine. Returns the component and its digest. Skips the test when the toolchain is missing."""
-    import subprocess
+    wasm32-wasip2, componentize-py, componentize-js), from the cache when its sources are unchanged;
+    precompile it for the glovebox engine. Returns the component and its digest. Skips the test when the
+    toolchain is missing."""
 
     from glovebox.engine._compile import precompile
     from glovebox.engine._engine import get_engine
 
     source = INTEROP / name
     files = [p for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
-    rust = (source / "Cargo.toml").is_file()
+    files.append(COMPONENTIZE_JS.parents[2] / "package-lock.json")
     versions = [_project_toolchain_key(), importlib.metadata.version("componentize-py")]
     key = _files_digest(files, *versions)[:32]
     entry = cache_root / "interop" / f"{name}-{key}"
@@ -205,30 +207,7 @@ def built_interop(name: str, cache_root: Path) -> tuple[Path, str]:
             if not (entry / "tool.wasm").is_file():
                 entry.mkdir(parents=True, exist_ok=True)
                 staged = entry / "tool.wasm.partial"
-                if rust:
-                    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
-                    argv = [cargo, "build", "--release", "--locked", "--target", "wasm32-wasip2"]
-                    env = {**os.environ, **project_env(cache_root)}
-                    env["CARGO_TARGET_DIR"] = str(cache_root / "interop-target")
-                    try:
-                        proc = subprocess.run(argv, cwd=source, env=env, capture_output=True, text=True, timeout=900)
-                    except OSError as error:
-                        pytest.skip(f"cargo is not installed: {error}")
-                    if proc.returncode != 0:
-                        if "wasm32-wasip2" in proc.stderr and "target may not be installed" in proc.stderr:
-                            pytest.skip("the wasm32-wasip2 target is not installed (make rust-targets)")
-                        raise RuntimeError(f"cargo build failed for {name}:\n{proc.stderr[-3000:]}")
-                    built = cache_root / "interop-target" / "wasm32-wasip2" / "release" / "filesystem.wasm"
-                    shutil.copyfile(built, staged)
-                else:
-                    with tempfile.TemporaryDirectory(prefix="glovebox-interop-") as tmp:
-                        shutil.copytree(source, Path(tmp) / name)
-                        componentize = shutil.which("componentize-py", path=str(Path(sys.executable).parent))
-                        argv = [componentize or "componentize-py", "-d", "wit", "-w", "sandbox", "componentize"]
-                        argv += ["-s", "main", "-o", str(staged)]
-                        proc = subprocess.run(argv, cwd=Path(tmp) / name, capture_output=True, text=True, timeout=900)
-                    if proc.returncode != 0:
-                        raise RuntimeError(f"componentize-py failed for {name}:\n{proc.stderr[-3000:]}")
+                _build_interop(name, source, staged, cache_root)
                 os.replace(staged, entry / "tool.wasm")
     wasm = entry / "tool.wasm"
     digest = "sha256:" + hashlib.sha256(wasm.read_bytes()).hexdigest()
@@ -240,6 +219,41 @@ def built_interop(name: str, cache_root: Path) -> tuple[Path, str]:
                 compiled.parent.mkdir(parents=True, exist_ok=True)
                 precompile(wasm, compiled, engine.settings, str(wasm))
     return wasm, digest
+
+
+def _build_interop(name: str, source: Path, staged: Path, cache_root: Path) -> None:
+    """Build ``source`` as its own project does, into ``staged``."""
+    import subprocess
+
+    with tempfile.TemporaryDirectory(prefix="glovebox-interop-") as tmp:
+        work = Path(tmp) / name
+        shutil.copytree(source, work)
+        env = {**os.environ, **project_env(cache_root), "CARGO_TARGET_DIR": str(cache_root / "interop-target")}
+        if (source / "Cargo.toml").is_file():
+            cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+            argv = [cargo, "build", "--release", "--locked", "--target", "wasm32-wasip2"]
+            built = cache_root / "interop-target" / "wasm32-wasip2" / "release" / "filesystem.wasm"
+        elif (source / "main.py").is_file():
+            componentize = shutil.which("componentize-py", path=str(Path(sys.executable).parent))
+            argv = [componentize or "componentize-py", "-d", "wit", "-w", "sandbox", "componentize", "-s", "main"]
+            argv += ["-o", str(staged)]
+            built = staged
+        else:
+            if not COMPONENTIZE_JS.is_file():
+                pytest.skip("componentize-js is not installed (make installs it: npm ci --prefix tests/interop/js)")
+            argv = [str(COMPONENTIZE_JS), "--wit", "wit", "--world-name", "greeter", "-o", str(staged), "greeter.js"]
+            argv += ["-d", "stdio", "random", "clocks", "http", "fetch-event"]
+            built = staged
+        try:
+            proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=900)
+        except OSError as error:
+            pytest.skip(f"{argv[0]} cannot run: {error}")
+    if proc.returncode != 0:
+        if "wasm32-wasip2" in proc.stderr and "may not be installed" in proc.stderr:
+            pytest.skip("the wasm32-wasip2 target is not installed (make rust-targets)")
+        raise RuntimeError(f"building {name} failed:\n{proc.stderr[-3000:]}")
+    if built != staged:
+        shutil.copyfile(built, staged)
 
 
 def build_python_guest(src: Path, out_dir: Path, cache_root: Path) -> tuple[Path, str, Path]:
