@@ -5,7 +5,8 @@
   ``glovebox.capabilities``); it lives in the model layer because manifests,
   grants, policies, the linker and the build all loop over it.
 - :mod:`.http` — ``http-fetch``; :mod:`.sql` — ``query`` on a database alias;
-  :mod:`.kv` — a namespaced key-value store in the home.
+  :mod:`.kv` — a namespaced key-value store in the home; :mod:`.files` — one directory
+  under the home, preopened for a WASI 0.2 component (no host functions).
 - :mod:`._bind` — :func:`bind_capabilities`: a call's capabilities (declared ∩ granted).
 - :mod:`glovebox.model._rules` — the one matcher for hosts, paths, methods, schemes and
   ports, used both to validate grant models and to enforce them.

@@ -4,11 +4,14 @@ The steps, in order, each refusing with the reason: the file's size and wasm
 header; the manifest (given, beside the artifact, or the defaults) and its
 limits against the host's maxima; the signature, when there is one or the
 registry requires one; a conflicting ``name@version``; compilation in a
-resource-limited child process (``_compile``); the component's exports and
-imports against the glovebox world; one instantiation under the tool's own
-limits. Only then are the blob, the compiled artifact and the index row stored, in
-one transaction (``Registry.add``). Staged files live while the home's
-staging lock is held shared, so ``Runtime.gc`` never removes them.
+resource-limited child process (``_compile``, its deadline scaled by the
+artifact's size); the component's exports and imports against the glovebox
+world — or, for a component exporting functions of its own instead of ``call``,
+one manifest per function (``_exports``: kind ``component``, schemas from its WIT
+types); one instantiation under the tool's own limits. Only then are the blob,
+the compiled artifact and the index row stored, in one transaction
+(``Registry.add``). Staged files live while the home's staging lock is held
+shared, so ``Runtime.gc`` never removes them.
 """
 
 from __future__ import annotations

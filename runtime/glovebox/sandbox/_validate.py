@@ -1,4 +1,4 @@
-"""Check that a .wasm artifact is a component of the glovebox world.
+"""Check that a .wasm artifact is a component of the glovebox world (or, typed, imports only what it may).
 
 The checks run before anything is stored: the bytes are wasm; they are a
 component, not a core module; they compile (in a child process, see
