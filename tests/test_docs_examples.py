@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import require_toolchain
 from .docs_blocks import (
     ROOT,
     Block,
@@ -35,6 +36,10 @@ def zig_cache() -> str:
     explicit = os.environ.get("ZIG_GLOBAL_CACHE_DIR")
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return explicit or str(base / "zig")
+
+
+#: Pages whose examples need a compiler ``make`` cannot install: skipped, with the reason, without it.
+PAGE_TOOLCHAINS = {"tools-rust.md": "rust", "tools-go.md": "go"}
 
 
 def project_toolchains(cache_root: Path) -> dict[str, str]:
@@ -81,6 +86,8 @@ def test_no_other_language_claims_to_be_python_or_shell() -> None:
 @pytest.mark.slow  # each page's commands, builds and servers: 10-50 s a page
 @pytest.mark.parametrize("path", _pages_with_blocks(), ids=lambda path: str(path.relative_to(ROOT)))
 def test_page_blocks_run(path: Path, tmp_path: Path, cache_root: Path) -> None:
+    if path.name in PAGE_TOOLCHAINS:
+        require_toolchain(PAGE_TOOLCHAINS[path.name])
     page = Page(tmp_path / "work", venv_bin(), cache=cache_root / "docs-xdg")
     page.env["ZIG_GLOBAL_CACHE_DIR"] = zig_cache()
     page.env["GLOVEBOX_TOOLCHAINS"] = os.environ["GLOVEBOX_TOOLCHAINS"]  # QuickJS-NG compiled once per run

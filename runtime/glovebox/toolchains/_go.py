@@ -13,8 +13,8 @@ imports WASI preview 1 (clocks, random, ``fd_write``, ``proc_exit``, ...), so th
 build turns the module into a component with the Bytecode Alliance's preview-1
 adapter (vendored in ``go/adapter``, checked by its SHA-256): the component then
 imports WASI 0.2, which the sandbox links with nothing granted: clocks and
-randomness work, stdout and stderr are not the host's, no file, no environment,
-no socket.
+randomness work, stdout and stderr go to the call's logs, no file, no
+environment, no socket.
 
 One fix-up makes the two live together. The adapter allocates its state on the
 first WASI call, which Go's runtime makes while it initializes, before any Go
