@@ -98,3 +98,28 @@ def test_new_lang_go_builds_registers_and_answers(tmp_path: Path, monkeypatch: p
     assert '"greeting": "Hello, Ada!"' in called.output
     refused = runner.invoke(cli, ["call", "greeter", "--input", '{"name": " "}'])
     assert refused.exit_code == 1 and '"message": "name must not be empty"' in refused.output
+
+
+def test_the_tool_is_named_after_the_module_path_s_last_element(tmp_path: Path) -> None:
+    from glovebox.toolchains._base import BuildContext
+    from glovebox.toolchains._build import sdk_dir
+    from glovebox.toolchains._go import GoToolchain
+
+    project = tmp_path / "m"
+    project.mkdir()
+    (project / "go.mod").write_text("module example.com/tools/word-count\n\ngo 1.24\n")
+    context = BuildContext(sdk=sdk_dir(), cache_dir=tmp_path / "cache")
+    assert GoToolchain().generated_manifest(project / "main.go", context) == 'name = "word-count"\n'
+
+
+def test_the_vendored_adapter_is_the_one_glovebox_ships(tmp_path: Path) -> None:
+    from glovebox.toolchains._build import sdk_dir
+    from glovebox.toolchains._go import _adapter
+
+    assert _adapter(sdk_dir()).name == "wasi_snapshot_preview1.reactor.wasm"
+    fake = tmp_path / "go" / "adapter"
+    fake.mkdir(parents=True)
+    (fake / "wasi_snapshot_preview1.reactor.wasm").write_bytes(b"\0asm\1\0\0\0")
+    with pytest.raises(glovebox.BuildError) as raised:
+        _adapter(tmp_path)
+    assert raised.value.message.endswith("is missing or not the one glovebox ships")

@@ -116,3 +116,40 @@ def test_new_lang_rust_builds_registers_and_answers(tmp_path: Path, monkeypatch:
     assert '"greeting": "Hello, Ada!"' in called.output
     refused = runner.invoke(cli, ["call", "greeter", "--input", '{"name": " "}'])
     assert refused.exit_code == 1 and '"message": "name must not be empty"' in refused.output
+
+
+def test_a_source_file_deep_in_the_package_names_its_package(tmp_path: Path) -> None:
+    from glovebox.toolchains._project import project_root
+
+    (tmp_path / "pkg" / "src" / "bin").mkdir(parents=True)
+    (tmp_path / "pkg" / "Cargo.toml").write_text('[package]\nname = "pkg"\n')
+    deep = tmp_path / "pkg" / "src" / "bin" / "x.rs"
+    deep.write_text("")
+    assert project_root(deep, "Cargo.toml") == (tmp_path / "pkg").resolve()
+    assert project_root(tmp_path / "pkg" / "Cargo.toml", "Cargo.toml") == (tmp_path / "pkg").resolve()
+    lone = tmp_path / "lone.rs"
+    lone.write_text("")
+    with pytest.raises(glovebox.BuildError) as raised:
+        project_root(lone, "Cargo.toml")
+    assert raised.value.message.endswith("no Cargo.toml in its folder or above (a project's sources are built whole)")
+
+
+def test_a_project_folder_builds_to_a_component_named_after_it_by_default() -> None:
+    from glovebox.toolchains._build import _default_output
+
+    assert _default_output(FETCH, ("Cargo.toml",)) == FETCH.resolve() / "rust-fetch-json.wasm"
+    assert _default_output(FETCH / "Cargo.toml", ("Cargo.toml",)) == FETCH.resolve() / "rust-fetch-json.wasm"
+    assert _default_output(FETCH / "src" / "lib.rs", ("Cargo.toml",)) == FETCH / "src" / "lib.wasm"
+
+
+def test_glovebox_toml_wins_over_cargo_toml_field_by_field(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    (project / "src").mkdir(parents=True)
+    (project / "Cargo.toml").write_text(
+        '[package]\nname = "p"\nversion = "2.0.0"\ndescription = "From Cargo."\n[lib]\ncrate-type = ["cdylib"]\n'
+    )
+    (project / "glovebox.toml").write_text('description = "From glovebox.toml."\n[limits]\nfuel = 5\n')
+    context = BuildContext(sdk=sdk_dir(), cache_dir=tmp_path / "cache")
+    assert RustToolchain().generated_manifest(project, context) == (
+        'name = "p"\nversion = "2.0.0"\ndescription = "From glovebox.toml."\n\n[limits]\nfuel = 5\n'
+    )
