@@ -23,6 +23,15 @@ demo: $(STAMP)
 MCP_TS := tests/mcp_ts
 MCP_TS_STAMP := $(MCP_TS)/node_modules/.installed
 
+# componentize-js and jco (tests/interop/js), pinned by its package-lock.json: the interop tests build
+# a JavaScript component with its own WIT world (tests/guests/interop/js-greeter).
+INTEROP_JS := tests/interop/js
+INTEROP_JS_STAMP := $(INTEROP_JS)/node_modules/.installed
+
+$(INTEROP_JS_STAMP): $(INTEROP_JS)/package.json $(INTEROP_JS)/package-lock.json
+	@if command -v npm >/dev/null; then npm ci --prefix $(INTEROP_JS) --no-audit --no-fund && touch $@; \
+	else echo "npm not found: the JavaScript interop test will be skipped"; fi
+
 $(MCP_TS_STAMP): $(MCP_TS)/package.json $(MCP_TS)/package-lock.json
 	@if command -v npm >/dev/null; then npm ci --prefix $(MCP_TS) --no-audit --no-fund && touch $@; \
 	else echo "npm not found: the TypeScript MCP client tests will be skipped"; fi
@@ -88,12 +97,12 @@ PYTEST_WORKERS ?= auto
 PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 # Every guest and toolchain the tests build (C guests, Python and JavaScript guests, QuickJS-NG,
-# the code runner), built once into pytest's cache before the tests start (tests/guestcache.py).
-prebuild: $(STAMP) rust-targets
+# the code runner, the Rust and Go examples, the typed Rust crates), built once into pytest's cache before the tests start (tests/guestcache.py).
+prebuild: $(STAMP) rust-targets $(INTEROP_JS_STAMP)
 	$(BIN)/python -m tests.guestcache .pytest_cache/d/glovebox
 
 # Everything: lint, the docs build, then every test (slow and system ones included).
-test: $(STAMP) $(MCP_TS_STAMP) $(MCP_CONFORMANCE_STAMP) $(MCP_SERVERS_STAMP) chromium oci-registry rust-targets bubblewrap lint docs prebuild
+test: $(STAMP) $(MCP_TS_STAMP) $(MCP_CONFORMANCE_STAMP) $(MCP_SERVERS_STAMP) $(INTEROP_JS_STAMP) chromium oci-registry rust-targets bubblewrap lint docs prebuild
 	$(PYTEST)
 
 # Unit tests only: no guest builds, no servers, nothing slow (tests/conftest.py marks `system`).
@@ -119,4 +128,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_http.py
 
 clean:
-	rm -rf $(VENV) build dist site .pytest_cache .mypy_cache .ruff_cache $(MCP_TS)/node_modules $(MCP_SERVERS)/node_modules
+	rm -rf $(VENV) build dist site .pytest_cache .mypy_cache .ruff_cache $(MCP_TS)/node_modules $(MCP_SERVERS)/node_modules $(MCP_CONFORMANCE)/node_modules $(INTEROP_JS)/node_modules

@@ -33,7 +33,7 @@ import glovebox
 
 from . import flaky_api
 from .capabilities.test_http import in_thread as _in_thread
-from .guestcache import EXAMPLES, GUESTS, ROOT, build_python_guest, built_c, default_cache_root
+from .guestcache import EXAMPLES, GUESTS, ROOT, build_python_guest, built_c, built_project, default_cache_root
 
 __all__ = ["EXAMPLES", "GUESTS", "ROOT"]
 
@@ -216,6 +216,34 @@ def build_example(build_dir: Path, cache_root: Path) -> Callable[[str], Path]:
         return built[name]
 
     return _build
+
+
+@pytest.fixture(scope="session")
+def build_project(build_dir: Path, cache_root: Path) -> Callable[[Path], Path]:
+    """Build a Rust or Go project once (see ``guestcache.py``); return this session's copy, its manifest beside it.
+
+    Skips when the language's toolchain is not installed (``make test`` installs Rust's target).
+    """
+    built: dict[Path, Path] = {}
+
+    def _build(project: Path) -> Path:
+        if project not in built:
+            require_toolchain("rust" if (project / "Cargo.toml").is_file() else "go")
+            built[project] = built_project(project, build_dir / "projects" / f"{project.name}.wasm", cache_root)
+        return built[project]
+
+    return _build
+
+
+def require_toolchain(lang: str) -> None:
+    """Skip the test when ``lang``'s compiler (Rust: cargo and its wasm32 target; Go: go) is not installed."""
+    from glovebox.toolchains._go import find_go
+    from glovebox.toolchains._rust import check_rust
+
+    try:
+        check_rust() if lang == "rust" else find_go()
+    except glovebox.BuildError as error:
+        pytest.skip(f"{lang} toolchain not installed: {error}")
 
 
 @pytest.fixture

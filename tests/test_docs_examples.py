@@ -10,10 +10,12 @@ runs the README whole in a fresh copy and from a built wheel.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
+from .conftest import require_toolchain
 from .docs_blocks import (
     ROOT,
     Block,
@@ -34,6 +36,23 @@ def zig_cache() -> str:
     explicit = os.environ.get("ZIG_GLOBAL_CACHE_DIR")
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return explicit or str(base / "zig")
+
+
+#: Pages whose examples need a compiler ``make`` cannot install: skipped, with the reason, without it.
+PAGE_TOOLCHAINS = {"tools-rust.md": "rust", "tools-go.md": "go"}
+
+
+def project_toolchains(cache_root: Path) -> dict[str, str]:
+    """What the Rust and Go pages need from this machine: cargo and go on PATH, rustup's own home (the page's
+    HOME is a fresh one), and the crates and packages compiled once for every test (``guestcache``)."""
+    from .guestcache import project_env
+
+    folders = [str(Path(found).parent) for found in (shutil.which("cargo"), shutil.which("go")) if found]
+    env = {**project_env(cache_root), "PATH": os.pathsep.join([venv_bin().as_posix(), *folders, "/usr/bin:/bin"])}
+    rustup_home = os.environ.get("RUSTUP_HOME") or str(Path.home() / ".rustup")
+    if Path(rustup_home).is_dir():
+        env["RUSTUP_HOME"] = rustup_home
+    return env
 
 
 def _pages_with_blocks() -> list[Path]:
@@ -67,9 +86,12 @@ def test_no_other_language_claims_to_be_python_or_shell() -> None:
 @pytest.mark.slow  # each page's commands, builds and servers: 10-50 s a page
 @pytest.mark.parametrize("path", _pages_with_blocks(), ids=lambda path: str(path.relative_to(ROOT)))
 def test_page_blocks_run(path: Path, tmp_path: Path, cache_root: Path) -> None:
+    if path.name in PAGE_TOOLCHAINS:
+        require_toolchain(PAGE_TOOLCHAINS[path.name])
     page = Page(tmp_path / "work", venv_bin(), cache=cache_root / "docs-xdg")
     page.env["ZIG_GLOBAL_CACHE_DIR"] = zig_cache()
     page.env["GLOVEBOX_TOOLCHAINS"] = os.environ["GLOVEBOX_TOOLCHAINS"]  # QuickJS-NG compiled once per run
+    page.env.update(project_toolchains(cache_root))
     assert page.run(page_blocks(path)) > 0
 
 

@@ -487,10 +487,10 @@ def test_new_scaffolds_a_tool_that_builds_registers_and_answers(
 def test_new_refuses_what_it_cannot_make(tmp_path: Path) -> None:
     bad_name = invoke("new", "My Tool", "--dir", str(tmp_path))
     assert bad_name.exit_code == 1 and bad_name.stderr.startswith("error [invalid_argument]: 'My Tool' is not a tool")
-    rust = invoke("new", "x", "--lang", "rust", "--dir", str(tmp_path))
-    assert rust.exit_code == 2
-    assert rust.stderr.splitlines()[-1] == (
-        "error [usage_error]: Invalid value for '--lang': 'rust' is not one of 'c', 'python', 'ts'."
+    zig = invoke("new", "x", "--lang", "zig", "--dir", str(tmp_path))
+    assert zig.exit_code == 2
+    assert zig.stderr.splitlines()[-1] == (
+        "error [usage_error]: Invalid value for '--lang': 'zig' is not one of 'c', 'python', 'ts', 'rust', 'go'."
     )
     assert list(tmp_path.iterdir()) == []
 
@@ -501,7 +501,10 @@ def test_sdk_path_says_where_the_sdk_is() -> None:
     first, *parts = result.stdout.splitlines()
     sdk = Path(first)
     assert (sdk / "c" / "glovebox.h").is_file() and (sdk / "wit").is_dir()
-    assert [part.split()[0] for part in parts] == ["c/glovebox.h", "wit/", "python/", "examples/"]
+    assert [part.split()[0] for part in parts] == [
+        "c/glovebox.h", "wit/", "python/", "rust/glovebox-guest/", "go/", "examples/",
+    ]  # fmt: skip
+    assert all((sdk / part.split()[0]).exists() for part in parts)
 
 
 # -- progress on long work -------------------------------------------------------------

@@ -39,22 +39,24 @@ class Hello(glovebox.Toolchain):
 
 
 def test_the_built_ins_are_entry_points_loaded_first() -> None:
-    assert [(t.name, t.suffixes) for t in registered()[:3]] == [
-        ("c", (".c",)),
-        ("python", (".py",)),
-        ("js", (".js", ".mjs", ".ts", ".mts")),
+    assert [(t.name, t.suffixes, t.project_files) for t in registered()[:5]] == [
+        ("c", (".c",), ()),
+        ("python", (".py",), ()),
+        ("js", (".js", ".mjs", ".ts", ".mts"), ()),
+        ("rust", (".rs",), ("Cargo.toml",)),
+        ("go", (".go",), ("go.mod",)),
     ]
     assert all(":" in value and value.startswith("glovebox.toolchains.") for _, value in DEFAULT_TOOLCHAINS)
 
 
 def test_an_unknown_suffix_names_the_registered_ones(tmp_path: Path) -> None:
-    src = tmp_path / "tool.rs"
-    src.write_text("fn main() {}\n")
+    src = tmp_path / "tool.zig"
+    src.write_text("pub fn main() void {}\n")
     result = CliRunner().invoke(cli, ["build", str(src), "-o", str(tmp_path / "tool.wasm")])
     assert result.exit_code == 1
     assert result.output == (
-        f"error [build_failed]: cannot build {src}: no toolchain builds .rs sources; the registered toolchains"
-        " build c: .c; python: .py; js: .js, .mjs, .ts, .mts\n"
+        f"error [build_failed]: cannot build {src}: no toolchain builds .zig sources; the registered toolchains"
+        " build c: .c; python: .py; js: .js, .mjs, .ts, .mts; rust: .rs; go: .go\n"
     )
     assert not (tmp_path / "tool.wasm").exists()
 
@@ -102,4 +104,4 @@ def test_a_package_adds_a_language_through_its_entry_point(tmp_path: Path) -> No
     unknown = subprocess.run(
         [*argv[:4], str(tmp_path / "x.zz")], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path}
     )
-    assert unknown.stderr.endswith("js: .js, .mjs, .ts, .mts; hello: .hello\n"), unknown.stderr
+    assert unknown.stderr.endswith("js: .js, .mjs, .ts, .mts; rust: .rs; go: .go; hello: .hello\n"), unknown.stderr

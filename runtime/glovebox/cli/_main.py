@@ -59,13 +59,14 @@ def cli(home: str | None, policy: str | None, verbose: bool, quiet: bool, log_fo
 
 
 @cli.command()
-@click.argument("src", type=click.Path(exists=True, dir_okay=False))
+@click.argument("src", type=click.Path(exists=True))
 @click.option(
     "-o",
     "--output",
     "out",
     type=click.Path(dir_okay=False),
-    help="Where to write the .wasm component (default: SRC with .wasm for its suffix: tool.c makes tool.wasm).",
+    help="Where to write the .wasm component (default: SRC with .wasm for its suffix: tool.c makes tool.wasm; "
+    "a Rust or Go project DIR makes DIR/DIR.wasm).",
 )
 @click.option(
     "--overwrite-manifest",
@@ -74,7 +75,9 @@ def cli(home: str | None, policy: str | None, verbose: bool, quiet: bool, log_fo
 )
 @click.pass_context
 def build(ctx: click.Context, src: str, out: str | None, overwrite_manifest: bool) -> None:
-    """Build a tool from C, Python, JavaScript or TypeScript source into a component; print its path.
+    """Build a tool from C, Python, JavaScript or TypeScript source, or a Rust or Go project, into a component.
+
+    SRC is a source file, or a project: its folder, Cargo.toml or go.mod. Prints the component's path.
 
     The manifest goes beside the output as OUT-STEM.glovebox.toml (generated, or
     for C the glovebox.toml beside SRC when it is this tool's), never over a file
@@ -307,7 +310,7 @@ def sign(target: str, key_path: str, manifest: str | None, oci: bool, insecure: 
     type=click.Choice(LANGUAGES),
     default="c",
     show_default=True,
-    help="The tool's language: C, Python or TypeScript.",
+    help="The tool's language: C, Python, TypeScript, Rust (a Cargo package) or Go (a module).",
 )
 @click.option(
     "-d", "--dir", "parent", default=".", show_default=True, type=click.Path(file_okay=False), help="Where NAME/ goes."
@@ -334,11 +337,13 @@ def sdk_path() -> None:
         ("c/glovebox.h", "the C SDK, one header"),
         ("wit/", "the WIT world a tool's component implements"),
         ("python/", "the Python guest helper (glovebox_guest)"),
+        ("rust/glovebox-guest/", "the Rust guest crate (glovebox build points cargo at it)"),
+        ("go/", "the Go guest package glovebox/guest/glovebox and the WASI preview-1 adapter"),
         ("examples/", "example tools, each with its manifest"),
     ]
     for part, what in parts:
         if (sdk / part.rstrip("/")).exists():
-            click.echo(f"  {part:<14} {what}")
+            click.echo(f"  {part:<20} {what}")
 
 
 @cli.command()

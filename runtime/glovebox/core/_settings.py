@@ -7,6 +7,9 @@ variable                        read by
 ``XDG_DATA_HOME``               :func:`home_dir`, when ``GLOVEBOX_HOME`` is unset
 ``XDG_CACHE_HOME``              :func:`build_cache_dir`, when no home is set
 ``ZIG_GLOBAL_CACHE_DIR``        :func:`zig_cache_dir` (Zig's own variable)
+``CARGO_HOME``                  :func:`cargo_home_dir` (cargo's own variable)
+``CARGO_TARGET_DIR``            :func:`cargo_target_dir` (cargo's own variable)
+``GOCACHE``, ``GOMODCACHE``     :func:`go_cache_dirs` (Go's own variables)
 ``GLOVEBOX_POLICY``             :func:`policy_file`
 ``GLOVEBOX_GRANTS``             :func:`grants_file`
 ``GLOVEBOX_REQUIRE_SIGNATURES`` :func:`require_signatures`
@@ -32,9 +35,12 @@ from pathlib import Path
 
 __all__ = [
     "build_cache_dir",
+    "cargo_home_dir",
+    "cargo_target_dir",
     "check_home",
     "compile_timeout_s",
     "docker_config_file",
+    "go_cache_dirs",
     "grants_file",
     "home_dir",
     "log_format",
@@ -107,6 +113,25 @@ def zig_cache_dir(home: PathLike | None = None) -> Path:
     :func:`build_cache_dir` (``HOME/cache/zig``, else ``~/.cache/glovebox/zig``), unless
     ``ZIG_GLOBAL_CACHE_DIR`` names a directory of its own."""
     return Path(_get("ZIG_GLOBAL_CACHE_DIR") or build_cache_dir(home).parent / "zig")
+
+
+def cargo_home_dir(home: PathLike | None = None) -> Path:
+    """Where cargo keeps the crates Rust builds download (its registry cache): ``cargo`` beside
+    :func:`build_cache_dir`, unless ``CARGO_HOME`` names a directory of its own."""
+    return Path(_get("CARGO_HOME") or build_cache_dir(home).parent / "cargo")
+
+
+def cargo_target_dir(home: PathLike | None = None) -> Path:
+    """Where cargo compiles Rust builds (one folder per project below it): ``cargo-target`` beside
+    :func:`build_cache_dir`, unless ``CARGO_TARGET_DIR`` names a directory of its own."""
+    return Path(_get("CARGO_TARGET_DIR") or build_cache_dir(home).parent / "cargo-target")
+
+
+def go_cache_dirs(home: PathLike | None = None) -> tuple[Path, Path]:
+    """Where Go builds keep compiled packages and downloaded modules: ``go/build`` and ``go/mod``
+    beside :func:`build_cache_dir`, unless ``GOCACHE`` and ``GOMODCACHE`` name directories of their own."""
+    base = build_cache_dir(home).parent / "go"
+    return Path(_get("GOCACHE") or base / "build"), Path(_get("GOMODCACHE") or base / "mod")
 
 
 def toolchain_cache_dir() -> Path:

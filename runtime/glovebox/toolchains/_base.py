@@ -79,6 +79,9 @@ class Toolchain(ABC):
     name: ClassVar[str]
     #: The source suffixes this toolchain builds, with their dot (``(".c",)``).
     suffixes: ClassVar[tuple[str, ...]]
+    #: The files that mark a project folder this toolchain builds whole (``("Cargo.toml",)``): such a
+    #: folder, or that file, is a source too. None by default: a toolchain builds one file.
+    project_files: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def build(self, src: Path, out: Path, context: BuildContext) -> None:

@@ -25,6 +25,8 @@ DEFAULT_TOOLCHAINS: tuple[tuple[str, str], ...] = (
     ("c", "glovebox.toolchains._c:CToolchain"),
     ("python", "glovebox.toolchains._python:PythonToolchain"),
     ("js", "glovebox.toolchains._js:JsToolchain"),
+    ("rust", "glovebox.toolchains._rust:RustToolchain"),
+    ("go", "glovebox.toolchains._go:GoToolchain"),
 )
 
 
@@ -39,13 +41,23 @@ def registered() -> list[Toolchain]:
 
 
 def toolchain_for(src: Path, toolchains: Iterable[Toolchain] | None = None) -> Toolchain:
-    """The toolchain that builds ``src``, chosen by its suffix (case-sensitive, as compilers take it).
+    """The toolchain that builds ``src``: a project folder by the file that marks it (``Cargo.toml``,
+    ``go.mod``), that file by its name, any other file by its suffix (case-sensitive, as compilers take it).
 
     Raises:
         BuildError: no toolchain, or more than one, claims the suffix; the message lists what is registered.
     """
     found = list(registered() if toolchains is None else toolchains)
-    claims = [toolchain for toolchain in found if src.suffix in toolchain.suffixes]
+    if src.is_dir():
+        claims = [tc for tc in found if any((src / name).is_file() for name in tc.project_files)]
+        if len(claims) == 1:
+            return claims[0]
+        marks = sorted({name for tc in found for name in tc.project_files})
+        detail = "more than one of" if claims else "none of"
+        raise BuildError(f"cannot build the folder {src}: it holds {detail} {', '.join(marks)}")
+    claims = [tc for tc in found if src.name in tc.project_files] or [
+        toolchain for toolchain in found if src.suffix in toolchain.suffixes
+    ]
     if len(claims) == 1:
         return claims[0]
     if claims:

@@ -1,0 +1,3 @@
+module go-fetch-json
+
+go 1.24

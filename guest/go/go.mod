@@ -1,0 +1,3 @@
+module glovebox/guest
+
+go 1.24
