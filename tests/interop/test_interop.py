@@ -122,7 +122,6 @@ def test_a_componentize_js_component_answers_records_enums_options_and_results(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="an option parameter left out is an internal_error (sandbox/_witvalues.py)")
 def test_an_option_parameter_may_be_left_out(runtime: glovebox.Runtime, cache_root: Path) -> None:
     _registered(runtime, "js-greeter", cache_root, {"name": "greeter", "limits": LIMITS})
     result = runtime.call("greeter-greet", {"name": "Ada"})  # docs/guide/components.md: it is `none`

@@ -131,7 +131,7 @@ def test_a_value_that_does_not_fit_names_its_path(ty: WitType, value: Any, path:
 
 def test_parameters_are_an_object_and_a_left_out_option_is_none() -> None:
     shape = FuncShape((("p", POINT), ("label", MAYBE)), None)
-    assert params_from_json(shape, {"p": {"x": 1, "y": 2}}) == [[1, 2], None]
+    assert params_from_json(shape, {"p": {"x": 1, "y": 2}}) == [[1, 2], ("none", None)]
     with pytest.raises(ConversionError, match="/p: is required"):
         params_from_json(shape, {})
     with pytest.raises(ConversionError, match="/q: is not a parameter"):

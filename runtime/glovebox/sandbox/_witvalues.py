@@ -57,7 +57,7 @@ def params_from_json(shape: FuncShape, value: Any) -> list[Any]:
         if name not in value:
             if ty.kind != "option":
                 raise ConversionError(path, "is required")
-            args.append(None)
+            args.append(("none", None))
             continue
         args.append(from_json(ty, value[name], path))
     return args
