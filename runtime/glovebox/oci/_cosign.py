@@ -138,18 +138,9 @@ def generate_keypair(name: str, directory: str | os.PathLike[str]) -> tuple[Path
     Raises:
         FileExistsError: either file exists (a key is never overwritten).
     """
-    folder = Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
-    private_path, public_path = folder / f"{name}.key", folder / f"{name}.pub"
-    for path in (private_path, public_path):
-        if path.exists():
-            raise FileExistsError(f"{path} exists; not overwriting a key")
-    private, public = new_keypair_pem()
-    fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(private)
-    public_path.write_bytes(public)
-    return private_path, public_path
+    from ..registry._keyring import write_keypair
+
+    return write_keypair(name, directory, new_keypair_pem)
 
 
 def load_private_key(path: str | os.PathLike[str]) -> EllipticCurvePrivateKey:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from ..core._canonical import file_digest
@@ -47,13 +48,22 @@ def generate_keypair(name: str, directory: PathLike = ".") -> tuple[Path, Path]:
     Raises:
         FileExistsError: either file exists already (a key is never overwritten).
     """
+    return write_keypair(name, directory, new_keypair_pem)
+
+
+def write_keypair(name: str, directory: PathLike, make: Callable[[], tuple[bytes, bytes]]) -> tuple[Path, Path]:
+    """Write the PEM pair ``make()`` answers as ``NAME.key`` (mode 0600, created exclusively) and ``NAME.pub``.
+
+    Raises:
+        FileExistsError: either file exists already (a key is never overwritten).
+    """
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     private_path, public_path = folder / f"{name}.key", folder / f"{name}.pub"
     for path in (private_path, public_path):
         if path.exists():
             raise FileExistsError(f"{path} already exists; refusing to overwrite a key")
-    private_pem, public_pem = new_keypair_pem()
+    private_pem, public_pem = make()
     fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as handle:
         handle.write(private_pem)

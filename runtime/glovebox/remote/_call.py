@@ -83,22 +83,13 @@ def list_stdio(pool: SessionPool, descriptor: Descriptor, timeout_s: float, limi
         UpstreamError, CallTimeout, OutputTooLarge: the server cannot be listed.
         InvalidManifest: a tool's name holds a secret the server is given.
     """
-    from ._proxy import MAX_PAGES, MAX_TOOLS
+    from ._proxy import MAX_TOOLS, list_all_tools
 
     values, scrub = read_secrets(descriptor.origin, descriptor.env_secrets)
     budget = _Budget(limit_bytes)
 
     async def work(client: Client, extend: Progress) -> tuple[str, list[Any]]:
-        tools: list[Any] = []
-        cursor: str | None = None
-        for _ in range(MAX_PAGES):
-            page = await client.list_tools(cursor=cursor)
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if cursor is None or len(tools) > MAX_TOOLS:
-                break
-        info = client.server_info
-        return (info.name if info is not None else ""), tools
+        return await list_all_tools(client)
 
     coro = pool.call(descriptor, "glovebox-import", values, CallScope(budget), work, timeout_s, timeout_s)
     try:

@@ -494,6 +494,21 @@ class Listing:
     tools: list[ListedTool]
 
 
+async def list_all_tools(client: Client) -> tuple[str, list[Any]]:
+    """The server's name and every tool it lists, page after page (up to ``MAX_PAGES``; a listing past
+    ``MAX_TOOLS`` stops early, and the caller refuses it)."""
+    tools: list[Any] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None or len(tools) > MAX_TOOLS:
+            break
+    info = client.server_info
+    return (info.name if info is not None else ""), tools
+
+
 def list_remote(url: str, headers: HeaderSecrets, timeout_s: float, limit_bytes: int) -> Listing:
     """Every tool the server at ``url`` lists (all pages), within one deadline and byte cap, scrubbed.
 
@@ -502,20 +517,8 @@ def list_remote(url: str, headers: HeaderSecrets, timeout_s: float, limit_bytes:
         InvalidManifest: a tool's name holds a secret sent to the server.
     """
 
-    async def work(client: Client) -> tuple[str, list[Any]]:
-        tools: list[Any] = []
-        cursor: str | None = None
-        for _ in range(MAX_PAGES):
-            page = await client.list_tools(cursor=cursor)
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if cursor is None or len(tools) > MAX_TOOLS:
-                break
-        info = client.server_info
-        return (info.name if info is not None else ""), tools
-
     secrets = read_secrets(url, headers)
-    name, tools = _exchange(url, secrets, limit_bytes, timeout_s, work)
+    name, tools = _exchange(url, secrets, limit_bytes, timeout_s, list_all_tools)
     if len(tools) > MAX_TOOLS:
         raise UpstreamError(f"the remote MCP server {origin_of(url)} lists more than {MAX_TOOLS} tools")
     scrub = secrets[1]
