@@ -51,7 +51,8 @@ async def hello(scope: dict[str, Any], receive: Callable[..., Any], send: Callab
     if scope["type"] != "http":
         return
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
-    await send({"type": "http.response.body", "body": f"hello {scope['method']} {scope['path']}".encode()})
+    host = dict(scope["headers"]).get(b"host", b"").decode()
+    await send({"type": "http.response.body", "body": f"hello {scope['method']} {scope['path']} {host}".encode()})
 
 
 def test_a_sandboxed_server_reaches_only_granted_hosts_and_only_through_the_proxy(
@@ -62,17 +63,20 @@ def test_a_sandboxed_server_reaches_only_granted_hosts_and_only_through_the_prox
     port, tunnel_port = int(granted.rsplit(":", 1)[1]), int(tunnel.rsplit(":", 1)[1])
     with glovebox.Runtime(home=runtime.home, policy=parse_policy(policy(port, tunnel_port))) as rt:
 
-        def fetch(url: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-            done = rt.call("lab-fetch", {"url": url}, principal="agent")
+        def fetch(url: str, host: str = "") -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            done = rt.call("lab-fetch", {"url": url, "host": host}, principal="agent")
             assert done.ok, done.error
             return done.output, done.meta.get("egress", [])
 
         # a granted host, port, method and path: through the proxy to the host's 127.0.0.1
         answer, egress = fetch(f"{granted}/data?q=1")
-        assert answer == {"status": 200, "body": "hello GET /data"}
+        assert answer == {"status": 200, "body": f"hello GET /data 127.0.0.1:{port}"}
         assert [(e["method"], e["url"], e.get("status"), e["via"]) for e in egress] == [
             ("GET", f"{granted}/data", 200, "proxy")
         ]
+        # the upstream sees the checked name as Host, not another one the server wrote
+        answer, egress = fetch(f"{granted}/data", host="internal.example")
+        assert answer == {"status": 200, "body": f"hello GET /data 127.0.0.1:{port}"}
         # refused by the proxy: another path, another port, another host name, a name resolving to a private address
         for url, reason in [
             (f"{granted}/secret", "path /secret not allowed"),

@@ -23,7 +23,7 @@ out, and only one:
 
 A plain-HTTP request is checked on scheme, host, port, method and path, and
 is the connection's only request (``Connection: close`` upstream; a request
-body must have a ``Content-Length``). A ``CONNECT`` tunnel carries TLS the
+body must have a ``Content-Length``), its ``Host`` header the checked name. A ``CONNECT`` tunnel carries TLS the
 proxy cannot read: only its host and port are checked (a rule for the host
 with ``https`` among its schemes and the port among its ports); the method
 and path of the requests inside are not.
@@ -169,6 +169,9 @@ class EgressProxy:
             self._refuse(client, refusal, entry, started)
         except OSError as exc:
             self._finish(entry, started, error="network", reason=str(exc))
+        except Exception as exc:  # a bug here must end one connection, never the proxy
+            logger.exception("the egress proxy failed on a request")
+            self._finish(entry, started, error="network", reason=f"proxy error: {type(exc).__name__}")
         finally:
             client.close()
 
@@ -214,7 +217,9 @@ class EgressProxy:
         try:
             query = url.split("?", 1)[1] if "?" in url else None
             line = f"{method} {target.path}{'?' + query if query is not None else ''} HTTP/1.1\r\n"
-            kept = [(n, v) for n, v in headers if n.lower() not in _HOP_BY_HOP]
+            kept = [(n, v) for n, v in headers if n.lower() not in _HOP_BY_HOP and n.lower() != "host"]
+            port = "" if target.port == DEFAULT_PORTS[target.scheme] else f":{target.port}"
+            kept.insert(0, ("Host", _bracketed(target.host) + port))  # the checked name, not the client's
             head = line + "".join(f"{n}: {v}\r\n" for n, v in kept) + "Connection: close\r\n\r\n"
             upstream.sendall(head.encode("latin-1"))
             body = rest[:length]

@@ -92,13 +92,15 @@ def probe(outside: str, host: str, port: int) -> dict[str, str]:
 
 
 @server.tool()
-def fetch(url: str) -> dict[str, object]:
-    """GET ``url`` with urllib (which honours HTTP_PROXY and HTTPS_PROXY): its status and body, or the error."""
+def fetch(url: str, host: str = "") -> dict[str, object]:
+    """GET ``url`` with urllib (which honours HTTP_PROXY and HTTPS_PROXY), with ``host`` as its Host header
+    when given: its status and body, or the error."""
     import urllib.error
     import urllib.request
 
+    request = urllib.request.Request(url, headers={"Host": host} if host else {})
     try:
-        with urllib.request.urlopen(url, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=10) as response:
             return {"status": response.status, "body": response.read().decode()[:300]}
     except urllib.error.HTTPError as exc:
         return {"status": exc.code, "body": exc.read().decode()[:300]}
