@@ -162,7 +162,7 @@ class EgressProxy:
             method, target, headers = _parse_head(head)
             entry["method"] = method[:32]
             if method == "CONNECT":
-                self._tunnel(client, target, entry, started)
+                self._tunnel(client, target, rest, entry, started)
             else:
                 self._forward(client, method, target, headers, rest, entry, started)
         except Refusal as refusal:
@@ -175,13 +175,15 @@ class EgressProxy:
         finally:
             client.close()
 
-    def _tunnel(self, client: socket.socket, target: str, entry: dict[str, Any], started: float) -> None:
+    def _tunnel(self, client: socket.socket, target: str, rest: bytes, entry: dict[str, Any], started: float) -> None:
         host, port = _authority(target)
         entry["url"] = f"https://{_bracketed(host)}:{port}"
         rule = self._connect_rule(host, port)
         upstream = _open(Target("https", host, port, "CONNECT", "/"), rule.allow_private)
         client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
         self._finish(entry, started, status=200)
+        if rest:  # what the client sent after its CONNECT head, before the answer
+            upstream.sendall(rest)
         _splice(client, upstream)
 
     def _connect_rule(self, host: str, port: int) -> HttpRule:
