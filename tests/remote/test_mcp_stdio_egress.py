@@ -66,7 +66,11 @@ def test_a_sandboxed_server_reaches_only_granted_hosts_and_only_through_the_prox
         def fetch(url: str, host: str = "") -> tuple[dict[str, Any], list[dict[str, Any]]]:
             done = rt.call("lab-fetch", {"url": url, "host": host}, principal="agent")
             assert done.ok, done.error
-            return done.output, done.meta.get("egress", [])
+            egress = done.meta.get("egress", [])
+            refused = [{"capability": "http", **{k: e[k] for k in ("method", "url", "reason")}} for e in egress
+                       if e.get("error") == "denied"]  # fmt: skip
+            assert done.meta.get("denials", []) == refused
+            return done.output, egress
 
         # a granted host, port, method and path: through the proxy to the host's 127.0.0.1
         answer, egress = fetch(f"{granted}/data?q=1")

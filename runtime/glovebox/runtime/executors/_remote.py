@@ -99,12 +99,20 @@ class McpRemoteExecutor(Executor):
                 state.meta["egress"] = egress[:MAX_EGRESS]
                 if len(egress) > MAX_EGRESS:
                     state.meta["egress_dropped"] = len(egress) - MAX_EGRESS
+                refused = [_denial(entry) for entry in egress if entry.get("error") == "denied"]
+                if refused:  # as a wasm tool's refused http-fetch requests are
+                    state.meta["denials"] = refused[:MAX_EGRESS]
 
     def close(self) -> None:
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
+
+
+def _denial(entry: dict[str, object]) -> dict[str, object]:
+    """A request the egress proxy refused, as a denial of the ``http`` capability."""
+    return {"capability": "http", "method": entry["method"], "url": entry["url"], "reason": entry["reason"]}
 
 
 def _progress() -> ProgressCallback | None:
