@@ -16,8 +16,11 @@
   interface but loopback, so no host is reachable), all capabilities dropped,
   a new terminal session, and the sandbox dies with the host.
 
-A server under bubblewrap has no network at all; a server that needs one is
-imported with ``--sandbox none`` (and then reaches whatever the host can).
+A server under bubblewrap has no network of its own. When the policy grants
+its tool HTTP rules, :func:`wrap` is given the socket of the host's egress
+proxy (see :mod:`._egress`): bound into the sandbox, with the in-sandbox
+forwarder started first, so the server reaches the granted hosts through the
+proxy and nothing else.
 
 :func:`available` says whether bwrap runs here (installed, and able to make its
 namespaces inside whatever sandbox this host itself runs in), checked once per
@@ -30,6 +33,7 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -67,8 +71,12 @@ def available() -> bool:
     return done.returncode == 0
 
 
-def wrap(argv: Sequence[str], workdir: Path, home: Path) -> list[str]:
-    """``argv`` run under bubblewrap with ``workdir`` its only writable place (see the module docstring)."""
+def wrap(argv: Sequence[str], workdir: Path, home: Path, proxy_socket: Path | None = None) -> list[str]:
+    """``argv`` run under bubblewrap with ``workdir`` its only writable place (see the module docstring).
+
+    With ``proxy_socket`` (the host's egress proxy), the socket is bound at
+    :data:`._egress.SANDBOX_SOCKET` and ``argv`` runs under the forwarder, with its proxy variables set.
+    """
     binary = shutil.which("bwrap") or "bwrap"
     options = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     unreadable = _unreadable(home)
@@ -77,6 +85,11 @@ def wrap(argv: Sequence[str], workdir: Path, home: Path) -> list[str]:
     for masked in _masked_dirs():
         options += ["--perms", "0000", "--tmpfs", masked]
     options += ["--tmpfs", str(home), "--bind", str(workdir), str(workdir), "--remount-ro", str(home)]
+    if proxy_socket is not None:
+        from ._egress import FORWARDER, SANDBOX_SOCKET
+
+        options += ["--bind", str(proxy_socket), SANDBOX_SOCKET]
+        argv = [sys.executable, "-I", "-S", "-c", FORWARDER, SANDBOX_SOCKET, "--", *argv]
     options += ["--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--chdir", str(workdir)]
     return [binary, *options, "--", *argv]
 

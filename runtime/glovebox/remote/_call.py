@@ -10,6 +10,7 @@ call error that says what went wrong (see ``glovebox.remote._proxy``).
 from __future__ import annotations
 
 import concurrent.futures
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core._errors import CallError, OutputTooLarge, UpstreamError
@@ -35,10 +36,14 @@ def call_tool(
     output_bytes: int,
     ceiling_ms: int | None = None,
     progress: Progress | None = None,
+    http: Sequence[Any] = (),
+    record: Callable[[dict[str, Any]], None] | None = None,
 ) -> str:
     """Call the tool on ``principal``'s session to its server; its output as JSON text.
 
     ``ceiling_ms`` (at least ``timeout_ms``): how far progress notifications may push the deadline.
+    ``http``: the HTTP rules granted to the call (a sandboxed stdio server reaches them through the
+    egress proxy); ``record`` gets each request the proxy saw while the call was in flight.
 
     Raises:
         CallTimeout, OutputTooLarge, GuestError, UpstreamError: see ``glovebox.remote._proxy``.
@@ -56,7 +61,7 @@ def call_tool(
 
         return await client.call_tool(descriptor.tool, arguments, progress_callback=on_progress)
 
-    coro = pool.call(descriptor, principal, values, scope, work, timeout_s, ceiling_s, progress)
+    coro = pool.call(descriptor, principal, values, scope, work, timeout_s, ceiling_s, progress, http)
     try:
         result = pool.run(coro, pool.start_s + 2 * ceiling_s + GRACE_S)
     except CallError:
@@ -66,6 +71,10 @@ def call_tool(
         raise UpstreamError(message, details={"server": descriptor.origin, "cancelled": True}, retryable=False) from exc
     except Exception as exc:
         raise _error(exc, budget, descriptor, scrub) from exc
+    finally:
+        if record is not None:
+            for entry in list(scope.egress):
+                record(entry)
     return output_of(result, descriptor, scrub, output_bytes)
 
 

@@ -9,7 +9,9 @@ import's one-shot listing): the official SDK's ``Client`` over
   the session's standing GET stream is bounded per event, by the SDK) and every
   message's trace context rewritten (see ``glovebox.remote._proxy``);
 - stdio: the server's child process (see :mod:`._stdio`), under bubblewrap
-  when the descriptor's sandbox says so (see :mod:`._bwrap`).
+  when the descriptor's sandbox says so (see :mod:`._bwrap`); when the call's
+  grant has HTTP rules, with the host's egress proxy (see :mod:`._egress`) as
+  its one way out, its requests recorded in each in-flight call's scope.
 
 The byte budget and trace context of the call a message belongs to travel in
 :data:`CURRENT` (a context variable): the SDK sends each message in its
@@ -19,9 +21,9 @@ sender's context, so the transport finds the call that sent it.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +42,8 @@ class CallScope:
 
     budget: _Budget
     trace: Mapping[str, str] | None = None
+    #: What a sandboxed stdio server's egress proxy recorded while the call was in flight.
+    egress: list[dict[str, Any]] = field(default_factory=list)
 
 
 #: The call whose messages are being sent (None: a session's own traffic, a listing).
@@ -57,6 +61,15 @@ class Link:
     exited: Any = None
     #: Set when a stdio server wrote a line over the cap (the session ends).
     too_long: bool = False
+    #: The HTTP rules a sandboxed stdio server may reach through the egress proxy (none: no network).
+    http: Sequence[Any] = ()
+    #: The calls in flight on the session (their scopes get the egress proxy's entries).
+    scopes: list[CallScope] = field(default_factory=list)
+
+    def record(self, entry: dict[str, Any]) -> None:
+        """Give one egress entry to every call in flight (called on the proxy's threads)."""
+        for scope in list(self.scopes):
+            scope.egress.append(entry)
 
 
 def _http_client(link: Link, headers: Mapping[str, str], timeout_s: float | None) -> httpx2.AsyncClient:
@@ -130,14 +143,30 @@ def _stdio(descriptor: Descriptor, secrets: Mapping[str, str], link: Link, workd
     if not sandboxed:
         (workdir / ".tmp").mkdir(exist_ok=True)
     env = child_env(argv[0], workdir, tmp, descriptor.env, secrets)
+    proxy = None
     if sandboxed:
-        argv = _bwrap.wrap(argv, workdir, home)
+        if link.http:
+            from ._egress import EgressProxy
+
+            proxy = EgressProxy(link.http, link.record)
+        argv = _bwrap.wrap(argv, workdir, home, proxy.socket_path if proxy is not None else None)
     link.exited = anyio.Event()
 
     def too_long() -> None:
         link.too_long = True
 
-    return stdio_transport(argv, env, workdir, link.limit_bytes, link.exited, too_long)
+    return _with_proxy(stdio_transport(argv, env, workdir, link.limit_bytes, link.exited, too_long), proxy)
+
+
+@asynccontextmanager
+async def _with_proxy(transport: Any, proxy: Any) -> AsyncIterator[Any]:
+    """``transport``, with the egress proxy (if any) closed once the server's process is gone."""
+    try:
+        async with transport as streams:
+            yield streams
+    finally:
+        if proxy is not None:
+            proxy.close()
 
 
 def sandbox_of(descriptor: Descriptor) -> str:

@@ -41,7 +41,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -251,8 +251,11 @@ class SessionPool:
             1 for key, s in list(self._sessions.items()) if s.alive and (principal is None or key[1] == principal)
         )
 
-    async def _session(self, descriptor: Descriptor, principal: str, values: Mapping[str, str], limit: int) -> _Session:
-        digest = hashlib.sha256(repr(sorted(values.items())).encode()).hexdigest()
+    async def _session(
+        self, descriptor: Descriptor, principal: str, values: Mapping[str, str], limit: int, http: Sequence[Any] = ()
+    ) -> _Session:
+        rules = [rule.model_dump(mode="json") for rule in http]
+        digest = hashlib.sha256(repr((sorted(values.items()), rules)).encode()).hexdigest()
         key = (descriptor.server, principal, digest)
         session = self._sessions.get(key)
         if session is not None and (not session.alive or _exited(session.link)):
@@ -267,15 +270,21 @@ class SessionPool:
                     details={"server": descriptor.origin, "retry_after_ms": int(wait * 1000) + 1},
                     retryable=True,
                 )
-            session = self._open(key, descriptor, principal, values, limit)
+            session = self._open(key, descriptor, principal, values, limit, http)
         session.link.limit_bytes = limit
         return session
 
     def _open(
-        self, key: tuple[bytes, str, str], descriptor: Descriptor, principal: str, values: Mapping[str, str], limit: int
+        self,
+        key: tuple[bytes, str, str],
+        descriptor: Descriptor,
+        principal: str,
+        values: Mapping[str, str],
+        limit: int,
+        http: Sequence[Any] = (),
     ) -> _Session:
         workdir = self.workdir(descriptor, principal) if descriptor.command else None
-        link = Link(limit)
+        link = Link(limit, http=tuple(http))
         session = _Session(key, lambda: connect(descriptor, values, link, workdir, self.home), link)
         session.task = asyncio.get_running_loop().create_task(session.run())
         self._sessions[key] = session
@@ -305,8 +314,12 @@ class SessionPool:
         timeout_s: float,
         ceiling_s: float,
         progress: Progress | None = None,
+        http: Sequence[Any] = (),
     ) -> T:
         """Run ``work`` on the (server, principal) session within the deadline rules of the module docstring.
+
+        ``http``: the HTTP rules granted to the call, which a sandboxed stdio server reaches through the
+        egress proxy; calls granted different rules get different sessions (and processes).
 
         Raises:
             TimeoutError: the deadline passed (the request was cancelled upstream).
@@ -317,8 +330,9 @@ class SessionPool:
 
         CURRENT.set(scope)
         for attempt in (1, 2):
-            session = await self._session(descriptor, principal, values, scope.budget.limit)
+            session = await self._session(descriptor, principal, values, scope.budget.limit, http)
             session.in_flight += 1
+            session.link.scopes.append(scope)
             try:
                 with anyio.fail_after(self.start_s):  # a server's start has a bound of its own
                     await session.ready.wait()
@@ -332,6 +346,7 @@ class SessionPool:
                 raise
             finally:
                 session.in_flight -= 1
+                session.link.scopes.remove(scope)
                 session.last_used = time.monotonic()
                 if session.alive and not _exited(session.link):
                     self._deaths.pop(session.key, None)

@@ -3,7 +3,8 @@
 Its tools report what the process sees (pid, working directory, environment),
 do slow work with progress, remember whether a call was cancelled, crash on
 demand, and probe the sandbox: read /etc/shadow, write outside the working
-directory, open a socket to a host.
+directory, open a socket to a host, fetch a URL through whatever proxy its
+environment names.
 """
 
 from __future__ import annotations
@@ -88,6 +89,23 @@ def probe(outside: str, host: str, port: int) -> dict[str, str]:
     outcomes["write_inside"] = _try(lambda: Path("inside.txt").write_text("fine"))
     outcomes["connect"] = _try(lambda: socket.create_connection((host, port), timeout=2).close())
     return outcomes
+
+
+@server.tool()
+def fetch(url: str, host: str = "") -> dict[str, object]:
+    """GET ``url`` with urllib (which honours HTTP_PROXY and HTTPS_PROXY), with ``host`` as its Host header
+    when given: its status and body, or the error."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, headers={"Host": host} if host else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return {"status": response.status, "body": response.read().decode()[:300]}
+    except urllib.error.HTTPError as exc:
+        return {"status": exc.code, "body": exc.read().decode()[:300]}
+    except OSError as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
 
 
 def _try(action: object) -> str:

@@ -5,7 +5,10 @@ child process); either way the call goes through the executor's
 :class:`~glovebox.remote._sessions.SessionPool` (see ``glovebox.remote``).
 Progress notifications extend the deadline up to the decision's
 ``max_timeout_ms``, become ``glovebox.progress`` events on the call's span and
-go to the caller's :func:`~glovebox.remote.relay_progress` callback.
+go to the caller's :func:`~glovebox.remote.relay_progress` callback. A local
+server is given the call's granted HTTP rules (``grants.http``), which it
+reaches, under bubblewrap, only through the host's egress proxy; what the
+proxy saw during the call becomes the call's ``egress`` entries.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ if TYPE_CHECKING:  # loaded when a remote tool is called, not when glovebox is i
     from ...remote._sessions import SessionPool
 
 __all__ = ["McpRemoteExecutor"]
+
+#: Egress entries of a stdio server kept per call (the rest are counted in ``egress_dropped``).
+MAX_EGRESS = 100
 
 
 class McpRemoteExecutor(Executor):
@@ -68,6 +74,7 @@ class McpRemoteExecutor(Executor):
             read = functools.partial(call_remote, descriptor, call.input, limits.timeout_ms, limits.output_bytes)
             with waiting():
                 return read()
+        egress: list[dict[str, object]] = []
         exchange = functools.partial(
             call_tool,
             self.pool,
@@ -78,18 +85,34 @@ class McpRemoteExecutor(Executor):
             limits.output_bytes,
             ceiling,
             _progress(),
+            http=(state.grants or decision.grants).http if descriptor.command else (),  # its egress proxy
+            record=egress.append,
         )
         breaker, host = decision.guards.breaker, urlsplit(descriptor.origin).hostname
-        with waiting():  # the exchange is I/O: the compute slot is free for others meanwhile
-            if breaker is not None and "host" in breaker.scopes and host:  # the server's host has a breaker too
-                return HostBreakers(self._board(), breaker).exchange(host, exchange)
-            return exchange()
+        try:
+            with waiting():  # the exchange is I/O: the compute slot is free for others meanwhile
+                if breaker is not None and "host" in breaker.scopes and host:  # the server's host has a breaker too
+                    return HostBreakers(self._board(), breaker).exchange(host, exchange)
+                return exchange()
+        finally:
+            if egress:  # what a stdio server's egress proxy saw (allowed and refused requests)
+                state.meta["egress"] = egress[:MAX_EGRESS]
+                if len(egress) > MAX_EGRESS:
+                    state.meta["egress_dropped"] = len(egress) - MAX_EGRESS
+                refused = [_denial(entry) for entry in egress if entry.get("error") == "denied"]
+                if refused:  # as a wasm tool's refused http-fetch requests are
+                    state.meta["denials"] = refused[:MAX_EGRESS]
 
     def close(self) -> None:
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
+
+
+def _denial(entry: dict[str, object]) -> dict[str, object]:
+    """A request the egress proxy refused, as a denial of the ``http`` capability."""
+    return {"capability": "http", "method": entry["method"], "url": entry["url"], "reason": entry["reason"]}
 
 
 def _progress() -> ProgressCallback | None:
