@@ -303,21 +303,21 @@ def _report(result: ImportResult, policy_out: str | None, as_json: bool) -> None
 @click.option(
     "--command",
     metavar="'CMD ARGS...'",
-    help="A local server instead of URL: the command line that starts it (stdio transport; split like a shell).",
+    help="A local server instead of URL: the command line that starts it (stdio; split like a shell; default: none).",
 )
 @click.option(
     "--env",
     "env",
     multiple=True,
     metavar="NAME=VALUE",
-    help="A --command server's environment variable (repeatable; it gets no other variable of the host's).",
+    help="A --command server's environment variable (repeatable; default: none; it gets no other of the host's).",
 )
 @click.option(
     "--env-secret",
     "env_secrets",
     multiple=True,
     metavar="NAME=SECRET_NAME",
-    help="Give a --command server the host's variable SECRET_NAME as NAME (repeatable; only the names are stored).",
+    help="Give a --command server the host's variable SECRET_NAME as NAME (repeatable; names stored; default: none).",
 )
 @click.option(
     "--sandbox",

@@ -113,7 +113,7 @@ def _silent(line: str) -> None:
     "keys",
     multiple=True,
     type=click.Path(exists=True, dir_okay=False),
-    help="oci:// or DIR: require a cosign signature by this public key (repeatable; the policy's keys apply too).",
+    help="oci:// or DIR: require a cosign signature by this public key (repeatable; default: only the policy's keys).",
 )
 @click.option("--insecure", is_flag=True, help=INSECURE_HELP)
 @click.option("--accept-widening", is_flag=True, help="oci://: let a new digest of a tag reach more than before.")
@@ -356,7 +356,7 @@ def sdk_path() -> None:
     "keys",
     multiple=True,
     type=click.Path(exists=True, dir_okay=False),
-    help="With --oci: a cosign public key that may have signed it (repeatable; the policy's keys apply too).",
+    help="With --oci: a cosign public key that may have signed it (repeatable; default: only the policy's keys).",
 )
 @click.option("--insecure", is_flag=True, help=INSECURE_HELP)
 @click.pass_context

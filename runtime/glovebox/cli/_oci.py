@@ -18,7 +18,7 @@ INSECURE_HELP = "Plain http to a registry that is not on 127.0.0.1/localhost (ht
     "--key",
     "key_path",
     type=click.Path(exists=True, dir_okay=False),
-    help="Sign the pushed digest with this ECDSA P-256 private key (a cosign signature beside it).",
+    help="Sign the pushed digest with this ECDSA P-256 private key (a cosign signature beside it; default: unsigned).",
 )
 @click.option("--insecure", is_flag=True, help=INSECURE_HELP)
 @click.pass_context

@@ -124,7 +124,7 @@ publish = false
 crate-type = ["cdylib"]
 
 [dependencies]
-# Ships with glovebox (`glovebox sdk-path`, rust/glovebox-guest): `glovebox build` points cargo at it.
+# Ships with glovebox (`glovebox sdk-path`, rust/glovebox-guest): a build with glovebox points cargo at it.
 glovebox-guest = "0.1.0"
 serde = {{ version = "1", features = ["derive"] }}
 
