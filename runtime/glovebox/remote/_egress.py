@@ -180,8 +180,8 @@ class EgressProxy:
         entry["url"] = f"https://{_bracketed(host)}:{port}"
         rule = self._connect_rule(host, port)
         upstream = _open(Target("https", host, port, "CONNECT", "/"), rule.allow_private)
+        self._finish(entry, started, status=200)  # recorded before the client can go on
         client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        self._finish(entry, started, status=200)
         if rest:  # what the client sent after its CONNECT head, before the answer
             upstream.sendall(rest)
         _splice(client, upstream)
@@ -248,11 +248,11 @@ class EgressProxy:
             f"HTTP/1.1 {code} {_REASONS.get(code, 'Bad Gateway')}\r\nContent-Type: text/plain; charset=utf-8\r\n"
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
         ).encode()
+        self._finish(entry, started, error=refusal.kind, reason=refusal.reason)  # before the client can go on
         try:
             client.sendall(answer + body)
         except OSError:
             pass
-        self._finish(entry, started, error=refusal.kind, reason=refusal.reason)
 
     def _finish(
         self, entry: dict[str, Any], started: float, *, status: int | None = None, error: str = "", reason: str = ""
