@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from glovebox.toolchains._snapshot import _read_uleb, _sections, _uleb
 from tests.guestcache import GUESTS, ROOT, _files_digest, locked
 
 TYPED = GUESTS / "typed"
@@ -70,40 +71,17 @@ def with_package_docs(component: Path, wit: Path, out: Path) -> Path:
     _run(wasm_tools(), "component", "wit", str(wit), "--wasm", "-o", str(encoded))
     payload = _custom_section(encoded.read_bytes(), b"package-docs")
     assert payload is not None, "wasm-tools wrote no package-docs section"
-    body = _leb(len(b"package-docs")) + b"package-docs" + payload
-    out.write_bytes(component.read_bytes() + b"\x00" + _leb(len(body)) + body)
+    body = _uleb(len(b"package-docs")) + b"package-docs" + payload
+    out.write_bytes(component.read_bytes() + b"\x00" + _uleb(len(body)) + body)
     return out
 
 
-def _leb(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def _read_leb(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, at
-
-
 def _custom_section(data: bytes, name: bytes) -> bytes | None:
-    at = 8
-    while at < len(data):
-        section, (size, start) = data[at], _read_leb(data, at + 1)
+    for section, payload in _sections(data):
         if section == 0:
-            length, name_at = _read_leb(data, start)
-            if data[name_at : name_at + length] == name:
-                return data[name_at + length : start + size]
-        at = start + size
+            length, name_at = _read_uleb(payload, 0)
+            if payload[name_at : name_at + length] == name:
+                return payload[name_at + length :]
     return None
 
 
