@@ -123,11 +123,13 @@ def apply(
         raise ValueError(f"{wasm[0].manifest.name}: a tool without a descriptor needs the import's wasm artifact")
     digest = file_digest(artifact) if wasm and artifact else None
     result = ImportResult(api=source.api, kind=source.kind, secrets=list(secrets), notes=list(notes), dry_run=dry_run)
-    _check_owned(runtime, planned, source)
-    previous = _previous(runtime, source)
+    existing = _by_name(runtime.tools())  # read once: a large API plans hundreds of tools
+    _check_owned(existing, planned, source)
+    previous = _previous(existing, source)
     register: list[Planned] = []
     for plan in planned:
-        versioned = _versioned(runtime, plan, previous.get(plan.manifest.name), digest or plan.digest, result)
+        held = existing.get(plan.manifest.name, [])
+        versioned = _versioned(runtime, plan, held, previous.get(plan.manifest.name), digest or plan.digest, result)
         if versioned is not None:
             register.append(versioned)
     result.removed = sorted(set(previous) - {plan.manifest.name for plan in planned})
@@ -142,19 +144,27 @@ def apply(
         manifests, actions = [p.manifest for p in planned], [p.action for p in planned]
         result.policy = fragment(source.api, manifests, actions, [*secrets])
     if not dry_run:
-        deprecate = _deprecations(runtime, source, result.removed)
+        deprecate = _deprecations(existing, source, result.removed)
         if progress is not None:
             progress(f"registering {len(register)} tool versions and deprecating {len(deprecate)}, in one transaction")
-        _store(runtime, register, artifact, deprecate)
-        result.tools = [runtime.registry.resolve(result.ref(plan.manifest.name)) for plan in planned]
+        stored = {info.name: info for info in _store(runtime, register, artifact, deprecate)}
+        result.tools = [stored.get(plan.manifest.name) or previous[plan.manifest.name] for plan in planned]
     return result
 
 
-def _check_owned(runtime: Runtime, planned: list[Planned], source: Source) -> None:
+def _by_name(infos: list[ToolInfo]) -> dict[str, list[ToolInfo]]:
+    """Every registered version of each name (deprecated too), newest first."""
+    grouped: dict[str, list[ToolInfo]] = {}
+    for info in infos:  # the registry lists them by name, newest first
+        grouped.setdefault(info.name, []).append(info)
+    return grouped
+
+
+def _check_owned(existing: dict[str, list[ToolInfo]], planned: list[Planned], source: Source) -> None:
     """Refuse a planned name that any version (deprecated too) holds without ``source`` having made it."""
     for plan in planned:
         name = plan.manifest.name
-        foreign = [info for info in runtime.tools(name) if info.name == name and not source.owns(info)]
+        foreign = [info for info in existing.get(name, []) if not source.owns(info)]
         if foreign:
             other = foreign[0]
             raise source.refusal(
@@ -164,21 +174,28 @@ def _check_owned(runtime: Runtime, planned: list[Planned], source: Source) -> No
             )
 
 
-def _previous(runtime: Runtime, source: Source) -> dict[str, ToolInfo]:
+def _previous(existing: dict[str, list[ToolInfo]], source: Source) -> dict[str, ToolInfo]:
     """The current (newest non-deprecated) version of each tool the last import of ``source`` registered."""
     found: dict[str, ToolInfo] = {}
-    for info in runtime.tools(include_deprecated=False):
-        if info.name not in found and source.owns(info):
-            found[info.name] = info  # newest first
+    for name, versions in existing.items():
+        current = next((info for info in versions if info.deprecated is None and source.owns(info)), None)
+        if current is not None:
+            found[name] = current
     return found
 
 
 def _versioned(
-    runtime: Runtime, plan: Planned, old: ToolInfo | None, digest: str | None, result: ImportResult
+    runtime: Runtime,
+    plan: Planned,
+    held: list[ToolInfo],
+    old: ToolInfo | None,
+    digest: str | None,
+    result: ImportResult,
 ) -> Planned | None:
-    """The plan with its version (None: unchanged), noting the diff in ``result``."""
+    """The plan with its version (None: unchanged), noting the diff in ``result``; ``held`` are the
+    name's registered versions."""
     name = plan.manifest.name
-    versions = [info.version for info in runtime.tools(name) if info.name == name]
+    versions = [info.version for info in held]
     if old is not None and _same(plan.manifest, digest, old):
         result.unchanged.append(name)
         result.versions[name] = old.version
@@ -249,32 +266,36 @@ def _show(item: Reach) -> str:
     return f"{method} {scheme}://{host}:{port or 'default'}{path}"
 
 
-def _deprecations(runtime: Runtime, source: Source, removed: list[str]) -> dict[str, str]:
+def _deprecations(existing: dict[str, list[ToolInfo]], source: Source, removed: list[str]) -> dict[str, str]:
     """Every current version the source made of each removed name, with the source's note."""
     refs = {}
     for name in removed:
-        for info in runtime.tools(name, include_deprecated=False):
-            if info.name == name and source.owns(info):
+        for info in existing.get(name, []):
+            if info.deprecated is None and source.owns(info):
                 refs[f"{name}@{info.version}"] = source.removed_note
     return refs
 
 
-def _store(runtime: Runtime, register: list[Planned], artifact: Path | None, deprecate: dict[str, str]) -> None:
-    """Register the versioned plans and deprecate ``deprecate`` in one registry transaction."""
+def _store(
+    runtime: Runtime, register: list[Planned], artifact: Path | None, deprecate: dict[str, str]
+) -> list[ToolInfo]:
+    """Register the versioned plans and deprecate ``deprecate`` in one registry transaction; the
+    registered versions."""
     wasm = [plan.manifest for plan in register if plan.descriptor is None]
     remote = [plan for plan in register if plan.descriptor is not None]
     if wasm and remote:
         raise ValueError("one import registers tools of its wasm artifact or descriptors, not both")
     if wasm:
         assert artifact is not None
-        runtime.registrar.register_many(artifact, wasm, None, deprecate)
-    elif remote:
-        _store_descriptors(runtime, remote, deprecate)
-    elif deprecate:
+        return runtime.registrar.register_many(artifact, wasm, None, deprecate)
+    if remote:
+        return _store_descriptors(runtime, remote, deprecate)
+    if deprecate:
         runtime.registry.deprecate_many(deprecate)
+    return []
 
 
-def _store_descriptors(runtime: Runtime, register: list[Planned], deprecate: dict[str, str]) -> None:
+def _store_descriptors(runtime: Runtime, register: list[Planned], deprecate: dict[str, str]) -> list[ToolInfo]:
     registry = runtime.registry
     with registry.staging.shared():
         staged = []
@@ -282,7 +303,7 @@ def _store_descriptors(runtime: Runtime, register: list[Planned], deprecate: dic
             for plan in register:
                 assert plan.descriptor is not None and plan.digest is not None
                 staged.append((plan.manifest, plan.digest, registry.stage_blob(plan.descriptor)))
-            registry.add_descriptors(staged, deprecate)
+            return registry.add_descriptors(staged, deprecate)
         finally:
             for _, _, blob in staged:
                 blob.unlink(missing_ok=True)

@@ -262,12 +262,16 @@ class Registry:
             FileNotFoundError: no ``blob`` was given and the artifact is not stored.
         """
         now = datetime.now(UTC).isoformat(timespec="milliseconds")
+        added: dict[str, ToolInfo] = {}
         with self._write() as db:
             for manifest in manifests:
                 if self.check_conflict(manifest, digest) is None:
                     db.execute(
                         f"INSERT INTO tools ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
                         (manifest.name, manifest.version, digest, manifest.to_json(), size_bytes, now, signer),
+                    )
+                    added[f"{manifest.name}@{manifest.version}"] = ToolInfo(
+                        manifest=manifest, digest=digest, registered_at=now, size_bytes=size_bytes, signer=signer
                     )
             _deprecate(db, deprecate or {})
             if blob is not None:
@@ -279,7 +283,9 @@ class Registry:
                 db.execute(
                     "INSERT OR REPLACE INTO compiled VALUES (?, ?, ?)", (digest, compiled.fingerprint, compiled.sha256)
                 )
-        return [self.resolve(f"{manifest.name}@{manifest.version}") for manifest in manifests]
+        # What was just written is known: parsing every manifest back would double a large import's memory.
+        refs = [f"{manifest.name}@{manifest.version}" for manifest in manifests]
+        return [added[ref] if ref in added and ref not in (deprecate or {}) else self.resolve(ref) for ref in refs]
 
     def add_descriptors(
         self, entries: Sequence[tuple[Manifest, str, Path]], deprecate: dict[str, str]
