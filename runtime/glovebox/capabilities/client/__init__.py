@@ -194,7 +194,8 @@ class ClientAccess:
         client = current_client()
         if client is None:
             raise ClientRequestError(
-                "unsupported", "no MCP client is waiting on this call (it was not made through glovebox mcp)"
+                "unsupported",
+                "no MCP client is waiting on this call (not made through glovebox mcp, or run in a worker process)",
             )
         timeout_s = state.remaining_s()
         if timeout_s <= 0:
