@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -177,3 +178,27 @@ async def test_log_lines_and_progress_reach_the_client_while_the_call_runs(home:
     # heard before the tool asked the model, so while the call ran; then the rest, each line once
     assert model.heard_when_asked == ["log about to ask the client", "progress 1/2"]
     assert heard == ["log about to ask the client", "progress 1/2", "progress 2/2"]
+
+
+async def test_an_imported_servers_progress_reaches_the_client_as_it_arrives(tmp_path: Path) -> None:
+    """An imported stdio server's progress is relayed while the call runs (glovebox.remote.relay_progress)."""
+    from glovebox.importers import import_mcp
+
+    lab = Path(__file__).parents[1] / "remote" / "servers" / "stdio_lab.py"
+    home, policy = tmp_path / "home", tmp_path / "policy.yaml"
+    policy.write_text("version: 1\nprincipals:\n  agent: {scopes: []}\ndefaults: {action: allow}\n")
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        import_mcp(rt, command=[sys.executable, str(lab)], name="lab", scopes=[], sandbox="none", timeout_ms=20_000)
+    heard: list[tuple[float, float]] = []
+    result: list[types.CallToolResult] = []
+
+    async def progressed(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, time.monotonic()))
+
+    async with client((home, policy)) as session:
+        started = time.monotonic()
+        result.append(await session.call_tool("lab-work", {"seconds": 1.0}, progress_callback=progressed))
+        ended = time.monotonic()
+    assert result[0].is_error is False, envelope(result[0])
+    assert [progress for progress, _ in heard] == [1, 2, 3, 4]
+    assert heard[0][1] < ended - 0.4 and heard[0][1] > started  # the first came long before the result
