@@ -132,3 +132,25 @@ def test_a_client_that_fails_or_never_answers(asker: Callable[..., glovebox.Runt
             done = rt.call("asker", {"kind": "sample", "request": SAMPLE})
         assert time.monotonic() - started < 5  # bounded by the call's 2 s deadline
         assert done.code == "timeout", done.to_dict()
+
+
+def test_the_python_helper(tmp_path: Path, build_py: Callable[[Path], Path]) -> None:
+    guest = Path(__file__).parents[1] / "guests" / "py_client.py"
+    policy = {
+        "version": 1,
+        "defaults": {"action": "allow"},
+        "grants": [{"tool": "*", "client": [{"request": "sampling"}]}],
+    }
+    with glovebox.Runtime(home=tmp_path / "home", policy=glovebox.Policy.model_validate(policy)) as rt:
+        manifest = {
+            "name": "py-client",
+            "capabilities": {"client": [{"request": "sampling"}, {"request": "elicitation"}]},
+        }
+        rt.register(build_py(guest), manifest=manifest)
+        model = Client({"role": "assistant", "model": "m", "content": {"type": "text", "text": "hello"}})
+        with asking_client(model):
+            sampled = rt.call("py-client", {"kind": "sample", "params": {"messages": []}})
+            elicited = rt.call("py-client", {"kind": "elicit", "params": {"message": "m", "requestedSchema": {}}})
+    assert sampled.ok and sampled.output["answer"]["content"]["text"] == "hello", sampled.to_dict()
+    assert elicited.ok and elicited.output == {"error": "denied", "reason": elicited.output["reason"]}
+    assert "not granted" in elicited.output["reason"]
