@@ -9,7 +9,11 @@ test suite's ``tests/remote/servers/stdio_lab.py``, on the official SDK; its
 * **glovebox**: ``Runtime.call`` on the imported tool (``import mcp --command``,
   ``--sandbox none``): gate, input validation, the pooled session of
   (server, principal), output check, one audit row;
-* **glovebox bwrap**: the same under bubblewrap, where this machine runs it.
+* **glovebox bwrap**: the same under bubblewrap, where this machine runs it;
+* **sdk → glovebox mcp**: the gateway an agent stack uses: the same SDK ``Client``
+  over stdio, talking to ``glovebox mcp`` (stdio), which calls the imported tool
+  (``--sandbox none``) on its own pooled session to the server: two stdio hops and
+  glovebox's call pipeline, next to the one hop of **sdk**.
 
 Each contender starts its own server process and calls it once before timing, so
 the figures are per call on a warm session; a full run makes three rounds of
@@ -78,6 +82,31 @@ def through_glovebox(calls: int, home: Path, sandbox: str) -> list[float]:
         return samples[1:]  # the first started the process
 
 
+def through_gateway(calls: int, home: Path) -> list[float]:
+    """The SDK client → ``glovebox mcp`` over stdio → the imported stdio tool."""
+    policy = home / "policy.yaml"
+    policy.write_text("version: 1\nprincipals:\n  agent: {scopes: []}\ndefaults: {action: allow}\n")
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        import_mcp(rt, command=[PYTHON, str(LAB)], name="lab", scopes=[], sandbox="none", timeout_ms=20_000)
+
+    async def run() -> list[float]:
+        argv = ["-m", "glovebox", "--home", str(home), "--policy", str(policy), "mcp", "--principal", "agent"]
+        server = StdioServerParameters(command=PYTHON, args=argv, env={"PYTHONPATH": str(ROOT / "runtime")})
+        async with Client(server, cache=None, mode="legacy", read_timeout_seconds=60) as client:
+            count = 0
+
+            async def one() -> None:
+                nonlocal count
+                result = await client.call_tool("lab-remember", {"note": "n"})
+                count += 1
+                assert not result.is_error and result.structured_content == {"result": count}, result
+
+            await one()  # warm: both processes are up, the session to the server open
+            return await atimed(calls, one)
+
+    return anyio.run(run)
+
+
 def summary(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
     return {"p50_ms": statistics.median(ordered), "p95_ms": ordered[int(0.95 * (len(ordered) - 1))]}
@@ -90,6 +119,8 @@ def one_round(calls: int) -> dict[str, dict[str, float]]:
     if _bwrap.available():
         with tempfile.TemporaryDirectory() as home:
             figures["glovebox bwrap"] = summary(through_glovebox(calls, Path(home), "bwrap"))
+    with tempfile.TemporaryDirectory() as home:
+        figures["sdk > glovebox mcp"] = summary(through_gateway(calls, Path(home)))
     return figures
 
 
@@ -105,9 +136,9 @@ def main() -> None:
         name: min((run[name] for run in runs), key=lambda row: row["p50_ms"]) for name in runs[0]
     }
     base = figures["sdk"]["p50_ms"]
-    print(f"{'contender':<15} {'p50 ms':>8} {'p95 ms':>8} {'p50 vs sdk':>11}")
+    print(f"{'contender':<20} {'p50 ms':>8} {'p95 ms':>8} {'p50 vs sdk':>11}")
     for name, row in figures.items():
-        print(f"{name:<15} {row['p50_ms']:>8.2f} {row['p95_ms']:>8.2f} {row['p50_ms'] / base:>10.2f}x")
+        print(f"{name:<20} {row['p50_ms']:>8.2f} {row['p95_ms']:>8.2f} {row['p50_ms'] / base:>10.2f}x")
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps({"calls": calls, "rounds": rounds, "figures": figures}, indent=2))
 

@@ -77,6 +77,7 @@ GLOVEBOX = {
     "glovebox.integrations._export",
     "glovebox.sandbox._fastcall",
     "glovebox.core._frozen",
+    "glovebox.core._carried",
     "glovebox.runtime._gate",
     "glovebox.model._grants",
     "glovebox.core._jsonlimits",
@@ -141,6 +142,7 @@ GLOVEBOX = {
     # clients, parsers and drivers load only when a call is granted them).
     "glovebox.capabilities._bind",
     "glovebox.capabilities.http",
+    "glovebox.capabilities.client",
     "glovebox.capabilities.kv",
     "glovebox.capabilities.sql",
     "glovebox.model._capability",

@@ -16,7 +16,7 @@
  *
  * Build it with `glovebox build tool.c -o tool.wasm`. Everything below — the
  * canonical-ABI glue for the `glovebox:tool@0.1.0` world, a growable buffer,
- * JSON helpers, `gb_log`, `gb_http_fetch`, `gb_http_get`, `gb_sql_query` and `gb_kv_get`/`gb_kv_set`/`gb_kv_delete` — lives in this header so that a
+ * JSON helpers, `gb_log`, `gb_http_fetch`, `gb_http_get`, `gb_sql_query`, `gb_kv_get`/`gb_kv_set`/`gb_kv_delete` and `gb_client_sample`/`gb_client_elicit` — lives in this header so that a
  * tool carries no boilerplate. The header is written for a single translation
  * unit (one tool = one .c file).
  *
@@ -619,6 +619,62 @@ static gb_kv_status gb_kv_delete(const char *ns, const char *key, gb_buf *reason
 static const char *gb_kv_status_name(gb_kv_status st) {
     static const char *names[] = {"denied", "quota-exceeded", "invalid", "storage", "not-found"};
     return st == GB_KV_OK ? "ok" : (st >= 0 && st <= 4 ? names[st] : "unknown");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host imports: interface glovebox:tool/client@0.1.0                         */
+/* ------------------------------------------------------------------------ */
+
+typedef enum gb_client_status {
+    GB_CLIENT_OK = -1,
+    GB_CLIENT_DENIED = 0,      /* not granted, or past the grant's number of requests */
+    GB_CLIENT_UNSUPPORTED = 1, /* no MCP client waits on this call, or it lacks the capability */
+    GB_CLIENT_INVALID = 2,     /* the request is not what the grant allows */
+    GB_CLIENT_TIMEOUT = 3,     /* the call's deadline came first */
+    GB_CLIENT_FAILED = 4,      /* the client answered an error */
+} gb_client_status;
+
+__attribute__((import_module("glovebox:tool/client@0.1.0"), import_name("sample")))
+extern void gb__host_client_sample(int32_t request, int32_t request_len, int32_t ret);
+__attribute__((import_module("glovebox:tool/client@0.1.0"), import_name("elicit")))
+extern void gb__host_client_elicit(int32_t request, int32_t request_len, int32_t ret);
+
+/* A result<string, client-error> at ret: the answer to `answer`, or the reason to `reason`. */
+static gb_client_status gb__client_result(const uint8_t *ret, gb_buf *answer, gb_buf *reason) {
+    if (ret[0] == 0) {
+        char *text = (char *)(uintptr_t)(*(uint32_t *)(ret + 4));
+        if (answer) gb_buf_append(answer, text, *(uint32_t *)(ret + 8));
+        free(text);
+        return GB_CLIENT_OK;
+    }
+    char *msg = (char *)(uintptr_t)(*(uint32_t *)(ret + 8));
+    if (reason) gb_buf_append(reason, msg, *(uint32_t *)(ret + 12));
+    free(msg);
+    return (gb_client_status)ret[4];
+}
+
+/* Ask the call's MCP client's model (`sampling/createMessage`). `request` is the JSON of the */
+/* request's params ({"messages": [...], "maxTokens": N}); on GB_CLIENT_OK the JSON of the    */
+/* client's CreateMessageResult is appended to `answer`, else `reason` gets the host's words.  */
+static gb_client_status gb_client_sample(const char *request, gb_buf *answer, gb_buf *reason) {
+    _Alignas(4) uint8_t ret[16];
+    gb__host_client_sample((int32_t)(uintptr_t)request, (int32_t)strlen(request), (int32_t)(uintptr_t)ret);
+    return gb__client_result(ret, answer, reason);
+}
+
+/* Ask the call's MCP client's user (`elicitation/create`, form mode): `request` is             */
+/* {"message": ..., "requestedSchema": {...}}; on GB_CLIENT_OK `answer` gets the ElicitResult's  */
+/* JSON ({"action": "accept"|"decline"|"cancel", "content": {...}}).                             */
+static gb_client_status gb_client_elicit(const char *request, gb_buf *answer, gb_buf *reason) {
+    _Alignas(4) uint8_t ret[16];
+    gb__host_client_elicit((int32_t)(uintptr_t)request, (int32_t)strlen(request), (int32_t)(uintptr_t)ret);
+    return gb__client_result(ret, answer, reason);
+}
+
+/* The name of a client status: "ok", "denied", "unsupported", "invalid", "timeout", "failed". */
+static const char *gb_client_status_name(gb_client_status st) {
+    static const char *names[] = {"denied", "unsupported", "invalid", "timeout", "failed"};
+    return st == GB_CLIENT_OK ? "ok" : (st >= 0 && st <= 4 ? names[st] : "unknown");
 }
 
 /* ------------------------------------------------------------------------ */

@@ -29,6 +29,10 @@ database alias and returns ``{"columns", "rows", "row_count", "truncated",
 ``kv.get(namespace, key)`` (a string or None), ``kv.set(namespace, key, value)`` and
 ``kv.delete(namespace, key)`` use the host's key-value store, or raise ``KvError``
 whose ``kind`` is ``denied``, ``quota-exceeded``, ``invalid`` or ``storage``.
+``client.sample(params)`` and ``client.elicit(params)`` ask the MCP client of the
+call (``sampling/createMessage``, ``elicitation/create``; the ``client`` capability)
+and return its result as a dict, or raise ``ClientError`` whose ``kind`` is
+``denied``, ``unsupported``, ``invalid``, ``timeout`` or ``failed``.
 """
 
 from __future__ import annotations
@@ -38,7 +42,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["HttpError", "KvError", "Response", "SqlError", "ToolError", "http", "kv", "log", "sql", "tool"]
+__all__ = [
+    "ClientError",
+    "HttpError",
+    "KvError",
+    "Response",
+    "SqlError",
+    "ToolError",
+    "client",
+    "http",
+    "kv",
+    "log",
+    "sql",
+    "tool",
+]
 
 #: What the host recognises (logged at level error) as "the guest ran out of memory".
 OOM_MARKER = "glovebox: out of memory"
@@ -228,6 +245,42 @@ class _Kv:
 
 
 kv = _Kv()
+
+
+class ClientError(ToolError):
+    """The MCP client of the call gave no answer: ``kind`` is denied, unsupported, invalid, timeout or failed."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(f"client {kind}: {reason}")
+        self.kind = kind
+        self.reason = reason
+
+
+class _Client:
+    """The MCP client of the call: its model (``sample``) and its user (``elicit``), when granted."""
+
+    def sample(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``sampling/createMessage`` with ``params`` (``messages``, ``maxTokens``...): the client's result."""
+        return self._ask("sample", params)
+
+    def elicit(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``elicitation/create`` (form mode) with ``params`` (``message``, ``requestedSchema``): the result."""
+        return self._ask("elicit", params)
+
+    @staticmethod
+    def _ask(function: str, params: dict[str, Any]) -> dict[str, Any]:
+        from componentize_py_types import Err
+        from wit_world.imports import client as host_client
+
+        try:
+            answer: dict[str, Any] = json.loads(getattr(host_client, function)(json.dumps(params)))
+            return answer
+        except Err as err:
+            name = type(err.value).__name__.rsplit("_", 1)[-1].lower()
+            raise ClientError(name, str(err.value.value)) from None
+
+
+client = _Client()
 
 
 class _OutOfMemory(BaseException):

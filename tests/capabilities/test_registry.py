@@ -26,12 +26,14 @@ RUNTIME = Path(__file__).resolve().parents[2] / "runtime"
 
 def test_the_built_ins_register_like_entry_points() -> None:
     names = [capability.name for capability in registered()]
-    assert names[:4] == ["http", "sql", "kv", "files"]
-    assert [value.split(":")[0].rsplit(".", 1)[1] for value in DEFAULT_CAPABILITIES] == ["http", "sql", "kv", "files"]
+    assert names[:5] == ["http", "sql", "kv", "files", "client"]
+    built_ins = [value.split(":")[0].rsplit(".", 1)[1] for value in DEFAULT_CAPABILITIES]
+    assert built_ins == ["http", "sql", "kv", "files", "client"]
     assert {capability.interface for capability in registered()} >= {
         "glovebox:tool/host@0.1.0",
         "glovebox:tool/sql@0.1.0",
         "glovebox:tool/kv@0.1.0",
+        "glovebox:tool/client@0.1.0",
     }
 
 

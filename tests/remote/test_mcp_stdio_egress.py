@@ -8,6 +8,7 @@ the proxy saw during a call is the call's ``meta.egress``.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -116,3 +117,67 @@ def test_without_http_grants_the_sandboxed_server_has_no_proxy(runtime: glovebox
         assert done.ok and "error" in done.output and "egress" not in done.meta
         seen = rt.call("lab-whoami", {}, principal="agent")
         assert not any(name.lower().endswith("_proxy") for name in seen.output["env"])
+
+
+SECRET = "lab-s3cret-value"
+
+
+def secret_policy(port: int) -> str:
+    return f"""
+version: 1
+principals:
+  agent: {{scopes: ["lab:call"]}}
+rules:
+  - {{tool: "*", action: allow}}
+grants:
+  - tool: "lab-*"
+    principals: [agent]
+    http:
+      - {{host: 127.0.0.1, schemes: [http], ports: [{port}], methods: [GET], allow_private: true}}
+    http_limits: {{max_requests: 2, max_response_bytes: 2000}}
+    secrets:
+      - {{name: lab, source: LAB_UPSTREAM_TOKEN, host: 127.0.0.1, schemes: [http]}}
+"""
+
+
+async def guarded(scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+    """Answers /echo with the Authorization header it got (so a leak would show), /big with 10 kB."""
+    if scope["type"] != "http":
+        return
+    authorization = dict(scope["headers"]).get(b"authorization", b"").decode()
+    body = ("x" * 10_000).encode() if scope["path"] == "/big" else f"got {authorization}".encode()
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def test_the_proxy_adds_the_grants_secret_and_applies_its_http_limits(
+    runtime: glovebox.Runtime, serve_app: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host adds the bearer secret the server never sees (the upstream's echo of it comes back scrubbed),
+    a header of that name the server writes is replaced, and max_requests and max_response_bytes hold."""
+    monkeypatch.setenv("LAB_UPSTREAM_TOKEN", SECRET)
+    import_mcp(runtime, command=[PYTHON, str(LAB)], name="lab", sandbox="bwrap", timeout_ms=20_000)
+    upstream = serve_app(guarded)
+    port = int(upstream.rsplit(":", 1)[1])
+    with glovebox.Runtime(home=runtime.home, policy=parse_policy(secret_policy(port))) as rt:
+        done = rt.call(
+            "lab-fetch_all", {"urls": [f"{upstream}/echo"], "authorization": "Bearer forged"}, principal="agent"
+        )
+        assert done.ok, done.error
+        answer = done.output["result"] if isinstance(done.output, dict) and "result" in done.output else done.output
+        # the upstream got the host's secret, not the server's header; the server got its echo scrubbed
+        assert answer == [{"status": 200, "body": "got [REDACTED]"}], answer
+        assert SECRET not in json.dumps(done.to_dict())
+        seen = rt.call("lab-whoami", {}, principal="agent")
+        assert SECRET not in json.dumps(seen.output) and "LAB_UPSTREAM_TOKEN" not in seen.output["env"]
+        # http_limits.max_requests: 2 per call; the third is refused by the proxy (and recorded as refused)
+        three = rt.call("lab-fetch_all", {"urls": [f"{upstream}/echo"] * 3}, principal="agent")
+        answers = three.output["result"] if "result" in three.output else three.output
+        assert [a.get("status") for a in answers] == [200, 200, 403], answers
+        assert "max_requests" in answers[2]["body"]
+        assert [e.get("status", e.get("error")) for e in three.meta["egress"]] == [200, 200, "denied"]
+        # http_limits.max_response_bytes: an answer over it (to a request carrying the secret) is refused whole
+        big = rt.call("lab-fetch_all", {"urls": [f"{upstream}/big"]}, principal="agent")
+        answers = big.output["result"] if "result" in big.output else big.output
+        assert answers[0].get("status") == 431 or "error" in answers[0], answers
+        assert big.meta["egress"][0]["error"] == "too-large"

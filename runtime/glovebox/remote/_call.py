@@ -10,7 +10,7 @@ call error that says what went wrong (see ``glovebox.remote._proxy``).
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..core._errors import CallError, OutputTooLarge, UpstreamError
@@ -36,14 +36,15 @@ def call_tool(
     output_bytes: int,
     ceiling_ms: int | None = None,
     progress: Progress | None = None,
-    http: Sequence[Any] = (),
+    http: Any = (),
     record: Callable[[dict[str, Any]], None] | None = None,
 ) -> str:
     """Call the tool on ``principal``'s session to its server; its output as JSON text.
 
     ``ceiling_ms`` (at least ``timeout_ms``): how far progress notifications may push the deadline.
-    ``http``: the HTTP rules granted to the call (a sandboxed stdio server reaches them through the
-    egress proxy); ``record`` gets each request the proxy saw while the call was in flight.
+    ``http``: the egress grant of the call (``_egress.EgressGrant``: a sandboxed stdio server reaches its
+    rules through the egress proxy, which adds its secrets and applies its limits); ``record`` gets each
+    request the proxy saw while the call was in flight.
 
     Raises:
         CallTimeout, OutputTooLarge, GuestError, UpstreamError: see ``glovebox.remote._proxy``.

@@ -21,7 +21,8 @@ sender's context, so the transport finds the call that sent it.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import AsyncIterator, Mapping, Sequence
+import threading
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,8 @@ class CallScope:
     trace: Mapping[str, str] | None = None
     #: What a sandboxed stdio server's egress proxy recorded while the call was in flight.
     egress: list[dict[str, Any]] = field(default_factory=list)
+    #: Requests the egress proxy let through while the call was in flight (``http_limits.max_requests``).
+    requests: int = 0
 
 
 #: The call whose messages are being sent (None: a session's own traffic, a listing).
@@ -61,15 +64,28 @@ class Link:
     exited: Any = None
     #: Set when a stdio server wrote a line over the cap (the session ends).
     too_long: bool = False
-    #: The HTTP rules a sandboxed stdio server may reach through the egress proxy (none: no network).
-    http: Sequence[Any] = ()
+    #: What a sandboxed stdio server may reach through the egress proxy (an ``EgressGrant``; no rules: no network).
+    http: Any = ()
     #: The calls in flight on the session (their scopes get the egress proxy's entries).
     scopes: list[CallScope] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def record(self, entry: dict[str, Any]) -> None:
         """Give one egress entry to every call in flight (called on the proxy's threads)."""
         for scope in list(self.scopes):
             scope.egress.append(entry)
+
+    def admit(self, max_requests: int) -> bool:
+        """Whether the proxy may let one more request through: some call in flight has made fewer than
+        ``max_requests`` (each such call counts it); with none in flight, yes (it counts against none)."""
+        with self._lock:
+            scopes = list(self.scopes)
+            room = [scope for scope in scopes if scope.requests < max_requests]
+            if scopes and not room:
+                return False
+            for scope in room:
+                scope.requests += 1
+            return True
 
 
 def _http_client(link: Link, headers: Mapping[str, str], timeout_s: float | None) -> httpx2.AsyncClient:
@@ -148,7 +164,7 @@ def _stdio(descriptor: Descriptor, secrets: Mapping[str, str], link: Link, workd
         if link.http:
             from ._egress import EgressProxy
 
-            proxy = EgressProxy(link.http, link.record)
+            proxy = EgressProxy(link.http, link.record, link.admit)
         argv = _bwrap.wrap(argv, workdir, home, proxy.socket_path if proxy is not None else None)
     link.exited = anyio.Event()
 

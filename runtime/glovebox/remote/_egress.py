@@ -28,6 +28,25 @@ proxy cannot read: only its host and port are checked (a rule for the host
 with ``https`` among its schemes and the port among its ports); the method
 and path of the requests inside are not.
 
+The grant's ``secrets`` and ``http_limits`` apply as to a wasm tool's requests
+(:class:`EgressGrant`):
+
+- a plain-HTTP request to a host a secret rule names (with ``http`` among its
+  ``schemes``) gets the secret's header from the host (any header of that name
+  the server wrote is dropped); the server never holds the value. The answer to
+  such a request is read whole (at most ``max_response_bytes``) and scrubbed of
+  the secret (``[REDACTED]``, in the encodings the HTTP capability scrubs) before
+  the server gets it, or withheld (status and ``response_headers`` only) when the
+  rule says ``response_body: withhold``. A ``CONNECT`` tunnel is TLS the proxy
+  does not read: no secret goes into one;
+- ``max_requests``: requests (a tunnel is one) per call in flight on the server's
+  process; past it, refused. A request made while no call is in flight counts
+  against none;
+- ``max_request_bytes`` (a request's ``Content-Length``), ``max_response_bytes``
+  (an answer past it is cut, recorded ``too-large``), ``request_timeout_ms`` (the
+  connection and each wait for either side); the proxy follows no redirect
+  (``max_redirects`` does not apply: each one the server follows is a request).
+
 Every request, allowed or refused, is recorded: :class:`EgressProxy` calls
 ``record`` with an entry like the ``egress`` entries of a wasm tool's HTTP
 requests (``method``, ``url`` without its query, ``status`` or ``error`` and
@@ -36,6 +55,7 @@ requests (``method``, ``url`` without its query, ``status`` or ``error`` and
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import socket
@@ -43,14 +63,15 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..capabilities._net import Refusal, parse_target, pin_address
-from ..model._grantrules import HttpRule
+from ..model._grantrules import HttpLimits, HttpRule, SecretRule
 from ..model._rules import DEFAULT_PORTS, Target, check_rules, host_matches, ip_literal
 
-__all__ = ["FORWARDER", "SANDBOX_SOCKET", "EgressProxy"]
+__all__ = ["FORWARDER", "SANDBOX_SOCKET", "EgressGrant", "EgressProxy"]
 
 logger = logging.getLogger("glovebox.http")
 
@@ -115,15 +136,48 @@ sys.exit(child.wait())
 """
 
 
+@dataclass(frozen=True)
+class EgressGrant:
+    """What a sandboxed stdio server's proxy enforces: a call's ``http`` rules, ``http_limits`` and ``secrets``."""
+
+    rules: tuple[HttpRule, ...] = ()
+    limits: HttpLimits = field(default_factory=HttpLimits)
+    secrets: tuple[SecretRule, ...] = ()
+
+    @classmethod
+    def of(cls, grants: Any) -> EgressGrant:
+        """The egress part of a call's effective grants."""
+        return cls(tuple(grants.http), grants.http_limits, tuple(grants.secrets))
+
+    def __bool__(self) -> bool:
+        return bool(self.rules)
+
+    def key(self) -> str:
+        """A text that differs when anything here does (a process is started per grant)."""
+        parts = [[r.model_dump(mode="json") for r in self.rules], self.limits.model_dump(mode="json")]
+        parts.append([r.model_dump(mode="json") for r in self.secrets])
+        return json.dumps(parts, sort_keys=True)
+
+
 class EgressProxy:
     """An HTTP forward proxy on a Unix socket that lets through only what ``rules`` allow.
 
     ``record`` is called (on the proxy's threads) with one entry per request.
     """
 
-    def __init__(self, rules: Sequence[HttpRule], record: Callable[[dict[str, Any]], None]) -> None:
-        self.rules = list(rules)
+    def __init__(
+        self,
+        rules: Sequence[HttpRule] | EgressGrant,
+        record: Callable[[dict[str, Any]], None],
+        admit: Callable[[int], bool] | None = None,
+    ) -> None:
+        grant = rules if isinstance(rules, EgressGrant) else EgressGrant(tuple(rules))
+        self.rules = list(grant.rules)
+        self.limits = grant.limits
+        self.secret_rules = grant.secrets
         self.record = record
+        #: Whether one more request may be made (``admit(max_requests)``; None: no count).
+        self.admit = admit
         self.refused = 0
         self._dir = Path(tempfile.mkdtemp(prefix="glovebox-proxy-"))
         self.socket_path = self._dir / "proxy.sock"
@@ -157,16 +211,21 @@ class EgressProxy:
         started = time.monotonic()
         entry: dict[str, Any] = {"method": "", "url": "", "via": "proxy"}
         try:
-            client.settimeout(IDLE_S)
+            client.settimeout(self._timeout_s)
             head, rest = _read_head(client)
             method, target, headers = _parse_head(head)
             entry["method"] = method[:32]
+            if self.admit is not None and not self.admit(self.limits.max_requests):
+                entry["url"] = target[:200].split("?", 1)[0]
+                raise Refusal("denied", f"over http_limits.max_requests ({self.limits.max_requests}) for this call")
             if method == "CONNECT":
                 self._tunnel(client, target, rest, entry, started)
             else:
                 self._forward(client, method, target, headers, rest, entry, started)
         except Refusal as refusal:
             self._refuse(client, refusal, entry, started)
+        except TimeoutError:
+            self._finish(entry, started, error="timeout", reason="http_limits.request_timeout_ms passed")
         except OSError as exc:
             self._finish(entry, started, error="network", reason=str(exc))
         except Exception as exc:  # a bug here must end one connection, never the proxy
@@ -179,7 +238,7 @@ class EgressProxy:
         host, port = _authority(target)
         entry["url"] = f"https://{_bracketed(host)}:{port}"
         rule = self._connect_rule(host, port)
-        upstream = _open(Target("https", host, port, "CONNECT", "/"), rule.allow_private)
+        upstream = _open(Target("https", host, port, "CONNECT", "/"), rule.allow_private, self._timeout_s)
         self._finish(entry, started, status=200)  # recorded before the client can go on
         client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
         if rest:  # what the client sent after its CONNECT head, before the answer
@@ -215,13 +274,18 @@ class EgressProxy:
         if "transfer-encoding" in names:
             raise Refusal("denied", "a request body without Content-Length is not forwarded")
         length = _content_length(headers)
-        upstream = _open(target, rule.allow_private)
+        if length > self.limits.max_request_bytes:
+            raise Refusal("too-large", f"a request body over http_limits.max_request_bytes ({length} bytes)")
+        secrets = self._secrets_for(target)
+        upstream = _open(target, rule.allow_private, self._timeout_s)
         try:
             query = url.split("?", 1)[1] if "?" in url else None
             line = f"{method} {target.path}{'?' + query if query is not None else ''} HTTP/1.1\r\n"
-            kept = [(n, v) for n, v in headers if n.lower() not in _HOP_BY_HOP and n.lower() != "host"]
+            added = {secret.rule.header.lower() for secret in secrets}
+            kept = [(n, v) for n, v in headers if n.lower() not in _HOP_BY_HOP | added and n.lower() != "host"]
             port = "" if target.port == DEFAULT_PORTS[target.scheme] else f":{target.port}"
             kept.insert(0, ("Host", _bracketed(target.host) + port))  # the checked name, not the client's
+            kept += [(secret.rule.header, secret.header_value) for secret in secrets]  # from the host, never seen
             head = line + "".join(f"{n}: {v}\r\n" for n, v in kept) + "Connection: close\r\n\r\n"
             upstream.sendall(head.encode("latin-1"))
             body = rest[:length]
@@ -232,14 +296,40 @@ class EgressProxy:
                     break
                 body += chunk
                 upstream.sendall(chunk)
-            first = upstream.recv(65536)
-            status = _status(first)
-            self._finish(entry, started, status=status)
-            client.sendall(first)
-            while chunk := upstream.recv(65536):
-                client.sendall(chunk)
+            if secrets:
+                answer = _scrubbed_answer(upstream, method, secrets, self.limits.max_response_bytes)
+                self._finish(entry, started, status=_status(answer))
+                client.sendall(answer)
+            else:
+                self._relay(client, upstream, entry, started)
         finally:
             upstream.close()
+
+    @property
+    def _timeout_s(self) -> float:
+        return min(IDLE_S, self.limits.request_timeout_ms / 1000)
+
+    def _secrets_for(self, target: Target) -> list[Any]:
+        """The grant's secrets for a plain-HTTP request to ``target`` (read now, so a rotated one is used)."""
+        from ..capabilities._secrets import load_secrets
+
+        rules = [rule for rule in self.secret_rules if "http" in rule.schemes and host_matches(rule.host, target.host)]
+        return load_secrets(rules) if rules else []
+
+    def _relay(self, client: socket.socket, upstream: socket.socket, entry: dict[str, Any], started: float) -> None:
+        """Copy the answer to the server as it comes, cut at ``max_response_bytes`` (plus its head)."""
+        first = upstream.recv(65536)
+        self._finish(entry, started, status=_status(first))
+        limit = self.limits.max_response_bytes + MAX_HEAD_BYTES
+        sent = len(first)
+        client.sendall(first)
+        while chunk := upstream.recv(65536):
+            if sent + len(chunk) > limit:
+                client.sendall(chunk[: max(limit - sent, 0)])
+                logger.info("stdio server egress %s: answer cut at %d bytes", entry["url"], limit)
+                return
+            sent += len(chunk)
+            client.sendall(chunk)
 
     def _refuse(self, client: socket.socket, refusal: Refusal, entry: dict[str, Any], started: float) -> None:
         code = {"denied": 403, "timeout": 504, "too-large": 431}.get(refusal.kind, 502)
@@ -327,17 +417,64 @@ def _bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def _open(target: Target, allow_private: bool) -> socket.socket:
+def _open(target: Target, allow_private: bool, timeout_s: float = IDLE_S) -> socket.socket:
     """A connection to the one checked address of ``target.host`` (resolved once)."""
-    address = pin_address(target, allow_private, CONNECT_S)
+    connect_s = min(CONNECT_S, timeout_s)
+    address = pin_address(target, allow_private, connect_s)
     try:
-        upstream = socket.create_connection((address, target.port), timeout=CONNECT_S)
+        upstream = socket.create_connection((address, target.port), timeout=connect_s)
     except TimeoutError as exc:
         raise Refusal("timeout", f"connecting to {target.host}:{target.port} timed out") from exc
     except OSError as exc:
         raise Refusal("network", f"cannot connect to {target.host}:{target.port}: {exc}") from exc
-    upstream.settimeout(IDLE_S)
+    upstream.settimeout(timeout_s)
     return upstream
+
+
+def _scrubbed_answer(upstream: socket.socket, method: str, secrets: Sequence[Any], limit: int) -> bytes:
+    """The whole answer to a request that carried ``secrets``, scrubbed of them (or withheld), re-framed.
+
+    Read with h11 (chunked or not), at most ``limit`` bytes of body (then ``Refusal`` too-large).
+    """
+    import h11
+
+    from ..capabilities._secrets import Scrubber
+
+    parser = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
+    parser.send(h11.Request(method=method, target="/", headers=[("Host", "upstream")]))
+    parser.send(h11.EndOfMessage())
+    response: Any = None
+    body = b""
+    while True:
+        event = parser.next_event()
+        if event is h11.NEED_DATA:
+            parser.receive_data(upstream.recv(65536))
+        elif isinstance(event, h11.Response):
+            response = event
+        elif isinstance(event, h11.Data):
+            body += event.data
+            if len(body) > limit:
+                raise Refusal("too-large", f"an answer over http_limits.max_response_bytes ({limit} bytes)")
+        elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
+            break
+        elif isinstance(event, h11.InformationalResponse):
+            continue
+    scrub = Scrubber(secrets)
+    withhold = any(secret.rule.response_body == "withhold" for secret in secrets)
+    allowed = {name.lower() for secret in secrets for name in secret.rule.response_headers}
+    headers = []
+    for raw_name, raw_value in response.headers:
+        name = raw_name.decode("latin-1")
+        if name.lower() in _HOP_BY_HOP | {"content-length", "transfer-encoding"}:
+            continue
+        if withhold and name.lower() not in allowed:
+            continue
+        headers.append((name, scrub.text(raw_value.decode("latin-1"))))
+    body = b"" if withhold else scrub.bytes(body)
+    head = f"HTTP/1.1 {response.status_code} {response.reason.decode('latin-1')}\r\n"
+    head += "".join(f"{n}: {v}\r\n" for n, v in headers)
+    head += f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    return head.encode("latin-1") + body
 
 
 def _status(first: bytes) -> int:

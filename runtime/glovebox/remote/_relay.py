@@ -34,13 +34,17 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from ..core._carried import carried
+
 __all__ = ["Cancellation", "ProgressCallback", "cancel_with", "current_cancellation", "current_relay", "relay_progress"]
 
 logger = logging.getLogger("glovebox")
 
 #: ``(progress, total, message)``: one progress notification of a call.
 ProgressCallback = Callable[[float, "float | None", "str | None"], None]
-_RELAY: contextvars.ContextVar[ProgressCallback | None] = contextvars.ContextVar("glovebox_progress", default=None)
+_RELAY: contextvars.ContextVar[ProgressCallback | None] = carried(
+    contextvars.ContextVar("glovebox_progress", default=None)
+)
 
 
 @contextmanager
@@ -108,7 +112,7 @@ class Cancellation:
         return lambda: None
 
 
-_CANCEL: contextvars.ContextVar[Cancellation | None] = contextvars.ContextVar("glovebox_cancel", default=None)
+_CANCEL: contextvars.ContextVar[Cancellation | None] = carried(contextvars.ContextVar("glovebox_cancel", default=None))
 
 
 @contextmanager

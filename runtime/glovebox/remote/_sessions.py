@@ -36,12 +36,13 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextvars
 import hashlib
 import logging
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -162,7 +163,9 @@ class SessionPool:
                 self._thread = threading.Thread(target=self._loop.run_forever, name="glovebox-mcp", daemon=True)
                 self._thread.start()
                 self._reaper = asyncio.run_coroutine_threadsafe(self._reap(), self._loop)
-            return asyncio.run_coroutine_threadsafe(coro, self._loop)
+            # In an empty context: a session's task outlives the call that opened it, and must not carry
+            # that caller's context (its relays, its cancellation, an async framework's request state).
+            return contextvars.Context().run(asyncio.run_coroutine_threadsafe, coro, self._loop)
 
     def run(self, coro: Coroutine[Any, Any, T], wait_s: float) -> T:
         """Run ``coro`` on the pool's loop; wait at most ``wait_s`` (then cancel it: TimeoutError).
@@ -252,10 +255,10 @@ class SessionPool:
         )
 
     async def _session(
-        self, descriptor: Descriptor, principal: str, values: Mapping[str, str], limit: int, http: Sequence[Any] = ()
+        self, descriptor: Descriptor, principal: str, values: Mapping[str, str], limit: int, http: Any = ()
     ) -> _Session:
-        rules = [rule.model_dump(mode="json") for rule in http]
-        digest = hashlib.sha256(repr((sorted(values.items()), rules)).encode()).hexdigest()
+        granted = http.key() if hasattr(http, "key") else [rule.model_dump(mode="json") for rule in http]
+        digest = hashlib.sha256(repr((sorted(values.items()), granted)).encode()).hexdigest()
         key = (descriptor.server, principal, digest)
         session = self._sessions.get(key)
         if session is not None and (not session.alive or _exited(session.link)):
@@ -281,10 +284,10 @@ class SessionPool:
         principal: str,
         values: Mapping[str, str],
         limit: int,
-        http: Sequence[Any] = (),
+        http: Any = (),
     ) -> _Session:
         workdir = self.workdir(descriptor, principal) if descriptor.command else None
-        link = Link(limit, http=tuple(http))
+        link = Link(limit, http=http if hasattr(http, "key") else tuple(http))
         session = _Session(key, lambda: connect(descriptor, values, link, workdir, self.home), link)
         session.task = asyncio.get_running_loop().create_task(session.run())
         self._sessions[key] = session
@@ -314,11 +317,12 @@ class SessionPool:
         timeout_s: float,
         ceiling_s: float,
         progress: Progress | None = None,
-        http: Sequence[Any] = (),
+        http: Any = (),
     ) -> T:
         """Run ``work`` on the (server, principal) session within the deadline rules of the module docstring.
 
-        ``http``: the HTTP rules granted to the call, which a sandboxed stdio server reaches through the
+        ``http``: the egress grant of the call (``_egress.EgressGrant``: rules, limits, secrets), which a
+        sandboxed stdio server reaches through the
         egress proxy; calls granted different rules get different sessions (and processes).
 
         Raises:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..audit._log import AuditLog
 from ..core import _settings
+from ..core._carried import carried_context
 from ..core._errors import Overloaded
 from ..engine._settings import EngineSettings
 from ..guards import BreakerBoard, BreakerState
@@ -738,9 +739,10 @@ class Runtime:
             await self._admission.aenter()
         except Overloaded as refusal:
             return await asyncio.to_thread(self._recorder.refuse, call, refusal)
-        run: Callable[[], CallResult] = functools.partial(self._admitted, call)
-        if call.tracer is not None:  # the worker thread runs in this coroutine's context: the call span is current
-            run = functools.partial(contextvars.copy_context().run, self._admitted, call)
+        # What the caller put in force for its calls (glovebox.remote.relay_progress, the MCP client to ask)
+        # follows the call into its thread (core._carried); traced, the whole context, so the call span is current.
+        context = carried_context() if call.tracer is None else contextvars.copy_context()
+        run: Callable[[], CallResult] = functools.partial(context.run, self._admitted, call)
         try:
             job = self._pool().submit(run)
         except BaseException:  # closed meanwhile

@@ -14,13 +14,16 @@ list (the rest is counted in ``denials_dropped``, ``egress_dropped``, ``sql_drop
 
 from __future__ import annotations
 
+import contextvars
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..core._carried import carried
 from ..core._world import OOM_MARKER
 
 __all__ = [
@@ -36,6 +39,7 @@ __all__ = [
     "SqlAccess",
     "clip",
     "current_call",
+    "listen_logs",
 ]
 
 #: Entries kept per list (denials, egress, upstream failures) per call.
@@ -50,6 +54,26 @@ _SECRET_REACH = 64 * 1024
 CUT = "…(truncated)"
 
 _local = threading.local()
+#: Who hears each log line a call keeps, as it is kept (see :func:`listen_logs`).
+_LOG_LISTENER: contextvars.ContextVar[Callable[[str, str], None] | None] = carried(
+    contextvars.ContextVar("glovebox_log_listener", default=None)
+)
+
+
+@contextmanager
+def listen_logs(listener: Callable[[str, str], None]) -> Iterator[None]:
+    """Hand ``listener(level, message)`` each log line the calls made in this block keep, while they run.
+
+    The line is the one kept in ``meta.logs`` (within the log budget, scrubbed); the
+    listener runs on the call's thread inside the guest's ``log`` and must return at once.
+    It follows the call through its context (``Runtime.call``, ``Runtime.acall``), not
+    into another process.
+    """
+    token = _LOG_LISTENER.set(listener)
+    try:
+        yield
+    finally:
+        _LOG_LISTENER.reset(token)
 
 
 @dataclass(slots=True)
@@ -142,6 +166,9 @@ class CallState:
             return
         self.log_bytes += size
         self.logs.append({"level": level, "message": message})
+        listener = _LOG_LISTENER.get()
+        if listener is not None:
+            listener(level, message)
 
     def add_denial(self, entry: dict[str, Any]) -> None:
         """Record a refused capability request (bounded, scrubbed)."""

@@ -78,8 +78,9 @@ from ._auth import (
 )
 from ._elicit import elicit_approval
 from ._mcpcatalog import CatalogHandlers, without_listings
+from ._mcpclient import relaying_client
 from ._mcpcode import code_tools, execute, resume
-from ._mcpcontent import LEVELS, content_blocks, is_content_tool, relay
+from ._mcpcontent import LEVELS, LiveRelay, content_blocks, is_content_tool
 from ._mcpevents import BoundedEventStore
 
 __all__ = ["McpService", "Mode", "check_stdio", "describe", "run_stdio", "streamable_http_app"]
@@ -324,8 +325,11 @@ class McpService:
         value = arguments if info is None else unwrap_input(info.input_schema, arguments)
         request = getattr(ctx, "request", None)
         token = _tracing.attach_headers(request.headers) if request is not None else None
+        live = LiveRelay(ctx, self._log_level(ctx))
         try:
-            result = await self.runtime.acall(name, value, principal=principal)
+            async with live.running():
+                with relaying_client(ctx):
+                    result = await self.runtime.acall(name, value, principal=principal)
         finally:
             _tracing.detach(token)
         if self.approver is not None and result.code == "approval_required":
@@ -333,7 +337,7 @@ class McpService:
             if isinstance(asked, types.InputRequiredResult):
                 return asked
             result = asked
-        await relay(ctx, result.meta.get("logs"), self._log_level(ctx))
+        await live.finish(result.meta.get("logs"))
         if not result.ok:
             return tool_result(result)
         ran = f"{result.meta['tool']}@{result.meta['version']}"

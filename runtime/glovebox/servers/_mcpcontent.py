@@ -13,26 +13,37 @@ within the call's log budget) are sent to a client that asked for them with
 ``logging/setLevel`` (or, in the 2026-07-28 protocol, with the request's
 ``io.modelcontextprotocol/logLevel``), as ``notifications/message`` at or above
 its level (``warn`` is MCP's ``warning``; logger ``glovebox``), on the request's
-stream before the call's result. They are relayed when the call ends (a call
-runs in a fresh sandbox, in microseconds to its deadline), not as they are made.
+stream before the call's result. :class:`LiveRelay` sends each one while the call
+runs, as the guest logs it (``glovebox.sandbox._callstate.listen_logs``), in order;
+a call that ran in another process (a worker of ``--processes N``) has its lines
+sent when it ends, from ``meta.logs``.
 
 Progress: a log line whose message is a JSON object with a number ``progress``
 (and optionally a number ``total`` and a string ``message``) is a progress
 report: sent as ``notifications/progress`` when the client gave a progress
-token, and never as a log line.
+token, and never as a log line; so is each progress notification of an imported
+MCP server's tool (``glovebox.remote.relay_progress``), as it arrives.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import mcp_types as types
 from pydantic import TypeAdapter, ValidationError
+
+from ..remote._relay import relay_progress
+from ..sandbox._callstate import listen_logs
 
 __all__ = [
     "CONTENT_MARK",
     "LEVELS",
+    "LiveRelay",
     "content_blocks",
     "is_content_tool",
     "progress_report",
@@ -115,18 +126,73 @@ async def relay(ctx: Any, logs: Any, level: types.LoggingLevel | None) -> None:
     """Send a call's progress reports and (when ``level`` is set) its log lines at or above it."""
     if not isinstance(logs, list) or ctx is None:
         return
-    floor = LEVELS.index(level) if level is not None else None
     for line in logs:
-        if not isinstance(line, dict) or not isinstance(line.get("message"), str):
-            continue
-        report = progress_report(line["message"])
-        if report is not None:
-            await ctx.session.report_progress(*report)
-            continue
-        wire = wire_level(str(line.get("level")))
-        if floor is not None and LEVELS.index(wire) >= floor:
-            # As a plain notification on the request's stream: send_log_message is deprecated by the
-            # 2026-07-28 protocol, whose clients ask per request (LOG_LEVEL_META_KEY) instead.
-            params = types.LoggingMessageNotificationParams(level=wire, data=line["message"], logger="glovebox")
-            notification = types.LoggingMessageNotification(params=params)
-            await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
+        if isinstance(line, dict) and isinstance(line.get("message"), str):
+            await _send_line(ctx, str(line.get("level")), line["message"], level)
+
+
+async def _send_line(ctx: Any, guest_level: str, message: str, level: types.LoggingLevel | None) -> None:
+    report = progress_report(message)
+    if report is not None:
+        await ctx.session.report_progress(*report)
+        return
+    wire = wire_level(guest_level)
+    if level is not None and LEVELS.index(wire) >= LEVELS.index(level):
+        # As a plain notification on the request's stream: send_log_message is deprecated by the
+        # 2026-07-28 protocol, whose clients ask per request (LOG_LEVEL_META_KEY) instead.
+        params = types.LoggingMessageNotificationParams(level=wire, data=message, logger="glovebox")
+        notification = types.LoggingMessageNotification(params=params)
+        await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
+
+
+class LiveRelay:
+    """A call's log lines and progress, sent to the client of ``ctx`` while the call runs.
+
+    ``async with relay.running(): await runtime.acall(...)``, then ``await relay.finish(meta.logs)``:
+    the lines heard while the call ran were sent in order before ``running`` ends; ``finish``
+    sends those that were not (a call run in another process is heard by no one here).
+    """
+
+    def __init__(self, ctx: Any, level: types.LoggingLevel | None) -> None:
+        self.ctx = ctx
+        self.level = level
+        self.sent = 0
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        if self.ctx is None or getattr(self.ctx, "session", None) is None:
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[Any, ...] | None] = asyncio.Queue()
+
+        def put(item: tuple[Any, ...]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody to tell
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._drain, queue)
+            try:
+                with (
+                    listen_logs(lambda level, message: put(("log", level, message))),
+                    relay_progress(lambda progress, total, message: put(("progress", progress, total, message))),
+                ):
+                    yield
+            finally:
+                queue.put_nowait(None)
+
+    async def _drain(self, queue: asyncio.Queue[tuple[Any, ...] | None]) -> None:
+        while (item := await queue.get()) is not None:
+            try:
+                if item[0] == "log":
+                    self.sent += 1
+                    await _send_line(self.ctx, item[1], item[2], self.level)
+                else:
+                    await self.ctx.session.report_progress(*item[1:])
+            except Exception:  # a client gone mid-call: the call goes on, its result says the rest
+                continue
+
+    async def finish(self, logs: Any) -> None:
+        """Send the lines of ``logs`` (``meta.logs``) that were not heard while the call ran."""
+        if isinstance(logs, list):
+            await relay(self.ctx, logs[self.sent :], self.level)

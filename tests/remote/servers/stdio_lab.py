@@ -108,6 +108,25 @@ def fetch(url: str, host: str = "") -> dict[str, object]:
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}
 
 
+@server.tool()
+def fetch_all(urls: list[str], authorization: str = "") -> list[dict[str, object]]:
+    """GET each of ``urls`` in turn (as ``fetch``), with ``authorization`` as its Authorization header when given."""
+    import urllib.error
+    import urllib.request
+
+    answers: list[dict[str, object]] = []
+    for url in urls:
+        request = urllib.request.Request(url, headers={"Authorization": authorization} if authorization else {})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                answers.append({"status": response.status, "body": response.read().decode()[:300]})
+        except urllib.error.HTTPError as exc:
+            answers.append({"status": exc.code, "body": exc.read().decode()[:300]})
+        except OSError as exc:
+            answers.append({"error": f"{type(exc).__name__}: {exc}"[:300]})
+    return answers
+
+
 def _try(action: object) -> str:
     try:
         action()  # type: ignore[operator]

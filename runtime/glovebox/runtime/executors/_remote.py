@@ -7,7 +7,8 @@ Progress notifications extend the deadline up to the decision's
 ``max_timeout_ms``, become ``glovebox.progress`` events on the call's span and
 go to the caller's :func:`~glovebox.remote.relay_progress` callback. A local
 server is given the call's granted HTTP rules (``grants.http``), which it
-reaches, under bubblewrap, only through the host's egress proxy; what the
+reaches, under bubblewrap, only through the host's egress proxy, with the
+grant's ``secrets`` added and its ``http_limits`` applied there; what the
 proxy saw during the call becomes the call's ``egress`` entries.
 """
 
@@ -85,7 +86,7 @@ class McpRemoteExecutor(Executor):
             limits.output_bytes,
             ceiling,
             _progress(),
-            http=(state.grants or decision.grants).http if descriptor.command else (),  # its egress proxy
+            http=_egress(state.grants or decision.grants) if descriptor.command else (),  # its egress proxy
             record=egress.append,
         )
         breaker, host = decision.guards.breaker, urlsplit(descriptor.origin).hostname
@@ -108,6 +109,13 @@ class McpRemoteExecutor(Executor):
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
+
+
+def _egress(grants: object) -> object:
+    """What a stdio server's egress proxy enforces: the call's HTTP rules, limits and secrets."""
+    from ...remote._egress import EgressGrant
+
+    return EgressGrant.of(grants)
 
 
 def _denial(entry: dict[str, object]) -> dict[str, object]:
