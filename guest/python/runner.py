@@ -37,12 +37,16 @@ with the interpreter, ``json`` and this module already initialised.
 from __future__ import annotations
 
 import builtins
+import importlib
 import inspect
 import json
 import keyword
 import random
 import re
+import sys
 import time
+import traceback
+import types
 
 import wit_world
 from componentize_py_types import Err
@@ -263,6 +267,48 @@ def _gather(*awaitables: object, return_exceptions: bool = False) -> object:
     return gathered()
 
 
+#: What a program may import besides the above: standard modules that need no file, socket or
+#: thread, imported here at build time. A run has no file system to import from: any other
+#: import fails with ModuleNotFoundError (see ``_NoImports``).
+_PRELOADED = (
+    "base64", "bisect", "calendar", "collections", "collections.abc", "copy", "csv", "dataclasses",
+    "datetime", "decimal", "difflib", "enum", "fractions", "functools", "hashlib", "heapq", "html",
+    "io", "itertools", "math", "operator", "pprint", "statistics", "string", "textwrap", "typing",
+    "unicodedata", "urllib.parse", "uuid",
+)  # fmt: skip
+for _module in _PRELOADED:
+    try:
+        importlib.import_module(_module)
+    except ImportError:  # pragma: no cover - a CPython build without it
+        pass
+
+
+async def _sleep(delay: float, result: object = None) -> object:
+    if delay > 0:
+        raise RuntimeError("a program cannot sleep: nothing would wake it (asyncio.sleep(0) is all there is)")
+    return result
+
+
+#: ``asyncio`` for a program: CPython's needs sockets and threads, which a run has not. Its stand-in
+#: has ``gather`` (the calls are made in order) and ``sleep(0)``; everything a program awaits answers at once.
+_asyncio = types.ModuleType("asyncio", "A program's asyncio: gather and sleep(0); every tool call answers at once.")
+_asyncio.gather = _gather
+_asyncio.sleep = _sleep
+sys.modules["asyncio"] = _asyncio
+
+
+class _NoImports:
+    """First on ``sys.meta_path`` during a run: a module that was not imported at build time is not there."""
+
+    @staticmethod
+    def find_spec(name: str, path: object = None, target: object = None) -> None:
+        raise ModuleNotFoundError(
+            f"No module named {name!r} in a program's sandbox: it has the standard modules"
+            " that need no file, socket or thread (json, re, math, datetime, collections, ...)",
+            name=name,
+        )
+
+
 def _drive(coroutine: object) -> object:
     """Run the program's coroutine to its end: it suspends on nothing (every host call answers at once)."""
     try:
@@ -307,6 +353,8 @@ def _report_oom() -> None:
 
 class WitWorld(wit_world.WitWorld):
     def call(self, input: str) -> str:
+        if sys.meta_path[0] is not _NoImports:
+            sys.meta_path.insert(0, _NoImports)
         try:
             return _run(input)
         except RunStopped:
@@ -323,8 +371,6 @@ class WitWorld(wit_world.WitWorld):
 
 
 def _describe(exc: BaseException) -> str:
-    import traceback
-
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<program>"]
     where = f" (line {frames[-1].lineno})" if frames else ""
     text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
