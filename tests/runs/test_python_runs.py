@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -11,13 +12,13 @@ import glovebox
 
 from .conftest import HitCounter
 
-THREE_STEPS = '''
+THREE_STEPS = """
 async def main(input, tools):
     stats = await tools.call("text-stats", {"text": input["text"]})
     doubled = await tools.calc({"expression": f"{stats['words']} * 2"})
     total = await tools.calc(expression=f"{doubled['value']} + {stats['lines']}")
     return {"words": stats["words"], "lines": stats["lines"], "doubled": doubled["value"], "total": total["value"]}
-'''
+"""
 
 
 def test_a_three_step_python_program_whose_steps_depend_on_each_other(rt: glovebox.Runtime) -> None:
@@ -137,7 +138,8 @@ async def main(input, tools):
         tools.primes
     except AttributeError as e:
         hidden = str(e)
-    return {"found": [t["name"] for t in found], "dir": [n for n in dir(tools) if not n.startswith("_")], "hidden": hidden}
+    names = [n for n in dir(tools) if not n.startswith("_")]
+    return {"found": [t["name"] for t in found], "dir": names, "hidden": hidden}
 """
     result = rt.run(program, principal="agent", lang="py")
     assert result.status == "done", result.to_dict()
@@ -156,3 +158,18 @@ async def main(input, tools):
 """
     result = rt.run(program, principal="agent", lang="py")
     assert result.status == "done" and result.output == [0, 1, 4], result.to_dict()
+
+
+def test_the_python_stubs_type_the_visible_tools_and_omit_hidden_ones(rt: glovebox.Runtime) -> None:
+    stubs = rt.runs.declarations("agent", lang="py")
+    compile(stubs, "tools.pyi", "exec")
+    assert "async def text_stats(self, input: TextStatsInput, /) -> TextStatsOutput:" in stubs
+    assert "TextStatsInput = TypedDict('TextStatsInput', {'text': str" in stubs
+    assert "async def hc_approve(self" in stubs and "primes" not in stubs
+
+
+def test_the_two_runners_import_the_same_host_call() -> None:
+    root = Path(__file__).resolve().parents[2] / "guest"
+    signature = "host-call: func(kind: string, request: string) -> string;"
+    for wit in (root / "js" / "runner.wit", root / "python" / "runner.wit"):
+        assert signature in wit.read_text(), wit

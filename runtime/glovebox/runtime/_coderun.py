@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..core._errors import PermissionDenied, RateLimited
 from ..runs._env import RunEnvironment
 from ..runs._host import RunBounds
+from ..runs._pytypes import python_stubs
 from ..runs._result import RunResult
 from ..runs._runner import RUN_LIMITS, Runner
 from ..runs._store import JournalStep, RunRecord, RunStore
@@ -130,10 +131,12 @@ class Runs:
             raise ValueError(f"no run {run_id!r} in this home")
         return self.runner.result_of(record)
 
-    def declarations(self, principal: str | None = None) -> str:
-        """The TypeScript declaration (``.d.ts``) of the ``tools`` a program of ``principal`` sees."""
+    def declarations(self, principal: str | None = None, *, lang: str = "ts") -> str:
+        """The declaration of the ``tools`` a program of ``principal`` sees: TypeScript (``.d.ts``;
+        ``lang`` ``ts`` or ``js``) or, with ``lang="py"``, typed Python stubs (a ``.pyi``)."""
         visible = self.env.visible_tools(principal)
-        return declarations([(i.name, i.description, i.input_schema, i.output_schema) for i in visible])
+        described = [(i.name, i.description, i.input_schema, i.output_schema) for i in visible]
+        return python_stubs(described) if lang == "py" else declarations(described)
 
     def search(self, query: str, principal: str | None = None) -> builtins.list[dict[str, Any]]:
         """What ``tools.search(query)`` answers a program of ``principal``."""

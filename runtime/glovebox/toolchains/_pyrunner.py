@@ -76,8 +76,11 @@ def check_program(source: str) -> None:
         raise BuildError(f"the program does not compile:\n{where}: {exc.msg}") from exc
     except ValueError as exc:  # a NUL byte
         raise BuildError(f"the program does not compile: {exc}") from exc
-    defined = {
-        node.name for node in tree.body if isinstance(node, ast.AsyncFunctionDef | ast.FunctionDef)
-    } | {target.id for node in tree.body if isinstance(node, ast.Assign) for target in node.targets if isinstance(target, ast.Name)}
+    defined: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.AsyncFunctionDef | ast.FunctionDef):
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign):
+            defined.update(target.id for target in node.targets if isinstance(target, ast.Name))
     if "main" not in defined:
         raise BuildError("the program defines no function main: write `async def main(input, tools): ...`")
