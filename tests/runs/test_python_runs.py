@@ -21,6 +21,16 @@ async def main(input, tools):
 """
 
 
+APPROVED_PY = """
+import json
+
+async def main(input, tools):
+    first = await tools.hc(url=input["base"] + "/first")
+    second = await tools.call("hc-approve", {"url": input["base"] + "/approved"})
+    return {"first": json.loads(first["body"])["hit"], "second": json.loads(second["body"])["hit"]}
+"""
+
+
 def test_a_three_step_python_program_whose_steps_depend_on_each_other(rt: glovebox.Runtime) -> None:
     result = rt.run(THREE_STEPS, input={"text": "one two three\nfour"}, principal="agent", lang="py")
     assert result.status == "done", result.to_dict()
