@@ -9,6 +9,9 @@ clock) and returns:
   stub): what a run costs before any journal or audit;
 - ``Runtime.run``: the whole run: the run recorded in ``runs.sqlite``, its lease,
   the journaled host call, the run's end and its audit row;
+- ``Python tool call`` (reference, under the same load): ``Runtime.call`` of the
+  Python tool ``bench/py_text_stats.py``, one fresh componentize-py instance: a
+  Python run starts one such instance too;
 - ``memory per live run``: N runs held live at once (each blocked in its host
   call, on its own thread): what the process holds more while they are held,
   divided by N, as RSS (every mapped page; the runner's memory image, shared
@@ -58,7 +61,7 @@ class Stub:
         return '{"now": 1.0}'
 
 
-def measure(rt: Any, lang: str, rounds: int, live: int) -> dict[str, Any]:
+def measure(rt: Any, lang: str, rounds: int, live: int, reference: Any = None) -> dict[str, Any]:
     runs = rt.runs
     component = runs.runner._component(lang)
     sandbox = runs.env.sandbox
@@ -73,11 +76,15 @@ def measure(rt: Any, lang: str, rounds: int, live: int) -> dict[str, Any]:
         result = rt.run(PROGRAMS[lang], input=7, lang=lang)
         assert result.ok and result.output == 7, result.to_dict()
 
-    timings: dict[str, list[float]] = {"runner start": [], "Runtime.run": []}
+    steps: list[tuple[str, Any]] = [("runner start", start), ("Runtime.run", whole)]
+    if reference is not None:
+        steps.append(("Python tool call", reference))
+    timings: dict[str, list[float]] = {name: [] for name, _ in steps}
     for _ in range(5):
-        start(), whole()
+        for _, step in steps:
+            step()
     for i in range(rounds):
-        for name, step in (("runner start", start), ("Runtime.run", whole))[:: 1 if i % 2 else -1]:
+        for name, step in steps[i % len(steps) :] + steps[: i % len(steps)]:
             began = time.perf_counter()
             step()
             timings[name].append(time.perf_counter() - began)
@@ -123,9 +130,15 @@ def main() -> None:
     import glovebox
 
     results = {}
-    with tempfile.TemporaryDirectory(prefix="bench-run-start-") as tmp, glovebox.Runtime(home=Path(tmp)) as rt:
-        for lang in ("js", "py"):
-            results[lang] = measure(rt, lang, rounds, live)
+    with tempfile.TemporaryDirectory(prefix="bench-run-start-") as tmp, glovebox.Runtime(home=Path(tmp) / "h") as rt:
+        rt.register(glovebox.build(BENCH / "py_text_stats.py", Path(tmp) / "py_text_stats.wasm"))
+        name = rt.tools()[0].name
+
+        def python_tool() -> None:
+            assert rt.call(name, {"text": "a b c"}).ok
+
+        results["js"] = measure(rt, "js", rounds, live)
+        results["py"] = measure(rt, "py", rounds, live, python_tool)
     load = os.getloadavg()
     print(f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; {rounds} rounds, {live} live runs")
     print(f"{'':28}{'p50 ms':>10}{'p99 ms':>10}")
