@@ -183,3 +183,27 @@ def test_the_two_runners_import_the_same_host_call() -> None:
     signature = "host-call: func(kind: string, request: string) -> string;"
     for wit in (root / "js" / "runner.wit", root / "python" / "runner.wit"):
         assert signature in wit.read_text(), wit
+
+
+def test_a_python_program_reaching_the_host_import_itself_gains_nothing(rt: glovebox.Runtime) -> None:
+    """CPython keeps nothing private: a program may call the runner's import directly. The host checks every
+    request as it checks the runner's: a kind the runner never sends is refused, a claim to replayed steps
+    it was not handed stops the run (``run_diverged``)."""
+    forged = rt.run(
+        "from wit_world.imports import run\n\nasync def main(input, tools):\n"
+        "    return run.host_call('delete-everything', '{}')\n",
+        principal="agent",
+        lang="py",
+    )
+    assert forged.status == "done" and "run_diverged" in forged.output, forged.to_dict()
+    claimed = rt.run(
+        "from wit_world.imports import run\n\nasync def main(input, tools):\n"
+        "    run.host_call('replay', '{\"from\": 5, \"more\": false}')\n"
+        "    return await tools.calc(expression='1 + 1')\n",
+        principal="agent",
+        lang="py",
+    )
+    assert claimed.status == "failed" and claimed.error is not None and claimed.error.code == "run_diverged"
+    assert claimed.calls == [], "nothing ran after the forged claim"
+    with pytest.raises(ValueError, match="not 'rb'"):
+        rt.run("puts 1", lang="rb")
