@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 from ..core._errors import PermissionDenied, RateLimited
 from ..runs._env import RunEnvironment
 from ..runs._host import RunBounds
-from ..runs._pytypes import python_stubs
 from ..runs._result import RunResult
 from ..runs._runner import RUN_LIMITS, Runner
 from ..runs._store import JournalStep, RunRecord, RunStore
@@ -136,7 +135,11 @@ class Runs:
         ``lang`` ``ts`` or ``js``) or, with ``lang="py"``, typed Python stubs (a ``.pyi``)."""
         visible = self.env.visible_tools(principal)
         described = [(i.name, i.description, i.input_schema, i.output_schema) for i in visible]
-        return python_stubs(described) if lang == "py" else declarations(described)
+        if lang == "py":
+            from ..runs._pytypes import python_stubs  # (not at import time: import glovebox stays cheap)
+
+            return python_stubs(described)
+        return declarations(described)
 
     def search(self, query: str, principal: str | None = None) -> builtins.list[dict[str, Any]]:
         """What ``tools.search(query)`` answers a program of ``principal``."""
