@@ -57,7 +57,21 @@ from wit_world.imports import run as _run_iface
 OOM_MARKER = "glovebox: out of memory"
 
 _host_call = _run_iface.host_call
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_plain = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_escaped = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+
+def _encode(value: object) -> str:
+    """JSON text of ``value``, characters as they are; escaped when it holds a lone surrogate
+    (a Python string may, UTF-8 cannot: the host import takes UTF-8)."""
+    text = _plain(value)
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _escaped(value)
+    return text
 _decode = json.JSONDecoder().decode
 
 

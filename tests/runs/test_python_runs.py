@@ -207,3 +207,18 @@ def test_a_python_program_reaching_the_host_import_itself_gains_nothing(rt: glov
     assert claimed.calls == [], "nothing ran after the forged claim"
     with pytest.raises(ValueError, match="not 'rb'"):
         rt.run("puts 1", lang="rb")
+
+
+def test_text_a_python_program_sends_and_returns_keeps_every_character(rt: glovebox.Runtime) -> None:
+    program = (
+        "async def main(input, tools):\n"
+        "    try:\n"
+        "        await tools.text_stats(text='\\ud800')  # a lone surrogate: sent escaped, refused by the JSON rules\n"
+        "    except tools.ToolCallError as error:\n"
+        "        code = error.code\n"
+        "    stats = await tools.text_stats(text=input + ' é 😀')\n"
+        "    return [input, code, stats['words']]\n"
+    )
+    result = rt.run(program, input="naïve 😀", principal="agent", lang="py")
+    assert result.status == "done", result.to_dict()
+    assert result.output == ["naïve 😀", "invalid_input", 4]
