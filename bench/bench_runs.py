@@ -12,14 +12,14 @@ round), so load on the machine falls on all of them alike:
   runner is a JavaScript instance too);
 - ``run of 3 calls``: ``Runtime.run`` of a program making the same three
   dependent calls, each a full call, journaled in SQLite before the program
-  sees it;
+  sees it; ``Python run of 3 calls``: the same program in Python (``lang="py"``);
 - ``framework loop``: the same orchestration done by pydantic-ai's agent loop
   with a scripted model (``FunctionModel``: it reads each tool result and asks
   for the next call, then answers), the tools from
   ``glovebox.integrations.pydantic_ai``, on one event loop kept for the whole
   bench; the model costs nothing, so this is the loop's own cost.
 
-Replay: a finished run of N recorded calls and the same program with N = 0,
+Replay (JavaScript and Python): a finished run of N recorded calls and the same program with N = 0,
 each marked ``running`` again and resumed, alternately: nothing runs but the
 program, every step answered from the journal; (resume N - resume 0) / N is
 the whole cost of a replayed step (the program's loop, the host import, the
@@ -58,6 +58,20 @@ export default async function (input: { text: string }, tools: any) {
   const c = await tools.call("ts-text-stats", { text: input.text + " " + b.words });
   return c.words;
 }
+"""
+PROGRAM_PY = """
+async def main(input, tools):
+    a = await tools.call("ts-text-stats", {"text": input["text"]})
+    b = await tools.call("ts-text-stats", {"text": input["text"] + " " + str(a["words"])})
+    c = await tools.call("ts-text-stats", {"text": input["text"] + " " + str(b["words"])})
+    return c["words"]
+"""
+MANY_PY = """
+async def main(input, tools):
+    total = 0
+    for i in range(input["n"]):
+        total += (await tools.call("ts-text-stats", {"text": "a b"}))["words"]
+    return total
 """
 MANY = """
 export default async function (input: { n: number }, tools: any) {
@@ -129,6 +143,23 @@ def framework_loop(rt: Any, text: str) -> Callable[[], object] | None:
     return run
 
 
+def step_cost(samples: dict[str, list[float]], steps: int) -> dict[str, float]:
+    """Microseconds per replayed step, by language: (median resume of N steps - median of 0) / N."""
+    return {
+        lang: (statistics.median(samples[f"{lang} N"]) - statistics.median(samples[f"{lang} 0"])) / steps * 1e6
+        for lang in ("ts", "py")
+    }
+
+
+def framework(figures: dict[str, tuple[float, float]]) -> None:
+    """The framework loop's ratios, when it ran."""
+    if "framework loop" in figures:
+        (d50, d99), (r50, r99) = figures["3 direct calls"], figures["run of 3 calls"]
+        f50, f99 = figures["framework loop"]
+        print(f"framework loop / 3 direct: p50 {f50 / d50:.2f}x, p99 {f99 / d99:.2f}x")
+        print(f"run / framework loop: p50 {r50 / f50:.2f}x, p99 {r99 / f99:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
@@ -158,10 +189,15 @@ def main() -> None:
             answer = rt.run(PROGRAM, input={"text": text})
             assert answer.ok, answer.to_dict()
 
+        def run_py() -> None:
+            answer = rt.run(PROGRAM_PY, input={"text": text}, lang="py")
+            assert answer.ok, answer.to_dict()
+
         contenders: dict[str, Callable[[], object]] = {
             "3 direct calls": direct,
             "1 JavaScript call": one,
             "run of 3 calls": run,
+            "Python run of 3 calls": run_py,
         }
         loop = None if "framework" in args.skip else framework_loop(rt, text)
         if loop is not None:
@@ -170,10 +206,6 @@ def main() -> None:
         if loop is not None:
             loop.loop.close()  # type: ignore[attr-defined]
 
-        recorded = rt.run(MANY, input={"n": steps})
-        empty = rt.run(MANY, input={"n": 0})
-        assert recorded.ok and empty.ok, (recorded.to_dict(), empty.to_dict())
-
         def resume(run_id: str) -> Callable[[], None]:
             def again() -> None:
                 rt.runs.store.set_status(run_id, "running")
@@ -181,7 +213,13 @@ def main() -> None:
 
             return again
 
-        replays, replays_cpu = alternate({"N": resume(recorded.run_id), "0": resume(empty.run_id)}, resumes, 2)
+        made: dict[str, Callable[[], None]] = {}
+        for lang, program in (("ts", MANY), ("py", MANY_PY)):
+            recorded = rt.run(program, input={"n": steps}, lang=lang)
+            empty = rt.run(program, input={"n": 0}, lang=lang)
+            assert recorded.ok and empty.ok, (recorded.to_dict(), empty.to_dict())
+            made[f"{lang} N"], made[f"{lang} 0"] = resume(recorded.run_id), resume(empty.run_id)
+        replays, replays_cpu = alternate(made, resumes, 2)
         host_side: list[float] = []
         entry = "host_call" if hasattr(_host.RunHost, "host_call") else "fetch"  # fetch: before the run's own import
         answer = getattr(_host.RunHost, entry)
@@ -195,14 +233,13 @@ def main() -> None:
 
         setattr(_host.RunHost, entry, timed)
         try:
-            resume(recorded.run_id)()
+            made["ts N"]()
         finally:
             setattr(_host.RunHost, entry, answer)
 
     figures = {name: (statistics.median(s) * 1e6, percentile(s, 0.99) * 1e6) for name, s in samples.items()}
     cpu50 = {name: statistics.median(s) * 1e6 for name, s in cpu.items()}
-    per_step = (statistics.median(replays["N"]) - statistics.median(replays["0"])) / steps * 1e6
-    per_step_cpu = (statistics.median(replays_cpu["N"]) - statistics.median(replays_cpu["0"])) / steps * 1e6
+    per_step, per_step_cpu = step_cost(replays, steps), step_cost(replays_cpu, steps)
     host_per_step = statistics.median(host_side) * 1e6
     load = os.getloadavg()
     print(f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; {rounds} rounds, taken in turn")
@@ -218,14 +255,14 @@ def main() -> None:
         f" CPU p50 {cpu50['run of 3 calls'] / budget_cpu:.2f}x (target p50 <= 2x)"
     )
     print(f"run / 3 direct: p50 {r50 / d50:.2f}x, p99 {r99 / d99:.2f}x")
-    if "framework loop" in figures:
-        f50, f99 = figures["framework loop"]
-        print(f"framework loop / 3 direct: p50 {f50 / d50:.2f}x, p99 {f99 / d99:.2f}x")
-        print(f"run / framework loop: p50 {r50 / f50:.2f}x, p99 {r99 / f99:.2f}x")
+    y50, y99 = figures["Python run of 3 calls"]
+    print(f"Python run / 3 direct: p50 {y50 / d50:.2f}x, p99 {y99 / d99:.2f}x")
+    framework(figures)
     print(
-        f"replay: {per_step:.1f} us per recorded step over {steps} steps, {per_step_cpu:.1f} us of CPU"
-        f" (target <= 50 us); host side {host_per_step:.1f} us of it (median)"
+        f"replay (JS): {per_step['ts']:.1f} us per recorded step over {steps} steps, {per_step_cpu['ts']:.1f} us of"
+        f" CPU (target <= 50 us); host side {host_per_step:.1f} us of it (median)"
     )
+    print(f"replay (Python): {per_step['py']:.1f} us per recorded step, {per_step_cpu['py']:.1f} us of CPU")
     if args.json:
         args.json.write_text(
             json.dumps(

@@ -311,6 +311,15 @@ def _code_runner(cache_root: Path) -> None:
         runner_component(sdk_dir(), cache_root / "toolchains")
 
 
+def _py_code_runner(cache_root: Path) -> None:
+    from glovebox.toolchains._build import sdk_dir
+    from glovebox.toolchains._pyrunner import py_runner_component
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GLOVEBOX_TOOLCHAINS", str(cache_root / "toolchains"))
+        py_runner_component(sdk_dir(), cache_root / "toolchains")
+
+
 def prebuild(cache_root: Path, jobs: int = 2) -> None:
     """Build every guest and toolchain the tests use into ``cache_root``, ``jobs`` builds at a time."""
     out_dir = Path(tempfile.mkdtemp(prefix="glovebox-prebuild-"))
@@ -335,6 +344,7 @@ def prebuild(cache_root: Path, jobs: int = 2) -> None:
         def python_chain() -> None:
             for src in PYTHON_GUESTS:
                 _timed(f"guest {src.relative_to(ROOT)}", lambda src=src: build_python_guest(src, out_dir, cache_root))
+            _timed("the Python code runner", lambda: _py_code_runner(cache_root))
 
         def rust_chain() -> None:  # the typed components' crates (skipped without cargo or the target)
             from tests.typedguests import RUST_CRATES, built_rust

@@ -18,6 +18,8 @@ import pytest
 import glovebox
 
 from .conftest import HitCounter
+from .test_python_runs import APPROVED_PY
+from .test_python_runs import THREE_STEPS as THREE_STEPS_PY
 from .test_runs import THREE_STEPS
 
 APPROVED = """export default async function (input, tools) {
@@ -159,3 +161,28 @@ def test_a_refused_nested_call_is_a_tool_call_error_through_the_pool(
     assert refused["code"] == code
     row = pool.audit.find(refused["call_id"])
     assert row is not None and row["outcome"] == code and egress(row)["run"]["run_id"] == caught.run_id
+
+
+def test_a_python_program_on_a_pool_pauses_and_resumes_on_a_runtime(
+    run_home: tuple[Path, Path], upstream: HitCounter
+) -> None:
+    home, policy = run_home
+    with glovebox.ProcessPool(2, home=home, policy=policy) as pool:
+        done = pool.run(THREE_STEPS_PY, input={"text": "one two three\nfour"}, principal="agent", lang="py")
+        assert done.status == "done" and done.output["total"] == 10, done.to_dict()
+        check_nested_rows(pool.audit, done, "agent")
+        paused = pool.run(APPROVED_PY, input={"base": upstream.url("")}, principal="agent", lang="py")
+        assert paused.status == "paused" and paused.error is not None, paused.to_dict()
+        pool.approve(paused.error.details["approval_id"], principal="admin")
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        resumed = rt.runs.resume(paused.run_id)
+        assert resumed.output == {"first": 1, "second": 1}, resumed.to_dict()
+        assert [call["replayed"] for call in resumed.calls] == [True, False]
+        assert upstream.hits == {"/first": 1, "/approved": 1}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_arun_of_a_python_program_on_a_process_pool(pool: glovebox.ProcessPool, anyio_backend: str) -> None:
+    result = await pool.arun(THREE_STEPS_PY, input={"text": "a b c"}, principal="agent", lang="py")
+    assert result.status == "done" and result.output["doubled"] == 6, result.to_dict()

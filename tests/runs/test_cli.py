@@ -64,9 +64,32 @@ def test_a_paused_run_is_resumed_or_cancelled_from_the_cli(
 
 def test_run_refuses_a_file_that_is_not_a_program(run_home: tuple[Path, Path], tmp_path: Path) -> None:
     home, policy = run_home
-    plan = tmp_path / "plan.py"
+    plan = tmp_path / "plan.txt"
     plan.write_text("print(1)")
     refused = invoke(home, policy, "run", str(plan))
-    assert refused.exit_code == 2 and ".js, .mjs, .ts or .mts" in refused.output
+    assert refused.exit_code == 2 and ".js, .mjs, .ts, .mts or .py" in refused.output and "--lang" in refused.output
     missing = invoke(home, policy, "runs", "show", "nope")
     assert missing.exit_code == 2 and "no run 'nope'" in missing.output
+
+
+PLAN_PY = """
+async def main(input, tools):
+    stats = await tools.text_stats(text=input["text"])
+    return stats["words"]
+"""
+
+
+def test_run_a_python_file_and_print_the_python_stubs(run_home: tuple[Path, Path], tmp_path: Path) -> None:
+    home, policy = run_home
+    plan = tmp_path / "plan.py"
+    plan.write_text(PLAN_PY)
+    done = invoke(home, policy, "run", str(plan), "--input", '{"text": "a b c"}', "--principal", "agent")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output)["output"] == 3
+    other = tmp_path / "plan.txt"  # --lang says what the extension does not
+    other.write_text(PLAN_PY)
+    again = invoke(home, policy, "run", str(other), "--lang", "py", "--input", '{"text": "a"}', "--principal", "agent")
+    assert again.exit_code == 0 and json.loads(again.output)["output"] == 1
+    stubs = invoke(home, policy, "runs", "types", "--principal", "agent", "--lang", "py")
+    assert stubs.exit_code == 0 and "async def text_stats(self, input: TextStatsInput, /)" in stubs.output
+    compile(stubs.output, "tools.pyi", "exec")  # the stubs are Python

@@ -11,6 +11,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import glovebox
 
 from .conftest import HitCounter
@@ -26,23 +28,36 @@ export default async function (input, tools) {
 }
 """
 
+PROGRAM_PY = """
+import json
+
+async def main(input, tools):
+    hits = []
+    for path in ["/a", "/b", "/hold/c", "/d"]:
+        answer = await tools.call("hc", {"url": input["base"] + path})
+        hits.append(json.loads(answer["body"])["hit"])
+    return hits
+"""
+
 CHILD = textwrap.dedent(
     """
     import json, sys
     import glovebox
     home, policy, program, base = sys.argv[1:]
     with glovebox.Runtime(home=home, policy=policy) as rt:
-        rt.run(open(program).read(), input={"base": base}, principal="agent")
+        lang = "py" if program.endswith(".py") else "ts"
+        rt.run(open(program).read(), input={"base": base}, principal="agent", lang=lang)
     """
 )
 
 
+@pytest.mark.parametrize(("name", "source"), [("plan.js", PROGRAM), ("plan.py", PROGRAM_PY)])
 def test_a_run_killed_mid_call_resumes_in_another_process_without_repeating_a_completed_call(
-    run_home: tuple[Path, Path], upstream: HitCounter, tmp_path: Path
+    run_home: tuple[Path, Path], upstream: HitCounter, tmp_path: Path, name: str, source: str
 ) -> None:
     home, policy = run_home
-    program = tmp_path / "plan.js"
-    program.write_text(PROGRAM)
+    program = tmp_path / name
+    program.write_text(source)
     errors = tmp_path / "child.err"
     with errors.open("wb") as stderr:
         child = subprocess.Popen(

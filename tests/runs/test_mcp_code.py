@@ -104,3 +104,39 @@ async def test_resume_over_mcp_replays_past_a_chunk_and_runs_no_step_twice(
     with glovebox.Runtime(home=home, policy=policy) as rt:
         tools = [row["tool"].partition("@")[0] for row in rt.audit.records()]  # (rows name tool@version)
     assert tools.count("calc") == 300, "a replayed step ran its tool again"
+
+
+#: 300 nested calls (more than one replay chunk), then one that waits for approval: in Python.
+LONG_THEN_PAUSE_PY = """
+async def main(i, tools):
+    total = 0
+    for k in range(300):
+        total += (await tools.calc(expression=f"{k} + 1"))["value"]
+    fetched = await tools.call("hc-approve", {"url": i["url"]})
+    return [total, fetched["status"]]
+"""
+
+
+async def test_a_python_program_over_mcp_pauses_and_resumes_replaying_past_a_chunk(
+    run_home: tuple[Path, Path], upstream: HitCounter
+) -> None:
+    home, policy = run_home
+    async with client(home, policy, "agent") as session:
+        listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+        description = listed["execute"].description or ""
+        assert "async def text_stats(self, input: TextStatsInput, /)" in description and "primes" not in description
+        arguments = {"code": LONG_THEN_PAUSE_PY, "input": {"url": upstream.url("/q")}, "lang": "py"}
+        run = envelope(paused := await session.call_tool("execute", arguments))
+        assert paused.is_error and run["status"] == "paused", run
+        with glovebox.Runtime(home=home, policy=policy) as rt:
+            rt.approve(run["error"]["details"]["approval_id"], principal="admin")
+        resumed = await session.call_tool("resume", {"run_id": run["run_id"]})
+        done = envelope(resumed)
+        assert not resumed.is_error and done["output"] == [sum(range(1, 301)), "ok"], done
+        assert (done["meta"]["replayed"], done["meta"]["steps"]) == (300, 301), done["meta"]
+        broken = await session.call_tool("execute", {"code": "async def main(:", "lang": "py"})
+        assert broken.is_error and envelope(broken)["error"]["code"] == "build_failed"
+    assert upstream.hits == {"/q": 1}
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        tools = [row["tool"].partition("@")[0] for row in rt.audit.records()]
+    assert tools.count("calc") == 300, "a replayed step ran its tool again"

@@ -23,6 +23,7 @@ from ..scale.test_process_pool import _server
 from ..servers.test_mcp_ts import NODE, envelope, run_client, value
 from .conftest import HitCounter
 from .test_backends import APPROVED
+from .test_python_runs import APPROVED_PY
 from .test_runs import THREE_STEPS
 
 HIDDEN = (
@@ -85,6 +86,35 @@ def test_typescript_client_execute_search_and_resume_over_processes(
         assert value(refused)["isError"] is True and "no run" in envelope(value(refused))["error"]["message"]
     with glovebox.Runtime(home=home, policy=policy) as rt:
         assert rt.runs.show(waiting["run_id"]).status == "done"
+        assert rt.audit.verify().ok
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(NODE is None, reason="node is needed for the TypeScript MCP client")
+def test_typescript_client_executes_a_python_program_and_resumes_it_over_processes(
+    run_home: tuple[Path, Path], upstream: HitCounter
+) -> None:
+    home, policy = keyed(run_home)
+    with _server(home, policy, "mcp", "--code-mode", "--transport", "http", "--processes", "2") as base:
+        transport = {"type": "http", "url": base + "/mcp", "headers": {"Authorization": "Bearer agent-key"}}
+        arguments = {"code": APPROVED_PY, "input": {"base": upstream.url("")}, "lang": "py"}
+        steps = [{"op": "list"}, {"op": "call", "name": "execute", "arguments": arguments}]
+        connect, listed, paused = run_client({"transport": transport, "steps": steps})
+        tools = {tool["name"]: tool for tool in value(listed)}
+        assert "async def text_stats(self, input: TextStatsInput, /)" in tools["execute"]["description"]
+        assert "py" in tools["execute"]["inputSchema"]["properties"]["lang"]["enum"]
+        waiting = envelope(value(paused))
+        assert value(paused)["isError"] is True and waiting["status"] == "paused", waiting
+        assert upstream.hits == {"/first": 1}
+        approve(home, policy, waiting)
+        again = [{"op": "call", "name": "resume", "arguments": {"run_id": waiting["run_id"]}}]
+        connect, resumed = run_client({"transport": transport, "steps": again})
+        done = envelope(value(resumed))
+        assert done["status"] == "done" and done["output"] == {"first": 1, "second": 1}, done
+        assert [call["replayed"] for call in done["calls"]] == [True, False]
+        assert upstream.hits == {"/first": 1, "/approved": 1}
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        assert rt.runs.record(waiting["run_id"]).lang == "py"  # type: ignore[union-attr]
         assert rt.audit.verify().ok
 
 

@@ -25,6 +25,8 @@ from .conftest import HitCounter, Sleeper  # noqa: E402
 from .test_backends import APPROVED, check_nested_rows  # noqa: E402
 from .test_deadline import check_cut_short, short_deadline  # noqa: E402
 from .test_mcp_code_backends import http_client, keyed, text_envelope  # noqa: E402
+from .test_python_runs import APPROVED_PY  # noqa: E402
+from .test_python_runs import THREE_STEPS as THREE_STEPS_PY  # noqa: E402
 from .test_runs import THREE_STEPS  # noqa: E402
 
 # One Ray cluster at a time on the machine: the Ray tests share one pytest-xdist worker.
@@ -70,6 +72,22 @@ def test_a_run_on_ray_pauses_resumes_on_a_runtime_and_names_its_run_in_every_row
         assert row is not None and row["outcome"] == "invalid_input"
         egress = row["egress"] if isinstance(row["egress"], dict) else json.loads(row["egress"])
         assert egress["run"]["run_id"] == caught.run_id
+
+
+def test_a_python_run_on_ray_pauses_and_resumes_on_ray(
+    cluster: None, run_home: tuple[Path, Path], upstream: HitCounter
+) -> None:
+    home, policy = run_home
+    with RayRuntime(2, home=home, policy=policy, threads=2, replica_options={"num_cpus": 0.5}) as deployment:
+        done = deployment.run(THREE_STEPS_PY, input={"text": "one two three\nfour"}, principal="agent", lang="py")
+        assert done.status == "done" and done.output["total"] == 10, done.to_dict()
+        check_nested_rows(deployment.audit, done, "agent")
+        paused = deployment.run(APPROVED_PY, input={"base": upstream.url("")}, principal="agent", lang="py")
+        assert paused.status == "paused" and paused.error is not None, paused.to_dict()
+        deployment.approve(paused.error.details["approval_id"], principal="admin")
+        resumed = deployment.runs.resume(paused.run_id)
+        assert resumed.output == {"first": 1, "second": 1}, resumed.to_dict()
+    assert upstream.hits == {"/first": 1, "/approved": 1}
 
 
 def test_on_ray_the_runs_deadline_crosses_to_the_replica(

@@ -15,7 +15,7 @@ import click
 from ..core._jsonlimits import JsonRejected
 from ..core._jsonlimits import loads as loads_json
 from ..runs._result import RunResult
-from ..runtime._coderun import lang_of
+from ..runtime._coderun import LANGS, lang_of
 from ._base import dump, open_runtime
 
 __all__ = ["run", "runs"]
@@ -40,13 +40,20 @@ def _finish(result: RunResult) -> None:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--input", "raw_input", help="The program's input as JSON text ('-' reads stdin; default: null).")
 @click.option("--principal", help="Whose run it is: every nested call is this principal's (default: anonymous).")
+@click.option(
+    "--lang",
+    type=click.Choice(LANGS),
+    help="The program's language: ts, js or py (default: from FILE's extension, .ts/.mts, .js/.mjs or .py).",
+)
 @click.pass_context
-def run(ctx: click.Context, file: str, raw_input: str | None, principal: str | None) -> None:
-    """Run the program FILE (.js or .ts: export default async function (input, tools)); print the run envelope."""
-    try:
-        lang = lang_of(file)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="'FILE'") from exc
+def run(ctx: click.Context, file: str, raw_input: str | None, principal: str | None, lang: str | None) -> None:
+    """Run the program FILE (.ts/.js: export default async function (input, tools); .py: async def main(input,
+    tools)); print the run envelope."""
+    if lang is None:
+        try:
+            lang = lang_of(file)
+        except ValueError as exc:
+            raise click.BadParameter(f"{exc} (or say which with --lang)", param_hint="'FILE'") from exc
     value = _input(raw_input)
     code = Path(file).read_text(encoding="utf-8")
     with open_runtime(ctx) as rt:
@@ -153,11 +160,18 @@ def _act(ctx: click.Context, action: str, run_id: str, **by: str | None) -> None
 
 @runs.command()
 @click.option("--principal", help="Whose tools (default: anonymous).")
+@click.option(
+    "--lang",
+    type=click.Choice(LANGS),
+    default="ts",
+    show_default=True,
+    help="ts or js: a TypeScript declaration (.d.ts); py: typed Python stubs (.pyi).",
+)
 @click.pass_context
-def types(ctx: click.Context, principal: str | None) -> None:
-    """Print the TypeScript declaration (.d.ts) of the tools a program of --principal sees."""
+def types(ctx: click.Context, principal: str | None, lang: str) -> None:
+    """Print the declaration of the tools a program of --principal sees (.d.ts, or .pyi with --lang py)."""
     with open_runtime(ctx) as rt:
-        click.echo(rt.runs.declarations(principal), nl=False)
+        click.echo(rt.runs.declarations(principal, lang=lang), nl=False)
 
 
 @runs.command(name="gc")

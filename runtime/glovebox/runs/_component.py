@@ -1,9 +1,10 @@
-"""The code runner's component (``guest/js/runner.js``), built and compiled once.
+"""The code runners' components, built and compiled once: JavaScript (``guest/js/runner.js``,
+for ``js`` and ``ts`` programs) and Python (``guest/python/runner.py``, for ``py`` programs).
 
-It is built once per runner source in the toolchain directory (the first build
+Each is built once per runner source in the toolchain directory (the first build
 of a machine takes tens of seconds), compiled once per engine's code settings
 (``<runner>-<fingerprint>.cwasm`` beside it) and loaded once per
-:class:`RunnerComponent` (one per home's runs).
+:class:`RunnerComponent` and language (one per home's runs).
 """
 
 from __future__ import annotations
@@ -18,34 +19,49 @@ from ..core._settings import toolchain_cache_dir
 from ..engine._compile import precompile
 from ..engine._engine import SharedEngine
 
-__all__ = ["RunnerComponent", "load_runner"]
+__all__ = ["PYTHON", "RunnerComponent", "load_runner", "runner_language"]
+
+#: The language of a program whose runner is the Python one; every other (``js``, ``ts``) runs on QuickJS.
+PYTHON = "py"
+
+
+def runner_language(lang: str) -> str:
+    """Which runner runs a program of ``lang``: ``py`` or ``js``."""
+    return PYTHON if lang == PYTHON else "js"
 
 
 class RunnerComponent:
-    """The runner's component on the engine ``shared()`` gives, loaded on the first call."""
+    """The runners' components on the engine ``shared()`` gives, each loaded on its first call."""
 
     def __init__(self, shared: Callable[[], SharedEngine]) -> None:
         self._shared = shared
         self._lock = threading.Lock()
-        self._component: Component | None = None
+        self._components: dict[str, Component] = {}
 
-    def __call__(self) -> Component:
-        component = self._component
+    def __call__(self, lang: str = "js") -> Component:
+        runner = runner_language(lang)
+        component = self._components.get(runner)
         if component is None:
             with self._lock:
-                if self._component is None:
-                    self._component = load_runner(self._shared())
-                component = self._component
+                if runner not in self._components:
+                    self._components[runner] = load_runner(self._shared(), runner)
+                component = self._components[runner]
         return component
 
 
-def load_runner(shared: SharedEngine) -> Component:
-    """Build (once per machine), compile (once per engine settings) and load the code runner."""
+def load_runner(shared: SharedEngine, lang: str = "js") -> Component:
+    """Build (once per machine), compile (once per engine settings) and load the code runner of ``lang``."""
     from ..toolchains._build import sdk_dir
-    from ..toolchains._jsrunner import runner_component
 
     cache = toolchain_cache_dir()
-    wasm = runner_component(sdk_dir(), cache)
+    if runner_language(lang) == PYTHON:
+        from ..toolchains._pyrunner import py_runner_component
+
+        wasm = py_runner_component(sdk_dir(), cache)
+    else:
+        from ..toolchains._jsrunner import runner_component
+
+        wasm = runner_component(sdk_dir(), cache)
     compiled = cache / f"{wasm.stem}-{shared.fingerprint}.cwasm"
     if not compiled.is_file():
         partial = compiled.with_name(f"{compiled.name}.tmp{os.getpid()}.{threading.get_ident()}")

@@ -66,7 +66,7 @@ class Runner:
         self._env = env
         #: What the programs see of the tools (their names, a search, a nested call).
         self.tools = ProgramTools(env)
-        self._component: Callable[[], Component] = RunnerComponent(lambda: env.sandbox.shared)
+        self._component: Callable[[str], Component] = RunnerComponent(lambda: env.sandbox.shared)
         self._heartbeats = Heartbeats(store)
         self.limits = limits
         self.bounds = bounds or RunBounds()
@@ -77,7 +77,7 @@ class Runner:
             check_value(input)
         except JsonRejected as exc:
             raise InvalidInput(f"the run's input breaks the JSON rules: {exc}") from exc
-        component = self._component()  # (built on first use: before the run exists, its lease or deadline)
+        component = self._component(lang)  # (built on first use: before the run exists, its lease or deadline)
         lease, call_id = self._lease(), uuid.uuid4().hex
         run_id = self.store.create(principal, lang, source, script, input, lease=lease, call_id=call_id)
         record = self.store.get(run_id)
@@ -106,7 +106,7 @@ class Runner:
         if record.status in FINISHED:
             return self.result_of(record)
         who = by or record.principal
-        component = self._component()  # (built on first use: before the claim starts the lease's clock)
+        component = self._component(record.lang)  # (built on first use: before the claim starts the lease's clock)
         lease, call_id = self._lease(), uuid.uuid4().hex
         claimed = self.store.claim(run_id, ("paused", "running"), lease=lease, by=who, call_id=call_id)
         if claimed is None and (dead := dead_holder(seen := self._get(run_id))) is not None:

@@ -5,7 +5,8 @@ is handed one :class:`~glovebox.runs._env.RunEnvironment` (the Runtime's is
 ``glovebox.runtime._runenv.RuntimeRunEnvironment``), from which it takes the
 sandbox, the nested calls, the visible tools, the audit log and the policy's
 ``runs`` settings (``lease_seconds``, ``runs_per_minute``, ``retention_days``).
-Programs are transpiled here (esbuild), once per source.
+Programs are transpiled here (esbuild), once per source; a Python program
+(``lang="py"``) is parsed here and runs as it was written.
 
 A resume or cancel made by another principal than the run's owner (an operator)
 needs :data:`AUDIT_SCOPE` and the policy's approver scope; who it was is kept in
@@ -38,14 +39,16 @@ from ..runs._types import declarations
 if TYPE_CHECKING:
     pass
 
-__all__ = ["AUDIT_SCOPE", "Runs", "lang_of", "search_tools"]
+__all__ = ["AUDIT_SCOPE", "LANGS", "Runs", "lang_of", "search_tools"]
 
 #: The scope that reads the audit log (the console's); with the approver scope, it lets a principal
 #: resume or cancel another principal's run.
 AUDIT_SCOPE = "glovebox:audit"
 
 _SCRIPTS = 256  # transpiled programs kept per Runtime
-_LANGS = {".js": "js", ".mjs": "js", ".ts": "ts", ".mts": "ts"}
+_LANGS = {".js": "js", ".mjs": "js", ".ts": "ts", ".mts": "ts", ".py": "py"}
+#: The languages of a program: TypeScript, JavaScript (QuickJS-NG) and Python (CPython).
+LANGS = ("ts", "js", "py")
 
 
 class Runs:
@@ -127,10 +130,16 @@ class Runs:
             raise ValueError(f"no run {run_id!r} in this home")
         return self.runner.result_of(record)
 
-    def declarations(self, principal: str | None = None) -> str:
-        """The TypeScript declaration (``.d.ts``) of the ``tools`` a program of ``principal`` sees."""
+    def declarations(self, principal: str | None = None, *, lang: str = "ts") -> str:
+        """The declaration of the ``tools`` a program of ``principal`` sees: TypeScript (``.d.ts``;
+        ``lang`` ``ts`` or ``js``) or, with ``lang="py"``, typed Python stubs (a ``.pyi``)."""
         visible = self.env.visible_tools(principal)
-        return declarations([(i.name, i.description, i.input_schema, i.output_schema) for i in visible])
+        described = [(i.name, i.description, i.input_schema, i.output_schema) for i in visible]
+        if lang == "py":
+            from ..runs._pytypes import python_stubs  # (not at import time: import glovebox stays cheap)
+
+            return python_stubs(described)
+        return declarations(described)
 
     def search(self, query: str, principal: str | None = None) -> builtins.list[dict[str, Any]]:
         """What ``tools.search(query)`` answers a program of ``principal``."""
@@ -200,6 +209,13 @@ class Runs:
         from ..toolchains._build import sdk_dir
         from ..toolchains._jsrunner import transpile
 
+        if lang not in LANGS:
+            raise ValueError(f"a program is one of {', '.join(LANGS)}, not {lang!r}")
+        if lang == "py":
+            from ..toolchains._pyrunner import check_program
+
+            check_program(code)
+            return code
         key = (lang, hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest())
         with self._lock:
             script = self._scripts.get(key)
@@ -215,14 +231,14 @@ class Runs:
 
 
 def lang_of(path: str | os.PathLike[str]) -> str:
-    """``js`` or ``ts`` from a program file's suffix.
+    """``js``, ``ts`` or ``py`` from a program file's suffix.
 
     Raises:
-        ValueError: the suffix is none of .js, .mjs, .ts, .mts.
+        ValueError: the suffix is none of .js, .mjs, .ts, .mts, .py.
     """
     suffix = Path(path).suffix.lower()
     if suffix not in _LANGS:
-        raise ValueError(f"{path}: a program is a .js, .mjs, .ts or .mts file")
+        raise ValueError(f"{path}: a program is a .js, .mjs, .ts, .mts or .py file")
     return _LANGS[suffix]
 
 

@@ -641,8 +641,9 @@ class Runtime:
     def run(self, code: str, *, input: Any = None, principal: str | None = None, lang: str = "ts") -> RunResult:
         """Run a program that calls tools: ``export default async function (input, tools) { ... }``.
 
-        The program (TypeScript, or JavaScript: ``lang="js"``) runs in a fresh
-        sandbox of the code runner; each ``await tools.call(name, input)`` is a
+        The program (TypeScript, or JavaScript: ``lang="js"``, or Python:
+        ``lang="py"``, a module defining ``async def main(input, tools)``) runs in
+        a fresh sandbox of its code runner (QuickJS-NG, or CPython); each ``await tools.call(name, input)`` is a
         full call of ``principal`` (its own policy decision, quota, validation,
         sandbox and audit row), journaled in the home before the program sees
         its result, so ``runs.resume(run_id)`` continues a paused or crashed run
@@ -650,9 +651,9 @@ class Runtime:
 
         Raises:
             TypeError: ``code`` is not a str, or ``principal`` neither a str nor None.
-            BuildError: the program does not compile (esbuild's message, with line and column).
+            BuildError: the program does not compile (esbuild's or Python's message, with line and column).
             InvalidInput: ``input`` breaks the JSON rules.
-            ValueError: the Runtime is closed.
+            ValueError: the Runtime is closed, or ``lang`` is none of ``ts``, ``js``, ``py``.
         """
         return self.runs.start(code, input=input, principal=principal, lang=lang)
 

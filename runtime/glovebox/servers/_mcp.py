@@ -286,8 +286,10 @@ class McpService:
         if self.mode == "search":
             return types.ListToolsResult(tools=[SEARCH_TOOL, CALL_TOOL])
         if self.mode == "code":
-            declaration = await anyio.to_thread.run_sync(self.runtime.runs.declarations, who)
-            return types.ListToolsResult(tools=code_tools(declaration))
+            runs = self.runtime.runs
+            declaration = await anyio.to_thread.run_sync(runs.declarations, who)
+            stubs = await anyio.to_thread.run_sync(lambda: runs.declarations(who, lang="py"))
+            return types.ListToolsResult(tools=code_tools(declaration, stubs))
         return types.ListToolsResult(tools=describe(await self._visible(who)))
 
     async def _call_tool(

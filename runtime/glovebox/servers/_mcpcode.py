@@ -1,11 +1,13 @@
 """Code mode over MCP (``glovebox mcp --code-mode``): ``execute``, ``search`` and ``resume``.
 
-A client sends a program (``export default async function (input, tools)``)
-instead of one tool call at a time: ``execute`` runs it with ``Runtime.arun``
+A client sends a program (``export default async function (input, tools)`` in
+TypeScript or JavaScript, or ``async def main(input, tools)`` in Python with
+``lang: "py"``) instead of one tool call at a time: ``execute`` runs it with ``Runtime.arun``
 as the session's principal and answers the run envelope; ``search`` finds
 tools by words; ``resume`` continues a paused run of the same principal (a run
 of another principal reads as unknown). ``execute``'s description carries the
-``.d.ts`` of the principal's tools, so a model writes calls that validate.
+``.d.ts`` of the principal's tools and their typed Python stubs, so a model
+writes calls that validate in either language.
 """
 
 from __future__ import annotations
@@ -23,24 +25,35 @@ __all__ = ["code_tools", "execute", "resume", "run_result"]
 
 _EXECUTE_DESCRIPTION = (
     "Run a short program that calls tools: `export default async function (input, tools) {...}` in TypeScript "
-    "or JavaScript. `await tools.call(name, input)` (or the typed wrapper, e.g. `tools.text_stats(input)`) "
-    "returns a tool's output or throws a ToolCallError with the envelope's `code`; `await tools.search(query)` "
-    "finds tools. Every call runs under the policy. Answers the run envelope: status done (output), paused "
-    "(an approval is pending: call resume after it is approved), or failed (error). The tools:\n\n"
+    "or JavaScript (lang ts or js), or `async def main(input, tools): ...` in Python (lang py). "
+    "`await tools.call(name, input)` (or the typed wrapper, e.g. `tools.text_stats(input)`) "
+    "returns a tool's output or throws (raises) a ToolCallError with the envelope's `code`; "
+    "`await tools.search(query)` finds tools. Every call runs under the policy. Answers the run envelope: "
+    "status done (output), paused (an approval is pending: call resume after it is approved), or failed "
+    "(error). The tools in TypeScript:\n\n"
 )
+_PYTHON_STUBS = (
+    "\nThe same tools as typed Python stubs (Python's standard modules without files, sockets or threads):\n\n"
+)
+#: The languages ``execute`` takes.
+LANGS = ["ts", "js", "py"]
 
 
-def code_tools(declaration: str) -> list[types.Tool]:
-    """The three tools of code mode; ``execute`` describes the principal's tools with ``declaration``."""
+def code_tools(declaration: str, python_stubs: str | None = None) -> list[types.Tool]:
+    """The three tools of code mode; ``execute`` describes the principal's tools with ``declaration``
+    (TypeScript) and ``python_stubs`` (Python)."""
+    description = _EXECUTE_DESCRIPTION + declaration
+    if python_stubs:
+        description += _PYTHON_STUBS + python_stubs
     execute_tool = types.Tool(
         name="execute",
-        description=_EXECUTE_DESCRIPTION + declaration,
+        description=description,
         input_schema={
             "type": "object",
             "properties": {
                 "code": {"type": "string", "description": "The program."},
                 "input": {"description": "The program's input (JSON; default null)."},
-                "lang": {"enum": ["ts", "js"], "default": "ts"},
+                "lang": {"enum": LANGS, "default": "ts", "description": "ts, js, or py (Python)."},
             },
             "required": ["code"],
             "additionalProperties": False,
@@ -84,8 +97,8 @@ def _refusal(code: str, message: str) -> types.CallToolResult:
 async def execute(runtime: Any, arguments: dict[str, Any], principal: str) -> types.CallToolResult:
     """Run the program in ``arguments`` as ``principal``."""
     code, lang = arguments.get("code"), arguments.get("lang", "ts")
-    if not isinstance(code, str) or lang not in ("ts", "js"):
-        return _refusal("invalid_input", "execute takes code (a string) and lang (ts or js)")
+    if not isinstance(code, str) or lang not in LANGS:
+        return _refusal("invalid_input", "execute takes code (a string) and lang (ts, js or py)")
     try:
         result = await runtime.arun(code, input=arguments.get("input"), principal=principal, lang=lang)
     except GloveboxError as exc:  # the program does not compile, or its input breaks the JSON rules
