@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import glovebox
-from tests.typedguests import TYPED, WASIP2, built_rust, dummy_component
+from tests.typedguests import TYPED, WASIP2, built_rust
 
 pytestmark = [pytest.mark.system, pytest.mark.slow]
 
@@ -148,18 +148,3 @@ def test_a_grant_with_dot_dot_or_an_absolute_path_is_an_invalid_policy(tmp_path:
         path.write_text(json.dumps({"version": 1, "grants": [{"tool": "*", "files": [{"directory": directory}]}]}))
         with pytest.raises(glovebox.InvalidPolicy, match="files"):
             glovebox.load_policy(path)
-
-
-def test_wasi_http_is_refused_with_the_reason(runtime: glovebox.Runtime, tmp_path: Path) -> None:
-    wit = tmp_path / "wit"
-    (wit / "deps" / "http").mkdir(parents=True)
-    (wit / "deps" / "http" / "handler.wit").write_text(
-        "package wasi:http@0.2.6;\ninterface outgoing-handler { handle: func(url: string) -> string; }\n"
-    )
-    (wit / "world.wit").write_text(
-        "package test:fetch@0.1.0;\nworld fetch { import wasi:http/outgoing-handler@0.2.6; export go: func(); }\n"
-    )
-    component = dummy_component(wit, "fetch", tmp_path / "fetch.wasm")
-    with pytest.raises(glovebox.InvalidArtifact, match="glovebox does not link wasi:http") as caught:
-        runtime.register_all(component)
-    assert "http-fetch" in str(caught.value)

@@ -39,7 +39,7 @@ from ._host import make_linker
 from ._outcome import Ending, call_error
 from ._typed import OutputTooBig, TypedExport, call_typed, export_index, typed_exports
 from ._validate import imports_wasi
-from ._wasi import wasi_config
+from ._wasi import wasi_config, wasi_http_linker
 from ._witvalues import ConversionError, params_from_json
 
 __all__ = ["Outcome", "Sandbox"]
@@ -81,6 +81,9 @@ class Sandbox:
             wants = self._wants_wasi[component] = imports_wasi(self.shared.engine, component)
         if not wants:
             return self._linker
+        own = wasi_http_linker(self.shared.engine, component)  # wasi:http: glovebox's own WASI host
+        if own is not None:
+            return own
         if self._wasi_linker is None:
             linker = make_linker(self.shared.engine)
             linker.add_wasip2()

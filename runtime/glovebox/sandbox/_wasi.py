@@ -12,22 +12,25 @@ and no name lookup; clocks and randomness work. On top of that:
 - a ``files`` grant (``glovebox.capabilities.files``) preopens its one directory
   at ``/files``, read-only or read-write.
 
-``wasi:http`` is not linked: wasmtime-py offers only wasmtime's own HTTP client,
-which would reach the network around glovebox's HTTP capability (its allowlist,
-SSRF defence, secrets and audit). A component importing it is refused at
-registration (``sandbox._validate``); tools fetch through ``http-fetch``.
+A component importing ``wasi:http`` is linked differently (:func:`wasi_http_linker`):
+wasmtime-py offers wasi:http only as wasmtime's own HTTP client, which would reach
+the network around glovebox's HTTP capability, and a wasi:http body is a
+``wasi:io`` stream like stdout, so such a component gets glovebox's own WASI host
+(``_wasihttp``), its requests sent by the ``http`` capability.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import wasmtime
+from wasmtime.component import Component, Linker
 
 from ._callstate import CallState
 
-__all__ = ["FILES_GUEST_PATH", "wasi_config"]
+__all__ = ["FILES_GUEST_PATH", "wasi_config", "wasi_http_linker"]
 
 #: Where a granted directory appears to the guest.
 FILES_GUEST_PATH = "/files"
@@ -57,3 +60,19 @@ def wasi_config(state: CallState | None, files: Any = None) -> wasmtime.WasiConf
     if files is not None and files.directory is not None:
         config.preopen_dir(str(files.directory), FILES_GUEST_PATH, files.writable)
     return config
+
+
+_HTTP_LINKERS: weakref.WeakKeyDictionary[Component, Linker | None] = weakref.WeakKeyDictionary()
+
+
+def wasi_http_linker(engine: wasmtime.Engine, component: Component) -> Linker | None:
+    """The linker of a component importing ``wasi:http`` (glovebox's own WASI host), else None."""
+    try:
+        return _HTTP_LINKERS[component]
+    except KeyError:
+        pass
+    from ._wasihttp import imports_wasi_http, linker_for
+
+    linker = linker_for(engine, component) if imports_wasi_http(engine, component) else None
+    _HTTP_LINKERS[component] = linker
+    return linker
