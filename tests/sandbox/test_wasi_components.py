@@ -148,3 +148,43 @@ def test_a_grant_with_dot_dot_or_an_absolute_path_is_an_invalid_policy(tmp_path:
         path.write_text(json.dumps({"version": 1, "grants": [{"tool": "*", "files": [{"directory": directory}]}]}))
         with pytest.raises(glovebox.InvalidPolicy, match="files"):
             glovebox.load_policy(path)
+
+
+def test_a_guest_writing_in_a_loop_is_stopped_at_its_quota_inside_the_call(tmp_path: Path, probe_wasm: Path) -> None:
+    quota = 64 * 1024
+    grant = {"tool": "probe-*", "files": [{"directory": "loop", "access": "read_write", "quota_bytes": quota}]}
+    with _runtime(tmp_path, grant) as rt:
+        rt.register_all(probe_wasm, manifest={**DECLARES_FILES, "limits": {"timeout_ms": 20_000}})
+        # 200 MB asked for, 4 KiB a write: stopped long before, not at the end of the call.
+        result = rt.call("probe-fill", {"path": "/files/big", "chunk": 4096, "times": 50_000})
+        assert code(result) == "capability_denied"
+        assert result.error is not None and result.error.details["quota_bytes"] == quota
+        assert result.meta["duration_ms"] < 15_000
+        on_disk = (tmp_path / "home" / "files" / "loop" / "big").stat().st_size
+        assert quota < on_disk < 32 * 1024 * 1024  # overshoot: what the guest writes in a few milliseconds
+        # Escapes count for nothing: `..` out of the directory and a symlink out fail in the guest.
+        (tmp_path / "outside").write_text("")
+        (tmp_path / "home" / "files" / "loop" / "out").symlink_to(tmp_path / "outside")
+        for path in ("/files/../../../outside", "/files/out"):
+            escaped = rt.call("probe-fill", {"path": path, "chunk": 4096, "times": 10})
+            assert code(escaped) == "guest_error", path
+        assert (tmp_path / "outside").read_text() == ""
+
+
+def test_a_loop_within_its_quota_runs_to_the_end(tmp_path: Path, probe_wasm: Path) -> None:
+    grant = {"tool": "probe-*", "files": [{"directory": "fits", "access": "read_write", "quota_bytes": 1 << 20}]}
+    with _runtime(tmp_path, grant) as rt:
+        rt.register_all(probe_wasm, manifest=DECLARES_FILES)
+        assert rt.call("probe-fill", {"path": "/files/f", "chunk": 1000, "times": 1000}).output == 1_000_000
+
+
+def test_hard_links_made_by_the_guest_count_once_per_name(tmp_path: Path, probe_wasm: Path) -> None:
+    grant = {"tool": "probe-*", "files": [{"directory": "hl", "access": "read_write", "quota_bytes": 100}]}
+    with _runtime(tmp_path, grant) as rt:
+        rt.register_all(probe_wasm, manifest=DECLARES_FILES)
+        assert rt.call("probe-write-file", {"path": "/files/a", "data": "x" * 60}).ok
+        linked = rt.call("probe-hard-link", {"target": "/files/a", "name": "/files/b"})
+        assert code(linked) == "capability_denied"  # 120 bytes by name: over the quota
+        after = rt.call("probe-write-file", {"path": "/files/c", "data": "y"})
+        assert code(after) == "capability_denied"  # and a directory holding a hard link is refused
+        assert "hard links" in str(after.error)

@@ -21,16 +21,20 @@ the network around glovebox's HTTP capability, and a wasi:http body is a
 
 from __future__ import annotations
 
+import ctypes
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
 
 import wasmtime
+import wasmtime._bindings as _bindings
+import wasmtime._ffi as ffi
 from wasmtime.component import Component, Linker
 
 from ._callstate import CallState
 
-__all__ = ["FILES_GUEST_PATH", "wasi_config", "wasi_http_linker"]
+__all__ = ["FILES_GUEST_PATH", "QUOTA_CHECK_S", "wasi_config", "wasi_http_linker", "watch_quota"]
 
 #: Where a granted directory appears to the guest.
 FILES_GUEST_PATH = "/files"
@@ -76,3 +80,52 @@ def wasi_http_linker(engine: wasmtime.Engine, component: Component) -> Linker | 
     linker = linker_for(engine, component) if imports_wasi_http(engine, component) else None
     _HTTP_LINKERS[component] = linker
     return linker
+
+
+#: Shortest time between two measures of a granted directory while a call runs.
+QUOTA_CHECK_S = 0.002
+#: The callback and finalizer types wasmtime's C API takes (ctypes wants these very classes).
+_DEADLINE_CALLBACK, _FINALIZER = (_bindings._wasmtime_store_epoch_deadline_callback.argtypes[i] for i in (1, 3))
+_NO_FINALIZER = _FINALIZER(lambda data: None)
+
+
+def watch_quota(store: wasmtime.Store, files: Any, state: CallState | None) -> None:
+    """Hold a read-write ``files`` grant's quota while the call runs, not only after it.
+
+    wasmtime-py has no hook on a WASI write, so the store's epoch deadline is set
+    to every tick, and at each one (at most every :data:`QUOTA_CHECK_S`) the
+    directory is measured: past its quota, and larger than the call found it,
+    the call is stopped there (a denial is recorded; the call ends
+    ``capability_denied``). The call's own deadline is kept by the same callback.
+    """
+    if state is None or files is None or files.directory is None or not files.writable:
+        return
+    checked = [0.0]
+
+    def tick(_context: Any, _data: Any, delta: Any, kind: Any) -> int:
+        try:
+            now = time.monotonic()
+            if now >= state.deadline:
+                return _error("the call's deadline passed")
+            if now - checked[0] >= QUOTA_CHECK_S:
+                reason = files.after()
+                checked[0] = time.monotonic() + (time.monotonic() - now) * 4  # a slow walk is taken less often
+                if reason is not None:
+                    state.add_denial({"capability": "files", "reason": reason, **files.details})
+                    return _error(reason)
+            delta[0] = 1
+            kind[0] = 0  # continue
+        except Exception:  # a callback never raises into wasm: the call goes on to its deadline
+            delta[0] = 1
+        return 0
+
+    callback = _DEADLINE_CALLBACK(tick)
+    store.__dict__["_glovebox_quota"] = callback  # alive as long as the store
+    ffi.wasmtime_store_epoch_deadline_callback(store.ptr(), callback, None, _NO_FINALIZER)
+    store.set_epoch_deadline(1)
+
+
+def _error(message: str) -> int:
+    """A new ``wasmtime_error_t`` (its address): returned by the callback, it stops the guest."""
+    error = ffi.wasmtime_error_new(ctypes.create_string_buffer(message.encode("utf-8", "replace")))
+    return int(ctypes.cast(error, ctypes.c_void_p).value or 0)
