@@ -83,7 +83,7 @@ def wasi_http_linker(engine: wasmtime.Engine, component: Component) -> Linker | 
 
 
 #: Shortest time between two measures of a granted directory while a call runs.
-QUOTA_CHECK_S = 0.002
+QUOTA_CHECK_S = 0.0005
 #: The callback and finalizer types wasmtime's C API takes (ctypes wants these very classes).
 _DEADLINE_CALLBACK, _FINALIZER = (_bindings._wasmtime_store_epoch_deadline_callback.argtypes[i] for i in (1, 3))
 _NO_FINALIZER = _FINALIZER(lambda data: None)
@@ -95,8 +95,8 @@ def watch_quota(store: wasmtime.Store, files: Any, state: CallState | None) -> N
     wasmtime-py has no hook on a WASI write, so the store's epoch deadline is set
     to every tick, and at each one (at most every :data:`QUOTA_CHECK_S`) the
     directory is measured: past its quota, and larger than the call found it,
-    the call is stopped there (a denial is recorded; the call ends
-    ``capability_denied``). The call's own deadline is kept by the same callback.
+    the call is stopped there and ends ``capability_denied`` (the check after
+    the call records the denial). The call's own deadline is kept by the same callback.
     """
     if state is None or files is None or files.directory is None or not files.writable:
         return
@@ -110,8 +110,7 @@ def watch_quota(store: wasmtime.Store, files: Any, state: CallState | None) -> N
             if now - checked[0] >= QUOTA_CHECK_S:
                 reason = files.after()
                 checked[0] = time.monotonic() + (time.monotonic() - now) * 4  # a slow walk is taken less often
-                if reason is not None:
-                    state.add_denial({"capability": "files", "reason": reason, **files.details})
+                if reason is not None:  # recorded once, by the check after the call
                     return _error(reason)
             delta[0] = 1
             kind[0] = 0  # continue
