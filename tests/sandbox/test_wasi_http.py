@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.server
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,8 @@ class _Echo(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self) -> None:
+        if self.path.startswith("/ok/slow"):
+            time.sleep(3)
         self._answer(200)
 
     def do_POST(self) -> None:
@@ -138,6 +141,35 @@ def test_a_private_address_is_refused_without_allow_private(
         rt.register_all(fetcher_wasm, manifest=_manifest(server))
         refused = rt.call("fetcher-fetch", {"method": "GET", "url": f"http://127.0.0.1:{server}/ok/a"})
         assert refused.error is not None and refused.error.code == "capability_denied"
+
+
+def test_the_call_deadline_holds_across_a_request(
+    tmp_path: Path, fetcher_wasm: Path, server: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _runtime(tmp_path, server, monkeypatch) as rt:
+        rt.register_all(fetcher_wasm, manifest={**_manifest(server), "limits": {"timeout_ms": 1000}})
+        slow = rt.call("fetcher-fetch", {"method": "GET", "url": f"http://127.0.0.1:{server}/ok/slow"})
+        assert slow.error is not None and slow.error.code == "timeout", slow.to_dict()
+        assert slow.meta["duration_ms"] < 2900
+
+
+def test_the_rest_of_wasi_is_deny_by_default_on_glovebox_s_own_host(tmp_path: Path, fetcher_wasm: Path) -> None:
+    with glovebox.Runtime(home=tmp_path / "home") as rt:
+        rt.register_all(fetcher_wasm, manifest={"name": "fetcher", "limits": {"timeout_ms": 5000}})
+        connect = rt.call("fetcher-connect", {"address": "127.0.0.1:9"})
+        assert connect.error is not None and connect.error.code == "guest_error"
+        assert "ermission denied" in connect.error.message  # wasi:sockets answers access-denied
+        for path in ("/etc/passwd", "../../etc/passwd", "/files/x"):
+            read = rt.call("fetcher-read-file", {"path": path})
+            assert read.error is not None and read.error.code == "guest_error", path  # nothing preopened
+        shout = rt.call("fetcher-shout", {"text": "hi"})
+        assert shout.output == 0  # no environment variable, no argument
+        assert {"level": "info", "message": "hi"} in shout.meta["logs"]
+        assert {"level": "warn", "message": "hi"} in shout.meta["logs"]  # stderr, unbuffered: one write a piece
+        nap = rt.call("fetcher-nap", {"ms": 50})
+        assert nap.ok and 50 <= nap.output < 2000  # the monotonic clock's pollables wait
+        past = rt.call("fetcher-nap", {"ms": 60_000})
+        assert past.error is not None and past.error.code == "timeout"  # a wait never outlasts the call
 
 
 def test_a_component_serving_wasi_http_is_refused_with_the_reason(runtime: glovebox.Runtime, tmp_path: Path) -> None:

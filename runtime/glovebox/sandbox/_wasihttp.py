@@ -43,12 +43,14 @@ import wasmtime
 from wasmtime.component import (
     Component,
     ComponentInstanceType,
+    EnumType,
     FuncType,
     Linker,
     ListType,
     OptionType,
     Record,
     RecordType,
+    ResourceAny,
     ResourceHost,
     ResourceType,
     ResultType,
@@ -308,6 +310,8 @@ def _wait(pollable: _Pollable) -> None:
         delay = min(pollable.until, limit) - time.monotonic()
         if delay > 0:
             time.sleep(delay)
+        if host.state is not None and pollable.until > limit:
+            host.state.timed_out = True  # the wait ran into the call's deadline: the call ends `timeout`
 
 
 def _ready(pollable: _Pollable) -> bool:
@@ -804,6 +808,8 @@ def _lower(ty: Any, value: Any) -> Any:
         case = cases.get(value.tag)
         payload = None if case is None else _lower(case, value.payload)
         return Variant(value.tag, payload) if ty._tagged() else payload
+    if isinstance(ty, EnumType):
+        return value.tag if isinstance(value, Variant) else value
     if isinstance(ty, ListType) and not isinstance(value, bytes | bytearray):
         return [_lower(ty.element, item) for item in value]
     if isinstance(ty, TupleType):
@@ -815,11 +821,22 @@ def _lower(ty: Any, value: Any) -> Any:
     return value
 
 
+def _host_side(store: Any, value: Any) -> Any:
+    if isinstance(value, ResourceAny):
+        try:
+            return value.to_host(store)
+        except wasmtime.WasmtimeError:
+            return value
+    return value
+
+
 def _adapted(function: Callable[..., Any], ty: FuncType) -> Callable[..., Any]:
     result = ty.result
 
     def call(store: Any, *args: Any) -> Any:
-        answer = function(store, *args)
+        # Every resource handed over is taken to the host's side at once: wasmtime ends a borrow there,
+        # and a borrow a function left alone would fail the call ("borrow handles still remain").
+        answer = function(store, *[_host_side(store, arg) for arg in args])
         return None if result is None else _lower(result, answer)
 
     return call

@@ -21,6 +21,28 @@ fn split(url: &str) -> Result<(Scheme, String, String), String> {
 }
 
 impl Guest for Fetcher {
+    fn connect(address: String) -> Result<(), String> {
+        std::net::TcpStream::connect(address.as_str())
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    fn shout(text: String) -> u32 {
+        println!("{text}");
+        eprintln!("err: {text}");
+        (std::env::vars().count() + std::env::args().count()) as u32
+    }
+
+    fn nap(ms: u32) -> u64 {
+        let started = std::time::Instant::now();
+        std::thread::sleep(std::time::Duration::from_millis(ms as u64));
+        started.elapsed().as_millis() as u64
+    }
+
+    fn read_file(path: String) -> Result<String, String> {
+        std::fs::read_to_string(&path).map_err(|e| e.to_string())
+    }
+
     fn fetch(method: String, url: String, body: Option<String>) -> Result<String, String> {
         let (scheme, authority, path) = split(&url)?;
         let headers = Fields::new();
