@@ -786,39 +786,77 @@ _IMPLEMENTED: dict[str, dict[str, Callable[..., Any]]] = {
 # --- values into wasmtime-py's forms -------------------------------------------------------------
 
 
-def _lower(ty: Any, value: Any) -> Any:
-    """``value`` (``Ok``, ``Err``, ``Some``, tagged ``Variant``) in wasmtime-py's form for ``ty``.
+Lowering = Callable[[Any], Any]
 
-    wasmtime-py leaves a variant, option or result untagged when its cases' Python
-    types tell them apart (``None`` for ``none``, the payload itself for ``some``).
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _plan(ty: Any) -> Lowering:
+    """How to put a value (``Ok``, ``Err``, ``Some``, tagged ``Variant``) in wasmtime-py's form for ``ty``.
+
+    Planned once per function when the linker is made (reading a type is a round trip
+    through wasmtime's C API). wasmtime-py leaves a variant, option or result untagged
+    when its cases' Python types tell them apart (``None`` for ``none``, the payload
+    itself for ``some``).
     """
     if isinstance(ty, OptionType):
-        tagged = ty._tagged()
+        return _option(ty._tagged(), _plan(ty.payload))
+    if isinstance(ty, ResultType):
+        ok, err = (None if case is None else _plan(case) for case in (ty.ok, ty.err))
+        return _result(ty._tagged(), ok, err)
+    if isinstance(ty, VariantType):
+        return _variant(ty._tagged(), {name: None if case is None else _plan(case) for name, case in ty.cases})
+    if isinstance(ty, EnumType):
+        return lambda value: value.tag if isinstance(value, Variant) else value
+    if isinstance(ty, ListType) and not ty._is_bytes():
+        element = _plan(ty.element)
+        return lambda value: [element(item) for item in value]
+    if isinstance(ty, TupleType):
+        elements = [_plan(element) for element in ty.elements]
+        return lambda value: tuple(lower(item) for lower, item in zip(elements, value, strict=True))
+    if isinstance(ty, RecordType):
+        return _record_plan([(name, _plan(field_ty)) for name, field_ty in ty.fields])
+    return _same
+
+
+def _option(tagged: bool, inner: Lowering) -> Lowering:
+    def lower(value: Any) -> Any:
         if value is None:
             return Variant("none") if tagged else None
-        inner = _lower(ty.payload, value.value if isinstance(value, Some) else value)
-        return Variant("some", inner) if tagged else inner
-    if isinstance(ty, ResultType):
-        ok = isinstance(value, Ok)
-        case = ty.ok if ok else ty.err
-        payload = None if case is None else _lower(case, value.value)
-        return Variant("ok" if ok else "err", payload) if ty._tagged() else payload
-    if isinstance(ty, VariantType):
-        cases = dict(ty.cases)
+        payload = inner(value.value if isinstance(value, Some) else value)
+        return Variant("some", payload) if tagged else payload
+
+    return lower
+
+
+def _result(tagged: bool, ok: Lowering | None, err: Lowering | None) -> Lowering:
+    def lower(value: Any) -> Any:
+        is_ok = isinstance(value, Ok)
+        case = ok if is_ok else err
+        payload = None if case is None else case(value.value)
+        return Variant("ok" if is_ok else "err", payload) if tagged else payload
+
+    return lower
+
+
+def _variant(tagged: bool, cases: dict[str, Lowering | None]) -> Lowering:
+    def lower(value: Any) -> Any:
         case = cases.get(value.tag)
-        payload = None if case is None else _lower(case, value.payload)
-        return Variant(value.tag, payload) if ty._tagged() else payload
-    if isinstance(ty, EnumType):
-        return value.tag if isinstance(value, Variant) else value
-    if isinstance(ty, ListType) and not isinstance(value, bytes | bytearray):
-        return [_lower(ty.element, item) for item in value]
-    if isinstance(ty, TupleType):
-        return tuple(_lower(element, item) for element, item in zip(ty.elements, value, strict=True))
-    if isinstance(ty, RecordType):
+        payload = None if case is None else case(value.payload)
+        return Variant(value.tag, payload) if tagged else payload
+
+    return lower
+
+
+def _record_plan(fields: list[tuple[str, Lowering]]) -> Lowering:
+    def lower(value: Any) -> Record:
         record = Record()
-        record.__dict__.update({name: _lower(field_ty, getattr(value, name)) for name, field_ty in ty.fields})
+        record.__dict__.update({name: field(getattr(value, name)) for name, field in fields})
         return record
-    return value
+
+    return lower
 
 
 def _host_side(store: Any, value: Any) -> Any:
@@ -831,13 +869,13 @@ def _host_side(store: Any, value: Any) -> Any:
 
 
 def _adapted(function: Callable[..., Any], ty: FuncType) -> Callable[..., Any]:
-    result = ty.result
+    lower = None if ty.result is None else _plan(ty.result)
 
     def call(store: Any, *args: Any) -> Any:
         # Every resource handed over is taken to the host's side at once: wasmtime ends a borrow there,
         # and a borrow a function left alone would fail the call ("borrow handles still remain").
         answer = function(store, *[_host_side(store, arg) for arg in args])
-        return None if result is None else _lower(result, answer)
+        return None if lower is None else lower(answer)
 
     return call
 
