@@ -122,6 +122,9 @@ def test_a_host_path_or_method_not_granted_is_refused_before_the_network(
             assert refused.error is not None and refused.error.code == "capability_denied", url
             assert refused.error.details["guest_message"] == "ErrorCode::HttpRequestDenied"
             assert refused.error.details["denials"][0]["capability"] == "http"
+        smuggled = rt.call("fetcher-fetch", {"method": "GET", "url": f"http://127.0.0.1:{server}@example.com/ok/a"})
+        assert smuggled.error is not None and smuggled.error.code == "guest_error"  # no userinfo in an authority
+        assert smuggled.error.message == "authority"
         assert _Echo.seen == []
 
 

@@ -34,12 +34,14 @@ from wasmtime.component import (
 from ._callstate import CallState, current_call
 
 __all__ = [
-    "MAX_BODY_BYTES", "RESOURCES", "TYPES", "Body", "Err", "Input", "Ok", "Output", "Pollable", "Some", "WasiHost",
-    "adapted", "current", "drop_item", "lookup", "own", "rep_of",
+    "MAX_BODY_BYTES", "MAX_ITEMS", "RESOURCES", "TYPES", "Body", "Err", "Input", "Ok", "Output", "Pollable", "Some",
+    "WasiHost", "adapted", "current", "drop_item", "lookup", "own", "rep_of",
 ]  # fmt: skip
 
 #: Bytes a guest may buffer in one outgoing body (the capability's own limit applies when it is sent).
 MAX_BODY_BYTES = 64 * 1024 * 1024
+#: Resources one call may hold at once; past it a new one is a dead handle (its functions answer errors).
+MAX_ITEMS = 10_000
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,8 @@ class WasiHost:
         self._next = 1
 
     def add(self, item: Any) -> int:
+        if len(self._items) >= MAX_ITEMS:
+            return 0  # never raise into wasm: handle 0 is no item
         rep = self._next
         self._next += 1
         self._items[rep] = item

@@ -178,8 +178,10 @@ def _fields_set(store: Any, handle: Any, name: str, values: list[bytes]) -> Any:
         return _HEADER_ERROR
     if not all(_valid_header(name, value) for value in values) or not name:
         return Err(Variant("invalid-syntax"))
-    item.entries = [(k, v) for k, v in item.entries if k != name.lower()]
-    item.entries += [(name.lower(), bytes(value)) for value in values]
+    kept = [(k, v) for k, v in item.entries if k != name.lower()]
+    if _too_many(kept, len(values), sum(len(v) for v in values)):
+        return Err(Variant("forbidden"))
+    item.entries = kept + [(name.lower(), bytes(value)) for value in values]
     return Ok()
 
 
@@ -197,8 +199,19 @@ def _fields_append(store: Any, handle: Any, name: str, value: bytes) -> Any:
         return _HEADER_ERROR
     if not _valid_header(name, value):
         return Err(Variant("invalid-syntax"))
+    if _too_many(item.entries, 1, len(value)):
+        return Err(Variant("forbidden"))
     item.entries.append((name.lower(), bytes(value)))
     return Ok()
+
+
+#: Entries and bytes one set of fields may hold (the capability checks the request's headers again).
+MAX_FIELDS, MAX_FIELD_BYTES = 256, 64 * 1024
+
+
+def _too_many(entries: list[tuple[str, bytes]], more: int, more_bytes: int) -> bool:
+    size = sum(len(k) + len(v) for k, v in entries) + more_bytes
+    return len(entries) + more > MAX_FIELDS or size > MAX_FIELD_BYTES
 
 
 def _fields_entries(store: Any, handle: Any) -> list[tuple[str, bytes]]:
@@ -265,12 +278,24 @@ def _getter(attribute: str) -> Callable[[Any, Any], Any]:
 def _setter(attribute: str) -> Callable[[Any, Any, Any], Any]:
     def put(store: Any, handle: Any, value: Any) -> Any:
         item = _request(store, handle)
-        if item is None or (value is not None and any(c in str(value) for c in "\r\n\0 ")):
+        if item is None or not _plain(attribute, value):
             return Err()
         setattr(item, attribute, value)
         return Ok()
 
     return put
+
+
+def _plain(attribute: str, value: Any) -> bool:
+    """An authority without userinfo, path or fragment; a path from ``/``; no control character or space."""
+    if value is None:
+        return True
+    text = str(value)
+    if any(c in text for c in "\r\n\0 \t") or len(text) > 8192:
+        return False
+    if attribute == "authority":
+        return not any(c in text for c in "/?#@\\")
+    return text.startswith("/")
 
 
 def _scheme(store: Any, handle: Any) -> Any:
