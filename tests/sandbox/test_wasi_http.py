@@ -99,6 +99,9 @@ def test_a_granted_host_answers_and_the_secret_stays_on_the_host(
         assert sent["authorization"] == f"Bearer {SECRET}"  # added by the host
         assert sent["x-guest"] == "rust"  # the guest's own header went through
         assert [(e["method"], e["host"], e["status"]) for e in got.meta["egress"]] == [("GET", "127.0.0.1", 200)]
+        [row] = [row for row in rt.audit.tail(5) if row["call_id"] == got.meta["call_id"]]
+        assert "/ok/a" in row["egress"] and SECRET not in json.dumps(row)  # audited like http-fetch, scrubbed
+        assert rt.audit.verify().ok
         posted = rt.call(
             "fetcher-fetch", {"method": "POST", "url": f"http://127.0.0.1:{server}/ok/p", "body": "ab" * 5000}
         )
