@@ -188,3 +188,12 @@ def test_hard_links_made_by_the_guest_count_once_per_name(tmp_path: Path, probe_
         after = rt.call("probe-write-file", {"path": "/files/c", "data": "y"})
         assert code(after) == "capability_denied"  # and a directory holding a hard link is refused
         assert "hard links" in str(after.error)
+
+
+def test_the_deadline_holds_while_the_quota_is_watched(tmp_path: Path, probe_wasm: Path) -> None:
+    grant = {"tool": "probe-*", "files": [{"directory": "slow", "access": "read_write", "quota_bytes": 1 << 30}]}
+    with _runtime(tmp_path, grant) as rt:
+        rt.register_all(probe_wasm, manifest={**DECLARES_FILES, "limits": {"timeout_ms": 300}})
+        slow = rt.call("probe-fill", {"path": "/files/f", "chunk": 1, "times": 4_000_000_000})
+        assert code(slow) == "timeout", slow.to_dict()
+        assert slow.meta["duration_ms"] < 5_000
