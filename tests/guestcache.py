@@ -21,6 +21,7 @@ import shutil
 import sys
 import tempfile
 import time
+import tomllib
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -188,7 +189,7 @@ def built_project(project: Path, out: Path, cache_root: Path) -> Path:
 
 INTEROP = GUESTS / "interop"
 #: The components of other toolchains the interop tests build (tests/guests/interop/README.md).
-INTEROP_GUESTS = ("wassette-filesystem-rs", "wassette-eval-py", "js-greeter")
+INTEROP_GUESTS = ("wassette-filesystem-rs", "wassette-fetch-rs", "wassette-eval-py", "js-greeter")
 #: componentize-js, installed by ``make`` (tests/interop/js).
 COMPONENTIZE_JS = ROOT / "tests" / "interop" / "js" / "node_modules" / ".bin" / "componentize-js"
 
@@ -238,7 +239,8 @@ def _build_interop(name: str, source: Path, staged: Path, cache_root: Path) -> N
         if (source / "Cargo.toml").is_file():
             cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
             argv = [cargo, "build", "--release", "--locked", "--target", "wasm32-wasip2"]
-            built = cache_root / "interop-target" / "wasm32-wasip2" / "release" / "filesystem.wasm"
+            package = tomllib.loads((source / "Cargo.toml").read_text())["package"]["name"].replace("-", "_")
+            built = cache_root / "interop-target" / "wasm32-wasip2" / "release" / f"{package}.wasm"
         elif (source / "main.py").is_file():
             componentize = shutil.which("componentize-py", path=str(Path(sys.executable).parent))
             argv = [componentize or "componentize-py", "-d", "wit", "-w", "sandbox", "componentize", "-s", "main"]

@@ -30,7 +30,7 @@ TYPED = GUESTS / "typed"
 RUST_TARGET = "wasm32-unknown-unknown"
 WASIP2 = "wasm32-wasip2"
 #: The Rust crates the tests build, with their targets (``python -m tests.guestcache`` builds them ahead).
-RUST_CRATES = ((TYPED / "rust-typed", RUST_TARGET), (TYPED / "rust-wasi", WASIP2))
+RUST_CRATES = ((TYPED / "rust-typed", RUST_TARGET), (TYPED / "rust-wasi", WASIP2), (TYPED / "rust-http", WASIP2))
 
 
 def wasm_tools() -> str:

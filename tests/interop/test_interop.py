@@ -2,6 +2,8 @@
 
 - Wassette's ``filesystem-rs`` example (Rust, bindings by ``cargo component``), built from
   source with cargo for ``wasm32-wasip2``: WASI 0.2 with no directory unless a ``files`` grant.
+- Wassette's ``fetch-rs`` example (Rust on Spin's SDK, ``wasi:http/outgoing-handler``), built from
+  source with cargo for ``wasm32-wasip2``: its requests go through the HTTP capability.
 - Wassette's ``eval-py`` example, built from source with componentize-py (its own world).
 - A JavaScript component with its own world, built with componentize-js (what ``jco componentize``
   runs; jco 1.35's own command cannot read a WIT path here: "failed to get path metadata").
@@ -12,6 +14,10 @@ Sources and licences: tests/guests/interop/README.md.
 
 from __future__ import annotations
 
+import http.server
+import json
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +153,55 @@ def test_a_hand_written_component_takes_and_answers_records(runtime: glovebox.Ru
     assert distance.ok and distance.output == 22
     wrong = runtime.call("geometry-distance", {"a": a, "b": {"x": 2**31, "y": 0}})
     assert wrong.error is not None and wrong.error.code == "invalid_input"
+
+
+# -- Wassette fetch-rs: Spin's SDK over wasi:http, through the HTTP capability -------------------------
+
+
+class _Pages(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        if self.path.startswith("/json"):
+            data = json.dumps({"title": "hello", "auth": self.headers.get("authorization")}).encode()
+            kind = "application/json"
+        else:
+            data, kind = b"<html><body><h1>Title</h1><p>Some text</p></body></html>", "text/html"
+        self.send_response(200)
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def pages() -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def test_wassette_fetch_rs_fetches_through_the_http_capability(
+    _isolated_env: Path, cache_root: Path, pages: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rule = {"host": "127.0.0.1", "ports": [pages], "schemes": ["http"], "allow_private": True}
+    monkeypatch.setenv("PAGES_TOKEN", "fetch-rs-secret-93b2")
+    secret = {"name": "pages", "source": "PAGES_TOKEN", "host": "127.0.0.1", "schemes": ["http"]}
+    grant = {"tool": "fetch-rs-*", "http": [rule], "secrets": [secret]}
+    policy = glovebox.Policy.model_validate({"version": 1, "defaults": {"action": "allow"}, "grants": [grant]})
+    manifest = {"name": "fetch-rs", "limits": LIMITS, "capabilities": {"http": [rule]}}
+    with glovebox.Runtime(policy=policy) as rt:
+        assert _registered(rt, "wassette-fetch-rs", cache_root, manifest) == ["fetch-rs-fetch"]
+        page = rt.call("fetch-rs-fetch", {"url": f"http://127.0.0.1:{pages}/page"})
+        assert page.ok, page.to_dict()
+        assert page.output == "# Title\n\nSome text"  # its HTML-to-Markdown
+        got = rt.call("fetch-rs-fetch", {"url": f"http://127.0.0.1:{pages}/json"})
+        assert got.ok and "### title\n\nhello" in got.output
+        assert "fetch-rs-secret-93b2" not in got.output  # sent by the host, scrubbed from what the guest read
+        assert got.meta["egress"][0]["status"] == 200
+        refused = rt.call("fetch-rs-fetch", {"url": "https://example.com/"})
+        assert refused.error is not None and refused.error.code == "capability_denied"
+        assert "HttpRequestDenied" in refused.error.details["guest_message"]

@@ -70,7 +70,7 @@ def test_oras_pushed_typed_component_registers_as_typed_tools(oci_registry: OciR
         first = other.register(oci_registry.ref("oras/greeter", "1"))
         assert first.kind == "component"
         names = sorted(info.name for info in other.tools())
-        assert "greeter-echo-str" in names and len(names) == 6
+        assert "greeter-echo-str" in names and len(names) == 8
         assert other.call("greeter-echo-str", {"s": "héllo"}).output == "héllo"
         assert other.call("greeter-count", {"items": [1, 2, 3]}).output == 3
 

@@ -26,6 +26,8 @@ def test_each_export_is_a_tool_with_schemas(runtime: glovebox.Runtime, hostile: 
         "hostile-bad-utf8",
         "hostile-huge",
         "hostile-bad-enum",
+        "hostile-bad-char",
+        "hostile-wide-u8",
         "hostile-spin",
         "hostile-echo-str",
         "hostile-count",
@@ -45,7 +47,7 @@ def test_each_export_is_a_tool_with_schemas(runtime: glovebox.Runtime, hostile: 
 
 def test_register_answers_the_first_tool(runtime: glovebox.Runtime, hostile: Path) -> None:
     assert runtime.register(hostile).name == "hostile-bad-utf8"
-    assert len(runtime.tools()) == 6
+    assert len(runtime.tools()) == 8
 
 
 @pytest.mark.parametrize(
@@ -54,6 +56,7 @@ def test_register_answers_the_first_tool(runtime: glovebox.Runtime, hostile: Pat
         ("hostile-bad-utf8", "invalid_output"),  # a string that is not UTF-8
         ("hostile-huge", "output_too_large"),  # a list of a million bytes, over the 1 MiB output
         ("hostile-bad-enum", "invalid_output"),  # an enum case past the cases
+        ("hostile-bad-char", "invalid_output"),  # a surrogate for a char
         ("hostile-spin", "fuel_exhausted"),
     ],
 )
@@ -62,6 +65,30 @@ def test_hostile_results_end_with_their_codes(runtime: glovebox.Runtime, hostile
     result = runtime.call(tool, {})
     assert not result.ok
     assert result.error is not None and result.error.code == code, result.to_dict()
+
+
+def test_an_out_of_range_integer_result_keeps_its_type(runtime: glovebox.Runtime, hostile: Path) -> None:
+    runtime.register_all(hostile)
+    result = runtime.call("hostile-wide-u8", {})
+    assert result.output == 0xFF  # the canonical ABI keeps the low byte: never past the schema's maximum
+
+
+def test_a_deep_variant_input_is_refused_by_its_depth_not_a_crash(runtime: glovebox.Runtime, tmp_path: Path) -> None:
+    deep = "u8"
+    for _ in range(30):
+        deep = f"option<{deep}>"
+    wit = _wit(tmp_path, f"package test:deep@0.1.0;\nworld deep {{ export f: func(v: {deep}); }}\n")
+    runtime.register_all(dummy_component(wit, "deep", tmp_path / "deep.wasm"))
+    value: object = 1
+    for _ in range(5_000):  # past Python's recursion limit
+        value = {"some": value}
+    refused = runtime.call("deep-f", {"v": value})
+    assert refused.error is not None and refused.error.code == "invalid_input"
+    fits: object = 1
+    for _ in range(29):
+        fits = {"some": fits}
+    ran = runtime.call("deep-f", {"v": fits})
+    assert ran.error is not None and ran.error.code == "guest_trap"  # converted, then the stub traps
 
 
 def test_bad_inputs_name_the_path(runtime: glovebox.Runtime, hostile: Path) -> None:
@@ -180,7 +207,7 @@ def test_cli_register_lists_every_tool(hostile: Path, tmp_path: Path) -> None:
 
     result = CliRunner().invoke(cli, ["register", str(hostile)])
     assert result.exit_code == 0, result.output
-    assert result.output.count("registered hostile-") == 6
+    assert result.output.count("registered hostile-") == 8
     listed = CliRunner().invoke(cli, ["register", str(hostile), "--json"])
     assert listed.exit_code == 0, listed.output
     assert [tool["name"] for tool in json.loads(listed.output)][0] == "hostile-bad-utf8"

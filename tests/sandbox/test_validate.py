@@ -213,13 +213,13 @@ def test_import_outside_the_world(
     assert_registry_untouched(runtime)
 
 
-def test_wasi_http_is_refused_with_the_reason(
+def test_wasi_http_other_than_outgoing_requests_is_refused_with_the_reason(
     runtime: glovebox.Runtime, wat_component: Callable[[str, str], Path]
 ) -> None:
-    # Not linked: wasmtime's own HTTP client would go around the HTTP capability (docs/guide/components.md).
-    name = "wasi:http/outgoing-handler@0.2.0"
+    # types and outgoing-handler go through the HTTP capability (test_wasi_http.py); serving HTTP is no tool's.
+    name = "wasi:http/incoming-handler@0.2.0"
     text = f"(component {_WASI_ENV.format(name=name)} {_CORE} {_GOOD_CALL})"
-    with pytest.raises(glovebox.InvalidArtifact, match=r"glovebox does not link wasi:http, because wasmtime-py"):
+    with pytest.raises(glovebox.InvalidArtifact, match=r"glovebox links only `wasi:http/types` and"):
         runtime.register(wat_component("http", text), manifest={"name": "http"})
     assert_registry_untouched(runtime)
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import glovebox
-from tests.typedguests import TYPED, WASIP2, built_rust, dummy_component
+from tests.typedguests import TYPED, WASIP2, built_rust
 
 pytestmark = [pytest.mark.system, pytest.mark.slow]
 
@@ -150,16 +150,50 @@ def test_a_grant_with_dot_dot_or_an_absolute_path_is_an_invalid_policy(tmp_path:
             glovebox.load_policy(path)
 
 
-def test_wasi_http_is_refused_with_the_reason(runtime: glovebox.Runtime, tmp_path: Path) -> None:
-    wit = tmp_path / "wit"
-    (wit / "deps" / "http").mkdir(parents=True)
-    (wit / "deps" / "http" / "handler.wit").write_text(
-        "package wasi:http@0.2.6;\ninterface outgoing-handler { handle: func(url: string) -> string; }\n"
-    )
-    (wit / "world.wit").write_text(
-        "package test:fetch@0.1.0;\nworld fetch { import wasi:http/outgoing-handler@0.2.6; export go: func(); }\n"
-    )
-    component = dummy_component(wit, "fetch", tmp_path / "fetch.wasm")
-    with pytest.raises(glovebox.InvalidArtifact, match="glovebox does not link wasi:http") as caught:
-        runtime.register_all(component)
-    assert "http-fetch" in str(caught.value)
+def test_a_guest_writing_in_a_loop_is_stopped_at_its_quota_inside_the_call(tmp_path: Path, probe_wasm: Path) -> None:
+    quota = 64 * 1024
+    grant = {"tool": "probe-*", "files": [{"directory": "loop", "access": "read_write", "quota_bytes": quota}]}
+    with _runtime(tmp_path, grant) as rt:
+        rt.register_all(probe_wasm, manifest={**DECLARES_FILES, "limits": {"timeout_ms": 20_000}})
+        # 200 MB asked for, 4 KiB a write: stopped long before, not at the end of the call.
+        result = rt.call("probe-fill", {"path": "/files/big", "chunk": 4096, "times": 50_000})
+        assert code(result) == "capability_denied"
+        assert result.error is not None and result.error.details["quota_bytes"] == quota
+        assert result.meta["duration_ms"] < 15_000
+        on_disk = (tmp_path / "home" / "files" / "loop" / "big").stat().st_size
+        assert quota < on_disk < 32 * 1024 * 1024  # overshoot: what the guest writes in a few milliseconds
+        # Escapes count for nothing: `..` out of the directory and a symlink out fail in the guest.
+        (tmp_path / "outside").write_text("")
+        (tmp_path / "home" / "files" / "loop" / "out").symlink_to(tmp_path / "outside")
+        for path in ("/files/../../../outside", "/files/out"):
+            escaped = rt.call("probe-fill", {"path": path, "chunk": 4096, "times": 10})
+            assert code(escaped) == "guest_error", path
+        assert (tmp_path / "outside").read_text() == ""
+
+
+def test_a_loop_within_its_quota_runs_to_the_end(tmp_path: Path, probe_wasm: Path) -> None:
+    grant = {"tool": "probe-*", "files": [{"directory": "fits", "access": "read_write", "quota_bytes": 1 << 20}]}
+    with _runtime(tmp_path, grant) as rt:
+        rt.register_all(probe_wasm, manifest=DECLARES_FILES)
+        assert rt.call("probe-fill", {"path": "/files/f", "chunk": 1000, "times": 1000}).output == 1_000_000
+
+
+def test_hard_links_made_by_the_guest_count_once_per_name(tmp_path: Path, probe_wasm: Path) -> None:
+    grant = {"tool": "probe-*", "files": [{"directory": "hl", "access": "read_write", "quota_bytes": 100}]}
+    with _runtime(tmp_path, grant) as rt:
+        rt.register_all(probe_wasm, manifest=DECLARES_FILES)
+        assert rt.call("probe-write-file", {"path": "/files/a", "data": "x" * 60}).ok
+        linked = rt.call("probe-hard-link", {"target": "/files/a", "name": "/files/b"})
+        assert code(linked) == "capability_denied"  # 120 bytes by name: over the quota
+        after = rt.call("probe-write-file", {"path": "/files/c", "data": "y"})
+        assert code(after) == "capability_denied"  # and a directory holding a hard link is refused
+        assert "hard links" in str(after.error)
+
+
+def test_the_deadline_holds_while_the_quota_is_watched(tmp_path: Path, probe_wasm: Path) -> None:
+    grant = {"tool": "probe-*", "files": [{"directory": "slow", "access": "read_write", "quota_bytes": 1 << 30}]}
+    with _runtime(tmp_path, grant) as rt:
+        rt.register_all(probe_wasm, manifest={**DECLARES_FILES, "limits": {"timeout_ms": 300}})
+        slow = rt.call("probe-fill", {"path": "/files/f", "chunk": 1, "times": 4_000_000_000})
+        assert code(slow) == "timeout", slow.to_dict()
+        assert slow.meta["duration_ms"] < 5_000

@@ -86,6 +86,7 @@ _LIFT_ERRORS = (
     "invalid variant discriminant",
     "invalid discriminant",
     "out of range [",  # a variant's or enum's discriminant past its cases
+    "out of range for `char`",  # a surrogate or a value past U+10FFFF for a char
     "unexpected end of",
     "realloc return",
     "pointer not aligned",

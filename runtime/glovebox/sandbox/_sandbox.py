@@ -39,7 +39,7 @@ from ._host import make_linker
 from ._outcome import Ending, call_error
 from ._typed import OutputTooBig, TypedExport, call_typed, export_index, typed_exports
 from ._validate import imports_wasi
-from ._wasi import wasi_config
+from ._wasi import wasi_config, wasi_http_linker, watch_quota
 from ._witvalues import ConversionError, params_from_json
 
 __all__ = ["Outcome", "Sandbox"]
@@ -81,6 +81,9 @@ class Sandbox:
             wants = self._wants_wasi[component] = imports_wasi(self.shared.engine, component)
         if not wants:
             return self._linker
+        own = wasi_http_linker(self.shared.engine, component)  # wasi:http: glovebox's own WASI host
+        if own is not None:
+            return own
         if self._wasi_linker is None:
             linker = make_linker(self.shared.engine)
             linker.add_wasip2()
@@ -110,6 +113,7 @@ class Sandbox:
         if wasi if wasi is not None else self._linker_for(component) is not self._linker:
             # Nothing inherited (see ``_wasi``): stdio into the call's logs, a granted directory at most.
             store.set_wasi(wasi_config(state, files))
+            watch_quota(store, files, state)  # a read-write files grant's quota, held while the call runs
         return store
 
     def run(

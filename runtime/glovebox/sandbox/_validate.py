@@ -7,12 +7,14 @@ component, not a core module; they compile (in a child process, see
 nothing but the interfaces of the host (``glovebox:tool/host@0.1.0`` and those of every
 registered capability: ``sql``, ``kv``, ...) and, for guests built on
 a WASI libc (Python), the WASI 0.2.x interfaces in ``_world.WASI_INTERFACES``, which
-the sandbox links with nothing granted (see ``_sandbox``). Each refusal says
+the sandbox links with nothing granted (see ``_sandbox``), and ``wasi:http/types`` and
+``outgoing-handler``, linked through the HTTP capability (see ``_wasihttp``). Each refusal says
 which check failed and what to do about it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import wasmtime
@@ -31,6 +33,8 @@ __all__ = [
 ]
 
 MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
+#: The wasi:http interfaces a tool may import: requests go through the ``http`` capability.
+_WASI_HTTP = re.compile(r"^wasi:http/(types|outgoing-handler)@0\.2\.\d+$")
 _MAGIC = b"\0asm"
 _CORE_VERSION = b"\x01\x00\x00\x00"
 _COMPONENT_LAYER = b"\x0d\x00\x01\x00"
@@ -101,11 +105,12 @@ def _check_imports(imports: Mapping[str, object], engine: wasmtime.Engine, sourc
         if is_wasi_import(name):
             continue
         if name.startswith("wasi:http/"):
+            if _WASI_HTTP.match(name):
+                continue  # linked through the http capability (``_wasihttp``)
             raise InvalidArtifact(
-                f"{source} imports `{name}`: glovebox does not link wasi:http, because wasmtime-py offers only "
-                "wasmtime's own HTTP client, which would reach the network around glovebox's HTTP capability "
-                "(its allowlist, SSRF defence, deadline, secrets and audit); fetch through "
-                "`glovebox:tool/host@0.1.0#http-fetch` instead"
+                f"{source} imports `{name}`: of wasi:http, glovebox links only `wasi:http/types` and "
+                "`wasi:http/outgoing-handler` (0.2.x), through its HTTP capability; a component serving HTTP "
+                "is not a tool"
             )
         provided = provided_by.get(name)
         if provided is None:

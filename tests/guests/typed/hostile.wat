@@ -17,6 +17,8 @@
     (i32.store (i32.const 4) (i32.const 1048576))
     (i32.const 0))
   (func (export "bad-enum") (result i32) (i32.const 7))
+  (func (export "bad-char") (result i32) (i32.const 0xD800))
+  (func (export "wide-u8") (result i32) (i32.const 0x1FF))
   (func (export "spin") (loop $forever (br $forever)))
   (func (export "echo-str") (param i32 i32) (result i32)
     (i32.store (i32.const 0) (local.get 0))

@@ -18,9 +18,10 @@ then fails answers ``capability_denied``):
   preopened directory, so ``..`` and symlinks pointing out fail inside the guest;
 - the quota: wasmtime-py gives the host no hook on writes, so the directory's
   size (regular files' bytes, at most :data:`MAX_ENTRIES` entries) is measured
-  before and after each read-write call; a call that leaves it over the quota
-  and larger than it found it fails with ``capability_denied`` (what it wrote
-  stays: one call can overshoot by what it writes before its deadline).
+  while a read-write call runs, at every epoch tick (``sandbox._wasi.watch_quota``),
+  and once more after it; a call that takes it over the quota and larger than it
+  found it is stopped and fails with ``capability_denied`` (what it wrote stays:
+  the overshoot is what it writes between two measures).
 """
 
 from __future__ import annotations

@@ -38,6 +38,21 @@ impl Guest for Probe {
             .unwrap_or(0)
     }
 
+    fn fill(path: String, chunk: u32, times: u32) -> Result<u64, String> {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| e.to_string())?;
+        let data = vec![b'z'; chunk as usize];
+        let mut written = 0u64;
+        for _ in 0..times {
+            file.write_all(&data).map_err(|e| format!("after {written} bytes: {e}"))?;
+            written += chunk as u64;
+        }
+        Ok(written)
+    }
+
     fn list_dir(path: String) -> Result<Vec<String>, String> {
         let entries = std::fs::read_dir(&path).map_err(|e| e.to_string())?;
         let mut names: Vec<String> = entries
