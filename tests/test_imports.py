@@ -191,10 +191,12 @@ GLOVEBOX = {
     "glovebox.runs._result",
     "glovebox.runs._runner",
     "glovebox.runs._schema",
+    "glovebox.runs._seal",
     "glovebox.runs._store",
     "glovebox.runs._tools",
     "glovebox.runs._types",
     "glovebox.runtime._coderun",
+    "glovebox.runtime._runbundle",  # export_run, verify_run_bundle (cryptography only when they run)
     "glovebox.runtime._runenv",
 }
 

@@ -55,6 +55,7 @@ from .policy import Approval, Decision, Policy, load_policy
 from .registry._keyring import Keyring, generate_keypair, sign
 from .runs._result import RunResult
 from .runtime._backend import CallBackend
+from .runtime._runbundle import RunBundleCheck, export_run, verify_run_bundle
 from .runtime._runtime import Runtime
 from .scale._factory import open_backend
 from .scale._procpool import ProcessPool
@@ -113,6 +114,7 @@ __all__ = [
     "RunBusy",
     "RunDiverged",
     "RunLimit",
+    "RunBundleCheck",
     "RunResult",
     "Runtime",
     "SecretRule",
@@ -127,6 +129,7 @@ __all__ = [
     "UpstreamError",
     "WideningRefused",
     "build",
+    "export_run",
     "export_tools",
     "generate_keypair",
     "import_graphql",
@@ -137,5 +140,6 @@ __all__ = [
     "sign",
     "tool_input",
     "tool_name_map",
+    "verify_run_bundle",
     "__version__",
 ]

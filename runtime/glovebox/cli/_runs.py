@@ -16,7 +16,7 @@ from ..core._jsonlimits import JsonRejected
 from ..core._jsonlimits import loads as loads_json
 from ..runs._result import RunResult
 from ..runtime._coderun import lang_of
-from ._base import dump, open_runtime
+from ._base import dump, home_of, open_runtime
 
 __all__ = ["run", "runs"]
 
@@ -174,3 +174,46 @@ def gc_runs(ctx: click.Context, older_than_days: float | None) -> None:
         keep_s = rt.runs.retention_s() if older_than_days is None else older_than_days * 86400
         removed = rt.runs.collect(keep_s)
     click.echo(f"{len(removed)} finished run(s) removed")
+
+
+@runs.command(name="export")
+@click.argument("run_id")
+@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False), help="The bundle to write.")
+@click.option(
+    "--key",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The Ed25519 private key (PEM) to sign with (default: the home's keys/run-bundles.key, made on first use).",
+)
+@click.option("--by", metavar="PRINCIPAL", help="Who exports, recorded in the bundle (default: nobody named).")
+@click.pass_context
+def export_bundle(ctx: click.Context, run_id: str, output: str, key: str | None, by: str | None) -> None:
+    """Write run RUN_ID's signed evidence bundle: its program and digest, journal, audit rows with their chain
+    positions, approvals, artifact digests and the policy's digest."""
+    from ..runtime._runbundle import bundle_key, export_run
+
+    with open_runtime(ctx) as rt:
+        try:
+            signature = export_run(rt, run_id, output, key=key, by=by)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'RUN_ID'") from exc
+        public = Path(key).with_suffix(".pub") if key else bundle_key(rt.home).with_suffix(".pub")
+    click.echo(f"wrote {output}, signed by {signature['key_id']} (public key: {public})")
+
+
+@runs.command(name="verify")
+@click.argument("bundle", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--key",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The signer's Ed25519 public key (PEM) (default: the keys this home trusts, glovebox keys trust).",
+)
+@click.pass_context
+def verify_bundle(ctx: click.Context, bundle: str, key: str | None) -> None:
+    """Check a run bundle with a public key only: any changed byte, or another signer, is refused (exit 1)."""
+    from ..runtime._runbundle import verify_run_bundle
+
+    found = verify_run_bundle(bundle, key=key, home=None if key else home_of(ctx))
+    click.echo(
+        f"ok: run {found.run_id}, program {found.program_digest}, {found.steps} steps,"
+        f" {found.audit_rows} audit rows, {found.approvals} approvals, signed by {found.key_id}"
+    )
