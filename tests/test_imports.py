@@ -189,6 +189,8 @@ GLOVEBOX = {
     "glovebox.runs._leases",
     "glovebox.runs._records",
     "glovebox.runs._result",
+    "glovebox.runs._rollback",
+    "glovebox.runs._compensations",
     "glovebox.runs._runner",
     "glovebox.runs._schema",
     "glovebox.runs._seal",
@@ -196,6 +198,7 @@ GLOVEBOX = {
     "glovebox.runs._tools",
     "glovebox.runs._types",
     "glovebox.runtime._coderun",
+    "glovebox.runtime._runrollback",  # rollback_run
     "glovebox.runtime._runbundle",  # export_run, verify_run_bundle (cryptography only when they run)
     "glovebox.runtime._runenv",
 }

@@ -54,8 +54,10 @@ from .model._result import CallResult, ToolInfo
 from .policy import Approval, Decision, Policy, load_policy
 from .registry._keyring import Keyring, generate_keypair, sign
 from .runs._result import RunResult
+from .runs._rollback import RollbackResult
 from .runtime._backend import CallBackend
 from .runtime._runbundle import RunBundleCheck, export_run, verify_run_bundle
+from .runtime._runrollback import rollback_run
 from .runtime._runtime import Runtime
 from .scale._factory import open_backend
 from .scale._procpool import ProcessPool
@@ -111,10 +113,11 @@ __all__ = [
     "RateLimited",
     "RegistrationError",
     "RegistryError",
+    "RollbackResult",
+    "RunBundleCheck",
     "RunBusy",
     "RunDiverged",
     "RunLimit",
-    "RunBundleCheck",
     "RunResult",
     "Runtime",
     "SecretRule",
@@ -137,6 +140,7 @@ __all__ = [
     "import_sql",
     "load_policy",
     "open_backend",
+    "rollback_run",
     "sign",
     "tool_input",
     "tool_name_map",

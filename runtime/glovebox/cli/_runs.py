@@ -40,8 +40,14 @@ def _finish(result: RunResult) -> None:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--input", "raw_input", help="The program's input as JSON text ('-' reads stdin; default: null).")
 @click.option("--principal", help="Whose run it is: every nested call is this principal's (default: anonymous).")
+@click.option(
+    "--rollback-on-failure",
+    is_flag=True,
+    help="When the run fails, roll it back: call the compensations of its completed writes, newest first"
+    " (printed as the envelope's rollback; default: off).",
+)
 @click.pass_context
-def run(ctx: click.Context, file: str, raw_input: str | None, principal: str | None) -> None:
+def run(ctx: click.Context, file: str, raw_input: str | None, principal: str | None, rollback_on_failure: bool) -> None:
     """Run the program FILE (.js or .ts: export default async function (input, tools)); print the run envelope."""
     try:
         lang = lang_of(file)
@@ -51,6 +57,13 @@ def run(ctx: click.Context, file: str, raw_input: str | None, principal: str | N
     code = Path(file).read_text(encoding="utf-8")
     with open_runtime(ctx) as rt:
         result = rt.run(code, input=value, principal=principal, lang=lang)
+        if rollback_on_failure and result.status == "failed" and result.run_id:
+            from ..runtime._runrollback import rollback_run
+
+            envelope = result.to_dict()
+            envelope["rollback"] = rollback_run(rt, result.run_id).to_dict()
+            click.echo(dump(envelope))
+            sys.exit(1)
     _finish(result)
 
 
@@ -217,3 +230,27 @@ def verify_bundle(ctx: click.Context, bundle: str, key: str | None) -> None:
         f"ok: run {found.run_id}, program {found.program_digest}, {found.steps} steps,"
         f" {found.audit_rows} audit rows, {found.approvals} approvals, signed by {found.key_id}"
     )
+
+
+@runs.command()
+@click.argument("run_id")
+@click.option(
+    "--by",
+    metavar="PRINCIPAL",
+    help="Who rolls back, recorded in each compensation's audit row; another principal than the run's needs"
+    " glovebox:audit and the approver scope (default: the run's own principal).",
+)
+@click.pass_context
+def rollback(ctx: click.Context, run_id: str, by: str | None) -> None:
+    """Roll finished run RUN_ID back: call the compensations its tools declare for its completed writes,
+    newest first, each a full audited call, journaled (a rollback that died resumes: a compensation already
+    made is not made again). Exit 0 when every one was made, 1 when one failed or waits for an approval."""
+    from ..runtime._runrollback import rollback_run
+
+    with open_runtime(ctx) as rt:
+        try:
+            result = rollback_run(rt, run_id, by=by)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'RUN_ID'") from exc
+    click.echo(dump(result.to_dict()))
+    sys.exit(0 if result.ok else 1)

@@ -38,7 +38,8 @@ CREATE TABLE IF NOT EXISTS runs (
     first_call_id TEXT,
     program_digest TEXT,
     seal TEXT,
-    journal_head TEXT
+    journal_head TEXT,
+    rollback TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_principal ON runs (principal, created);
 CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status, updated);
@@ -59,6 +60,19 @@ CREATE TABLE IF NOT EXISTS journal (
     seal TEXT,
     PRIMARY KEY (run_id, seq)
 );
+CREATE TABLE IF NOT EXISTS compensations (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    tool TEXT NOT NULL,
+    input TEXT NOT NULL,
+    state TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    result TEXT,
+    reran INTEGER NOT NULL DEFAULT 0,
+    started REAL NOT NULL,
+    finished REAL,
+    PRIMARY KEY (run_id, seq)
+);
 """
 
 #: Columns added after the first release, per table (a store made before them gets them on open).
@@ -72,6 +86,7 @@ _ADDED = {
         ("program_digest", "TEXT"),
         ("seal", "TEXT"),
         ("journal_head", "TEXT"),
+        ("rollback", "TEXT"),
     ),
     # the texts a replay answers from without parsing (NULL in a step written before them)
     "journal": (("asked", "TEXT"), ("answer", "TEXT"), ("summary", "TEXT"), ("seal", "TEXT")),

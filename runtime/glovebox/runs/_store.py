@@ -22,12 +22,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from . import _claims, _gc, _journal, _seal
+from . import _claims, _compensations, _gc, _journal, _seal
+from ._compensations import Compensation
 from ._records import COLUMNS, FINISHED, JournalStep, Lease, RecordedStep, RunRecord, record_of
 from ._schema import open_database
 from ._seal import home_key, program_digest, run_seal
 
-__all__ = ["FINISHED", "JournalStep", "Lease", "RecordedStep", "RunRecord", "RunStore"]
+__all__ = ["FINISHED", "Compensation", "JournalStep", "Lease", "RecordedStep", "RunRecord", "RunStore"]
 
 
 class RunStore:
@@ -228,3 +229,36 @@ class RunStore:
     def forget_step(self, run_id: str, seq: int, *, owner: str | None = None) -> None:
         """Drop step ``seq`` (a call that paused the run: after the approval it is made again)."""
         _journal.forget_step(self._db, self._key, run_id, seq, owner=owner)
+
+    # -- rollbacks (:mod:`._compensations`; each write fenced by the rollback's lease) --
+
+    def claim_rollback(self, run_id: str, lease: Lease, *, dead: str | None = None) -> bool:
+        """Take the finished run's lease for a rollback; whether it did (else another holds it)."""
+        return _compensations.claim(self._db, run_id, lease, dead)
+
+    def release_rollback(self, run_id: str, owner: str, status: str) -> None:
+        """End the rollback holding ``owner``'s lease, recording how it stands (``rolled_back``, ``incomplete``)."""
+        _compensations.release(self._db, run_id, owner, status)
+
+    def compensations(self, run_id: str) -> dict[int, Compensation]:
+        """The run's compensations so far, by the journal step each undoes."""
+        return _compensations.read(self._db, run_id)
+
+    def rollback_status(self, run_id: str) -> str | None:
+        """How the run's rollback stands: None (never rolled back), ``rolling_back``, ``rolled_back``
+        or ``incomplete``."""
+        with self._db.connection() as db:
+            row = db.execute("SELECT rollback FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else row[0]
+
+    def begin_compensation(self, run_id: str, seq: int, tool: str, input: Any, call_id: str, *, owner: str) -> None:
+        """Write the compensation of step ``seq`` ``started`` before it is called."""
+        _compensations.begin(self._db, run_id, seq, tool, input, call_id, owner)
+
+    def finish_compensation(self, run_id: str, seq: int, envelope: dict[str, Any], *, owner: str) -> None:
+        """Write the compensation's envelope once it answered."""
+        _compensations.finish(self._db, run_id, seq, envelope, owner)
+
+    def forget_compensation(self, run_id: str, seq: int, *, owner: str) -> None:
+        """Drop the compensation of step ``seq`` (it waits for an approval)."""
+        _compensations.forget(self._db, run_id, seq, owner)
