@@ -190,6 +190,7 @@ GLOVEBOX = {
     "glovebox.runs._records",
     "glovebox.runs._result",
     "glovebox.runs._rollback",
+    "glovebox.runs._drift",
     "glovebox.runs._compensations",
     "glovebox.runs._runner",
     "glovebox.runs._schema",
@@ -199,6 +200,7 @@ GLOVEBOX = {
     "glovebox.runs._types",
     "glovebox.runtime._coderun",
     "glovebox.runtime._runrollback",  # rollback_run
+    "glovebox.runtime._runreplay",  # replay_run
     "glovebox.runtime._runbundle",  # export_run, verify_run_bundle (cryptography only when they run)
     "glovebox.runtime._runenv",
 }

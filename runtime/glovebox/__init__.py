@@ -53,10 +53,12 @@ from .model._manifest import Capabilities, Limits, Manifest
 from .model._result import CallResult, ToolInfo
 from .policy import Approval, Decision, Policy, load_policy
 from .registry._keyring import Keyring, generate_keypair, sign
+from .runs._drift import DriftReport
 from .runs._result import RunResult
 from .runs._rollback import RollbackResult
 from .runtime._backend import CallBackend
 from .runtime._runbundle import RunBundleCheck, export_run, verify_run_bundle
+from .runtime._runreplay import replay_run
 from .runtime._runrollback import rollback_run
 from .runtime._runtime import Runtime
 from .scale._factory import open_backend
@@ -79,6 +81,7 @@ __all__ = [
     "CapabilityDenied",
     "CircuitOpen",
     "Decision",
+    "DriftReport",
     "ERROR_CODES",
     "EngineSettings",
     "EvaluationFailed",
@@ -140,6 +143,7 @@ __all__ = [
     "import_sql",
     "load_policy",
     "open_backend",
+    "replay_run",
     "rollback_run",
     "sign",
     "tool_input",

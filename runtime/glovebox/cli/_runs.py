@@ -254,3 +254,27 @@ def rollback(ctx: click.Context, run_id: str, by: str | None) -> None:
             raise click.BadParameter(str(exc), param_hint="'RUN_ID'") from exc
     click.echo(dump(result.to_dict()))
     sys.exit(0 if result.ok else 1)
+
+
+@runs.command()
+@click.argument("run_id")
+@click.option(
+    "--against",
+    type=click.Choice(["current"]),
+    default="current",
+    show_default=True,
+    help="What to replay against: current, the tool versions registered now.",
+)
+@click.pass_context
+def replay(ctx: click.Context, run_id: str, against: str) -> None:
+    """Re-run run RUN_ID's program against today's tool versions: writes answered from its journal, reads
+    called live; print the report, naming the first step whose answer diverges (exit 1 unless the same)."""
+    from ..runtime._runreplay import replay_run
+
+    with open_runtime(ctx) as rt:
+        try:
+            report = replay_run(rt, run_id, against=against)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'RUN_ID'") from exc
+    click.echo(dump(report.to_dict()))
+    sys.exit(0 if report.status == "same" else 1)

@@ -205,6 +205,14 @@ class Runner:
             record = self._get(run_id)  # it moved on meanwhile (resumed, paused, or finished)
         return self.result_of(self._get(run_id))
 
+    def execute(self, record: RunRecord, host_calls: Any) -> Any:
+        """Run ``record``'s program once, in a fresh sandbox of its runner under the run's limits, with
+        ``host_calls`` answering every host call (its ``host_call(kind, request)``) and no journal or
+        lease touched: a replay against today's tools (:mod:`._drift`). The sandbox's outcome."""
+        request = {"script": record.script, "input": record.input, "tools": self.tools.names(record.principal)}
+        request["replay"] = False
+        return self._env.sandbox.run(self._component(), json.dumps(request), self.limits, host_calls=host_calls)
+
     def result_of(self, record: RunRecord) -> RunResult:
         """A run's last known result, as the store holds it."""
         saved = record.result or {}
