@@ -201,6 +201,8 @@ GLOVEBOX = {
     "glovebox.runtime._coderun",
     "glovebox.runtime._runrollback",  # rollback_run
     "glovebox.runtime._runreplay",  # replay_run
+    "glovebox.runtime._runsave",  # save_run
+    "glovebox.runtime.executors._program",  # saved programs' calls
     "glovebox.runtime._runbundle",  # export_run, verify_run_bundle (cryptography only when they run)
     "glovebox.runtime._runenv",
 }

@@ -60,6 +60,7 @@ from .runtime._backend import CallBackend
 from .runtime._runbundle import RunBundleCheck, export_run, verify_run_bundle
 from .runtime._runreplay import replay_run
 from .runtime._runrollback import rollback_run
+from .runtime._runsave import save_run
 from .runtime._runtime import Runtime
 from .scale._factory import open_backend
 from .scale._procpool import ProcessPool
@@ -145,6 +146,7 @@ __all__ = [
     "open_backend",
     "replay_run",
     "rollback_run",
+    "save_run",
     "sign",
     "tool_input",
     "tool_name_map",

@@ -278,3 +278,43 @@ def replay(ctx: click.Context, run_id: str, against: str) -> None:
             raise click.BadParameter(str(exc), param_hint="'RUN_ID'") from exc
     click.echo(dump(report.to_dict()))
     sys.exit(0 if report.status == "same" else 1)
+
+
+@runs.command()
+@click.argument("run_id")
+@click.option("--as", "name", required=True, help="The tool's name.")
+@click.option(
+    "--input-schema",
+    type=click.Path(exists=True, dir_okay=False),
+    help="A JSON Schema file for the tool's input (default: inferred from the run's input).",
+)
+@click.option("--version", "version", default="1.0.0", show_default=True, help="The tool's version.")
+@click.option("--description", help="What the tool does (default: names the run).")
+@click.option(
+    "--by",
+    metavar="PRINCIPAL",
+    help="Who saves it: needs the scope glovebox:save (default: the run's own principal).",
+)
+@click.pass_context
+def save(
+    ctx: click.Context,
+    run_id: str,
+    name: str,
+    input_schema: str | None,
+    version: str,
+    description: str | None,
+    by: str | None,
+) -> None:
+    """Register run RUN_ID's program (a run that ended done) as the tool NAME: calling it runs the program
+    as the caller, every nested call under the caller's policy."""
+    import json
+
+    from ..runtime._runsave import save_run
+
+    schema = None if input_schema is None else json.loads(Path(input_schema).read_text(encoding="utf-8"))
+    with open_runtime(ctx) as rt:
+        try:
+            info = save_run(rt, run_id, name, input_schema=schema, version=version, description=description, by=by)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'RUN_ID'") from exc
+    click.echo(f"saved {info.name}@{info.version} {info.digest} (a program)")

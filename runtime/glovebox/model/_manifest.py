@@ -62,7 +62,7 @@ MIB = 1024 * 1024
 #: its code does not run on this host, so no sandbox applies to it), or an imported
 #: database tool (``sql``: the generic SQL guest runs the input's statement), or one
 #: typed function of any component (``component``: see ``Export``).
-ToolKind = Literal["wasm", "openapi", "graphql", "mcp-remote", "sql", "component"]
+ToolKind = Literal["wasm", "openapi", "graphql", "mcp-remote", "sql", "component", "program"]
 
 
 class Limits(Frozen):
