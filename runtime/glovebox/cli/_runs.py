@@ -1,4 +1,5 @@
-"""``glovebox run FILE`` and ``glovebox runs list|show|resume|cancel|gc`` (thin, like the rest of the CLI).
+"""``glovebox run FILE`` and ``glovebox runs list|show|resume|cancel|types|gc|save|rollback|export|verify|replay``
+(thin, like the rest of the CLI).
 
 Each prints the run envelope (``RunResult.to_dict()``) and exits 0 when the run
 is done, 1 otherwise (paused, failed, cancelled).
@@ -69,7 +70,8 @@ def run(ctx: click.Context, file: str, raw_input: str | None, principal: str | N
 
 @click.group()
 def runs() -> None:
-    """List, show, resume and cancel the runs of a home (glovebox run FILE starts one)."""
+    """List, show, resume, cancel, save, roll back, export, verify and replay the runs of a home (glovebox run
+    FILE starts one)."""
 
 
 @runs.command(name="list")

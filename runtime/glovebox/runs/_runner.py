@@ -106,10 +106,6 @@ class Runner:
         if record.status in FINISHED:
             return self.result_of(record)
         who = by or record.principal
-        try:
-            self.store.check(run_id)  # the program and journal are what the run wrote (``._seal``)
-        except (ProgramChanged, JournalTampered) as refused:
-            return self._tampered(record, who, refused)
         component = self._component()  # (built on first use: before the claim starts the lease's clock)
         lease, call_id = self._lease(), uuid.uuid4().hex
         claimed = self.store.claim(run_id, ("paused", "running"), lease=lease, by=who, call_id=call_id)
@@ -123,19 +119,23 @@ class Runner:
             return self.result_of(current)  # finished meanwhile
         if record.status == "running":  # its last attempt never ended: it died, or stalled past its lease
             self._abandoned(record, claimed, call_id)
+        try:  # held now, so no attempt writes meanwhile: the program and journal are what the run wrote
+            self.store.check(run_id)
+        except (ProgramChanged, JournalTampered) as refused:
+            return self._tampered(claimed, who, refused, lease.owner, call_id)
         return self._attempt(claimed, component, lease, call_id, by=who, previous=record.attempt_call_id)
 
-    def _tampered(self, record: RunRecord, by: str, refused: CallError) -> RunResult:
-        """A resume refused because the stored run is not what it wrote: the run ends ``failed`` with
-        ``refused`` (it never runs again), and the refusal has its audit row. Nothing ran."""
-        call_id = uuid.uuid4().hex
-        meta = {"principal": record.principal, "attempts": record.attempts, "call_id": call_id, "by": by}
+    def _tampered(self, record: RunRecord, by: str, refused: CallError, owner: str, call_id: str) -> RunResult:
+        """The attempt of a resume that found the stored run is not what it wrote (``record``: as claimed):
+        the run ends ``failed`` with ``refused`` (it never runs again), and the attempt has its audit row.
+        Nothing ran."""
+        meta = {"principal": record.principal, "attempts": record.attempts, "call_id": call_id, "resumed_by": by}
         result = RunResult(record.run_id, "failed", None, refused, [], meta)
-        self.store.set_status(record.run_id, "failed", result.to_dict(), only_from=record.status)
+        self.store.set_status(record.run_id, "failed", result.to_dict(), only_from="running", owner=owner)
         self._env.audit_attempt(
             RunAttempt(
-                call_id, record.run_id, record.principal, by, None, record.first_call_id, record.attempt_call_id,
-                "failed", refused.code, refused, record.source, record.input,
+                call_id, record.run_id, record.principal, by, record.attempts, record.first_call_id or call_id,
+                None, "failed", refused.code, refused, record.source, record.input,
             )
         )  # fmt: skip
         return result
