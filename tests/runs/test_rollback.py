@@ -168,6 +168,8 @@ def test_a_failing_third_step_is_rolled_back_in_reverse_once_each(home: tuple[Pa
     assert [row["call_id"] for row in rows] == [c["call_id"] for c in rollback["compensations"]]
     code, again = _cli(home, "runs", "rollback", envelope["run_id"])  # rolled back already: nothing more runs
     assert code == 0 and [c["replayed"] for c in again["compensations"]] == [True, True], again
+    code, shown = _cli(home, "runs", "show", envelope["run_id"])
+    assert shown["rollback"] == "rolled_back" and shown["program_digest"].startswith("sha256:"), shown
     assert ledger.committed == ["/make/a", "/make/b", "/undo/b", "/undo/a"]
 
 

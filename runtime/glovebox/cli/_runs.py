@@ -103,7 +103,7 @@ def list_runs(ctx: click.Context, principal: str | None, status: str | None, lim
 @click.pass_context
 def show(ctx: click.Context, run_id: str, with_journal: bool) -> None:
     """Print run RUN_ID's envelope (with --journal, its steps; a step marked reran ran twice: it was in flight
-    when the process running it died)."""
+    when the process running it died), its program digest and how its rollback stands."""
     with open_runtime(ctx) as rt:
         try:
             envelope = rt.runs.show(run_id).to_dict()
@@ -116,6 +116,8 @@ def show(ctx: click.Context, run_id: str, with_journal: bool) -> None:
         envelope["resumed_by"] = record.resumed_by
         envelope["cancelled_by"] = envelope["meta"].get("cancelled_by") if record.status == "cancelled" else None
         envelope["lease"] = None if not record.leased() else {"holder": record.lease_owner}
+        envelope["program_digest"] = rt.runs.store.program_digest(run_id)  # recorded at its start
+        envelope["rollback"] = rt.runs.store.rollback_status(run_id)  # None, rolling_back, rolled_back, incomplete
     if with_journal:
         envelope["journal"] = [step.to_dict() for step in steps]
     click.echo(dump(envelope))
