@@ -122,6 +122,7 @@ def home(tmp_path: Path, ledger: Ledger, build_guest: Callable[[str], Path]) -> 
 
 def _cli(home: tuple[Path, Path], *args: str) -> tuple[int, dict[str, Any]]:
     result = CliRunner().invoke(cli, ["--home", str(home[0]), "--policy", str(home[1]), *args])
+    assert result.output.startswith("{"), (result.output, result.exception)
     return result.exit_code, json.loads(result.output)
 
 

@@ -111,13 +111,14 @@ def show(ctx: click.Context, run_id: str, with_journal: bool) -> None:
             raise click.BadParameter(str(exc), param_hint="'RUN_ID'") from exc
         steps = rt.runs.journal(run_id)
         record = rt.runs.record(run_id)
+        digest, rollback = rt.runs.store.program_digest(run_id), rt.runs.store.rollback_status(run_id)
     envelope["reran"] = [step.seq for step in steps if step.reran]
     if record is not None:  # who resumed it last, who cancelled it, and who is executing it now (its lease)
         envelope["resumed_by"] = record.resumed_by
         envelope["cancelled_by"] = envelope["meta"].get("cancelled_by") if record.status == "cancelled" else None
         envelope["lease"] = None if not record.leased() else {"holder": record.lease_owner}
-        envelope["program_digest"] = rt.runs.store.program_digest(run_id)  # recorded at its start
-        envelope["rollback"] = rt.runs.store.rollback_status(run_id)  # None, rolling_back, rolled_back, incomplete
+        envelope["program_digest"] = digest  # recorded at its start
+        envelope["rollback"] = rollback  # None, rolling_back, rolled_back, incomplete
     if with_journal:
         envelope["journal"] = [step.to_dict() for step in steps]
     click.echo(dump(envelope))
