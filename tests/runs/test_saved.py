@@ -30,6 +30,7 @@ principals:
   author: {scopes: [text:read, glovebox:save]}
   reader: {scopes: [text:read]}
   outsider: {scopes: []}
+  admin: {scopes: [glovebox:approve]}
 defaults:
   action: block
 rules:
@@ -38,6 +39,8 @@ rules:
   - tool: calc
     action: allow
   - tool: word-total
+    action: allow
+  - tool: reviewed-total
     action: allow
 """
 
@@ -133,3 +136,23 @@ def test_saving_is_governed_by_the_policy(home: tuple[Path, Path], tmp_path: Pat
         "--input-schema", str(schema_file), "--by", "author",
     )  # fmt: skip
     assert code == 0 and out.startswith("saved word-total@2.0.0"), out
+
+
+@pytest.mark.system
+def test_a_program_saved_for_review_waits_for_an_approver_before_its_first_use(home: tuple[Path, Path]) -> None:
+    with glovebox.Runtime(home=home[0], policy=home[1]) as rt:
+        done = rt.run(PROGRAM, input={"text": "one"}, principal="author", lang="js")
+        glovebox.save_run(rt, done.run_id, "reviewed-total", review=True)
+        held = rt.call("reviewed-total", {"text": "a b"}, principal="reader")
+        assert held.error is not None and held.error.code == "approval_required", held.to_dict()
+        approval_id = held.error.details["approval_id"]
+        again = rt.call("reviewed-total", {"text": "a"}, principal="reader")  # one review, asked once
+        assert again.error is not None and again.error.details["approval_id"] == approval_id
+        with pytest.raises(glovebox.PermissionDenied):
+            rt.approve(approval_id, principal="author")  # the saver cannot review its own program
+        rt.approve(approval_id, principal="admin")
+        first = rt.call("reviewed-total", {"text": "a b"}, principal="reader")
+        assert first.ok and first.output == {"words": 2, "doubled": 4}, first.to_dict()
+        later = rt.call("reviewed-total", {"text": "a b c"}, principal="outsider")  # reviewed: no approval again
+        assert later.error is not None and later.error.code == "tool_not_found"  # (outsider's own policy still holds)
+        assert rt.call("reviewed-total", {"text": "x"}, principal="reader").ok

@@ -300,6 +300,11 @@ def replay(ctx: click.Context, run_id: str, against: str) -> None:
     metavar="PRINCIPAL",
     help="Who saves it: needs the scope glovebox:save (default: the run's own principal).",
 )
+@click.option(
+    "--review",
+    is_flag=True,
+    help="The first use waits for an approver (glovebox approve); once approved it runs without one (default: off).",
+)
 @click.pass_context
 def save(
     ctx: click.Context,
@@ -309,6 +314,7 @@ def save(
     version: str,
     description: str | None,
     by: str | None,
+    review: bool,
 ) -> None:
     """Register run RUN_ID's program (a run that ended done) as the tool NAME: calling it runs the program
     as the caller, every nested call under the caller's policy."""
@@ -319,7 +325,9 @@ def save(
     schema = None if input_schema is None else json.loads(Path(input_schema).read_text(encoding="utf-8"))
     with open_runtime(ctx) as rt:
         try:
-            info = save_run(rt, run_id, name, input_schema=schema, version=version, description=description, by=by)
+            info = save_run(
+                rt, run_id, name, input_schema=schema, version=version, description=description, by=by, review=review
+            )
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="'RUN_ID'") from exc
     click.echo(f"saved {info.name}@{info.version} {info.digest} (a program)")

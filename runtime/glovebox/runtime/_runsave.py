@@ -5,9 +5,10 @@ the run it came from and who saved it) in the registry's blob store; calling
 it runs the program as the caller (:mod:`glovebox.runtime.executors._program`).
 Its input schema is the one given, or inferred from the run's input
 (:func:`infer_schema`). Saving is governed by the policy: the saver needs the
-scope :data:`SAVE_SCOPE`; every use of the tool is an ordinary call the
-policy decides (a rule ``action: require_approval`` for it holds each call
-for a person).
+scope :data:`SAVE_SCOPE`; a program saved with ``review`` waits for an
+approver before its first use (:mod:`glovebox.runtime.executors._program`);
+every use is an ordinary call the policy decides (a rule ``action:
+require_approval`` for it holds each call for a person).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def save_run(
     version: str = "1.0.0",
     description: str | None = None,
     by: str | None = None,
+    review: bool = False,
 ) -> ToolInfo:
     """Register run ``run_id``'s program as the tool ``name@version``.
 
@@ -73,6 +75,8 @@ def save_run(
         version: its version.
         description: what it does (default: names the run).
         by: who saves it (default: the run's principal); needs the scope ``glovebox:save``.
+        review: whether its first use waits for a person's approval (its review); once approved,
+            it runs without one.
 
     Raises:
         ValueError: there is no such run, or it did not finish ``done``.
@@ -99,13 +103,15 @@ def save_run(
         input_schema=infer_schema(record.input) if input_schema is None else input_schema,
         kind="program",
     )
-    descriptor = {
+    descriptor: dict[str, Any] = {
         "lang": record.lang,
         "source": record.source,
         "program_digest": rt.runs.store.program_digest(run_id),
         "run_id": run_id,
         "saved_by": saver,
     }
+    if review:
+        descriptor["review"] = True
     data = canonical_json(descriptor).encode("utf-8", "surrogatepass")
     staging = rt.home / "cache"
     staging.mkdir(parents=True, exist_ok=True)

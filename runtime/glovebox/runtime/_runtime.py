@@ -147,7 +147,7 @@ class Runtime:
         self._workers: Workers | None = None  # where calls go instead of the chain (ProcessPool, RayRuntime)
         self._wasm_executor = WasmExecutor(self.home, self._wasm, self._gate, self._breakers, transport)
         remote = McpRemoteExecutor(self._registry, self._breakers)
-        program = ProgramExecutor(self._registry, lambda: self.runs)  # saved programs (glovebox runs save)
+        program = ProgramExecutor(self._registry, lambda: self.runs, lambda: self.policy)  # saved programs
         by_kind = {} if executor else {"mcp-remote": remote, "program": program}
         self._executors = Executors(executor or self._wasm_executor, by_kind)
         self._build_chain(self._executors)

@@ -14,16 +14,28 @@ output is the call's output; a run that fails answers its error (a nested
 A saved program called from inside a run is refused (``permission_denied``): a
 program cannot start another run, so runs never nest (and a program cannot call
 itself without end).
+
+**Reviewed once.** A program saved with ``review`` waits for a person before its
+first use: its first call answers ``approval_required`` (``details.approval_id``,
+a request of the saver for the tool, its input digest the program's digest), and
+once an approver approves it (``glovebox approve``) the program is marked
+reviewed (``HOME/programs/<hex>.reviewed``, naming who approved it and when) and
+runs from then on; a denied review answers ``permission_denied``.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...core._canonical import sha256_digest
-from ...core._errors import PermissionDenied, ToolNotFound, call_error
+from ...core._errors import ApprovalRequired, PermissionDenied, ToolNotFound, call_error
+from ...model._result import ToolInfo
+from ...policy._approvals import ApprovalStore
+from ...policy._models import Policy
 from ...registry._registry import Registry
 from .._call import Call
 from .._envelope import RUN_CONTEXT
@@ -51,9 +63,48 @@ def load_program(registry: Registry, digest: str) -> dict[str, Any]:
 class ProgramExecutor(Executor):
     """Runs a saved program as a run of the caller (see the module docstring)."""
 
-    def __init__(self, registry: Registry, runs: Callable[[], Runs]) -> None:
+    def __init__(self, registry: Registry, runs: Callable[[], Runs], policy: Callable[[], Policy]) -> None:
         self._registry = registry
         self._runs = runs
+        self._policy = policy
+        self._lock = threading.Lock()
+        self._approvals: ApprovalStore | None = None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._approvals is not None:
+                self._approvals.close()
+                self._approvals = None
+
+    def _review(self, info: ToolInfo, program: dict[str, Any]) -> None:
+        """Nothing once the program was reviewed; else ask for (or take up) its review's approval."""
+        folder = self._registry.home / "programs"
+        hex_digest = info.digest.removeprefix("sha256:")
+        reviewed, pending = folder / f"{hex_digest}.reviewed", folder / f"{hex_digest}.review"
+        if reviewed.exists():
+            return
+        with self._lock:
+            if self._approvals is None:
+                self._approvals = ApprovalStore(self._registry.home)
+            approvals = self._approvals
+        tool = f"{info.name}@{info.version}"
+        asked = approvals.get(pending.read_text().strip()) if pending.exists() else None
+        if asked is not None and asked.status in ("approved", "used"):
+            folder.mkdir(parents=True, exist_ok=True)
+            reviewed.write_text(json.dumps({"approval_id": asked.id, "by": asked.approved_by, "at": asked.approved_at}))
+            return
+        if asked is not None and asked.status == "denied":
+            raise PermissionDenied(
+                f"the review of saved program {tool} was denied: {asked.reason}", details={"approval_id": asked.id}
+            )
+        if asked is None or asked.expires_at <= time.time():
+            asked = approvals.request(str(program.get("saved_by")), tool, info.digest, self._policy().approvals.ttl_s)
+            folder.mkdir(parents=True, exist_ok=True)
+            pending.write_text(asked.id)
+        raise ApprovalRequired(
+            f"saved program {tool} waits for its review: approve {asked.id} (glovebox approve) before its first use",
+            details={"approval_id": asked.id, "review": True},
+        )
 
     def execute(self, call: Call) -> str:
         state = call.state
@@ -65,6 +116,8 @@ class ProgramExecutor(Executor):
                 details={"tool": info.name},
             )
         program = load_program(self._registry, info.digest)
+        if program.get("review"):
+            self._review(info, program)
         principal = str(state.meta.get("principal") or call.principal or "anonymous")
         result = self._runs().start(program["source"], input=call.input, principal=principal, lang=program["lang"])
         state.meta["run_id"] = result.run_id
