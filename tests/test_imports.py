@@ -191,12 +191,21 @@ GLOVEBOX = {
     "glovebox.runs._leases",
     "glovebox.runs._records",
     "glovebox.runs._result",
+    "glovebox.runs._rollback",
+    "glovebox.runs._drift",
+    "glovebox.runs._compensations",
     "glovebox.runs._runner",
     "glovebox.runs._schema",
+    "glovebox.runs._seal",
     "glovebox.runs._store",
     "glovebox.runs._tools",
     "glovebox.runs._types",
     "glovebox.runtime._coderun",
+    "glovebox.runtime._runrollback",  # rollback_run
+    "glovebox.runtime._runreplay",  # replay_run
+    "glovebox.runtime._runsave",  # save_run
+    "glovebox.runtime.executors._program",  # saved programs' calls
+    "glovebox.runtime._runbundle",  # export_run, verify_run_bundle (cryptography only when they run)
     "glovebox.runtime._runenv",
 }
 

@@ -25,11 +25,13 @@ from .core._errors import (
     InvalidOutput,
     InvalidPolicy,
     InvalidSpec,
+    JournalTampered,
     ManifestWarning,
     MemoryLimit,
     OutputTooLarge,
     Overloaded,
     PermissionDenied,
+    ProgramChanged,
     RateLimited,
     RegistrationError,
     RegistryError,
@@ -51,8 +53,14 @@ from .model._manifest import Capabilities, Limits, Manifest
 from .model._result import CallResult, ToolInfo
 from .policy import Approval, Decision, Policy, load_policy
 from .registry._keyring import Keyring, generate_keypair, sign
+from .runs._drift import DriftReport
 from .runs._result import RunResult
+from .runs._rollback import RollbackResult
 from .runtime._backend import CallBackend
+from .runtime._runbundle import RunBundleCheck, export_run, verify_run_bundle
+from .runtime._runreplay import replay_run
+from .runtime._runrollback import rollback_run
+from .runtime._runsave import save_run
 from .runtime._runtime import Runtime
 from .scale._factory import open_backend
 from .scale._procpool import ProcessPool
@@ -74,6 +82,7 @@ __all__ = [
     "CapabilityDenied",
     "CircuitOpen",
     "Decision",
+    "DriftReport",
     "ERROR_CODES",
     "EngineSettings",
     "EvaluationFailed",
@@ -93,6 +102,7 @@ __all__ = [
     "InvalidOutput",
     "InvalidPolicy",
     "InvalidSpec",
+    "JournalTampered",
     "Keyring",
     "Limits",
     "Manifest",
@@ -103,9 +113,12 @@ __all__ = [
     "PermissionDenied",
     "Policy",
     "ProcessPool",
+    "ProgramChanged",
     "RateLimited",
     "RegistrationError",
     "RegistryError",
+    "RollbackResult",
+    "RunBundleCheck",
     "RunBusy",
     "RunDiverged",
     "RunLimit",
@@ -123,6 +136,7 @@ __all__ = [
     "UpstreamError",
     "WideningRefused",
     "build",
+    "export_run",
     "export_tools",
     "generate_keypair",
     "import_graphql",
@@ -130,8 +144,12 @@ __all__ = [
     "import_sql",
     "load_policy",
     "open_backend",
+    "replay_run",
+    "rollback_run",
+    "save_run",
     "sign",
     "tool_input",
     "tool_name_map",
+    "verify_run_bundle",
     "__version__",
 ]

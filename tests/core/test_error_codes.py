@@ -259,6 +259,46 @@ def run_diverged(ctx: Ctx) -> glovebox.RunResult:
             db.execute(
                 "UPDATE runs SET script = replace(script, '\"one\"', '\"uno\"') WHERE run_id = ?", (paused.run_id,)
             )
+        rt.runs.store.reseal(paused.run_id)  # sealed again, else the resume is refused: program_changed
+        return rt.runs.resume(paused.run_id)
+
+
+def _paused_two_step_run(ctx: Ctx, rt: glovebox.Runtime) -> glovebox.RunResult:
+    rt.register(ctx.build_guest("echo"), {"name": "echo"})
+    rt.register(ctx.build_guest("echo"), {"name": "held"})
+    program = (
+        "export default async function (input, tools) {"
+        ' await tools.call("echo", {text: "one"}); await tools.call("held", {text: "two"}); }'
+    )
+    paused = rt.run(program)
+    assert paused.status == "paused", paused.to_dict()
+    return paused
+
+
+def _held_policy() -> glovebox.Policy:
+    document = {
+        "version": 1,
+        "defaults": {"action": "allow"},
+        "rules": [{"tool": "held", "action": "require_approval"}],
+    }
+    return parse_policy(json.dumps(document))
+
+
+def program_changed(ctx: Ctx) -> glovebox.RunResult:
+    # A paused run whose stored program is edited in runs.sqlite: the resume refuses it.
+    with glovebox.Runtime(home=ctx.home, policy=_held_policy()) as rt:
+        paused = _paused_two_step_run(ctx, rt)
+        with sqlite3.connect(rt.home / "runs.sqlite") as db:
+            db.execute("UPDATE runs SET source = source || ' ' WHERE run_id = ?", (paused.run_id,))
+        return rt.runs.resume(paused.run_id)
+
+
+def journal_tampered(ctx: Ctx) -> glovebox.RunResult:
+    # A paused run whose recorded step 0 is edited in runs.sqlite: the resume refuses it.
+    with glovebox.Runtime(home=ctx.home, policy=_held_policy()) as rt:
+        paused = _paused_two_step_run(ctx, rt)
+        with sqlite3.connect(rt.home / "runs.sqlite") as db:
+            db.execute("UPDATE journal SET answer = replace(answer, 'one', 'uno') WHERE run_id = ?", (paused.run_id,))
         return rt.runs.resume(paused.run_id)
 
 
@@ -283,7 +323,7 @@ def run_busy(ctx: Ctx) -> glovebox.RunResult:
 
 #: The codes a run (code mode) ends with, not a single call: their envelope is the run's.
 RUN_CASES: dict[str, Callable[[Ctx], glovebox.RunResult]] = {
-    case.__name__: case for case in (run_limit, run_diverged, run_busy)
+    case.__name__: case for case in (run_limit, run_diverged, run_busy, program_changed, journal_tampered)
 }
 #: The status a run case answers with (``failed`` unless named here).
 RUN_STATUS = {"run_busy": "running"}

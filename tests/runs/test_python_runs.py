@@ -98,7 +98,9 @@ async def main(input, tools):
     assert done.output["before"][0] == pytest.approx(journal[0].result["now"] / 1000)
 
 
-def test_a_python_program_that_leaves_its_journal_is_run_diverged(rt: glovebox.Runtime, upstream: HitCounter) -> None:
+def test_a_python_program_changed_under_its_run_is_refused_on_resume(
+    rt: glovebox.Runtime, upstream: HitCounter
+) -> None:
     program = """
 async def main(input, tools):
     await tools.hc({"url": input["base"] + "/one"})
@@ -111,10 +113,9 @@ async def main(input, tools):
         script = db.execute("SELECT script FROM runs WHERE run_id = ?", (paused.run_id,)).fetchone()[0]
         db.execute("UPDATE runs SET script = ? WHERE run_id = ?", (script.replace("/one", "/uno"), paused.run_id))
     resumed = rt.runs.resume(paused.run_id)
-    if resumed.error is not None and resumed.error.code != "run_diverged":
-        pytest.skip(f"the stored program is refused before it runs: {resumed.error.code}")
-    assert resumed.status == "failed" and resumed.error is not None and resumed.error.code == "run_diverged"
-    assert resumed.error.details["step"] == 0 and upstream.hits == {"/one": 1}
+    assert resumed.status == "failed" and resumed.error is not None, resumed.to_dict()
+    assert resumed.error.code == "program_changed", resumed.to_dict()
+    assert upstream.hits == {"/one": 1}  # nothing of the changed program ran
 
 
 @pytest.mark.parametrize(

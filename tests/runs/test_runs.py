@@ -137,6 +137,7 @@ def test_a_program_that_leaves_its_journal_is_run_diverged(rt: glovebox.Runtime,
     with sqlite3.connect(rt.home / "runs.sqlite") as db:  # the program changed under the run
         script = db.execute("SELECT script FROM runs WHERE run_id = ?", (paused.run_id,)).fetchone()[0]
         db.execute("UPDATE runs SET script = ? WHERE run_id = ?", (script.replace("/one", "/uno"), paused.run_id))
+    rt.runs.store.reseal(paused.run_id)  # sealed again: a change the seals cannot see (tests/runs/test_seal.py)
     resumed = rt.runs.resume(paused.run_id)
     assert resumed.status == "failed" and resumed.error is not None
     assert resumed.error.code == "run_diverged" and not resumed.error.retryable

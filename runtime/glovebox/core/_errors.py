@@ -25,6 +25,8 @@ contract), a ``retryable`` flag and, for the CLI, an ``exit_code``::
     │   ├── RunDiverged                run_diverged (a resumed program left its journal; details.step)
     │   ├── RunLimit                   run_limit (a run's journal is full; details.bound, details.limit)
     │   ├── RunBusy                    run_busy (another process holds the run's lease; retryable; details.holder)
+    │   ├── ProgramChanged             program_changed (a stored run's program is not the one it started with)
+    │   ├── JournalTampered            journal_tampered (a stored run's journal step is not what the run wrote)
     │   └── InternalError              internal_error
     ├── RegistrationError              (refuses an artifact, a manifest or a build)
     │   ├── InvalidArtifact            invalid_artifact
@@ -77,11 +79,13 @@ __all__ = [
     "InvalidOutput",
     "InvalidPolicy",
     "InvalidSpec",
+    "JournalTampered",
     "ManifestWarning",
     "MemoryLimit",
     "OutputTooLarge",
     "Overloaded",
     "PermissionDenied",
+    "ProgramChanged",
     "RateLimited",
     "RegistrationError",
     "RunBusy",
@@ -239,6 +243,21 @@ class RunBusy(CallError):
     retryable = True
 
 
+class ProgramChanged(CallError):
+    """A resume found the run's stored program (its source, script, input or owner) changed since
+    the run started: the source's digest is not the one recorded then (``details.program_digest``),
+    or the run's MAC, made with the home's run key, does not cover what is stored. Nothing ran."""
+
+    code = "program_changed"
+
+
+class JournalTampered(CallError):
+    """A resume found a step of the run's journal that the run did not write (``details.step``): its
+    MAC, chained to the step before and made with the home's run key, does not match. Nothing ran."""
+
+    code = "journal_tampered"
+
+
 class InternalError(CallError):
     """An opaque host-side failure: the detail goes to the log, never to the caller."""
 
@@ -357,6 +376,8 @@ ERROR_CODES: tuple[str, ...] = (
     "run_diverged",
     "run_limit",
     "run_busy",
+    "program_changed",
+    "journal_tampered",
 )
 
 

@@ -36,6 +36,7 @@ from ._grants import HttpRule, SqlRule, compose
 __all__ = [
     "HttpRule",
     "Capabilities",
+    "Compensation",
     "Export",
     "GraphqlField",
     "Limits",
@@ -61,7 +62,7 @@ MIB = 1024 * 1024
 #: its code does not run on this host, so no sandbox applies to it), or an imported
 #: database tool (``sql``: the generic SQL guest runs the input's statement), or one
 #: typed function of any component (``component``: see ``Export``).
-ToolKind = Literal["wasm", "openapi", "graphql", "mcp-remote", "sql", "component"]
+ToolKind = Literal["wasm", "openapi", "graphql", "mcp-remote", "sql", "component", "program"]
 
 
 class Limits(Frozen):
@@ -199,6 +200,41 @@ class SqlOperation(Frozen):
     mode: Literal["query", "execute"] = Field(description="query: SELECT only; execute: the grant's kinds.")
 
 
+#: A JSON pointer (RFC 6901): empty (the whole document) or ``/`` then its path.
+POINTER_PATTERN = r"^(/([^~]|~[01])*)*$"
+
+
+class Compensation(Frozen):
+    """The tool that undoes a successful call of this one (``glovebox runs rollback``).
+
+    ``input_from`` builds the compensating call's input: each key is a JSON pointer
+    into that input (``""`` for the whole of it, ``/id`` for its field ``id``), each
+    value a JSON pointer into ``{"input": <the call's input>, "output": <its output>}``
+    (``/output/id``, ``/input/channel``). Keys apply in sorted order, so ``""`` comes
+    first and a field before its own sub-fields. With no ``input_from`` the
+    compensation gets the original call's input."""
+
+    tool: str = Field(
+        pattern=r"^[a-z0-9][a-z0-9_-]{0,63}(@[0-9A-Za-z.+-]{1,64})?$",
+        description="The compensating tool: NAME or NAME@VERSION.",
+    )
+    input_from: dict[str, str] = Field(
+        {},
+        description="JSON pointer into the compensation's input -> JSON pointer into {input, output} of the call.",
+    )
+
+    @field_validator("input_from")
+    @classmethod
+    def _pointers(cls, mapping: dict[str, str]) -> dict[str, str]:
+        for target, source in mapping.items():
+            for pointer in (target, source):
+                if not re.fullmatch(POINTER_PATTERN, pointer):
+                    raise ValueError(f"{pointer!r} is not a JSON pointer ('' or '/field/...')")
+            if not (source == "" or source.startswith(("/input", "/output"))):
+                raise ValueError(f"{source!r} must point into /input or /output of the call")
+        return mapping
+
+
 class Export(Frozen):
     """Which function of a component a ``component`` tool calls (written at registration, from its WIT types)."""
 
@@ -232,6 +268,8 @@ class Manifest(Frozen):
     checks: Checks | None = None
     #: What a mismatch with ``output_schema`` does (None: the default, see :meth:`output_validation_mode`).
     output_validation: OutputValidation | None = None
+    #: The tool that undoes a successful call of this one when a run is rolled back (None: none).
+    compensate: Compensation | None = None
 
     def output_validation_mode(self) -> OutputValidation:
         """``output_validation``, or its default: ``warn`` for an imported API operation (its output
@@ -271,9 +309,10 @@ class Manifest(Frozen):
         """Canonical JSON text (sorted keys, no spaces) of the whole manifest.
 
         ``kind`` is left out when it is ``wasm``, ``operation``,
-        ``sql_operation``, ``checks`` and ``output_validation`` when they are unset and a capability other than
-        ``http`` when it is empty, so the text (which signatures and the registry's same-version
-        check cover) of every manifest written before they existed stays what it was.
+        ``sql_operation``, ``checks``, ``output_validation`` and ``compensate`` when they are unset
+        and a capability other than ``http`` when it is empty, so the text (which signatures and
+        the registry's same-version check cover) of every manifest written before they existed
+        stays what it was.
         """
         document = self.model_dump(mode="json")
         if document["kind"] == "wasm":
@@ -292,6 +331,8 @@ class Manifest(Frozen):
             del document["checks"]
         if document["output_validation"] is None:
             del document["output_validation"]
+        if document["compensate"] is None:
+            del document["compensate"]
         for key in [key for key, value in document["capabilities"].items() if not value]:
             if key not in _ALWAYS_WRITTEN:
                 del document["capabilities"][key]

@@ -11,6 +11,11 @@
 - :mod:`._store` — runs and their journals in ``HOME/runs.sqlite``, a facade over
   :mod:`._schema` (tables and upgrades), :mod:`._records`, :mod:`._claims` (the lease in
   the database), :mod:`._journal` and :mod:`._gc`.
+- :mod:`._seal` — the program's digest and the journal's MAC chain (keyed from the home), checked
+  before a resume.
+- :mod:`._rollback` — rolling a finished run back through its tools' compensations, journaled by
+  :mod:`._compensations`.
+- :mod:`._drift` — replaying a run against today's tools: where the new versions diverge.
 - :mod:`._result` — ``RunResult``.
 - :mod:`._types` — the ``.d.ts`` of the tools a program sees, from their schemas.
 

@@ -23,5 +23,6 @@ def collect(database: Database, older_than: float) -> list[str]:
         ]
         for run_id in ids:
             db.execute("DELETE FROM journal WHERE run_id = ?", (run_id,))
+            db.execute("DELETE FROM compensations WHERE run_id = ?", (run_id,))
             db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
     return ids

@@ -12,6 +12,9 @@ request as the program sent it (``asked``), what the program was sent back
 (``answer``, a tool call's output or error) and the call's summary. The
 journal's byte bound counts every text a step holds (``runs.journal_bytes``).
 
+Each write seals the step it writes (:func:`._seal.seal_step`: a MAC over its texts chained to
+the step before, with the home's run ``key``), in the same transaction.
+
 With ``owner``, every write here is fenced by the run's lease
 (:func:`._claims.fenced_update`): it happens only while that attempt holds it.
 """
@@ -24,6 +27,7 @@ import time
 from ..storage._sqlite import Database
 from ._claims import fenced_update
 from ._records import JournalStep, RecordedStep
+from ._seal import seal_head, seal_step
 
 __all__ = ["begin_step", "finish_step", "forget_step", "read", "read_recorded", "record_step"]
 
@@ -69,6 +73,7 @@ def read_recorded(database: Database, run_id: str) -> list[RecordedStep]:
 
 def begin_step(
     database: Database,
+    key: bytes,
     run_id: str,
     seq: int,
     kind: str,
@@ -89,10 +94,12 @@ def begin_step(
             " EXISTS (SELECT 1 FROM journal WHERE run_id = ? AND seq = ? AND state = 'started'), ?, ?)",
             (run_id, seq, kind, request_text, call_id, run_id, seq, now, asked),
         )
+        seal_step(db, key, run_id, seq)
 
 
 def record_step(
     database: Database,
+    key: bytes,
     run_id: str,
     seq: int,
     kind: str,
@@ -113,10 +120,12 @@ def record_step(
             " VALUES (?, ?, ?, ?, ?, 'done', ?, ?, ?)",
             (run_id, seq, kind, request_text, result_text, now, now, asked),
         )
+        seal_step(db, key, run_id, seq)
 
 
 def finish_step(
     database: Database,
+    key: bytes,
     run_id: str,
     seq: int,
     result_text: str,
@@ -135,11 +144,13 @@ def finish_step(
             " WHERE run_id = ? AND seq = ?",
             (result_text, time.time(), answer, summary, run_id, seq),
         )
+        seal_step(db, key, run_id, seq)
 
 
-def forget_step(database: Database, run_id: str, seq: int, *, owner: str | None) -> None:
+def forget_step(database: Database, key: bytes, run_id: str, seq: int, *, owner: str | None) -> None:
     """Drop step ``seq`` (a call that paused the run: after the approval it is made again); the run's
     count of steps goes back to the steps its journal holds."""
     with database.write() as db:
         fenced_update(db, run_id, owner, "steps = MIN(steps, ?)", (seq,))
         db.execute("DELETE FROM journal WHERE run_id = ? AND seq = ?", (run_id, seq))
+        seal_head(db, key, run_id)

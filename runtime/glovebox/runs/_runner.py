@@ -33,7 +33,7 @@ from typing import Any, cast
 
 from wasmtime.component import Component
 
-from ..core._errors import CallError, InvalidInput, RunBusy, call_error
+from ..core._errors import CallError, InvalidInput, JournalTampered, ProgramChanged, RunBusy, call_error
 from ..core._jsonlimits import JsonRejected, check_value
 from ..model._manifest import MIB, Limits
 from ..model._result import CallResult
@@ -119,7 +119,26 @@ class Runner:
             return self.result_of(current)  # finished meanwhile
         if record.status == "running":  # its last attempt never ended: it died, or stalled past its lease
             self._abandoned(record, claimed, call_id)
+        try:  # held now, so no attempt writes meanwhile: the program and journal are what the run wrote
+            self.store.check(run_id)
+        except (ProgramChanged, JournalTampered) as refused:
+            return self._tampered(claimed, who, refused, lease.owner, call_id)
         return self._attempt(claimed, component, lease, call_id, by=who, previous=record.attempt_call_id)
+
+    def _tampered(self, record: RunRecord, by: str, refused: CallError, owner: str, call_id: str) -> RunResult:
+        """The attempt of a resume that found the stored run is not what it wrote (``record``: as claimed):
+        the run ends ``failed`` with ``refused`` (it never runs again), and the attempt has its audit row.
+        Nothing ran."""
+        meta = {"principal": record.principal, "attempts": record.attempts, "call_id": call_id, "resumed_by": by}
+        result = RunResult(record.run_id, "failed", None, refused, [], meta)
+        self.store.set_status(record.run_id, "failed", result.to_dict(), only_from="running", owner=owner)
+        self._env.audit_attempt(
+            RunAttempt(
+                call_id, record.run_id, record.principal, by, record.attempts, record.first_call_id or call_id,
+                None, "failed", refused.code, refused, record.source, record.input,
+            )
+        )  # fmt: skip
+        return result
 
     def _abandoned(self, seen: RunRecord, claimed: RunRecord, call_id: str) -> None:
         """Write the row of the attempt this resume took the run over from (``seen``: the run as it
@@ -185,6 +204,16 @@ class Runner:
                 break
             record = self._get(run_id)  # it moved on meanwhile (resumed, paused, or finished)
         return self.result_of(self._get(run_id))
+
+    def execute(self, record: RunRecord, host_calls: Any) -> Any:
+        """Run ``record``'s program once, in a fresh sandbox of its runner under the run's limits, with
+        ``host_calls`` answering every host call (its ``host_call(kind, request)``) and no journal or
+        lease touched: a replay against today's tools (:mod:`._drift`). The sandbox's outcome."""
+        request = {"script": record.script, "input": record.input, "tools": self.tools.names(record.principal)}
+        request["replay"] = False
+        return self._env.sandbox.run(
+            self._component(record.lang), json.dumps(request), self.limits, host_calls=host_calls
+        )
 
     def result_of(self, record: RunRecord) -> RunResult:
         """A run's last known result, as the store holds it."""

@@ -3,7 +3,8 @@
 A column is only ever added (nullable, or with a default), so a store written
 by any earlier release opens, and its rows stay as they are: a journal step
 written before the replay texts (``asked``, ``answer``, ``summary``) has them
-NULL and is replayed the slower way.
+NULL and is replayed the slower way. A store made before the seals (``program_digest``,
+``seal``: :mod:`._seal`) has its runs sealed on open, as they stand then.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..storage._sqlite import Database
+from ._seal import seal_all
 
 __all__ = ["open_database"]
 
@@ -33,7 +35,11 @@ CREATE TABLE IF NOT EXISTS runs (
     lease_expires REAL,
     resumed_by TEXT,
     attempt_call_id TEXT,
-    first_call_id TEXT
+    first_call_id TEXT,
+    program_digest TEXT,
+    seal TEXT,
+    journal_head TEXT,
+    rollback TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_principal ON runs (principal, created);
 CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status, updated);
@@ -51,6 +57,20 @@ CREATE TABLE IF NOT EXISTS journal (
     asked TEXT,
     answer TEXT,
     summary TEXT,
+    seal TEXT,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE IF NOT EXISTS compensations (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    tool TEXT NOT NULL,
+    input TEXT NOT NULL,
+    state TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    result TEXT,
+    reran INTEGER NOT NULL DEFAULT 0,
+    started REAL NOT NULL,
+    finished REAL,
     PRIMARY KEY (run_id, seq)
 );
 """
@@ -63,28 +83,38 @@ _ADDED = {
         ("resumed_by", "TEXT"),
         ("attempt_call_id", "TEXT"),
         ("first_call_id", "TEXT"),
+        ("program_digest", "TEXT"),
+        ("seal", "TEXT"),
+        ("journal_head", "TEXT"),
+        ("rollback", "TEXT"),
     ),
     # the texts a replay answers from without parsing (NULL in a step written before them)
-    "journal": (("asked", "TEXT"), ("answer", "TEXT"), ("summary", "TEXT")),
+    "journal": (("asked", "TEXT"), ("answer", "TEXT"), ("summary", "TEXT"), ("seal", "TEXT")),
 }
 
 
-def open_database(path: Path) -> Database:
-    """The run store at ``path``, made if missing, upgraded if an earlier glovebox made it."""
+def open_database(path: Path, key: bytes) -> Database:
+    """The run store at ``path``, made if missing, upgraded if an earlier glovebox made it (its runs
+    sealed with ``key`` as they stand: :mod:`._seal`)."""
     database = Database(path, _SCHEMA)
     try:
-        _upgrade(database)
+        _upgrade(database, key)
     except BaseException:
         database.close()
         raise
     return database
 
 
-def _upgrade(database: Database) -> None:
-    """Give a store made by an earlier glovebox the columns it lacks (its rows stay as they are)."""
+def _upgrade(database: Database, key: bytes) -> None:
+    """Give a store made by an earlier glovebox the columns it lacks (its rows stay as they are), and
+    seal the runs it holds that have no seal yet (made before the seals)."""
     with database.write() as db:
+        unsealed = False
         for table, added in _ADDED.items():
             columns = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
             for name, kind in added:
                 if name not in columns:
                     db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+                    unsealed = unsealed or name == "seal"
+        if unsealed:  # only the once: a seal dropped later is tampering, never sealed again
+            seal_all(db, key)

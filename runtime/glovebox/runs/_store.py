@@ -9,7 +9,8 @@ is the one door to the database; behind it, each concern is a module:
 - :mod:`._claims` — a run's lease: claimed, renewed, released, and every journal
   write fenced by it (so two processes never both run a run's next live call);
 - :mod:`._journal` — one row per host call, written before and after it runs;
-- :mod:`._gc` — collecting finished runs.
+- :mod:`._gc` — collecting finished runs;
+- :mod:`._seal` — the program's digest and the journal's MAC chain, checked before a resume.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from . import _claims, _gc, _journal
+from . import _claims, _compensations, _gc, _journal, _seal
+from ._compensations import Compensation
 from ._records import COLUMNS, FINISHED, JournalStep, Lease, RecordedStep, RunRecord, record_of
 from ._schema import open_database
+from ._seal import home_key, program_digest, run_seal
 
-__all__ = ["FINISHED", "JournalStep", "Lease", "RecordedStep", "RunRecord", "RunStore"]
+__all__ = ["FINISHED", "Compensation", "JournalStep", "Lease", "RecordedStep", "RunRecord", "RunStore"]
 
 
 class RunStore:
@@ -34,7 +37,8 @@ class RunStore:
     def __init__(self, home: Path) -> None:
         self.path = home / "runs.sqlite"
         home.mkdir(parents=True, exist_ok=True)
-        self._db = open_database(self.path)
+        self._key = home_key(home)
+        self._db = open_database(self.path, self._key)
 
     def close(self) -> None:
         """Close the database's connections."""
@@ -57,15 +61,41 @@ class RunStore:
         run_id = uuid.uuid4().hex
         now = time.time()
         owner, expires = (None, None) if lease is None else (lease.owner, now + lease.seconds)
+        input_text = json.dumps(input)
+        digest = program_digest(source)
+        seal = run_seal(self._key, run_id, principal, lang, digest, script, input_text)
         with self._db.write() as db:
             db.execute(
                 "INSERT INTO runs (run_id, principal, status, lang, source, script, input, created, updated,"
-                " lease_owner, lease_expires, attempt_call_id, first_call_id)"
-                " VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, principal, lang, source, script, json.dumps(input), now, now)
-                + (owner, expires, call_id, call_id),
+                " lease_owner, lease_expires, attempt_call_id, first_call_id, program_digest, seal)"
+                " VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, principal, lang, source, script, input_text, now, now)
+                + (owner, expires, call_id, call_id, digest, seal),
             )
+            _seal.seal_head(db, self._key, run_id)
         return run_id
+
+    def check(self, run_id: str) -> None:
+        """Refuse a run whose stored program or journal is not what it wrote (:mod:`._seal`).
+
+        Raises:
+            ProgramChanged: the program (or its input or owner) changed since the run started.
+            JournalTampered: a journal step is not what the run wrote (``details.step``).
+        """
+        with self._db.connection() as db:
+            _seal.check(db, self._key, run_id)
+
+    def reseal(self, run_id: str) -> None:
+        """Seal the run and its journal as they stand now (what an upgrade does to a store made before
+        the seals; a test that edits a journal on purpose seals it again)."""
+        with self._db.write() as db:
+            _seal.seal_run(db, self._key, run_id)
+
+    def program_digest(self, run_id: str) -> str | None:
+        """The ``sha256:`` of the program run ``run_id`` started with, as recorded then."""
+        with self._db.connection() as db:
+            row = db.execute("SELECT program_digest FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else row[0]
 
     def get(self, run_id: str) -> RunRecord | None:
         """The run ``run_id``, or None."""
@@ -165,7 +195,7 @@ class RunStore:
         owner: str | None = None,
     ) -> None:
         """Write step ``seq`` as ``started`` (a step left ``started`` by a crash runs again, ``reran``)."""
-        _journal.begin_step(self._db, run_id, seq, kind, request_text, call_id, asked=asked, owner=owner)
+        _journal.begin_step(self._db, self._key, run_id, seq, kind, request_text, call_id, asked=asked, owner=owner)
 
     def record_step(
         self,
@@ -179,7 +209,9 @@ class RunStore:
         owner: str | None = None,
     ) -> None:
         """Write step ``seq`` ``done`` at once (the clock, the random seed, a search: nothing to run twice)."""
-        _journal.record_step(self._db, run_id, seq, kind, request_text, result_text, asked=asked, owner=owner)
+        _journal.record_step(
+            self._db, self._key, run_id, seq, kind, request_text, result_text, asked=asked, owner=owner
+        )
 
     def finish_step(
         self,
@@ -192,8 +224,41 @@ class RunStore:
         owner: str | None = None,
     ) -> None:
         """Write step ``seq``'s result (committed before the program sees it)."""
-        _journal.finish_step(self._db, run_id, seq, result_text, answer=answer, summary=summary, owner=owner)
+        _journal.finish_step(self._db, self._key, run_id, seq, result_text, answer=answer, summary=summary, owner=owner)
 
     def forget_step(self, run_id: str, seq: int, *, owner: str | None = None) -> None:
         """Drop step ``seq`` (a call that paused the run: after the approval it is made again)."""
-        _journal.forget_step(self._db, run_id, seq, owner=owner)
+        _journal.forget_step(self._db, self._key, run_id, seq, owner=owner)
+
+    # -- rollbacks (:mod:`._compensations`; each write fenced by the rollback's lease) --
+
+    def claim_rollback(self, run_id: str, lease: Lease, *, dead: str | None = None) -> bool:
+        """Take the finished run's lease for a rollback; whether it did (else another holds it)."""
+        return _compensations.claim(self._db, run_id, lease, dead)
+
+    def release_rollback(self, run_id: str, owner: str, status: str) -> None:
+        """End the rollback holding ``owner``'s lease, recording how it stands (``rolled_back``, ``incomplete``)."""
+        _compensations.release(self._db, run_id, owner, status)
+
+    def compensations(self, run_id: str) -> dict[int, Compensation]:
+        """The run's compensations so far, by the journal step each undoes."""
+        return _compensations.read(self._db, run_id)
+
+    def rollback_status(self, run_id: str) -> str | None:
+        """How the run's rollback stands: None (never rolled back), ``rolling_back``, ``rolled_back``
+        or ``incomplete``."""
+        with self._db.connection() as db:
+            row = db.execute("SELECT rollback FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else row[0]
+
+    def begin_compensation(self, run_id: str, seq: int, tool: str, input: Any, call_id: str, *, owner: str) -> None:
+        """Write the compensation of step ``seq`` ``started`` before it is called."""
+        _compensations.begin(self._db, run_id, seq, tool, input, call_id, owner)
+
+    def finish_compensation(self, run_id: str, seq: int, envelope: dict[str, Any], *, owner: str) -> None:
+        """Write the compensation's envelope once it answered."""
+        _compensations.finish(self._db, run_id, seq, envelope, owner)
+
+    def forget_compensation(self, run_id: str, seq: int, *, owner: str) -> None:
+        """Drop the compensation of step ``seq`` (it waits for an approval)."""
+        _compensations.forget(self._db, run_id, seq, owner)

@@ -38,6 +38,7 @@ from ._record import AuditRecorder
 from ._runenv import RuntimeRunEnvironment
 from ._wasmparts import WasmParts
 from .executors import Executor, Executors, McpRemoteExecutor, WasmExecutor, Workers
+from .executors._program import ProgramExecutor
 from .handlers._resolve import not_found_message
 from .handlers._validate import SchemaCache
 
@@ -147,7 +148,9 @@ class Runtime:
         self._workers: Workers | None = None  # where calls go instead of the chain (ProcessPool, RayRuntime)
         self._wasm_executor = WasmExecutor(self.home, self._wasm, self._gate, self._breakers, transport)
         remote = McpRemoteExecutor(self._registry, self._breakers)
-        self._executors = Executors(executor or self._wasm_executor, {} if executor else {"mcp-remote": remote})
+        program = ProgramExecutor(self._registry, lambda: self.runs, lambda: self.policy)  # saved programs
+        by_kind = {} if executor else {"mcp-remote": remote, "program": program}
+        self._executors = Executors(executor or self._wasm_executor, by_kind)
         self._build_chain(self._executors)
 
     # -- lifecycle ---------------------------------------------------------
