@@ -9,6 +9,7 @@ named (a policy's ``secrets``, a SQL grant's ``password``, an import's headers):
 ``keyring://svc/user`` the OS keyring (``keyring``: Secret Service, Keychain, ...)
 ``exec://cmd?arg=..``  a command's standard output (:mod:`._execsecret`)
 ``encrypted://name``   an entry of the home's encrypted store (:mod:`._vault`)
+``connection://name``  an OAuth connection's access token (``glovebox.connections``)
 =====================  ==========================================================
 
 The older two-field form (``provider: env`` + ``source: VAR``) reads the same.
@@ -54,6 +55,7 @@ DEFAULT_PROVIDERS = {
     "keyring": "glovebox.capabilities._providers:KeyringProvider",
     "exec": "glovebox.capabilities._execsecret:ExecProvider",
     "encrypted": "glovebox.capabilities._vault:EncryptedProvider",
+    "connection": "glovebox.connections._provider:ConnectionProvider",
 }
 
 

@@ -70,15 +70,21 @@ def read_secret(provider: str, source: str) -> str | None:
     return value or None
 
 
-def _read(rule: SecretRule) -> str | None:
-    return read_secret(rule.provider, rule.source)
+def _read(rule: SecretRule, principal: str | None) -> str | None:
+    source = rule.source
+    if "{principal}" in source and principal is not None:
+        source = source.replace("{principal}", principal)  # connection://github/{principal}: the caller's account
+    return read_secret(rule.provider, source)
 
 
-def load_secrets(rules: Sequence[SecretRule]) -> list[Secret]:
-    """Read every rule's value; a missing or unusable one is skipped and logged by name."""
+def load_secrets(rules: Sequence[SecretRule], principal: str | None = None) -> list[Secret]:
+    """Read every rule's value; a missing or unusable one is skipped and logged by name.
+
+    ``{principal}`` in a rule's source is the calling ``principal`` (without one, it is left and names nothing).
+    """
     secrets = []
     for rule in rules:
-        value = _read(rule)
+        value = _read(rule, principal)
         if value is None or any(c in value for c in "\r\n\0"):
             logger.warning("secret %r (%s provider) has no usable value; not sent", rule.name, rule.provider)
             continue
