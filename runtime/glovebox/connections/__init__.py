@@ -11,7 +11,7 @@ Every failure is a :class:`ConnectError` with a stable code.
 from __future__ import annotations
 
 from ._errors import ConnectError
-from ._flows import CALLBACK_PATH, ConnectSettings, Prepared, begin, device_flow, finish, prepare
+from ._flows import CALLBACK_PATH, ConnectSettings, Prepared, begin, complete, device_flow, finish, prepare, wait
 from ._store import DEFAULT_ACCOUNT, ConnectionRecord, ConnectionStore
 from ._tokens import access_token, revoke
 
@@ -25,8 +25,10 @@ __all__ = [
     "Prepared",
     "access_token",
     "begin",
+    "complete",
     "device_flow",
     "finish",
     "prepare",
     "revoke",
+    "wait",
 ]

@@ -39,9 +39,11 @@ __all__ = [
     "ConnectSettings",
     "Prepared",
     "begin",
+    "complete",
     "device_flow",
     "finish",
     "prepare",
+    "wait",
 ]
 
 #: The console's callback path (the redirect URI is the console's origin + this).
@@ -236,6 +238,46 @@ def finish(params: Mapping[str, str], store: ConnectionStore, transport: Any = N
     return _redeem(store, record, pending["tokens"], form, transport)
 
 
+def complete(params: Mapping[str, str], store: ConnectionStore, transport: Any = None) -> ConnectionRecord:
+    """:func:`finish`, leaving its outcome (code and message, never a token) for :func:`wait` to read."""
+    state = str(params.get("state", ""))
+    outcome: dict[str, Any]
+    try:
+        record = finish(params, store, transport)
+    except ConnectError as exc:
+        outcome = {"ok": False, "code": exc.code, "message": exc.message}
+        raise
+    else:
+        outcome = {"ok": True, "name": record.name, "account": record.account}
+        return record
+    finally:
+        if state and _state_file(store, state).parent.is_dir():
+            done = _state_file(store, state).with_suffix(".done")
+            descriptor = os.open(done, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+                json.dump(outcome, handle)
+
+
+def wait(
+    store: ConnectionStore, state: str, timeout_s: float, sleep: Callable[[float], None] = time.sleep
+) -> ConnectionRecord:
+    """Wait for the callback of the authorization ``state`` (served by the console) to complete it."""
+    done = _state_file(store, state).with_suffix(".done")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            outcome = json.loads(done.read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            sleep(0.2)
+            continue
+        done.unlink(missing_ok=True)
+        if not outcome.get("ok"):
+            raise ConnectError(str(outcome.get("code")), str(outcome.get("message")))
+        return store.get(str(outcome["name"]), str(outcome["account"]))
+    _state_file(store, state).unlink(missing_ok=True)
+    raise ConnectError("access_denied", f"no callback came within {timeout_s:.0f} s; run glovebox connect again")
+
+
 def _redeem(
     store: ConnectionStore, record: ConnectionRecord, kept: dict[str, str], form: dict[str, str], transport: Any
 ) -> ConnectionRecord:
@@ -271,7 +313,11 @@ def device_flow(
         )  # fmt: skip
         if status != 200 or not isinstance(grant.get("device_code"), str):
             raise ConnectError("token_refused", f"the device endpoint refused: {str(grant.get('error', status))[:64]}")
-        show(str(grant.get("verification_uri", "")), str(grant.get("user_code", "")), grant.get("verification_uri_complete"))
+        show(
+            str(grant.get("verification_uri", "")),
+            str(grant.get("user_code", "")),
+            grant.get("verification_uri_complete"),
+        )
         interval = float(grant.get("interval", 5))
         deadline = time.monotonic() + float(grant.get("expires_in", 600))
         poll = {"grant_type": DEVICE_GRANT, "device_code": grant["device_code"], **form}
@@ -288,7 +334,9 @@ def device_flow(
                 if "expired_token" in exc.message:
                     break
                 if "access_denied" in exc.message:
-                    raise ConnectError("access_denied", f"the user refused the device authorization at {metadata.issuer}") from None
+                    raise ConnectError(
+                        "access_denied", f"the user refused the device authorization at {metadata.issuer}"
+                    ) from None
                 raise
             updated, tokens = check_token_response(document, record)
             return store.save(updated, tokens)

@@ -75,11 +75,13 @@ class Backchannel:
                     if len(body) > MAX_BYTES:
                         raise ConnectError("discovery_failed", f"{what} {url} answered over {MAX_BYTES} bytes")
         except httpx.HTTPError as exc:
-            raise ConnectError("discovery_failed", f"{what} {url}: {type(exc).__name__}") from None
+            raise ConnectError("discovery_failed", f"{what} {url} cannot be reached ({type(exc).__name__})") from None
         if response.is_redirect:
             target = response.headers.get("location", "")
             where = origin(str(response.url.join(target))) if target else "nowhere"
-            raise ConnectError("redirect_refused", f"{what} {url} redirected to {where}; OAuth endpoints are not followed")
+            raise ConnectError(
+                "redirect_refused", f"{what} {url} redirected to {where}; OAuth endpoints are not followed"
+            )
         return httpx.Response(response.status_code, headers=response.headers, content=body, request=response.request)
 
     def json(self, method: str, url: str, what: str, **kwargs: Any) -> tuple[int, dict[str, Any]]:

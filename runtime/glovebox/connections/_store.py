@@ -69,7 +69,7 @@ class ConnectionRecord:
         return f"{self.name}/{self.account}"
 
     def status(self, now: float | None = None) -> str:
-        """``revoked``, ``expired`` (and no refresh token), ``refreshable`` (expired, refreshed at next use) or ``valid``."""
+        """``revoked``, ``expired`` (no refresh token), ``refreshable`` (refreshed at next use) or ``valid``."""
         if self.revoked:
             return "revoked"
         if self.expires_at is not None and self.expires_at <= (time.time() if now is None else now):

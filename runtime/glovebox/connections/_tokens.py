@@ -40,9 +40,7 @@ def client_auth(store: ConnectionStore, record: ConnectionRecord) -> dict[str, A
     return {"data": {"client_id": record.client_id}}
 
 
-def token_request(
-    channel: Backchannel, endpoint: str, form: dict[str, str], auth: dict[str, Any]
-) -> dict[str, Any]:
+def token_request(channel: Backchannel, endpoint: str, form: dict[str, str], auth: dict[str, Any]) -> dict[str, Any]:
     """POST ``form`` to the token endpoint; the answer, or ``token_refused`` naming the OAuth error."""
     data = {**form, **auth.get("data", {})}
     status, document = channel.json("POST", endpoint, "the token endpoint", data=data, auth=auth.get("auth"))
@@ -132,7 +130,9 @@ def _refresh(store: ConnectionStore, record: ConnectionRecord, transport: Any) -
         except ConnectError as exc:
             if "invalid_grant" in exc.message:
                 store.mark_revoked(record)
-                raise ConnectError("revoked", f"the refresh token of {record.key} no longer works (invalid_grant)") from None
+                raise ConnectError(
+                    "revoked", f"the refresh token of {record.key} no longer works (invalid_grant)"
+                ) from None
             raise
     updated, tokens = check_token_response(document, record)
     updated = store.save(updated, tokens)
