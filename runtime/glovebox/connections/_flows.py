@@ -156,7 +156,9 @@ def _client(
         error = str(document.get("error", f"HTTP {status}"))[:64]
         raise ConnectError("registration_failed", f"{metadata.registration_endpoint} refused to register: {error}")
     secret = document.get("client_secret")
-    return client_id, secret if isinstance(secret, str) and secret else None
+    if document.get("token_endpoint_auth_method", "none") == "none" or not isinstance(secret, str) or not secret:
+        return client_id, None  # a public client: PKCE is its proof
+    return client_id, secret
 
 
 def _state_file(store: ConnectionStore, state: str) -> Any:
