@@ -28,8 +28,8 @@ from urllib.parse import urlencode
 os.environ.setdefault("AUTHLIB_INSECURE_TRANSPORT", "1")  # the server listens on plain http on 127.0.0.1
 
 from authlib.oauth2.rfc6749 import AuthorizationServer, ClientMixin, OAuth2Request
-from authlib.oauth2.rfc6749.requests import BasicOAuth2Payload
 from authlib.oauth2.rfc6749 import grants as rfc6749_grants
+from authlib.oauth2.rfc6749.requests import BasicOAuth2Payload
 from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oauth2.rfc7591 import ClientMetadataClaims, ClientRegistrationEndpoint
 from authlib.oauth2.rfc7636 import CodeChallenge
@@ -142,6 +142,7 @@ class Hostile:
     audience: str | None = None
     issuer: str | None = None
     token_redirect: str | None = None
+    resource: str | None = None
 
 
 class _Answer(Response):
@@ -288,7 +289,8 @@ class AuthServer(AuthorizationServer):  # type: ignore[misc]
         )
 
     async def resource_metadata(self, request: Request) -> Response:
-        return JSONResponse({"resource": f"{self.base}/api", "authorization_servers": [self.base]})
+        resource = self.hostile.resource or f"{self.base}/api"
+        return JSONResponse({"resource": resource, "authorization_servers": [self.base]})
 
     async def authorize(self, request: Request) -> Response:
         wrapped = await self._wrap(request)
@@ -441,7 +443,12 @@ class _Registration(ClientRegistrationEndpoint):  # type: ignore[misc]
         return None
 
     def get_server_metadata(self) -> dict[str, Any]:
-        return {"scopes_supported": ["read", "write"], "grant_types_supported": ["authorization_code", "refresh_token", DeviceCodeGrant.GRANT_TYPE], "token_endpoint_auth_methods_supported": ["none", "client_secret_basic"], "response_types_supported": ["code"]}
+        return {
+            "scopes_supported": ["read", "write"],
+            "grant_types_supported": ["authorization_code", "refresh_token", DeviceCodeGrant.GRANT_TYPE],
+            "token_endpoint_auth_methods_supported": ["none", "client_secret_basic"],
+            "response_types_supported": ["code"],
+        }
 
     def save_client(self, client_info: dict[str, Any], client_metadata: dict[str, Any], request: Any) -> Client:
         method = client_metadata.get("token_endpoint_auth_method", "client_secret_basic")

@@ -74,10 +74,14 @@ def protected_resource(resource: str, channel: Backchannel) -> dict[str, Any]:
     """The RFC 9728 metadata of ``resource`` (its ``authorization_servers`` and ``resource``)."""
     check_secure(resource, "resource")
     candidates: list[str] = []
-    probe = channel.request("GET", resource, "the resource")
-    if probe.status_code == 401:
+    try:
+        probe = channel.request("GET", resource, "the resource")
+    except ConnectError as exc:
+        if exc.code != "redirect_refused":
+            raise
+    else:
         named = _RESOURCE_METADATA.search(probe.headers.get("www-authenticate", ""))
-        if named:
+        if probe.status_code == 401 and named:
             candidates.append(str(probe.url.join(named[1])))
     candidates += _well_known(resource, "oauth-protected-resource")
     for url in candidates:
