@@ -12,12 +12,15 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import pytest
 from click.testing import CliRunner
+
+import glovebox
 
 from glovebox.capabilities._providers import SecretUnavailable, get_secret
 from glovebox.cli._main import cli
@@ -269,3 +272,54 @@ def test_protected_resource_metadata_for_another_resource_is_refused(served: Ser
         f"the metadata at {served.url}/.well-known/oauth-protected-resource/api is for"
         f" 'https://other.example/api', not {served.resource}"
     )
+
+
+# -- injection: per principal or per team, chosen by the policy -----------------------------------
+
+
+def accounts_policy(served: Served) -> str:
+    port = int(served.url.rsplit(":", 1)[1])
+    rule = {"host": "127.0.0.1", "schemes": ["http"], "ports": [port], "methods": ["GET"], "allow_private": True}
+
+    def grant(principals: list[str], source: str) -> dict[str, object]:
+        secret = {"name": "notes", "source": source, "host": "127.0.0.1", "schemes": ["http"]}
+        return {"tool": "hc", "principals": principals, "http": [rule], "secrets": [secret]}
+
+    document = {
+        "version": 1,
+        "connections": {"issuers": [served.url]},
+        "rules": [{"tool": "hc", "action": "allow"}],
+        "grants": [
+            grant(["alice", "bob", "eve"], "connection://notes/{principal}"),
+            grant(["carol", "dave"], "connection://notes/ops"),
+        ],
+    }
+    return json.dumps(document)  # JSON is YAML
+
+
+def test_each_principal_calls_with_its_own_account_and_a_team_shares_one(
+    served: Served, build_guest: Callable[[str], Path]
+) -> None:
+    for user, account in (("alice", "alice"), ("bob", "bob"), ("carol", "ops")):
+        served.connect(user, account=account)
+    served.policy.write_text(accounts_policy(served))
+    port = int(served.url.rsplit(":", 1)[1])
+    declared = [{"host": "127.0.0.1", "schemes": ["http"], "ports": [port], "methods": ["GET"], "allow_private": True}]
+    tokens = [access_token(served.store(), "notes", account)[0] for account in ("alice", "bob", "ops")]
+    with glovebox.Runtime(home=served.home, policy=served.policy) as rt:
+        rt.register(build_guest("http_client"), manifest={"name": "hc", "capabilities": {"http": declared}})
+        seen = {}
+        for principal in ("alice", "bob", "carol", "dave", "eve"):
+            result = rt.call("hc", {"method": "GET", "url": served.resource}, principal=principal)
+            assert result.ok, result.to_dict()
+            seen[principal] = (result.output["http_status"], json.loads(result.output["body"]).get("user"))
+            assert not any(token in json.dumps(result.to_dict()) for token in tokens)
+        rows = json.dumps(list(rt.audit.records()), default=str)
+    assert seen == {
+        "alice": (200, "alice"),
+        "bob": (200, "bob"),
+        "carol": (200, "carol"),
+        "dave": (200, "carol"),  # the team's account
+        "eve": (401, None),  # eve has no connection: no token is sent
+    }
+    assert not any(token in rows for token in tokens), "the audit never holds a token"
