@@ -40,8 +40,8 @@ class Served:
     def store(self) -> ConnectionStore:
         return ConnectionStore(self.home)
 
-    def begin(self, account: str = "default", name: str = "notes") -> str:
-        settings = ConnectSettings(name=name, resource=self.resource, account=account, scope="read")
+    def begin(self, account: str = "default", name: str = "notes", resource: str | None = None) -> str:
+        settings = ConnectSettings(name=name, resource=resource or self.resource, account=account, scope="read")
         prepared = prepare(settings, [self.url], self.redirect)
         url, _state = begin(prepared, self.redirect, self.store())
         return url

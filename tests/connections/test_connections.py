@@ -21,7 +21,6 @@ import pytest
 from click.testing import CliRunner
 
 import glovebox
-
 from glovebox.capabilities._providers import SecretUnavailable, get_secret
 from glovebox.cli._main import cli
 from glovebox.connections import (

@@ -102,7 +102,8 @@ def read_secrets(url: str, headers: HeaderSecrets, principal: str | None = None)
     """The header values to send and the scrubber for what comes back.
 
     ``{principal}`` in a reference is the calling principal (``connection://notes/{principal}``: each
-    principal's own OAuth connection; ``connection://notes/ops``: one team account).
+    principal's own OAuth connection; ``connection://notes/ops``: one team account); without a
+    principal (listing the server's tools at import, watching them) it is the ``default`` account.
 
     Raises:
         UpstreamError: (not retryable) a secret has no value on this host; the message names it, never a value.
@@ -118,7 +119,7 @@ def read_secrets(url: str, headers: HeaderSecrets, principal: str | None = None)
         )
         for header, name in headers.items()
     ]
-    secrets = load_secrets(rules, principal)
+    secrets = load_secrets(rules, "default" if principal is None else principal)
     missing = sorted({rule.source for rule in rules} - {secret.rule.source for secret in secrets})
     if missing:
         raise UpstreamError(
