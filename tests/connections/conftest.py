@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,7 +72,11 @@ def served(_isolated_env: Path, tmp_path: Path, serve_app: Callable[[object], st
     auth = AuthServer()
     auth.base = serve_app(auth.app())
     policy = tmp_path / "policy.yaml"
-    policy.write_text(f"version: 1\nconnections:\n  issuers: [{auth.base}]\n")
+    digest = hashlib.sha256(b"admin-key-oauth").hexdigest()
+    policy.write_text(
+        f"version: 1\nconnections:\n  issuers: [{auth.base}]\n"
+        f"principals:\n  admin: {{scopes: [], api_key_sha256: [{digest}]}}\n"
+    )
     with glovebox.Runtime(home=_isolated_env, policy=policy) as rt:
         console = serve_app(create_app(rt))
         yield Served(auth, auth.base, console, _isolated_env, policy)
