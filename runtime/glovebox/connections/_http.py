@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import threading
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -49,14 +50,33 @@ def check_secure(url: str, what: str) -> str:
     return url
 
 
+_shared: httpx.Client | None = None
+_shared_lock = threading.Lock()
+
+
+def _default_client() -> httpx.Client:
+    """One client for every connection of the process (its TLS context is built once: ~tens of ms)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = httpx.Client(timeout=TIMEOUT_S, follow_redirects=False)
+        return _shared
+
+
 class Backchannel:
     """Requests to OAuth endpoints (``transport`` injectable, as everywhere in glovebox)."""
 
     def __init__(self, transport: httpx.BaseTransport | None = None) -> None:
-        self.client = httpx.Client(transport=transport, timeout=TIMEOUT_S, follow_redirects=False)
+        self._own = transport is not None
+        self.client = (
+            httpx.Client(transport=transport, timeout=TIMEOUT_S, follow_redirects=False)
+            if transport is not None
+            else _default_client()
+        )
 
     def close(self) -> None:
-        self.client.close()
+        if self._own:
+            self.client.close()
 
     def __enter__(self) -> Backchannel:
         return self

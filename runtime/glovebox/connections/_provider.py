@@ -14,6 +14,7 @@ that); when it is due, the host refreshes it (see :mod:`._tokens`).
 
 from __future__ import annotations
 
+import os
 import time
 from typing import ClassVar
 
@@ -46,14 +47,13 @@ class ConnectionProvider(SecretProvider):
             check_name(account, "account")
         except ValueError as exc:
             raise SecretUnavailable(f"{ref}: {exc}") from None
-        store = ConnectionStore()
-        key, now = (str(store.home), name, account), time.monotonic()
+        key, now = (os.environ.get("GLOVEBOX_HOME", ""), name, account), time.monotonic()
         with self._lock:
             kept = self._tokens.get(key)
         if kept is not None and kept[0] > now:
             return kept[1]
         try:
-            token, record = access_token(store, name, account)
+            token, record = access_token(ConnectionStore(), name, account)
         except ConnectError as exc:
             raise SecretUnavailable(f"{ref}: {exc}") from None
         until = now + TTL_S
