@@ -243,6 +243,7 @@ def test_a_forged_or_replayed_state_is_refused(served: Served) -> None:
         " (forged, replayed or expired)"
     )
     assert callback_error(forged) == expected
+    assert not (served.home / "connections" / "pending").exists(), "a forged state leaves nothing behind"
     answer = served.authorize_as("alice", served.begin())
     assert answer.status_code == 200
     assert callback_error(httpx.get(str(answer.url))) == expected, "a callback works once"

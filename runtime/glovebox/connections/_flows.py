@@ -23,6 +23,7 @@ import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -161,7 +162,7 @@ def _client(
     return client_id, secret
 
 
-def _state_file(store: ConnectionStore, state: str) -> Any:
+def _state_file(store: ConnectionStore, state: str) -> Path:
     return pending_dir(store.home) / (hashlib.sha256(state.encode()).hexdigest() + ".json")
 
 
@@ -183,6 +184,7 @@ def begin(prepared: Prepared, redirect_uri: str, store: ConnectionStore) -> tupl
     }
     folder = pending_dir(store.home)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _sweep(folder)
     descriptor = os.open(_state_file(store, state), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
         json.dump(pending, handle)
@@ -200,6 +202,17 @@ def begin(prepared: Prepared, redirect_uri: str, store: ConnectionStore) -> tupl
         query["resource"] = prepared.record.resource
     separator = "&" if "?" in metadata.authorization_endpoint else "?"
     return metadata.authorization_endpoint + separator + urlencode(query), state
+
+
+def _sweep(folder: Path) -> None:
+    """Forget authorizations (and outcomes) older than twice :data:`PENDING_TTL_S`: nobody waits for them."""
+    oldest = time.time() - 2 * PENDING_TTL_S
+    for path in folder.iterdir():
+        try:
+            if path.stat().st_mtime < oldest:
+                path.unlink()
+        except OSError:
+            pass
 
 
 def _take_pending(store: ConnectionStore, state: str) -> dict[str, Any]:
@@ -243,6 +256,8 @@ def finish(params: Mapping[str, str], store: ConnectionStore, transport: Any = N
 def complete(params: Mapping[str, str], store: ConnectionStore, transport: Any = None) -> ConnectionRecord:
     """:func:`finish`, leaving its outcome (code and message, never a token) for :func:`wait` to read."""
     state = str(params.get("state", ""))
+    pending = _state_file(store, state)
+    known = pending.exists()  # an outcome is left only for a flow that began here (a forged state leaves nothing)
     outcome: dict[str, Any]
     try:
         record = finish(params, store, transport)
@@ -253,8 +268,8 @@ def complete(params: Mapping[str, str], store: ConnectionStore, transport: Any =
         outcome = {"ok": True, "name": record.name, "account": record.account}
         return record
     finally:
-        if state and _state_file(store, state).parent.is_dir():
-            done = _state_file(store, state).with_suffix(".done")
+        if known:
+            done = pending.with_suffix(".done")
             descriptor = os.open(done, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
                 json.dump(outcome, handle)
