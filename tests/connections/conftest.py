@@ -19,6 +19,14 @@ pytest.importorskip("authlib", reason="the dev extra (authlib) is not installed"
 
 from .oauthserver import AuthServer  # noqa: E402
 
+#: The console's API keys of the test principals, and their scopes.
+KEYS = {
+    "admin": ("admin-key-oauth", ""),
+    "alice": ("alice-key", ""),
+    "bob": ("bob-key", ""),
+    "auditor": ("auditor-key", "glovebox:audit"),
+}
+
 
 @dataclass
 class Served:
@@ -72,11 +80,11 @@ def served(_isolated_env: Path, tmp_path: Path, serve_app: Callable[[object], st
     auth = AuthServer()
     auth.base = serve_app(auth.app())
     policy = tmp_path / "policy.yaml"
-    digest = hashlib.sha256(b"admin-key-oauth").hexdigest()
-    policy.write_text(
-        f"version: 1\nconnections:\n  issuers: [{auth.base}]\n"
-        f"principals:\n  admin: {{scopes: [], api_key_sha256: [{digest}]}}\n"
+    principals = "".join(
+        f"  {name}: {{scopes: [{scopes}], api_key_sha256: [{hashlib.sha256(key.encode()).hexdigest()}]}}\n"
+        for name, (key, scopes) in KEYS.items()
     )
+    policy.write_text(f"version: 1\nconnections:\n  issuers: [{auth.base}]\nprincipals:\n{principals}")
     with glovebox.Runtime(home=_isolated_env, policy=policy) as rt:
         console = serve_app(create_app(rt))
         yield Served(auth, auth.base, console, _isolated_env, policy)

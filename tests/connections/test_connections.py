@@ -298,7 +298,7 @@ def accounts_policy(served: Served) -> str:
 
 
 def test_each_principal_calls_with_its_own_account_and_a_team_shares_one(
-    served: Served, build_guest: Callable[[str], Path]
+    served: Served, build_guest: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     for user, account in (("alice", "alice"), ("bob", "bob"), ("carol", "ops")):
         served.connect(user, account=account)
@@ -306,6 +306,7 @@ def test_each_principal_calls_with_its_own_account_and_a_team_shares_one(
     port = int(served.url.rsplit(":", 1)[1])
     declared = [{"host": "127.0.0.1", "schemes": ["http"], "ports": [port], "methods": ["GET"], "allow_private": True}]
     tokens = [access_token(served.store(), "notes", account)[0] for account in ("alice", "bob", "ops")]
+    monkeypatch.setenv("GLOVEBOX_HOME", str(tmp_path / "elsewhere"))  # the tokens are read from the Runtime's home
     with glovebox.Runtime(home=served.home, policy=served.policy) as rt:
         rt.register(build_guest("http_client"), manifest={"name": "hc", "capabilities": {"http": declared}})
         seen = {}

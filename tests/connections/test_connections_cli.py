@@ -3,7 +3,6 @@ waits while the console (or the user on another device) completes it; and the co
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import subprocess
@@ -16,7 +15,7 @@ import pytest
 from glovebox.connections import ConnectError, ConnectionRecord
 from glovebox.connections._discovery import check_issuer
 
-from .conftest import Served
+from .conftest import KEYS, Served
 
 RUNTIME = str(Path(__file__).resolve().parents[2] / "runtime")
 
@@ -63,19 +62,7 @@ def test_glovebox_connect_device_prints_the_code_and_polls(served: Served) -> No
 def test_the_console_shows_each_viewer_its_own_accounts_and_auditors_all(served: Served) -> None:
     served.connect("alice", account="alice")
     served.connect("bob", account="bob")
-    keys = {"alice": "alice-key", "bob": "bob-key", "auditor": "auditor-key"}
-
-    def entry(name: str, scopes: str) -> str:
-        return (
-            f"  {name}: {{scopes: [{scopes}], api_key_sha256: [{hashlib.sha256(keys[name].encode()).hexdigest()}]}}\n"
-        )
-
-    served.policy.write_text(
-        f"version: 1\nconnections:\n  issuers: [{served.url}]\nprincipals:\n"
-        + entry("alice", "")
-        + entry("bob", "")
-        + entry("auditor", "glovebox:audit")
-    )
+    keys = {name: key for name, (key, _) in KEYS.items()}
 
     def page(who: str) -> str:
         answer = httpx.get(f"{served.console}/ui/connections", headers={"X-API-Key": keys[who]})

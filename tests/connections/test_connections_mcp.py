@@ -74,7 +74,7 @@ def notes(served: Served) -> Iterator[str]:
 
 
 def test_a_remote_mcp_server_behind_oauth_is_imported_and_called_with_each_principals_token(
-    served: Served, notes: str
+    served: Served, notes: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     for user, account in (("admin", "default"), ("alice", "alice"), ("bob", "bob")):
         answer = served.authorize_as(user, served.begin(account=account, name="notes", resource=notes))
@@ -86,6 +86,7 @@ def test_a_remote_mcp_server_behind_oauth_is_imported_and_called_with_each_princ
         secret = ["Authorization=connection://notes/{principal}"]
         imported = import_mcp(rt, notes, name="notes", scopes=[], header_secrets=secret)
         assert [tool.name for tool in imported.tools] == ["notes-whoami"]
+        monkeypatch.setenv("GLOVEBOX_HOME", str(tmp_path / "elsewhere"))  # a call reads the Runtime's home
         seen = {}
         for principal in ("alice", "bob"):
             result = rt.call("notes-whoami", {}, principal=principal)

@@ -1,7 +1,8 @@
 """``connection://NAME[/ACCOUNT]``: a connection's access token, injected like any other secret.
 
 The account is the reference's (``connection://github/ops``), else
-``default``. Where a secret is named for a call (a policy's ``secrets``, a
+``default``. The tokens are read from the call's home (the Runtime's), else
+``GLOVEBOX_HOME``. Where a secret is named for a call (a policy's ``secrets``, a
 remote MCP server's ``--header-secret``), ``{principal}`` in a reference is
 replaced by the calling principal first, so ``connection://github/{principal}``
 is each principal's own account; a grant that targets a group of principals
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import ClassVar
 
 from ..capabilities._providers import SecretProvider, SecretRef, SecretUnavailable
@@ -40,6 +42,10 @@ class ConnectionProvider(SecretProvider):
         self._tokens: dict[tuple[str, str, str], tuple[float, bytes]] = {}
 
     def get(self, ref: SecretRef) -> bytes:
+        return self.read_in(ref, None)
+
+    def read_in(self, ref: SecretRef, home: Path | None) -> bytes:
+        """The token of the connection in ``home`` (None: ``GLOVEBOX_HOME``), refreshed when due."""
         name, _, account = ref.rest.strip("/").partition("/")
         account = account or DEFAULT_ACCOUNT
         try:
@@ -47,13 +53,14 @@ class ConnectionProvider(SecretProvider):
             check_name(account, "account")
         except ValueError as exc:
             raise SecretUnavailable(f"{ref}: {exc}") from None
-        key, now = (os.environ.get("GLOVEBOX_HOME", ""), name, account), time.monotonic()
+        where = str(home) if home is not None else os.environ.get("GLOVEBOX_HOME", "")
+        key, now = (where, name, account), time.monotonic()
         with self._lock:
             kept = self._tokens.get(key)
         if kept is not None and kept[0] > now:
             return kept[1]
         try:
-            token, record = access_token(ConnectionStore(), name, account)
+            token, record = access_token(ConnectionStore(home), name, account)
         except ConnectError as exc:
             raise SecretUnavailable(f"{ref}: {exc}") from None
         until = now + TTL_S
