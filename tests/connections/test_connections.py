@@ -324,3 +324,22 @@ def test_each_principal_calls_with_its_own_account_and_a_team_shares_one(
         "eve": (401, None),  # eve has no connection: no token is sent
     }
     assert not any(token in rows for token in tokens), "the audit never holds a token"
+
+
+def test_a_guest_echoing_a_connection_token_rotated_away_has_it_redacted(
+    served: Served, build_guest: Callable[[str], Path], tmp_path: Path
+) -> None:
+    record = served.connect("alice")
+    old, _ = access_token(served.store(), "notes", "default")
+    served.store().save(replace(record, expires_at=time.time() - 5), {})
+    new, _ = access_token(served.store(), "notes", "default")
+    assert new != old, "rotated: the old token is no call's secret any more"
+    policy = tmp_path / "leak-policy.json"
+    policy.write_text(json.dumps({"version": 1, "rules": [{"tool": "*", "action": "allow"}]}))
+    with glovebox.Runtime(home=served.home, policy=policy) as rt:
+        rt.register(build_guest("leaker"), {"name": "leaker"})
+        leaked = rt.call("leaker", {"note": f"remembered {old}"})
+        [row] = [row for row in rt.audit.records() if row["call_id"] == leaked.meta["call_id"]]
+    assert leaked.ok and leaked.output == {"note": "remembered [REDACTED:jwt]"}
+    assert old not in json.dumps(leaked.to_dict()) and old not in json.dumps(row, default=str)
+    assert {"kind": "jwt", "path": "/output/note"} in leaked.meta["secret_scan"]["findings"]
