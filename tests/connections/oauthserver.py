@@ -143,6 +143,7 @@ class Hostile:
     issuer: str | None = None
     token_redirect: str | None = None
     resource: str | None = None
+    no_registration: bool = False
 
 
 class _Answer(Response):
@@ -286,6 +287,7 @@ class AuthServer(AuthorizationServer):  # type: ignore[misc]
                 "authorization_response_iss_parameter_supported": True,
                 "scopes_supported": ["read", "write"],
             }
+            | ({"registration_endpoint": None} if self.hostile.no_registration else {})
         )
 
     async def resource_metadata(self, request: Request) -> Response:

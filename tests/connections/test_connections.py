@@ -27,6 +27,7 @@ from glovebox.connections import (
     ConnectError,
     ConnectSettings,
     access_token,
+    begin,
     device_flow,
     prepare,
 )
@@ -343,3 +344,35 @@ def test_a_guest_echoing_a_connection_token_rotated_away_has_it_redacted(
     assert leaked.ok and leaked.output == {"note": "remembered [REDACTED:jwt]"}
     assert old not in json.dumps(leaked.to_dict()) and old not in json.dumps(row, default=str)
     assert {"kind": "jwt", "path": "/output/note"} in leaked.meta["secret_scan"]["findings"]
+
+
+def test_a_confidential_client_given_by_id_and_secret_reference_authenticates_by_basic(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from .oauthserver import Client
+
+    served.auth.hostile.no_registration = True
+    settings = ConnectSettings(name="notes", resource=served.resource)
+    with pytest.raises(ConnectError) as refused:
+        prepare(settings, [served.url], served.redirect)
+    assert (refused.value.code, refused.value.message) == (
+        "registration_failed",
+        f"{served.url} offers no dynamic client registration; give --client-id (and --client-secret-ref)",
+    )
+    grants = ["authorization_code", "refresh_token"]
+    served.auth.clients["glovebox-ci"] = Client(
+        "glovebox-ci", "ci-secret-1", [served.redirect], "client_secret_basic", grants
+    )
+    monkeypatch.setenv("OAUTH_CLIENT_SECRET", "ci-secret-1")
+    confidential = ConnectSettings(
+        name="notes", resource=served.resource, client_id="glovebox-ci", client_secret_ref="env://OAUTH_CLIENT_SECRET"
+    )
+    prepared = prepare(confidential, [served.url], served.redirect)
+    url, _ = begin(prepared, served.redirect, served.store())
+    assert served.authorize_as("alice", url).status_code == 200
+    record = served.store().get("notes", "default")
+    assert record.client_secret and record.client_id == "glovebox-ci"
+    served.store().save(replace(record, expires_at=time.time() - 5), {})
+    token, _ = access_token(served.store(), "notes", "default")  # refreshed with basic auth
+    assert served.auth.refreshes == 1 and api(served, token).status_code == 200
+    assert "ci-secret-1" not in (served.home / "connections" / "connections.json").read_text()
