@@ -369,7 +369,12 @@ def test_a_confidential_client_given_by_id_and_secret_reference_authenticates_by
     )
     prepared = prepare(confidential, [served.url], served.redirect)
     url, _ = begin(prepared, served.redirect, served.store())
+    [waiting] = (served.home / "connections" / "pending").glob("*.json")
+    assert "ci-secret-1" not in waiting.read_text(), "the client secret waits sealed, never in clear"
     assert served.authorize_as("alice", url).status_code == 200
+    assert [entry["name"] for entry in served.store().vault.names()] == [
+        "connection.notes.default.access", "connection.notes.default.client", "connection.notes.default.refresh",
+    ], "the sealed pending secret is gone"  # fmt: skip
     record = served.store().get("notes", "default")
     assert record.client_secret and record.client_id == "glovebox-ci"
     served.store().save(replace(record, expires_at=time.time() - 5), {})

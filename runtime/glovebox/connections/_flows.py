@@ -174,9 +174,13 @@ def begin(prepared: Prepared, redirect_uri: str, store: ConnectionStore) -> tupl
     check_secure(redirect_uri, "redirect URI")
     state, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(64)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+    sealed = None
+    if prepared.tokens.get("client"):  # a client secret waits sealed in the store, never in the pending file
+        sealed = "pending." + hashlib.sha256(state.encode()).hexdigest()[:32]
+        store.vault.set(sealed, prepared.tokens["client"].encode("utf-8"))
     pending = {
         "record": asdict(prepared.record),
-        "tokens": prepared.tokens,
+        "sealed_client": sealed,
         "verifier": verifier,
         "redirect_uri": redirect_uri,
         "iss_parameter": metadata.iss_parameter,
@@ -225,6 +229,10 @@ def _take_pending(store: ConnectionStore, state: str) -> dict[str, Any]:
             "state_mismatch", "the callback's state names no pending authorization (forged, replayed or expired)"
         ) from None
     pending: dict[str, Any] = json.loads(text)
+    pending["tokens"] = {}
+    if pending.get("sealed_client"):
+        pending["tokens"]["client"] = store.vault.get(pending["sealed_client"]).decode("utf-8")
+        store.vault.remove(pending["sealed_client"])
     if time.time() - float(pending["created"]) > PENDING_TTL_S:
         raise ConnectError("state_mismatch", "the authorization took over 10 minutes; run glovebox connect again")
     return pending
