@@ -53,8 +53,13 @@ def _settings(name: str, **given: str | None) -> ConnectSettings:
 
 @click.command()
 @click.argument("name")
-@click.option("--resource", help="URL of the API or remote MCP server (its RFC 9728 metadata names the issuer).")
-@click.option("--issuer", help="The authorization server's issuer URL (when the resource publishes no metadata).")
+@click.option(
+    "--resource",
+    help="URL of the API or remote MCP server; its RFC 9728 metadata names the issuer (default: none, give --issuer).",
+)
+@click.option(
+    "--issuer", help="The authorization server's issuer URL (default: the one the resource's metadata names)."
+)
 @click.option("--account", default=DEFAULT_ACCOUNT, show_default=True, help="The account this connection is for.")
 @click.option("--scope", default="", help="Scopes to ask for, space-separated (default: none asked).")
 @click.option("--client-id", help="A registered client's id (default: dynamic client registration, RFC 7591).")
