@@ -10,8 +10,9 @@ Every failure is a :class:`ConnectError` with a stable code.
 
 from __future__ import annotations
 
+from ._device import device_flow
 from ._errors import ConnectError
-from ._flows import CALLBACK_PATH, ConnectSettings, Prepared, begin, complete, device_flow, finish, prepare, wait
+from ._flows import CALLBACK_PATH, ConnectSettings, Prepared, begin, complete, finish, prepare, wait
 from ._store import DEFAULT_ACCOUNT, ConnectionRecord, ConnectionStore
 from ._tokens import access_token, revoke
 
