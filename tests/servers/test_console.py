@@ -518,11 +518,11 @@ def menu_of(html: str) -> list[str]:
 
 
 def test_the_menu_names_only_the_pages_the_viewers_scopes_open(console: Console) -> None:
-    everything = ["/ui/approvals", "/ui/audit", "/ui/runs", "/ui/tools", "/ui/health"]
+    everything = ["/ui/approvals", "/ui/audit", "/ui/runs", "/ui/tools", "/ui/connections", "/ui/health"]
     assert menu_of(httpx.get(console.url + "/ui/tools", headers=bearer("admin")).text) == everything
     for who in ("agent", "nobody"):
         shown = menu_of(httpx.get(console.url + "/ui/tools", headers=bearer(who)).text)
-        assert shown == ["/ui/runs", "/ui/tools"], who
+        assert shown == ["/ui/runs", "/ui/tools", "/ui/connections"], who
         for path in set(everything) - set(shown):
             assert httpx.get(console.url + path, headers=bearer(who)).status_code == 403, "hidden because refused"
         for path in shown:

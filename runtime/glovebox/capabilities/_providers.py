@@ -9,6 +9,7 @@ named (a policy's ``secrets``, a SQL grant's ``password``, an import's headers):
 ``keyring://svc/user`` the OS keyring (``keyring``: Secret Service, Keychain, ...)
 ``exec://cmd?arg=..``  a command's standard output (:mod:`._execsecret`)
 ``encrypted://name``   an entry of the home's encrypted store (:mod:`._vault`)
+``connection://name``  an OAuth connection's access token (``glovebox.connections``)
 =====================  ==========================================================
 
 The older two-field form (``provider: env`` + ``source: VAR``) reads the same.
@@ -54,6 +55,7 @@ DEFAULT_PROVIDERS = {
     "keyring": "glovebox.capabilities._providers:KeyringProvider",
     "exec": "glovebox.capabilities._execsecret:ExecProvider",
     "encrypted": "glovebox.capabilities._vault:EncryptedProvider",
+    "connection": "glovebox.connections._provider:ConnectionProvider",
 }
 
 
@@ -121,6 +123,11 @@ class SecretProvider:
                 self._cache.clear()
             self._cache[key] = (now + self.ttl_s, value)
         return value
+
+    def read_in(self, ref: SecretRef, home: Path | None) -> bytes:
+        """:meth:`read` for a call on the home ``home`` (None: ``GLOVEBOX_HOME``); a provider that keeps
+        its secrets in a home (``connection://``) overrides it, the others read the same everywhere."""
+        return self.read(ref)
 
     def forget(self) -> None:
         """Drop every cached value (after a rotation, or in a benchmark of the uncached cost)."""
@@ -231,10 +238,14 @@ def _entry_point(name: str) -> str | None:
     return None
 
 
-def get_secret(ref: str | SecretRef, default_provider: str = "env") -> bytes:
-    """The value a reference names (cached by its provider); raises :class:`SecretUnavailable`."""
+def get_secret(ref: str | SecretRef, default_provider: str = "env", *, home: Path | None = None) -> bytes:
+    """The value a reference names (cached by its provider); raises :class:`SecretUnavailable`.
+
+    ``home``: the home of the call that needs it (a connection's tokens live in a home); None: ``GLOVEBOX_HOME``.
+    """
     parsed = ref if isinstance(ref, SecretRef) else parse_ref(ref, default_provider)
-    return provider(parsed.provider).read(parsed)
+    found = provider(parsed.provider)
+    return found.read(parsed) if home is None else found.read_in(parsed, home)
 
 
 def split_url(ref: SecretRef) -> tuple[str, str, str]:

@@ -21,6 +21,7 @@ import threading
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -50,7 +51,7 @@ class Secret:
         return scheme in self.rule.schemes and host_matches(self.rule.host, host)
 
 
-def read_secret(provider: str, source: str) -> str | None:
+def read_secret(provider: str, source: str, home: Path | None = None) -> str | None:
     """The value of one secret, or None (logged by reference and reason, never the value).
 
     ``source`` is a reference (``keyring://svc/user``, ``exec://...``, see
@@ -60,7 +61,7 @@ def read_secret(provider: str, source: str) -> str | None:
     from ._providers import SecretUnavailable, get_secret
 
     try:
-        value = get_secret(source, provider).decode("utf-8")
+        value = get_secret(source, provider, home=home).decode("utf-8")
     except SecretUnavailable as exc:
         logger.warning("secret unavailable: %s", exc)
         return None
@@ -70,15 +71,22 @@ def read_secret(provider: str, source: str) -> str | None:
     return value or None
 
 
-def _read(rule: SecretRule) -> str | None:
-    return read_secret(rule.provider, rule.source)
+def _read(rule: SecretRule, principal: str | None, home: Path | None) -> str | None:
+    source = rule.source
+    if "{principal}" in source and principal is not None:
+        source = source.replace("{principal}", principal)  # connection://github/{principal}: the caller's account
+    return read_secret(rule.provider, source, home)
 
 
-def load_secrets(rules: Sequence[SecretRule]) -> list[Secret]:
-    """Read every rule's value; a missing or unusable one is skipped and logged by name."""
+def load_secrets(rules: Sequence[SecretRule], principal: str | None = None, home: Path | None = None) -> list[Secret]:
+    """Read every rule's value; a missing or unusable one is skipped and logged by name.
+
+    ``{principal}`` in a rule's source is the calling ``principal`` (without one, it is left and names nothing);
+    ``home`` is the call's home, where a ``connection://`` token is read (None: ``GLOVEBOX_HOME``).
+    """
     secrets = []
     for rule in rules:
-        value = _read(rule)
+        value = _read(rule, principal, home)
         if value is None or any(c in value for c in "\r\n\0"):
             logger.warning("secret %r (%s provider) has no usable value; not sent", rule.name, rule.provider)
             continue

@@ -30,6 +30,7 @@ from ..toolchains._build import sdk_dir
 from ..toolchains._scaffold import LANGUAGES, scaffold
 from ._base import GloveboxGroup, accept_global_options, dump, home_of, open_runtime, progress_of
 from ._breaker import breaker, describe_breaker
+from ._connections import connect, connections
 from ._import import import_group
 from ._oci import INSECURE_HELP, pull, push
 from ._policy import approvals, approve, audit, policy
@@ -480,6 +481,8 @@ cli.add_command(export)
 cli.add_command(import_group)
 cli.add_command(sql)
 cli.add_command(secrets)
+cli.add_command(connect)
+cli.add_command(connections)
 cli.add_command(run)
 cli.add_command(runs)
 cli.add_command(push)

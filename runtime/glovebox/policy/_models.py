@@ -21,6 +21,7 @@ __all__ = [
     "Action",
     "ApprovalSettings",
     "AuditSettings",
+    "ConnectionSettings",
     "Defaults",
     "GrantRule",
     "LimitOverride",
@@ -159,6 +160,21 @@ class RunSettings(Frozen):
     )
 
 
+class ConnectionSettings(Frozen):
+    """OAuth connections (``glovebox connect``): which authorization servers may issue their tokens.
+
+    Which account a call uses is chosen where the token is named: a grant's secret
+    ``connection://NAME/{principal}`` (each principal's own), or ``connection://NAME/ACCOUNT``
+    in a grant that targets a team's principals.
+    """
+
+    issuers: list[Annotated[str, Field(pattern=r"^https?://[^\s#?]+$")]] = Field(
+        [],
+        description="Issuer URLs (exact, as in their RFC 8414 metadata) a connection may be made with;"
+        " empty: none (glovebox connect refuses every server).",
+    )
+
+
 class SignatureRule(Frozen):
     """Artifacts registered from matching ``oci://`` sources (and OCI layouts pulled from them) must carry a
     cosign signature by one of these keys, checked before the component is compiled."""
@@ -191,6 +207,9 @@ class Policy(Frozen):
     approvals: ApprovalSettings = Field(ApprovalSettings(), description="Approval settings.")
     audit: AuditSettings = Field(AuditSettings(), description="Audit settings.")
     runs: RunSettings = Field(RunSettings(), description="Code mode: runs per principal and their retention.")
+    connections: ConnectionSettings = Field(
+        ConnectionSettings(), description="OAuth connections: the allowlist of authorization servers."
+    )
     signatures: list[SignatureRule] = Field(
         [],
         description="Signatures required of oci:// sources: every matching entry applies (one valid signature each).",

@@ -49,7 +49,7 @@ def call_tool(
     Raises:
         CallTimeout, OutputTooLarge, GuestError, UpstreamError: see ``glovebox.remote._proxy``.
     """
-    values, scrub = read_secrets(descriptor.origin, descriptor.headers or descriptor.env_secrets)
+    values, scrub = read_secrets(descriptor.origin, descriptor.headers or descriptor.env_secrets, principal, pool.home)
     budget = _Budget(2 * output_bytes + PROTOCOL_OVERHEAD_BYTES)
     trace = _tracing.carrier() if descriptor.propagate_trace else None
     scope = CallScope(budget, trace)

@@ -2,7 +2,8 @@
 
 ``--header-secret HEADER=NAME`` stores only ``NAME``, the environment variable
 of the host process that holds the secret, or a secret reference
-(``keyring://service/user``, ``encrypted://name``, ``exec://...``). The value is read when a call (or
+(``keyring://service/user``, ``encrypted://name``, ``exec://...``), or an OAuth
+connection's token (``connection://NAME[/ACCOUNT]``, refreshed by the host). The value is read when a call (or
 an import) starts, sent in ``HEADER`` (``Authorization`` gets ``Bearer
 <value>``, any other header the value as it is) and scrubbed from everything
 the server answers, in the encodings :class:`~glovebox.capabilities._secrets.Scrubber`
@@ -14,6 +15,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..capabilities._secrets import Scrubber, load_secrets
@@ -97,8 +99,15 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def read_secrets(url: str, headers: HeaderSecrets) -> tuple[dict[str, str], Scrubber]:
+def read_secrets(
+    url: str, headers: HeaderSecrets, principal: str | None = None, home: Path | None = None
+) -> tuple[dict[str, str], Scrubber]:
     """The header values to send and the scrubber for what comes back.
+
+    ``{principal}`` in a reference is the calling principal (``connection://notes/{principal}``: each
+    principal's own OAuth connection; ``connection://notes/ops``: one team account); without a
+    principal (listing the server's tools at import, watching them) it is the ``default`` account.
+    ``home``: the call's home, where a connection's tokens are read (None: ``GLOVEBOX_HOME``).
 
     Raises:
         UpstreamError: (not retryable) a secret has no value on this host; the message names it, never a value.
@@ -114,7 +123,7 @@ def read_secrets(url: str, headers: HeaderSecrets) -> tuple[dict[str, str], Scru
         )
         for header, name in headers.items()
     ]
-    secrets = load_secrets(rules)
+    secrets = load_secrets(rules, "default" if principal is None else principal, home)
     missing = sorted({rule.source for rule in rules} - {secret.rule.source for secret in secrets})
     if missing:
         raise UpstreamError(

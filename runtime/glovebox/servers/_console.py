@@ -24,12 +24,15 @@ Pages (HTML; Jinja2 templates and a stylesheet shipped in ``servers/ui/``)::
     POST /ui/runs/{id}/cancel       cancel an unfinished run (as resume; who pressed it is kept in the run,
                                     ``cancelled_by``, and in the cancel's audit row)
     GET  /ui/tools                  the tools the viewer may see, each with its last calls' outcomes (any principal)
+    GET  /ui/connections            the OAuth connections (the viewer's accounts; all with glovebox:audit)
+    GET  /ui/connections/callback   the redirect URI of ``glovebox connect``: completes its authorization
+    POST /ui/connections/{n}/{a}/revoke  revoke one (its account's principal, or glovebox:audit)
     GET  /ui/health                 policy digest and error, admission counters, breakers, and charts of
                                     the last 30 minutes' calls by outcome and p50/p99 (glovebox:audit)
 
 Each area is its own router module: ``_uisignin`` (sign-in, sessions),
 ``_uitools``, ``_uiaudit`` (calls and the audit log), ``_uiapprovals``,
-``_uiruns``, ``_uihealth``; ``_uibase`` holds what they share. Who the viewer
+``_uiruns``, ``_uihealth``, ``_uiconnections``; ``_uibase`` holds what they share. Who the viewer
 is comes from Starlette's ``AuthenticationMiddleware`` (``servers._identity``),
 what it may open from the :func:`~glovebox.servers._refusals.requires` guard
 each handler wears, and forms are checked by ``servers._guards.FormGuard``;
@@ -71,6 +74,7 @@ from ._refusals import Refused, Unauthenticated
 from ._uiapprovals import ApprovalPages
 from ._uiaudit import AuditPages
 from ._uibase import AUDIT_SCOPE, PAGE_ROWS, UI, ConsoleState
+from ._uiconnections import ConnectionPages
 from ._uihealth import HealthPage
 from ._uiruns import RunPages
 from ._uisignin import SigninPages
@@ -78,7 +82,7 @@ from ._uitools import ToolPages
 
 __all__ = ["AUDIT_SCOPE", "PAGE_ROWS", "Console"]
 
-_ROUTERS = (SigninPages, ToolPages, AuditPages, ApprovalPages, RunPages, HealthPage)
+_ROUTERS = (SigninPages, ToolPages, AuditPages, ApprovalPages, RunPages, HealthPage, ConnectionPages)
 
 
 class Console:

@@ -95,7 +95,7 @@ class HttpCapabilityKind(Capability):
         from .._secrets import load_secrets
 
         hosts = context.hosts() if context.hosts is not None else None
-        secrets = load_secrets(grants.secrets)
+        secrets = load_secrets(grants.secrets, context.principal, context.home)
         return HttpCapability(declared.http, grants, secrets, context.transport, tracer=context.tracer, hosts=hosts)
 
     def egress(self, meta: Mapping[str, Any], *, store_inputs: bool, extras: Mapping[str, Any]) -> Any:

@@ -50,7 +50,7 @@ class OutputChecks(Handler):
         if kept.secrets and secrets:
             from ...capabilities._secrets import Scrubber, load_secrets
 
-            scrubber = Scrubber(load_secrets(secrets))
+            scrubber = Scrubber(load_secrets(secrets, call.principal))
         assert state.output_text is not None and call.attempts is not None
         deadline = call.attempts.deadline
 
