@@ -12,7 +12,7 @@ import click
 
 from ..runtime._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED
 from ..sandbox._compute import DEFAULT_MAX_RUNNING
-from ._base import CliError, log_config, open_runtime
+from ._base import LOG_FORMAT_KEY, CliError, log_config, open_runtime
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -150,7 +150,9 @@ def _serve_workers(
     with open_runtime(ctx, **bounds) as rt:
         _check_can_serve(rt, bool(app.get("insecure_anonymous")))
         home, policy = str(rt.home), rt.policy_path
-    spec = Spec(kind, home, None if policy is None else str(policy), bounds, (name, chosen), app)
+    fmt = ctx.meta.get(LOG_FORMAT_KEY, "text")
+    logs = fmt if fmt == "json" or ctx.find_root().params.get("verbose") else None
+    spec = Spec(kind, home, None if policy is None else str(policy), bounds, (name, chosen), app, logs)
     serve_workers(spec, workers, host=where[0], port=where[1], log_config=log_config(ctx))
 
 

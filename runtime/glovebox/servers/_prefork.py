@@ -57,6 +57,9 @@ class Spec:
         backend: the backend each worker runs calls on (``open_backend``'s name; ``local``:
             the worker's own Runtime) and its options (``processes``).
         app: the app's options (``create_app``'s, or ``McpService``'s plus ``host``).
+        logs: where the worker's log records go, as the CLI's ``-v``/``--log-format`` chose:
+            ``text`` or ``json`` lines on stderr (the ``glovebox`` logger from INFO up), or
+            None for nowhere.
     """
 
     kind: Literal["http", "mcp"]
@@ -65,6 +68,11 @@ class Spec:
     runtime: dict[str, Any] = field(default_factory=dict)
     backend: tuple[str, dict[str, Any]] = ("local", {})
     app: dict[str, Any] = field(default_factory=dict)
+    logs: Literal["text", "json"] | None = None
+
+
+#: The text log line, as the CLI writes it.
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def serve_workers(
@@ -107,6 +115,7 @@ def worker_app(spec: Spec) -> ASGIApp:
     """The app one worker serves, over a Runtime (and backend) of its own, closed when the app stops."""
     from ..runtime._runtime import Runtime
 
+    _log_to(spec.logs)
     stack = ExitStack()
     try:
         runtime = stack.enter_context(Runtime(home=spec.home, policy=spec.policy, **spec.runtime))
@@ -121,6 +130,23 @@ def worker_app(spec: Spec) -> ASGIApp:
         stack.close()
         raise
     return _ClosesAfter(app, stack.close)
+
+
+def _log_to(logs: Literal["text", "json"] | None) -> None:
+    """Route this worker's log records as the CLI routes its own (``cli._base._logging``)."""
+    import logging
+    import sys
+
+    handler: logging.Handler
+    if logs is None:
+        handler = logging.NullHandler()
+    else:
+        from ..telemetry._calllog import JsonFormatter
+
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(JsonFormatter() if logs == "json" else logging.Formatter(TEXT_FORMAT))
+        logging.getLogger("glovebox").setLevel(logging.INFO)
+    logging.getLogger().addHandler(handler)
 
 
 def _http(calls: Any, options: dict[str, Any]) -> ASGIApp:
