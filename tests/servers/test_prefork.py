@@ -161,3 +161,20 @@ def test_workers_with_what_they_cannot_serve_is_a_usage_error(
     result = CliRunner().invoke(cli, ["--home", str(home_dir), "--policy", str(policy), *command])
     assert result.exit_code == 2, result.output
     assert "--workers" in result.output
+
+
+def test_a_worker_app_serves_on_its_own_runtime_and_closes_it_after_its_lifespan(home: tuple[Path, Path]) -> None:
+    from starlette.testclient import TestClient
+
+    from glovebox.servers._prefork import Spec, worker_app
+
+    home_dir, policy = home
+    spec = Spec("http", str(home_dir), str(policy), {"max_running": 1}, ("local", {}), {"max_body_bytes": 4096})
+    app = worker_app(spec)
+    with TestClient(app) as client:  # type: ignore[arg-type]
+        answer = client.post("/v1/tools/echo/call", json={"input": {"n": 2}}, headers=AGENT).json()
+        assert answer["output"] == {"n": 2}
+        assert client.get("/ui").status_code == 404  # the console is a one-process server's
+        assert client.post("/v1/tools/echo/call", content=b"x" * 5000, headers=AGENT).status_code == 413
+    with pytest.raises(ValueError, match="closed"):  # the worker's Runtime closed with the app
+        app.backend.call("echo", {"n": 3}, principal="agent")  # type: ignore[attr-defined]

@@ -129,7 +129,7 @@ def worker_app(spec: Spec) -> ASGIApp:
     except BaseException:
         stack.close()
         raise
-    return _ClosesAfter(app, stack.close)
+    return _ClosesAfter(app, calls, stack.close)
 
 
 def _log_to(logs: Literal["text", "json"] | None) -> None:
@@ -166,10 +166,11 @@ def _mcp(calls: Any, options: dict[str, Any]) -> ASGIApp:
 
 
 class _ClosesAfter:
-    """An ASGI app that runs ``close`` once its lifespan has ended (after the app's own shutdown)."""
+    """An ASGI app over ``backend`` that runs ``close`` once its lifespan has ended (after the app's
+    own shutdown)."""
 
-    def __init__(self, app: ASGIApp, close: Callable[[], None]) -> None:
-        self.app, self.close = app, close
+    def __init__(self, app: ASGIApp, backend: Any, close: Callable[[], None]) -> None:
+        self.app, self.backend, self.close = app, backend, close
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "lifespan":
