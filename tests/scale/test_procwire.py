@@ -15,7 +15,7 @@ from multiprocessing.connection import Connection
 
 import pytest
 
-from glovebox.scale._procwire import MAX_FRAME, BadFrame, Frames, frame
+from glovebox.scale._procwire import MAX_FRAME, BadFrame, Frames
 
 
 @pytest.fixture
@@ -60,22 +60,6 @@ def test_many_small_messages_in_one_read_are_each_returned(pipe: tuple[int, int]
     os.write(write, b"".join(len(m).to_bytes(4, "big") + m for m in (b"a", b"bb", b"ccc")))
     frames = Frames(read)
     assert [frames.next() for _ in range(3)] == [b"a", b"bb", b"ccc"]
-
-
-def test_frame_writes_what_a_connection_writes_so_frames_can_be_joined_in_one_write(pipe: tuple[int, int]) -> None:
-    read, write = pipe
-    sent = [b"", b"one", b"x" * 20_000]  # (all of it fits in the pipe: nothing reads while it is written)
-    writer = Connection(os.dup(write), readable=False)
-    for message in sent:
-        writer.send_bytes(message)
-    writer.close()
-    by_connection = os.read(read, 1 << 20)
-    assert b"".join(frame(m) for m in sent) == by_connection
-    joined = threading.Thread(target=os.write, args=(write, b"".join(frame(m) for m in sent)))
-    joined.start()
-    frames = Frames(read)
-    assert [frames.next() for _ in sent] == sent
-    joined.join(30)
 
 
 def test_the_long_header_form_is_read(pipe: tuple[int, int]) -> None:

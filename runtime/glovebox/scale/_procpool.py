@@ -98,12 +98,7 @@ class _Worker:
     process: BaseProcess
     conn: Connection
     pending: dict[str, _Pending] = field(default_factory=dict)
-    #: Held while writing to the pipe (and closing it, and its bell).
     send_lock: threading.Lock = field(default_factory=threading.Lock)
-    #: Frames waiting to be written, and whether a thread is writing them (both under ``out_lock``).
-    outbox: list[bytes] = field(default_factory=list)
-    writing: bool = False
-    out_lock: threading.Lock = field(default_factory=threading.Lock)
     alive: bool = True
     ready: bool = False
     reader: threading.Thread | None = None
@@ -404,64 +399,17 @@ class PoolWorkers(Workers):
             return worker
 
     def _send(self, worker: _Worker, payload: bytes | None) -> None:
-        """Queue a message for a worker's pipe, and write what is queued unless another thread is.
-
-        Callers that send while another's ``write`` runs leave their frames in the outbox and
-        go on; the writing thread writes them all in its next ``write`` (one system call and
-        one wake-up of the worker for several requests). A dead worker's calls are answered
-        by its watcher."""
+        """Write to a worker's pipe, and ring its bell when none of its threads holds the pipe;
+        a dead worker's calls are answered by its watcher."""
         data = payload if payload is not None else _procwire.STOP
-        with worker.out_lock:
-            worker.outbox.append(_procwire.frame(data))
-            if worker.writing:
-                return
-            worker.writing = True
-        self._flush(worker)
-
-    def _flush(self, worker: _Worker) -> None:
-        """Write the outbox until it is empty, ringing the worker's bell when none of its threads
-        holds the pipe (``writing`` is this thread's)."""
         try:
-            while True:
-                with worker.out_lock:
-                    if not worker.outbox:
-                        worker.writing = False
-                        return
-                    chunk = b"".join(worker.outbox)
-                    worker.outbox.clear()
-                with worker.send_lock:
-                    self._write(worker, chunk)
-                    if worker.page is not None and not worker.page[0]:  # every thread there is running a call
-                        with contextlib.suppress(BlockingIOError):  # full: rung already
-                            os.write(worker.bell, b"\0")
-        except (OSError, ValueError):  # the worker is gone: its watcher answers what it had
-            with worker.out_lock:
-                worker.outbox.clear()
-                worker.writing = False
-        except BaseException:  # interrupted (KeyboardInterrupt): the next sender writes what is left
-            with worker.out_lock:
-                worker.writing = False
-            raise
-
-    def _write(self, worker: _Worker, chunk: bytes) -> None:
-        """Write ``chunk`` whole (``send_lock`` held). Interrupted before its first byte, it goes back
-        to the front of the outbox; in the middle of it, the stream is broken, so the worker is
-        stopped (and replaced; its calls answer ``internal_error``)."""
-        view = memoryview(chunk)
-        fd = worker.conn.fileno()
-        try:
-            while view:
-                view = view[os.write(fd, view) :]
-        except OSError:
-            raise
-        except BaseException:
-            if len(view) == len(chunk):
-                with worker.out_lock:
-                    worker.outbox.insert(0, chunk)
-            else:
-                logger.error("a request to worker %d was cut short; stopping it", worker.pid)
-                worker.process.kill()
-            raise
+            with worker.send_lock:
+                worker.conn.send_bytes(data)
+                if worker.page is not None and not worker.page[0]:  # every thread there is running a call
+                    with contextlib.suppress(BlockingIOError):  # full: rung already
+                        os.write(worker.bell, b"\0")
+        except (OSError, ValueError):
+            pass
 
     # -- answers -------------------------------------------------------------
 

@@ -57,7 +57,6 @@ __all__ = [
     "Request",
     "decode",
     "encode",
-    "frame",
     "is_unicode",
 ]
 
@@ -209,13 +208,6 @@ def is_unicode(*texts: str | None) -> bool:
 _CHUNK = 1 << 16
 #: The longest message either end accepts (bytes); a longer header is a broken stream.
 MAX_FRAME = 1 << 30
-
-
-def frame(data: bytes) -> bytes:
-    """``data`` framed as ``Connection.send_bytes`` frames it (so several frames go in one ``write``)."""
-    size = len(data)
-    header = size.to_bytes(4, "big") if size <= 0x7FFFFFFF else b"\xff\xff\xff\xff" + size.to_bytes(8, "big")
-    return header + data
 
 
 class BadFrame(OSError):
