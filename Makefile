@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast prebuild chromium oci-registry rust-targets bubblewrap lint docs docs-serve bench clean
+.PHONY: demo test test-fast prebuild wrk chromium oci-registry rust-targets bubblewrap lint docs docs-serve bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -122,7 +122,17 @@ docs: $(STAMP)
 docs-serve: $(STAMP)
 	$(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000
 
-bench: $(STAMP)
+# bench_serve.py's load generator: Debian's wrk, installed when missing (for bench only; no test needs it,
+# and bench_serve.py falls back to its own Python generator without it).
+wrk:
+	@if command -v wrk >/dev/null; then :; \
+	elif command -v apt-get >/dev/null; then \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq wrk \
+		|| echo "wrk could not be installed: bench_serve.py uses its Python load generator"; \
+	else echo "apt-get not found: bench_serve.py uses its Python load generator (no wrk)"; fi
+
+bench: $(STAMP) wrk
 	$(BIN)/python bench/bench_call.py
 	$(BIN)/python bench/bench_python_guest.py
 	$(BIN)/python bench/bench_http.py

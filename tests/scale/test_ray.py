@@ -240,8 +240,8 @@ def test_bytes_that_do_not_match_the_digest_never_run(
 
 
 def test_one_policy_everywhere(deployment: RayRuntime) -> None:
-    digest = deployment.reload_policy()
-    assert digest.startswith("sha256:")
+    assert deployment.reload_policy() is True  # (a bool, as Runtime.reload_policy answers)
+    assert deployment.policy_digest.startswith("sha256:")
     expected = deployment.explain("secret", principal="ann").to_dict()
     answers = deployment.explain_everywhere("secret", principal="ann")
     assert len(answers) == 2 and all(answer == expected for answer in answers.values())
@@ -267,14 +267,15 @@ def test_a_policy_change_reaches_every_replica(deployment: RayRuntime, homes: di
     before = homes["policy"].read_text()
     homes["policy"].write_text(before.replace("tool: secret", "tool: trap"))
     try:
-        changed = deployment.reload_policy()
+        assert deployment.reload_policy() is True
+        changed = deployment.policy_digest
         answers = deployment.explain_everywhere("trap", principal="ann")
         assert {answer["action"] for answer in answers.values()} == {"block"}
         refused = deployment.call("trap", {}, principal="ann")
         assert refused.code == "permission_denied" and "replica" in refused.meta
     finally:
         homes["policy"].write_text(before)
-    assert deployment.reload_policy() != changed
+    assert deployment.reload_policy() is True and deployment.policy_digest != changed
     assert deployment.call("trap", {}, principal="ann").code == "guest_trap"
 
 

@@ -65,7 +65,8 @@ def test_auth_failures_are_401_with_the_envelope(url: str) -> None:
                 assert body["ok"] is False and set(body["error"]) == {"code", "message", "retryable", "details"}
                 assert body["error"]["code"] == "permission_denied"
                 assert response.headers["www-authenticate"].startswith("Bearer")
-        assert client.get("/healthz").json() == {"ok": True, "policy_error": None}
+        health = client.get("/healthz").json()
+        assert health == {"ok": True, "policy_error": None, "pid": health["pid"]} and isinstance(health["pid"], int)
 
 
 def test_denials_are_403_with_the_envelope(url: str) -> None:

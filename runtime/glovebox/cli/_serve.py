@@ -6,13 +6,13 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import click
 
 from ..runtime._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED
 from ..sandbox._compute import DEFAULT_MAX_RUNNING
-from ._base import CliError, log_config, open_runtime
+from ._base import LOG_FORMAT_KEY, CliError, log_config, open_runtime
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -118,12 +118,51 @@ def _calls(
         yield opened
 
 
+_WORKERS_HELP = (
+    "Server processes answering on the port, each with its own Runtime on the home "
+    "(default: 1; a dead one is replaced). With N > 1, --processes defaults to 1"
+)
+
+
+def _workers_option(command: F) -> F:
+    """``--workers N``: N server processes on one port (``servers._prefork``)."""
+    return click.option("--workers", default=1, show_default=True, type=click.IntRange(1), help=_WORKERS_HELP + ".")(
+        command
+    )
+
+
+def _serve_workers(
+    ctx: click.Context,
+    kind: Literal["http", "mcp"],
+    workers: int,
+    where: tuple[str, int],
+    choice: tuple[int | None, str, str | None, int],
+    bounds: dict[str, Any],
+    app: dict[str, Any],
+) -> None:
+    """Check as one server would, then serve ``app`` from ``workers`` processes (``choice``: the backend flags)."""
+    from ..servers._prefork import Spec, serve_workers
+
+    processes, backend, address, replicas = choice
+    if backend != "local":
+        raise click.UsageError("--workers is for --backend local (a Ray deployment scales with --replicas)")
+    name, chosen = _backend_choice(processes or 1, backend, address, replicas)
+    with open_runtime(ctx, **bounds) as rt:
+        _check_can_serve(rt, bool(app.get("insecure_anonymous")))
+        home, policy = str(rt.home), rt.policy_path
+    fmt = ctx.meta.get(LOG_FORMAT_KEY, "text")
+    logs = fmt if fmt == "json" or ctx.find_root().params.get("verbose") else None
+    spec = Spec(kind, home, None if policy is None else str(policy), bounds, (name, chosen), app, logs)
+    serve_workers(spec, workers, host=where[0], port=where[1], log_config=log_config(ctx))
+
+
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="TCP port.")
 @click.option("--max-body-bytes", default=1024 * 1024, show_default=True, type=click.IntRange(1), help="Body limit.")
+@_workers_option
 @click.option(
-    "--workers", type=click.IntRange(1), help="Threads listing and describing tools (default: CPU count, at least 4)."
+    "--threads", type=click.IntRange(1), help="Threads listing and describing tools (default: CPU count, at least 4)."
 )
 @_admission_options
 @click.option("--processes", type=click.IntRange(1), help=_PROCESSES_HELP)
@@ -135,7 +174,8 @@ def serve(
     host: str,
     port: int,
     max_body_bytes: int,
-    workers: int | None,
+    workers: int,
+    threads: int | None,
     max_in_flight: int,
     max_queued: int,
     max_running: int,
@@ -150,6 +190,11 @@ def serve(
     from ..servers._api import serve as serve_http
 
     bounds: dict[str, Any] = {"max_in_flight": max_in_flight, "max_queued": max_queued, "max_running": max_running}
+    if workers > 1:
+        app = {"max_body_bytes": max_body_bytes, "workers": threads, "insecure_anonymous": insecure_anonymous}
+        choice = (processes, backend, address, replicas)
+        _serve_workers(ctx, "http", workers, (host, port), choice, bounds, app)
+        return
     with open_runtime(ctx, **bounds) as rt:
         _check_can_serve(rt, insecure_anonymous)
         with _calls(rt, processes, backend, address, replicas, **bounds) as calls:
@@ -158,7 +203,7 @@ def serve(
                 host=host,
                 port=port,
                 max_body_bytes=max_body_bytes,
-                workers=workers,
+                workers=threads,
                 insecure_anonymous=insecure_anonymous,
                 log_config=log_config(ctx),
             )
@@ -236,6 +281,13 @@ def _check_elicitation(transport: str, principal: str | None, asked: bool, appro
     help="The principal the client's user approves as (default: none; required by --approve-via-elicitation).",
 )
 @click.option("--processes", type=click.IntRange(1), help=f"{_PROCESSES_HELP[:-1]} (http).")
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1),
+    help=_WORKERS_HELP + "; over several, MCP runs stateless (http).",
+)
 @_backend_options
 @click.option("--poll-seconds", default=0.5, show_default=True, type=click.FloatRange(0.05), help="List-change check.")
 @_admission_options
@@ -252,6 +304,7 @@ def mcp(
     approve_via_elicitation: bool,
     approver: str | None,
     processes: int | None,
+    workers: int,
     backend: str,
     address: str | None,
     replicas: int,
@@ -272,13 +325,17 @@ def mcp(
 
     if transport == "http" and principal is not None:
         raise click.UsageError("--principal is for stdio; over http each request's API key names the principal")
-    if transport == "stdio" and (processes is not None or backend != "local"):
-        raise click.UsageError("--processes and --backend are for --transport http; stdio serves one client")
+    if transport == "stdio" and (processes is not None or backend != "local" or workers > 1):
+        raise click.UsageError("--processes, --workers and --backend are for --transport http; stdio serves one client")
     _check_elicitation(transport, principal, approve_via_elicitation, approver)
     mode = "code" if code_mode else mode
     bounds: dict[str, Any] = {"max_in_flight": max_in_flight, "max_queued": max_queued, "max_running": max_running}
+    options: dict[str, Any] = {"mode": mode, "insecure_anonymous": insecure_anonymous, "poll_s": poll_seconds}
+    if workers > 1:
+        choice = (processes, backend, address, replicas)
+        _serve_workers(ctx, "mcp", workers, (host, port), choice, bounds, {**options, "host": host})
+        return
     with open_runtime(ctx, **bounds) as rt:
-        options: dict[str, Any] = {"mode": mode, "insecure_anonymous": insecure_anonymous, "poll_s": poll_seconds}
         if transport == "stdio":
             service = McpService(rt, principal=principal, approver=approver, **options)
             check_stdio(service)  # before stdin is read: the client sees the refusal on stderr

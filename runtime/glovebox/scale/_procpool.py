@@ -571,10 +571,10 @@ class PoolWorkers(Workers):
             worker.pending.clear()
             worker.detached = 0
             closing = self._closed
-        worker.conn.close()
         for fd in worker.nudge:
             os.close(fd)
-        with worker.send_lock:  # (a sender checks both under it: the descriptor's number may be reused)
+        with worker.send_lock:  # (a sender uses them under it: the descriptors' numbers may be reused)
+            worker.conn.close()
             os.close(worker.bell)
             worker.bell = -1
             if worker.page is not None:

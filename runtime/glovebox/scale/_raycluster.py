@@ -246,21 +246,27 @@ class RayRuntime(Runtime):
         info = self.tool(name)
         return self._ray.broadcast(lambda actor: actor.explain.remote(info, principal))
 
-    def reload_policy(self) -> str:  # type: ignore[override]
-        """Re-read the policy file on the driver and every replica now; answer the policy's digest.
+    def reload_policy(self) -> bool:
+        """Re-read the policy file on the driver and every replica now; whether a new policy took
+        effect on the driver (as ``Runtime.reload_policy``). :attr:`policy_digest` names the policy.
 
         Replicas also re-read a changed file on their own, as every Runtime does.
 
         Raises:
             RuntimeError: a replica holds a different policy (its node's file differs).
         """
-        super().reload_policy()
+        changed = super().reload_policy()
         expected = policy_digest(self)
         found = self._ray.broadcast(lambda actor: actor.reload_policy.remote())
         differ = sorted(replica for replica, digest in found.items() if digest != expected)
         if differ:
             raise RuntimeError(f"replicas {', '.join(differ)} hold a different policy than the driver")
-        return expected
+        return changed
+
+    @property
+    def policy_digest(self) -> str:
+        """The digest (``sha256:...``) of the policy the driver holds, which every replica's must match."""
+        return policy_digest(self)
 
     def verify_audit(self) -> list[dict[str, Any]]:
         """Verify every audit chain of the deployment: the driver's and each replica home's, once each.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
+import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -129,7 +130,8 @@ class ToolRoutes:
         return b"".join(chunks)
 
     async def healthz(self, request: Request) -> Response:
-        return JSONResponse({"ok": True, "policy_error": self.runtime.policy_error})
+        # ``pid``: which server process answered (``serve --workers N`` runs several on one port).
+        return JSONResponse({"ok": True, "policy_error": self.runtime.policy_error, "pid": os.getpid()})
 
     async def metrics_text(self, request: Request) -> Response:
         return PlainTextResponse(self.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -499,8 +499,13 @@ _NO_OAUTH = envelope_error(
 )
 
 
-def streamable_http_app(service: McpService, *, host: str = "127.0.0.1", path: str = "/mcp") -> Any:
+def streamable_http_app(
+    service: McpService, *, host: str = "127.0.0.1", path: str = "/mcp", stateless: bool = False
+) -> Any:
     """The MCP streamable-HTTP ASGI app (API keys required; the watcher runs in its lifespan).
+
+    ``stateless``: every request stands alone (no session, no server-to-client stream), for
+    several server processes on one port (``servers._prefork``).
 
     Raises:
         ValueError: no policy is configured and anonymous access was not asked for.
@@ -510,7 +515,11 @@ def streamable_http_app(service: McpService, *, host: str = "127.0.0.1", path: s
     from starlette.routing import Mount
 
     inner = service.server.streamable_http_app(
-        streamable_http_path=path, host=host, event_store=BoundedEventStore(), retry_interval=RETRY_MS
+        streamable_http_path=path,
+        host=host,
+        stateless_http=stateless,
+        event_store=None if stateless else BoundedEventStore(),
+        retry_interval=RETRY_MS,
     )
 
     @asynccontextmanager
