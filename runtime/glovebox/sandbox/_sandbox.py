@@ -36,6 +36,7 @@ from ..model._manifest import Limits
 from ._callstate import ActiveCall, CallState, Fetcher, HostCalls, SqlAccess
 from ._fastcall import Instantiation, RawStore, call_tool, post_return
 from ._host import make_linker
+from ._native import NativeCore, native_core, native_extension
 from ._outcome import Ending, call_error
 from ._typed import OutputTooBig, TypedExport, call_typed, export_index, typed_exports
 from ._validate import imports_wasi
@@ -69,6 +70,18 @@ class Sandbox:
         )
         self._live = 0
         self._live_lock = threading.Lock()
+        #: Whether calls may take the native core (the extension is installed, ``GLOVEBOX_NATIVE`` is not 0).
+        self._native_wanted = native_extension() is not None
+        self._core: NativeCore | None = None
+        self._core_made = False
+
+    @property
+    def native_core(self) -> NativeCore | None:
+        """The native invocation core (see ``_native``), or None when calls take the Python path."""
+        if not self._core_made:
+            self._core = native_core(self.shared) if self._native_wanted else None
+            self._core_made = True
+        return self._core
 
     @property
     def live_instances(self) -> int:
@@ -122,6 +135,7 @@ class Sandbox:
         *,
         http: Fetcher | None = None,
         sql: SqlAccess | None = None,
+        native: Any = None,
     ) -> Outcome:
         """Instantiate ``component`` afresh and call it once with ``input_text``.
 
@@ -130,6 +144,8 @@ class Sandbox:
         ``http`` and ``sql`` bind those two alone (tests of one capability).
         With ``host_calls`` (the code runner of ``Runtime.run`` only), the
         component is linked with the run's ``host-call`` as well, answered by it.
+        ``native`` is the same component loaded by the native core
+        (``CompiledCache.native``): the call then runs there, the GIL released.
         """
         bound = dict(capabilities or {})
         if http is not None:
@@ -150,7 +166,10 @@ class Sandbox:
             self._live += 1
         try:
             with ActiveCall(state):
-                if host_calls is not None:
+                core = None if native is None or host_calls is not None else self.native_core
+                if core is not None:
+                    ran = self._invoke_native(core, native, input_text, limits, state)
+                elif host_calls is not None:
                     store = self._store(component, limits, wasi=True, state=state)
                     ran = self._invoke(store, component, input_text, self._run_linker())
                 elif self._linker_for(component) is self._linker:
@@ -274,6 +293,18 @@ class Sandbox:
             fuel_left = store.fuel_left()
             store.close()
         ran.fuel_left = fuel_left
+        return ran
+
+    def _invoke_native(self, core: NativeCore, native: Any, input_text: str, limits: Limits, state: CallState) -> _Ran:
+        """The native core's call (see ``_native``): its failure text is judged like wasmtime-py's."""
+        ticks = self.shared.deadline_ticks(limits.timeout_ms)
+        got = core.call(native, input_text, limits.memory_bytes, limits.fuel, ticks, state)
+        if got.text is not None:
+            exc = Instantiation(got.text) if got.instantiating else wasmtime.WasmtimeError(got.text)
+            ran = _Ran.failed(exc, got.instantiating)
+        else:
+            ran = _Ran(result=got.result)
+        ran.fuel_left = got.fuel_left
         return ran
 
     def _invoke(
