@@ -11,8 +11,8 @@ alike; answers are checked before they count.
   and deadline, ``Linker.instantiate``, ``Func.__call__``, ``post_return``); and of a
   bare native instantiate+call (``NativeComponent.call``, no Runtime around it);
 * **throughput**: calls/s of one Runtime from 1 and from 2 threads, on each path;
-* **steps**: what each GIL-holding step of a full call costs (``--steps``), from
-  cProfile's cumulative time per call of each step's function.
+* **steps**: what each step of a full call costs on each path (``--steps``): the
+  time spent in each handler of the pipeline itself, measured in the same run.
 
 Figures go to stdout and ``bench/results/native.json``. Nothing here is a test.
 """
@@ -20,11 +20,9 @@ Figures go to stdout and ``bench/results/native.json``. Nothing here is a test.
 from __future__ import annotations
 
 import argparse
-import cProfile
 import json
 import os
 import platform
-import pstats
 import sys
 import tempfile
 import threading
@@ -144,45 +142,83 @@ def throughput(rt: glovebox.Runtime, threads: int, seconds: float) -> float:
     return sum(counts) / seconds
 
 
-def steps(rt: glovebox.Runtime, calls: int) -> dict[str, float]:
+def steps(make: Callable[[], glovebox.Runtime], calls: int) -> dict[str, float]:
     """µs per call spent in each step of a full call, itself (not in the steps it hands over to).
 
     Each handler of the pipeline (``runtime/handlers``) hands the call to the next one,
-    so a step's own cost is its ``handle``'s cumulative time less the next one's; the
-    executor, the sandbox and the invocation are split out of ``Execute`` the same way,
-    and the facade (``Runtime.call``: the Call object, the result) is what is left
-    outside the first handler. cProfile's overhead inflates every figure alike: read
-    them as shares.
+    so a step's own time is its inclusive time less the next one's; the executor, the
+    sandbox and the invocation are split out of ``Execute`` the same way, and the
+    facade (``Runtime.call``: the Call object, the result) is what is left outside
+    the first handler. Each step's function is wrapped with a ``perf_counter_ns``
+    pair before the Runtime ``make`` gives is made (the pipeline binds them), and put
+    back after the run (≈0.2 µs each).
     """
-    profile = cProfile.Profile()
-    profile.enable()
-    for _ in range(calls):
-        rt.call("text-stats", INPUT)
-    profile.disable()
-    table = pstats.Stats(profile).stats  # type: ignore[attr-defined]
-    nested: list[tuple[str, float]] = []
-    for (filename, _line, name), (_cc, _nc, _tt, cumulative, _callers) in table.items():
-        where = Path(filename)
-        if where.parent.name == "handlers" and name == "handle":
-            nested.append((f"handler {where.stem.lstrip('_')}", cumulative))
-        elif (where.name, name) in _INNER:
-            nested.append((_INNER[(where.name, name)], cumulative))
-        elif (where.name, name) == ("_runtime.py", "call"):
-            nested.append(("facade (Runtime.call: Call in, CallResult out)", cumulative))
-    nested.sort(key=lambda item: -item[1])
+    from glovebox.runtime import _runtime, handlers
+    from glovebox.runtime.executors import _wasm
+    from glovebox.sandbox import _sandbox
+
+    totals: dict[str, int] = {}
+    targets: list[tuple[Any, str, str]] = [(_runtime.Runtime, "call", "facade (Runtime.call: Call in, CallResult out)")]
+    for name in handlers.__all__:
+        cls = getattr(handlers, name)
+        method = "__call__" if name == "Execute" else "handle"
+        targets.append((cls, method, _HANDLERS.get(cls.__module__.rsplit(".", 1)[-1], name)))
+    targets += [
+        (_wasm.WasmExecutor, "execute", "executor (bind capabilities, record meta)"),
+        (_sandbox.Sandbox, "run", "sandbox (call state, judge the ending)"),
+        (_sandbox.Sandbox, "_invoke_native", "invocation, native (GIL released inside)"),
+        (_sandbox.Sandbox, "_invoke_raw", "invocation, wasmtime-py"),
+    ]
+    originals = [(cls, method, cls.__dict__[method]) for cls, method, _label in targets]
+    for cls, method, label in targets:
+        setattr(cls, method, _timed(cls.__dict__[method], label, totals))
+    try:
+        with make() as rt:
+            for _ in range(calls // 5):  # warm
+                rt.call("text-stats", INPUT)
+            totals.update(dict.fromkeys(totals, 0))
+            for _ in range(calls):
+                rt.call("text-stats", INPUT)
+    finally:
+        for cls, method, original in originals:
+            setattr(cls, method, original)
+    nested = sorted(totals.items(), key=lambda item: -item[1])
     found: dict[str, float] = {}
-    for (label, cumulative), following in zip(nested, [*nested[1:], ("", 0.0)], strict=True):
-        found[label] = (cumulative - following[1]) / calls * 1e6
-    found["(profiled call, total)"] = nested[0][1] / calls * 1e6 if nested else 0.0
+    for (label, inclusive), following in zip(nested, [*nested[1:], ("", 0)], strict=True):
+        found[label] = (inclusive - following[1]) / calls / 1000
+    found["(the whole call, timed)"] = nested[0][1] / calls / 1000 if nested else 0.0
     return found
 
 
-#: Functions inside ``Execute`` whose own share is reported, by (file, function).
-_INNER = {
-    ("_wasm.py", "execute"): "executor (bind capabilities, record meta)",
-    ("_sandbox.py", "run"): "sandbox (call state, judge the ending)",
-    ("_sandbox.py", "_invoke_native"): "native invocation (GIL released inside)",
-    ("_sandbox.py", "_invoke_raw"): "wasmtime-py invocation",
+def _timed(function: Callable[..., Any], label: str, totals: dict[str, int]) -> Callable[..., Any]:
+    clock = time.perf_counter_ns
+    totals.setdefault(label, 0)
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        start = clock()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            totals[label] += clock() - start
+
+    return timed
+
+
+#: What each handler module's step is, as bench/README.md names it.
+_HANDLERS = {
+    "_tracing": "tracing (span or log line)",
+    "_admission": "admission (an in-flight slot)",
+    "_compute": "compute slot",
+    "_attempts": "attempts (retries, guards)",
+    "_audit": "audit (envelope, the row appended, buffered)",
+    "_resolve": "resolve (name to version)",
+    "_policy": "policy decision (cached per principal, tool, policy)",
+    "_breakers": "breakers",
+    "_validate": "input validation (jsonschema-rs)",
+    "_approvals": "approvals",
+    "_checks": "output checks",
+    "_scan": "secret scan (output, logs)",
+    "_output": "execute (decode and validate output)",
 }
 
 
@@ -215,9 +251,13 @@ def main() -> None:
                 for threads in (1, 2):
                     rates.setdefault(f"{label} {threads}T", []).append(throughput(rt, threads, args.seconds))
         rate = {name: max(values) for name, values in rates.items()}
-        profiled = {"native": steps(native, 2000), "python": steps(python, 2000)} if args.steps else {}
         native.close()
         python.close()
+        profiled: dict[str, dict[str, float]] = {}
+        if args.steps:
+            for label, flag in (("native", True), ("python", False)):
+                home = Path(tmp) / label
+                profiled[label] = steps(lambda home=home, flag=flag: _runtime(home, wasm, flag), 3000)
     _print(lat, rate, profiled)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(

@@ -173,7 +173,11 @@ class NativeCore:
 
     def load(self, path: str) -> Any | None:
         """The pre-linked native component compiled at ``path``, or None when it does not link natively."""
-        component, why = self.engine.load(path)
+        try:
+            component, why = self.engine.load(path)
+        except ValueError as exc:  # refused by this build of the extension: the Python path runs it
+            logger.warning("the native core cannot load %s (%s); it runs on the Python path", path, exc)
+            return None
         if component is None:
             logger.debug("%s runs on the Python path: %s", path, why)
         return component
