@@ -66,7 +66,10 @@ fn codegen_config(
 
 fn get<'py, T: FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<T> {
     match d.get_item(key)? {
-        Some(v) => v.extract::<T>().map_err(|e| PyValueError::new_err(format!("{key}: {e}"))),
+        Some(v) => v.extract::<T>().map_err(|e| {
+            let e: PyErr = e.into();
+            PyValueError::new_err(format!("{key}: {e}"))
+        }),
         None => Err(PyValueError::new_err(format!("missing setting {key}"))),
     }
 }
@@ -75,7 +78,6 @@ fn pooling(pool: &Bound<'_, PyDict>) -> PyResult<PoolingAllocationConfig> {
     let mut pc = PoolingAllocationConfig::default();
     pc.total_memories(get(pool, "total_memories")?);
     pc.total_tables(get(pool, "total_tables")?);
-    pc.total_stacks(0);
     pc.total_core_instances(get(pool, "total_core_instances")?);
     pc.total_component_instances(get(pool, "total_component_instances")?);
     pc.max_core_instances_per_component(get(pool, "max_core_instances_per_component")?);
@@ -103,10 +105,9 @@ fn text(err: &wasmtime::Error) -> String {
 /// Compile the component at `src` and write it, serialized, to `out` (run in a limited child).
 #[pyfunction]
 fn compile_file(py: Python<'_>, src: &str, out: &str, codegen: &Bound<'_, PyDict>) -> PyResult<()> {
-    let cfg = config_from(codegen)?;
+    let engine = Engine::new(&config_from(codegen)?).map_err(|e| PyValueError::new_err(text(&e)))?;
     let (src, out) = (src.to_owned(), out.to_owned());
     py.detach(move || -> Result<(), String> {
-        let engine = Engine::new(&cfg).map_err(|e| text(&e))?;
         let bytes = std::fs::read(&src).map_err(|e| e.to_string())?;
         let component = Component::new(&engine, &bytes).map_err(|e| text(&e))?;
         let data = component.serialize().map_err(|e| text(&e))?;
@@ -338,7 +339,7 @@ fn make_linker(
         let mut instance = linker.instance(interface)?;
         if interface == log_interface {
             let words = words.clone();
-            instance.func_new("log", move |store, _ty, params, _results| log(store.data_mut(), &words, params))?;
+            instance.func_new("log", move |mut store, _ty, params, _results| log(store.data_mut(), &words, params))?;
         }
         for (_, name, key) in host.iter().filter(|(i, _, _)| i == interface) {
             let (dispatch, words, key, fname) = (dispatch.clone(), words.clone(), *key, name.clone());
@@ -394,7 +395,7 @@ fn host_callback(
         let args = PyTuple::new(py, args).map_err(|e| wrong(e.to_string()))?;
         let answered = dispatch
             .call1(py, (key, args))
-            .and_then(|r| r.extract::<(Option<String>, Py<PyAny>, Py<PyAny>)>(py));
+            .and_then(|r| r.bind(py).extract::<(Option<String>, Py<PyAny>, Py<PyAny>)>().map_err(Into::into));
         let (trap, answer, fallback) = match answered {
             Ok(triple) => triple,
             Err(e) => wasmtime::bail!("host function {name} failed: {e}"),
@@ -418,17 +419,17 @@ fn host_callback(
 
 fn to_py(py: Python<'_>, value: &Val, ty: &Type) -> Result<Py<PyAny>, String> {
     let out: Py<PyAny> = match (value, ty) {
-        (Val::Bool(b), _) => b.into_pyobject(py).map_err(|e| e.to_string())?.to_owned().into_any().unbind(),
-        (Val::S8(v), _) => v.into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
-        (Val::U8(v), _) => v.into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
-        (Val::S16(v), _) => v.into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
-        (Val::U16(v), _) => v.into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
-        (Val::S32(v), _) => v.into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
-        (Val::U32(v), _) => v.into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
-        (Val::S64(v), _) => v.into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
-        (Val::U64(v), _) => v.into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
-        (Val::Float32(v), _) => v.into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
-        (Val::Float64(v), _) => v.into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
+        (Val::Bool(b), _) => (*b).into_pyobject(py).map_err(|e| e.to_string())?.to_owned().into_any().unbind(),
+        (Val::S8(v), _) => (*v).into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
+        (Val::U8(v), _) => (*v).into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
+        (Val::S16(v), _) => (*v).into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
+        (Val::U16(v), _) => (*v).into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
+        (Val::S32(v), _) => (*v).into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
+        (Val::U32(v), _) => (*v).into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
+        (Val::S64(v), _) => (*v).into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
+        (Val::U64(v), _) => (*v).into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
+        (Val::Float32(v), _) => (*v).into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
+        (Val::Float64(v), _) => (*v).into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
         (Val::Char(c), _) => PyString::new(py, &c.to_string()).into_any().unbind(),
         (Val::String(s), _) => PyString::new(py, s).into_any().unbind(),
         (Val::Enum(s), _) => PyString::new(py, s).into_any().unbind(),
@@ -461,7 +462,7 @@ fn to_py(py: Python<'_>, value: &Val, ty: &Type) -> Result<Py<PyAny>, String> {
             PyTuple::new(py, out).map_err(|e| e.to_string())?.into_any().unbind()
         }
         (Val::Variant(case, payload), Type::Variant(vt)) => {
-            let case_ty = vt.cases().find(|c| c.name == case).and_then(|c| c.ty);
+            let case_ty = vt.cases().find(|c| c.name == case.as_str()).and_then(|c| c.ty);
             let inner = match (payload, case_ty) {
                 (Some(v), Some(t)) => to_py(py, v, &t)?,
                 _ => py.None(),
@@ -532,7 +533,7 @@ fn from_py(obj: &Bound<'_, PyAny>, ty: &Type) -> Result<Val, String> {
         }
         Type::Variant(vt) => {
             let (tag, payload) = variant_parts(obj)?;
-            let case = vt.cases().find(|c| c.name == tag).ok_or_else(|| format!("unknown case {tag:?}"))?;
+            let case = vt.cases().find(|c| c.name == tag.as_str()).ok_or_else(|| format!("unknown case {tag:?}"))?;
             let inner = match case.ty {
                 None => None,
                 Some(Type::String) => Some(Box::new(Val::String(payload.str().map_err(e)?.to_string()))),
