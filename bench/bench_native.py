@@ -20,6 +20,7 @@ Figures go to stdout and ``bench/results/native.json``. Nothing here is a test.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -222,12 +223,43 @@ _HANDLERS = {
 }
 
 
+#: The echo tools of bench_languages.py, measured on both paths with ``--guests``.
+GUESTS = {"js": BENCH / "echo" / "js" / "tool.js", "python": BENCH / "echo" / "python" / "tool.py"}
+GUEST_LIMITS = {"memory_bytes": 64 * 1024 * 1024, "fuel": 5_000_000_000, "timeout_ms": 10_000}
+
+
+def guests(tmp: Path, native: glovebox.Runtime, python: glovebox.Runtime, calls: int) -> dict[str, dict[str, Any]]:
+    """Fresh-call p50 of the JavaScript and Python echo tools on each path, alternating, and which path ran them."""
+    figures: dict[str, dict[str, Any]] = {}
+    for lang, source in GUESTS.items():
+        work = tmp / f"echo-{lang}"
+        work.mkdir()
+        wasm = glovebox.build(source, work / f"echo-{lang}.wasm")
+        name = f"echo-{lang}"
+        value = {"text": "hello"}
+        for rt in (native, python):
+            rt.register(wasm, manifest={"name": name, "limits": GUEST_LIMITS})
+            if rt.call(name, value).output != value:
+                raise SystemExit(f"{lang}: the echo failed")
+        core = native._wasm().sandbox.native_core
+        before = -1 if core is None else core.calls
+        contenders = {
+            "native": functools.partial(native.call, name, value),
+            "python": functools.partial(python.call, name, value),
+        }
+        lat = latency(contenders, calls, 10)
+        ran_natively = core is not None and core.calls > before
+        figures[lang] = {**{k: v["p50_us"] for k, v in lat.items()}, "ran_natively": ran_natively}
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=4000, help="calls per latency contender (default: 4000)")
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds per throughput round (default: 3)")
     parser.add_argument("--rounds", type=int, default=2, help="throughput rounds, alternating (default: 2)")
-    parser.add_argument("--steps", action="store_true", help="also profile the GIL-holding steps of a call")
+    parser.add_argument("--steps", action="store_true", help="also time each step of a call")
+    parser.add_argument("--guests", action="store_true", help="also the JavaScript and Python echo tools")
     args = parser.parse_args()
     from glovebox.sandbox._native import native_extension
 
@@ -251,6 +283,7 @@ def main() -> None:
                 for threads in (1, 2):
                     rates.setdefault(f"{label} {threads}T", []).append(throughput(rt, threads, args.seconds))
         rate = {name: max(values) for name, values in rates.items()}
+        fresh = guests(Path(tmp), native, python, 200) if args.guests else {}
         native.close()
         python.close()
         profiled: dict[str, dict[str, float]] = {}
@@ -259,6 +292,9 @@ def main() -> None:
                 home = Path(tmp) / label
                 profiled[label] = steps(lambda home=home, flag=flag: _runtime(home, wasm, flag), 3000)
     _print(lat, rate, profiled)
+    for lang, found in fresh.items():
+        path = "native core" if found["ran_natively"] else "Python path on both (imports WASI)"
+        print(f"{lang} echo, fresh call p50: native {found['native']:.0f} µs, python {found['python']:.0f} µs ({path})")
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(
         json.dumps(
@@ -268,6 +304,7 @@ def main() -> None:
                 "latency": lat,
                 "throughput": rate,
                 "steps_us": profiled,
+                "guests_p50_us": fresh,
             },
             indent=2,
         )
@@ -286,7 +323,7 @@ def _print(lat: dict[str, dict[str, float]], rate: dict[str, float], profiled: d
         one, two = rate[f"{label} 1T"], rate[f"{label} 2T"]
         print(f"{label:34} {one:9.0f} {two:9.0f} {two / one:6.2f}×")
     for label, found in profiled.items():
-        print(f"steps, {label} (cProfile, µs per call):")
+        print(f"steps, {label} (µs per call, each step itself):")
         for step, us in found.items():
             print(f"  {step:48} {us:8.1f}")
 
