@@ -25,7 +25,7 @@ import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import wasmtime
 from wasmtime.component import Component
@@ -34,8 +34,10 @@ from ..core._canonical import file_digest
 from ..core._errors import InternalError, InvalidArtifact, ToolNotFound
 from ..engine._compile import precompile
 from ..engine._engine import MAX_LOADED_COMPONENTS, SharedEngine
-from ..sandbox._native import NativeCore
 from ._registry import CompiledFile, Registry
+
+if TYPE_CHECKING:
+    from ..sandbox._native import NativeCore
 
 __all__ = ["CompiledCache", "file_sha256"]
 

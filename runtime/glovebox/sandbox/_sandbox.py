@@ -24,7 +24,7 @@ import time
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import wasmtime
 from wasmtime.component import Component, ExportIndex, Linker
@@ -36,12 +36,14 @@ from ..model._manifest import Limits
 from ._callstate import ActiveCall, CallState, Fetcher, HostCalls, SqlAccess
 from ._fastcall import Instantiation, RawStore, call_tool, post_return
 from ._host import make_linker
-from ._native import NativeCore, native_core, native_extension
 from ._outcome import Ending, call_error
 from ._typed import OutputTooBig, TypedExport, call_typed, export_index, typed_exports
 from ._validate import imports_wasi
 from ._wasi import wasi_config
 from ._witvalues import ConversionError, params_from_json
+
+if TYPE_CHECKING:
+    from ._native import NativeCore
 
 __all__ = ["Outcome", "Sandbox"]
 
@@ -71,6 +73,8 @@ class Sandbox:
         self._live = 0
         self._live_lock = threading.Lock()
         #: Whether calls may take the native core (the extension is installed, ``GLOVEBOX_NATIVE`` is not 0).
+        from ._native import native_extension  # not at import: `import glovebox` stays lean
+
         self._native_wanted = native_extension() is not None
         self._core: NativeCore | None = None
         self._core_made = False
@@ -79,6 +83,8 @@ class Sandbox:
     def native_core(self) -> NativeCore | None:
         """The native invocation core (see ``_native``), or None when calls take the Python path."""
         if not self._core_made:
+            from ._native import native_core
+
             self._core = native_core(self.shared) if self._native_wanted else None
             self._core_made = True
         return self._core
