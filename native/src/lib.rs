@@ -210,9 +210,17 @@ impl NativeEngine {
         let thread = std::thread::Builder::new()
             .name("glovebox-native-epoch".to_owned())
             .spawn(move || {
+                // Ticks are counted from the start, not per sleep: a sleep that overran (a busy
+                // host) is caught up at once, so a deadline is never later than its ticks.
+                let start = std::time::Instant::now();
+                let mut ticks: u128 = 0;
                 while !flag.load(Ordering::Relaxed) {
                     std::thread::sleep(period);
-                    engine.increment_epoch();
+                    let due = start.elapsed().as_nanos() / period.as_nanos().max(1);
+                    while ticks < due {
+                        engine.increment_epoch();
+                        ticks += 1;
+                    }
                 }
             })
             .expect("cannot start the epoch thread");
