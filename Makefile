@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast prebuild wrk chromium oci-registry rust-targets bubblewrap lint docs docs-serve bench clean
+.PHONY: demo native test test-fast prebuild wrk chromium oci-registry rust-targets bubblewrap lint docs docs-serve bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,8 +16,26 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(STAMP) native
 	$(BIN)/glovebox demo
+
+# The native invocation core (native/, the Python module glovebox_native): a Rust crate built by
+# maturin into .venv in release mode, again only when its sources change. Without cargo it is
+# skipped and every call takes the pure-Python path (GLOVEBOX_NATIVE=0 forces that path too).
+# The build is niced and uses at most two jobs; a cold build compiles wasmtime (minutes).
+NATIVE_STAMP := $(VENV)/.native-built
+NATIVE_SOURCES := $(wildcard native/src/*.rs) native/Cargo.toml native/Cargo.lock native/pyproject.toml
+native: $(STAMP)
+	@if ! command -v cargo >/dev/null; then \
+		echo "cargo not found: the native core is not built; calls take the pure-Python path"; \
+	elif [ -f $(NATIVE_STAMP) ] && [ -z "$$(find $(NATIVE_SOURCES) -newer $(NATIVE_STAMP) 2>/dev/null)" ] \
+		&& $(BIN)/python -c "import glovebox_native" 2>/dev/null; then :; \
+	else \
+		VIRTUAL_ENV=$(abspath $(VENV)) CARGO_BUILD_JOBS=$${CARGO_BUILD_JOBS:-2} nice -n 10 \
+			$(BIN)/maturin develop --release --manifest-path native/Cargo.toml \
+		&& touch $(NATIVE_STAMP) \
+		|| echo "the native core did not build: calls take the pure-Python path"; \
+	fi
 
 # The official TypeScript MCP client the tests drive (tests/mcp_ts), pinned by its package-lock.json.
 MCP_TS := tests/mcp_ts
@@ -102,7 +120,7 @@ prebuild: $(STAMP) rust-targets $(INTEROP_JS_STAMP)
 	$(BIN)/python -m tests.guestcache .pytest_cache/d/glovebox
 
 # Everything: lint, the docs build, then every test (slow and system ones included).
-test: $(STAMP) $(MCP_TS_STAMP) $(MCP_CONFORMANCE_STAMP) $(MCP_SERVERS_STAMP) $(INTEROP_JS_STAMP) chromium oci-registry rust-targets bubblewrap lint docs prebuild
+test: $(STAMP) native $(MCP_TS_STAMP) $(MCP_CONFORMANCE_STAMP) $(MCP_SERVERS_STAMP) $(INTEROP_JS_STAMP) chromium oci-registry rust-targets bubblewrap lint docs prebuild
 	$(PYTEST)
 
 # Unit tests only: no guest builds, no servers, nothing slow (tests/conftest.py marks `system`).
@@ -132,7 +150,8 @@ wrk:
 		|| echo "wrk could not be installed: bench_serve.py uses its Python load generator"; \
 	else echo "apt-get not found: bench_serve.py uses its Python load generator (no wrk)"; fi
 
-bench: $(STAMP) wrk
+bench: $(STAMP) native wrk
+	$(BIN)/python bench/bench_native.py
 	$(BIN)/python bench/bench_call.py
 	$(BIN)/python bench/bench_python_guest.py
 	$(BIN)/python bench/bench_http.py

@@ -446,3 +446,21 @@ def pg_server() -> Iterator[Any]:
 
         close_idle()
         server.stop()
+
+
+@pytest.fixture(params=["native", "python"])
+def sandbox_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, _isolated_env: Path) -> str:
+    """Run the test on the native invocation core and again on the pure-Python path.
+
+    Use it with ``pytestmark = pytest.mark.usefixtures("sandbox_path")``: the native run
+    skips (saying why) when ``glovebox_native`` is not built; the Python run sets
+    ``GLOVEBOX_NATIVE=0``, which every Runtime made in the test then obeys.
+    """
+    from glovebox.sandbox._native import native_extension
+
+    if request.param == "native":
+        if native_extension() is None:
+            pytest.skip("the native core (glovebox_native) is not built: `make native`")
+    else:
+        monkeypatch.setenv("GLOVEBOX_NATIVE", "0")
+    return str(request.param)

@@ -31,6 +31,9 @@ import glovebox
 from glovebox.capabilities._fetch import HttpCapability
 from glovebox.sandbox._callstate import CallState
 
+#: Every test here runs on the native core and on the pure-Python path (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("sandbox_path")
+
 BuildGuest = Callable[[str], Path]
 SECRET = "s3cret-T0KEN-never-shown"
 #: How long /slow holds its answer at most (released at once when the test ends).
@@ -543,6 +546,7 @@ def test_the_typescript_weather_example_without_a_grant(_isolated_env: Path, ts_
 
 JS_ECHO = """
 import { http, HttpError } from "glovebox";
+
 
 export default async function (input) {
   const posted = await http.post(input.url + "/echo", { hello: "wörld" }, { headers: { "X-Trace": "t-1" } });

@@ -33,6 +33,9 @@ from glovebox.capabilities import _net
 from glovebox.capabilities._fetch import HttpCapability
 from glovebox.sandbox._callstate import CallState
 
+#: Every test here runs on the native core and on the pure-Python path (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("sandbox_path")
+
 BuildGuest = Callable[[str], Path]
 Handler = Callable[["Hostile", socket.socket, bytes], None]
 #: Bytes a trickling server sends, one per PACE_S, before it answers in full (30 s).

@@ -18,6 +18,9 @@ import pytest
 
 import glovebox
 
+#: Every test here runs on the native core and on the pure-Python path (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("sandbox_path")
+
 
 def _policy(*grants: dict[str, Any]) -> glovebox.Policy:
     return glovebox.Policy.model_validate({"version": 1, "defaults": {"action": "allow"}, "grants": list(grants)})

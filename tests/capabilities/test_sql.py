@@ -26,6 +26,9 @@ from glovebox.model._grants import SqlRule
 
 from .sqlfixtures import make_shop, shop_policy, snapshot
 
+#: Every test here runs on the native core and on the pure-Python path (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("sandbox_path")
+
 READ_ONLY = {"select": "allow", "insert": "block", "update": "block", "delete": "block", "ddl": "block"}
 
 

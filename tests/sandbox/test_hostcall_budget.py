@@ -12,9 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 import glovebox
 
 from ..capabilities.test_http import Server, local_rule, server  # noqa: F401  (server is a fixture)
+
+#: Every test here runs on the native core and on the pure-Python path (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("sandbox_path")
 
 BuildGuest = Callable[[str], Path]
 MIB = 1024 * 1024

@@ -17,6 +17,9 @@ import pytest
 
 import glovebox
 
+#: Every test here runs on the native core and on the pure-Python path (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("sandbox_path")
+
 MIB = 1024 * 1024
 HOST_MAX_FUEL = 10_000_000_000
 

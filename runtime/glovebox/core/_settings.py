@@ -18,6 +18,7 @@ variable                        read by
 ``GLOVEBOX_OCI_USERNAME``       :func:`oci_login` (with ``_PASSWORD``,
                                 ``_PASSWORD_FILE`` and ``_HOST``)
 ``GLOVEBOX_COMPILE_TIMEOUT_S``  :func:`compile_timeout_s`
+``GLOVEBOX_NATIVE``             :func:`native_enabled`
 ``GLOVEBOX_SECRETS_KEY``        :func:`secrets_key_ref`
 ==============================  ================================================
 
@@ -44,6 +45,7 @@ __all__ = [
     "grants_file",
     "home_dir",
     "log_format",
+    "native_enabled",
     "oci_login",
     "policy_file",
     "quiet_ray_failure_handler",
@@ -215,6 +217,11 @@ def oci_login() -> dict[str, str | None]:
         "password_file": _get("GLOVEBOX_OCI_PASSWORD_FILE"),
         "host": _get("GLOVEBOX_OCI_HOST"),
     }
+
+
+def native_enabled() -> bool:
+    """``GLOVEBOX_NATIVE``: False when it is ``0`` (every call takes the pure-Python path), else True."""
+    return (_get("GLOVEBOX_NATIVE") or "").strip() != "0"
 
 
 def compile_timeout_s() -> float | None:

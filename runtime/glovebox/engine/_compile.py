@@ -61,10 +61,14 @@ def compile_timeout(size_bytes: int) -> tuple[float, str]:
     return round(seconds, 1), why + "; set GLOVEBOX_COMPILE_TIMEOUT_S to change it"
 
 
-def precompile(src: Path, out: Path, settings: EngineSettings, source: str) -> None:
-    """Compile ``src`` into ``out`` in a resource-limited child; raise InvalidArtifact on failure."""
+def precompile(src: Path, out: Path, settings: EngineSettings, source: str, *, native: bool = False) -> None:
+    """Compile ``src`` into ``out`` in a resource-limited child; raise InvalidArtifact on failure.
+
+    With ``native``, the child compiles with the native core's engine (``glovebox_native``) instead.
+    """
     timeout, why = compile_timeout(src.stat().st_size)
     argv = [sys.executable, "-I", __file__, str(src), str(out), json.dumps(settings.codegen()), str(timeout)]
+    argv += ["native"] if native else []
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         try:
             stdout, _ = _wait(proc, timeout, source, src.stat().st_size)
@@ -129,8 +133,10 @@ def _lower_limit(which: int, value: int) -> None:
     resource.setrlimit(which, (value, value))
 
 
-def _main(src: str, out: str, codegen_json: str, timeout: str) -> int:
+def _main(src: str, out: str, codegen_json: str, timeout: str, native: str = "") -> int:
     _limit_resources(float(timeout))
+    if native:
+        return _main_native(src, out, codegen_json)
     import wasmtime
     from wasmtime.component import Component
 
@@ -153,5 +159,19 @@ def _main(src: str, out: str, codegen_json: str, timeout: str) -> int:
     return 0
 
 
+def _main_native(src: str, out: str, codegen_json: str) -> int:
+    import glovebox_native  # type: ignore[import-not-found,unused-ignore]
+
+    try:
+        glovebox_native.compile_file(src, out, json.loads(codegen_json))
+    except ValueError as exc:
+        print(" ".join(str(exc).strip().splitlines()[:3]))
+        return 1
+    except MemoryError:
+        print(f"compiling needed more than {COMPILE_MEMORY_BYTES >> 30} GiB of memory")
+        return 1
+    return 0
+
+
 if __name__ == "__main__":  # pragma: no cover - exercised through precompile()
-    sys.exit(_main(*sys.argv[1:5]))
+    sys.exit(_main(*sys.argv[1:6]))

@@ -17,7 +17,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import wasmtime
 from wasmtime.component import Component
@@ -51,6 +53,9 @@ class SharedEngine:
         self._users = 0
         self._users_lock = threading.Lock()
         self._ticker: Ticker | None = None
+        self._companions: list[Any] = []
+        #: Things made once per engine by the layers above (the native core): see ``companion``.
+        self._made: dict[str, Any] = {}
 
     # -- users and the epoch ticker -------------------------------------------
 
@@ -60,6 +65,8 @@ class SharedEngine:
             self._users += 1
             if self._ticker is None:
                 self._ticker = start_ticker(self.engine, self.settings.epoch_tick_ms)
+                for companion in self._companions:
+                    companion.start_ticker(self.settings.epoch_tick_ms)
 
     def release(self) -> None:
         """Count one user fewer; the last stops the epoch ticker (deletes its timer or joins its thread).
@@ -74,6 +81,24 @@ class SharedEngine:
             if self._users == 0 and self._ticker is not None:
                 self._ticker.stop()
                 self._ticker = None
+                for companion in self._companions:
+                    companion.stop_ticker()
+
+    def companion(self, name: str, make: Callable[[], Any]) -> Any:
+        """The object ``name`` made once per engine by ``make`` (None stays None), its epoch ticker in step.
+
+        A companion with an epoch of its own (the native core's engine, see
+        ``glovebox.sandbox._native``) has ``start_ticker(tick_ms)`` and
+        ``stop_ticker()``: they are called when this engine's ticker starts and stops.
+        """
+        with self._users_lock:
+            if name not in self._made:
+                made = self._made[name] = make()
+                if made is not None and hasattr(made, "start_ticker"):
+                    self._companions.append(made)
+                    if self._ticker is not None:
+                        made.start_ticker(self.settings.epoch_tick_ms)
+            return self._made[name]
 
     @property
     def ticker(self) -> Ticker | None:

@@ -23,16 +23,21 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections import OrderedDict
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import wasmtime
 from wasmtime.component import Component
 
 from ..core._canonical import file_digest
-from ..core._errors import InternalError, ToolNotFound
+from ..core._errors import InternalError, InvalidArtifact, ToolNotFound
 from ..engine._compile import precompile
-from ..engine._engine import SharedEngine
+from ..engine._engine import MAX_LOADED_COMPONENTS, SharedEngine
 from ._registry import CompiledFile, Registry
+
+if TYPE_CHECKING:
+    from ..sandbox._native import NativeCore
 
 __all__ = ["CompiledCache", "file_sha256"]
 
@@ -54,6 +59,8 @@ class CompiledCache:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._verified_blobs: set[str] = set()
+        #: Native components by digest (False: it does not link natively), see ``native``.
+        self._native: OrderedDict[str, Any] = OrderedDict()
 
     def path(self, digest: str) -> Path:
         return self.directory / f"{digest}-{self.shared.fingerprint}.cwasm"
@@ -118,6 +125,47 @@ class CompiledCache:
                 hit = self._load(digest)
                 self.shared.remember(digest, hit)
         return hit
+
+    def native(self, digest: str, core: NativeCore) -> Any | None:
+        """The native core's pre-linked component for ``digest`` (after ``get``), or None when it has none.
+
+        Compiled like the Python path's (a limited child, the hash recorded and checked before it is
+        loaded) into ``<digest>-<core fingerprint>.cwasm``; a component that does not link
+        natively (WASI, another capability's interface) is remembered as such and takes the Python path.
+        """
+        hit = self._native.get(digest)
+        if hit is not None:
+            return hit or None
+        with self._lock:
+            hit = self._native.get(digest)
+            if hit is None:
+                hit = self._native[digest] = self._load_native(digest, core) or False
+                while len(self._native) > MAX_LOADED_COMPONENTS:
+                    self._native.popitem(last=False)
+        return hit or None
+
+    def _load_native(self, digest: str, core: NativeCore) -> Any | None:
+        target = self.directory / f"{digest}-{core.fingerprint}.cwasm"
+        expected = self.registry.compiled_hash(digest, core.fingerprint)
+        try:
+            intact = expected is not None and file_sha256(target) == expected
+        except OSError:
+            intact = False
+        if not intact:
+            with self.registry.staging.shared():
+                staged = target.with_name(target.name + f".{os.getpid()}.{threading.get_ident()}")
+                try:
+                    precompile(self.registry.blob_path(digest), staged, self.shared.settings, digest, native=True)
+                    compiled = CompiledFile(core.fingerprint, file_sha256(staged), staged, target)
+                    adopted = self.registry.adopt_compiled(digest, compiled)
+                except InvalidArtifact as exc:  # compiled by wasmtime-py, refused here: run it there
+                    logger.warning("the native core cannot compile %s (%s); it runs on the Python path", digest, exc)
+                    return None
+                finally:
+                    staged.unlink(missing_ok=True)
+            if not adopted:
+                raise _removed(digest)
+        return core.load(str(target))
 
     def _verify_blob(self, digest: str) -> None:
         blob = self.registry.blob_path(digest)

@@ -24,7 +24,7 @@ import time
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import wasmtime
 from wasmtime.component import Component, ExportIndex, Linker
@@ -41,6 +41,9 @@ from ._typed import OutputTooBig, TypedExport, call_typed, export_index, typed_e
 from ._validate import imports_wasi
 from ._wasi import wasi_config, wasi_http_linker, watch_quota
 from ._witvalues import ConversionError, params_from_json
+
+if TYPE_CHECKING:
+    from ._native import NativeCore
 
 __all__ = ["Outcome", "Sandbox"]
 
@@ -69,6 +72,22 @@ class Sandbox:
         )
         self._live = 0
         self._live_lock = threading.Lock()
+        #: Whether calls may take the native core (the extension is installed, ``GLOVEBOX_NATIVE`` is not 0).
+        from ._native import native_extension  # not at import: `import glovebox` stays lean
+
+        self._native_wanted = native_extension() is not None
+        self._core: NativeCore | None = None
+        self._core_made = False
+
+    @property
+    def native_core(self) -> NativeCore | None:
+        """The native invocation core (see ``_native``), or None when calls take the Python path."""
+        if not self._core_made:
+            from ._native import native_core
+
+            self._core = native_core(self.shared) if self._native_wanted else None
+            self._core_made = True
+        return self._core
 
     @property
     def live_instances(self) -> int:
@@ -126,6 +145,7 @@ class Sandbox:
         *,
         http: Fetcher | None = None,
         sql: SqlAccess | None = None,
+        native: Any = None,
     ) -> Outcome:
         """Instantiate ``component`` afresh and call it once with ``input_text``.
 
@@ -134,6 +154,8 @@ class Sandbox:
         ``http`` and ``sql`` bind those two alone (tests of one capability).
         With ``host_calls`` (the code runner of ``Runtime.run`` only), the
         component is linked with the run's ``host-call`` as well, answered by it.
+        ``native`` is the same component loaded by the native core
+        (``CompiledCache.native``): the call then runs there, the GIL released.
         """
         bound = dict(capabilities or {})
         if http is not None:
@@ -154,7 +176,10 @@ class Sandbox:
             self._live += 1
         try:
             with ActiveCall(state):
-                if host_calls is not None:
+                core = None if native is None or host_calls is not None else self.native_core
+                if core is not None:
+                    ran = self._invoke_native(core, native, input_text, limits, state)
+                elif host_calls is not None:
                     store = self._store(component, limits, wasi=True, state=state)
                     ran = self._invoke(store, component, input_text, self._run_linker())
                 elif self._linker_for(component) is self._linker:
@@ -278,6 +303,18 @@ class Sandbox:
             fuel_left = store.fuel_left()
             store.close()
         ran.fuel_left = fuel_left
+        return ran
+
+    def _invoke_native(self, core: NativeCore, native: Any, input_text: str, limits: Limits, state: CallState) -> _Ran:
+        """The native core's call (see ``_native``): its failure text is judged like wasmtime-py's."""
+        ticks = self.shared.deadline_ticks(limits.timeout_ms)
+        got = core.call(native, input_text, limits.memory_bytes, limits.fuel, ticks, state)
+        if got.text is not None:
+            exc = Instantiation(got.text) if got.instantiating else wasmtime.WasmtimeError(got.text)
+            ran = _Ran.failed(exc, got.instantiating)
+        else:
+            ran = _Ran(result=got.result)
+        ran.fuel_left = got.fuel_left
         return ran
 
     def _invoke(

@@ -62,7 +62,9 @@ class WasmExecutor(Executor):
         if export is not None:  # a typed component's function: the input value, converted to its WIT types
             run = functools.partial(parts.sandbox.run_export, component, export.interface, export.function, call.input)
         else:
-            run = functools.partial(parts.sandbox.run, component, state.input_text)
+            core = parts.sandbox.native_core
+            native = None if core is None else parts.compiled.native(info.digest, core)
+            run = functools.partial(parts.sandbox.run, component, state.input_text, native=native)
         if call.tracer is None:
             try:
                 outcome = run(decision.limits, capabilities)

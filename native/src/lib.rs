@@ -1,0 +1,592 @@
+//! glovebox's native invocation core (the Python module `glovebox_native`).
+//!
+//! One tool call on a pre-linked component: a fresh `Store` with the call's fuel, memory
+//! cap (a `StoreLimits` resource limiter) and epoch deadline, instantiation from the
+//! component's `InstancePre`, the `call: func(input: string) -> result<string, string>`
+//! export, and the store dropped, all with the GIL released. `log` is answered here and
+//! buffered in the store; every other host function is answered by Python: the callback
+//! takes the GIL for exactly as long as the Python answer runs (see `host_callback`).
+//!
+//! A failure is returned as wasmtime's own error text (`{:?}`, the text wasmtime's C API
+//! gives wasmtime-py), so that the Python side classifies both paths in one place
+//! (`glovebox.sandbox._outcome`).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use wasmtime::component::types::{ComponentFunc, Type};
+use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Linker, Val};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder,
+};
+
+/// The wasmtime crate this module is built with (part of the compile-cache key).
+const WASMTIME_VERSION: &str = "48.0.10";
+
+/// What one store holds: its limits and what `log` buffered.
+struct CallData {
+    limits: StoreLimits,
+    logs: Vec<(String, String)>,
+    log_bytes: usize,
+    log_keep_bytes: usize,
+    logs_dropped: u64,
+    oom: bool,
+}
+
+/// What the host functions answered here need to know, shared by every call on an engine.
+struct HostWords {
+    levels: Vec<String>,
+    oom_marker: String,
+    wrong_types: String,
+}
+
+fn codegen_config(
+    memory_reservation_bytes: u64,
+    memory_guard_bytes: u64,
+    max_wasm_stack_bytes: usize,
+    memory_init_cow: bool,
+) -> Config {
+    let mut cfg = Config::new();
+    cfg.consume_fuel(true);
+    cfg.epoch_interruption(true);
+    cfg.wasm_component_model(true);
+    cfg.max_wasm_stack(max_wasm_stack_bytes);
+    cfg.memory_reservation(memory_reservation_bytes);
+    cfg.memory_guard_size(memory_guard_bytes);
+    cfg.memory_reservation_for_growth(0);
+    cfg.parallel_compilation(true);
+    cfg.memory_init_cow(memory_init_cow);
+    cfg
+}
+
+fn get<'py, T: FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<T> {
+    match d.get_item(key)? {
+        Some(v) => v.extract::<T>().map_err(|e| {
+            let e: PyErr = e.into();
+            PyValueError::new_err(format!("{key}: {e}"))
+        }),
+        None => Err(PyValueError::new_err(format!("missing setting {key}"))),
+    }
+}
+
+fn pooling(pool: &Bound<'_, PyDict>) -> PyResult<PoolingAllocationConfig> {
+    let mut pc = PoolingAllocationConfig::default();
+    pc.total_memories(get(pool, "total_memories")?);
+    pc.total_tables(get(pool, "total_tables")?);
+    pc.total_core_instances(get(pool, "total_core_instances")?);
+    pc.total_component_instances(get(pool, "total_component_instances")?);
+    pc.max_core_instances_per_component(get(pool, "max_core_instances_per_component")?);
+    pc.max_memories_per_component(get(pool, "max_memories_per_component")?);
+    pc.table_elements(get(pool, "table_elements")?);
+    pc.max_memory_size(get(pool, "max_memory_size")?);
+    pc.linear_memory_keep_resident(get(pool, "keep_resident_bytes")?);
+    pc.table_keep_resident(get(pool, "keep_resident_bytes")?);
+    Ok(pc)
+}
+
+fn config_from(codegen: &Bound<'_, PyDict>) -> PyResult<Config> {
+    Ok(codegen_config(
+        get(codegen, "memory_reservation_bytes")?,
+        get(codegen, "memory_guard_bytes")?,
+        get(codegen, "max_wasm_stack_bytes")?,
+        get(codegen, "memory_init_cow")?,
+    ))
+}
+
+fn text(err: &wasmtime::Error) -> String {
+    format!("{err:?}")
+}
+
+/// Compile the component at `src` and write it, serialized, to `out` (run in a limited child).
+#[pyfunction]
+fn compile_file(py: Python<'_>, src: &str, out: &str, codegen: &Bound<'_, PyDict>) -> PyResult<()> {
+    let engine = Engine::new(&config_from(codegen)?).map_err(|e| PyValueError::new_err(text(&e)))?;
+    let (src, out) = (src.to_owned(), out.to_owned());
+    py.detach(move || -> Result<(), String> {
+        let bytes = std::fs::read(&src).map_err(|e| e.to_string())?;
+        let component = Component::new(&engine, &bytes).map_err(|e| text(&e))?;
+        let data = component.serialize().map_err(|e| text(&e))?;
+        let tmp = format!("{out}.tmp{}", std::process::id());
+        std::fs::write(&tmp, data).map_err(|e| e.to_string())?;
+        std::fs::rename(&tmp, &out).map_err(|e| e.to_string())
+    })
+    .map_err(PyValueError::new_err)
+}
+
+/// The wasmtime crate version this module runs.
+#[pyfunction]
+fn wasmtime_version() -> &'static str {
+    WASMTIME_VERSION
+}
+
+struct Ticker {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+/// A wasmtime engine with glovebox's settings, its linker and its epoch ticker.
+#[pyclass(frozen, module = "glovebox_native")]
+struct NativeEngine {
+    engine: Engine,
+    linker: Arc<Linker<CallData>>,
+    ticker: Mutex<Option<Ticker>>,
+}
+
+#[pymethods]
+impl NativeEngine {
+    /// `codegen`: `EngineSettings.codegen()`; `pool`: the pool's sizes, or None for on-demand
+    /// allocation; `host`: (interface, function, key) of each function Python answers, through
+    /// `dispatch(key, args)`; `log_interface`: where `log` lives (answered here).
+    #[new]
+    #[pyo3(signature = (codegen, pool, host, dispatch, log_interface, levels, oom_marker, wrong_types))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        codegen: &Bound<'_, PyDict>,
+        pool: Option<&Bound<'_, PyDict>>,
+        host: Vec<(String, String, usize)>,
+        dispatch: Py<PyAny>,
+        log_interface: String,
+        levels: Vec<String>,
+        oom_marker: String,
+        wrong_types: String,
+    ) -> PyResult<Self> {
+        let mut cfg = config_from(codegen)?;
+        if let Some(pool) = pool {
+            cfg.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(pool)?));
+        }
+        let engine = Engine::new(&cfg).map_err(|e| PyRuntimeError::new_err(text(&e)))?;
+        let words = Arc::new(HostWords { levels, oom_marker, wrong_types });
+        let linker = make_linker(&engine, &log_interface, &host, Arc::new(dispatch), words)
+            .map_err(|e| PyRuntimeError::new_err(text(&e)))?;
+        Ok(NativeEngine { engine, linker: Arc::new(linker), ticker: Mutex::new(None) })
+    }
+
+    /// Load a component this module serialized (`compile_file`) and pre-link it.
+    ///
+    /// Returns (component, None), or (None, why) when it does not link here (an import
+    /// this linker does not define, such as WASI): such a component runs on the Python path.
+    fn load(&self, py: Python<'_>, path: &str) -> PyResult<(Option<NativeComponent>, Option<String>)> {
+        let path = path.to_owned();
+        let engine = self.engine.clone();
+        let linker = self.linker.clone();
+        let loaded = py.detach(move || -> Result<Result<NativeComponent, String>, String> {
+            // SAFETY: the file was written by `compile_file` and its SHA-256 checked against the
+            // registry's record before it is loaded (glovebox.registry._compiled).
+            let component = unsafe { Component::deserialize_file(&engine, &path) }.map_err(|e| text(&e))?;
+            let Some(export) = component.get_export_index(None, "call") else {
+                return Ok(Err("the component does not export `call`".to_owned()));
+            };
+            match linker.instantiate_pre(&component) {
+                Ok(pre) => Ok(Ok(NativeComponent { pre, export, engine })),
+                Err(e) => Ok(Err(text(&e))),
+            }
+        });
+        match loaded {
+            Ok(Ok(component)) => Ok((Some(component), None)),
+            Ok(Err(why)) => Ok((None, Some(why))),
+            Err(e) => Err(PyValueError::new_err(e)),
+        }
+    }
+
+    /// Advance the epoch by one tick.
+    fn increment_epoch(&self) {
+        self.engine.increment_epoch();
+    }
+
+    /// Start a native thread that advances the epoch every `tick_ms` (no GIL involved).
+    fn start_ticker(&self, tick_ms: f64) {
+        let mut ticker = self.ticker.lock().unwrap();
+        if ticker.is_some() {
+            return;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let (flag, engine) = (stop.clone(), self.engine.clone());
+        let period = Duration::from_secs_f64(tick_ms.max(0.01) / 1000.0);
+        let thread = std::thread::Builder::new()
+            .name("glovebox-native-epoch".to_owned())
+            .spawn(move || {
+                // Ticks are counted from the start, not per sleep: a sleep that overran (a busy
+                // host) is caught up at once, so a deadline is never later than its ticks.
+                let start = std::time::Instant::now();
+                let mut ticks: u128 = 0;
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(period);
+                    let due = start.elapsed().as_nanos() / period.as_nanos().max(1);
+                    while ticks < due {
+                        engine.increment_epoch();
+                        ticks += 1;
+                    }
+                }
+            })
+            .expect("cannot start the epoch thread");
+        *ticker = Some(Ticker { stop, thread });
+    }
+
+    /// Stop the epoch thread and wait for it.
+    fn stop_ticker(&self, py: Python<'_>) {
+        let taken = self.ticker.lock().unwrap().take();
+        if let Some(t) = taken {
+            t.stop.store(true, Ordering::Relaxed);
+            py.detach(move || {
+                let _ = t.thread.join();
+            });
+        }
+    }
+
+    /// Whether the epoch thread runs.
+    #[getter]
+    fn ticking(&self) -> bool {
+        self.ticker.lock().unwrap().is_some()
+    }
+}
+
+/// A compiled component, pre-linked once: every call instantiates it afresh.
+#[pyclass(frozen, module = "glovebox_native")]
+struct NativeComponent {
+    pre: InstancePre<CallData>,
+    export: ComponentExportIndex,
+    engine: Engine,
+}
+
+/// How a call ended, before Python judges it.
+enum Ended {
+    Returned(Result<String, String>),
+    Failed { text: String, instantiating: bool },
+}
+
+impl NativeComponent {
+    fn invoke(&self, store: &mut Store<CallData>, input: &str) -> Ended {
+        let instance = match self.pre.instantiate(&mut *store) {
+            Ok(instance) => instance,
+            Err(e) => return Ended::Failed { text: text(&e), instantiating: true },
+        };
+        let func = match instance.get_typed_func::<(&str,), (Result<String, String>,)>(&mut *store, &self.export) {
+            Ok(func) => func,
+            Err(e) => return Ended::Failed { text: text(&e), instantiating: true },
+        };
+        // The export's post-return runs inside `call` (wasmtime >= 44): a trap there is a failure too.
+        match func.call(&mut *store, (input,)) {
+            Ok((result,)) => Ended::Returned(result),
+            Err(e) => Ended::Failed { text: text(&e), instantiating: false },
+        }
+    }
+}
+
+#[pymethods]
+impl NativeComponent {
+    /// Call the tool once on a fresh instance; the GIL is released except inside Python host functions.
+    ///
+    /// Returns (status, payload, fuel_left, logs, logs_dropped, oom_reported, instantiating):
+    /// status 0 is the guest's `ok` payload, 1 its `err` payload, 2 a failure whose payload is
+    /// wasmtime's error text.
+    #[pyo3(signature = (input, memory_bytes, fuel, deadline_ticks, log_keep_bytes))]
+    fn call<'py>(
+        &self,
+        py: Python<'py>,
+        input: &str,
+        memory_bytes: usize,
+        fuel: u64,
+        deadline_ticks: u64,
+        log_keep_bytes: usize,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let input = input.to_owned();
+        let (ended, fuel_left, data) = py.detach(|| {
+            let data = CallData {
+                limits: StoreLimitsBuilder::new().memory_size(memory_bytes).build(),
+                logs: Vec::new(),
+                log_bytes: 0,
+                log_keep_bytes,
+                logs_dropped: 0,
+                oom: false,
+            };
+            let mut store = Store::new(&self.engine, data);
+            store.limiter(|data| &mut data.limits);
+            if let Err(e) = store.set_fuel(fuel) {
+                return (Ended::Failed { text: text(&e), instantiating: true }, 0, store.into_data());
+            }
+            store.set_epoch_deadline(deadline_ticks);
+            let ended = self.invoke(&mut store, &input);
+            let fuel_left = store.get_fuel().unwrap_or(0);
+            (ended, fuel_left, store.into_data())
+        });
+        let (status, payload, instantiating) = match ended {
+            Ended::Returned(Ok(out)) => (0u8, out, false),
+            Ended::Returned(Err(out)) => (1u8, out, false),
+            Ended::Failed { text, instantiating } => (2u8, text, instantiating),
+        };
+        let logs = PyList::empty(py);
+        for (level, message) in data.logs {
+            logs.append((level, message))?;
+        }
+        (status, payload, fuel_left, logs, data.logs_dropped, data.oom, instantiating).into_pyobject(py)
+    }
+}
+
+// -- the linker: `log` here, every other host function through Python --------------------------
+
+fn make_linker(
+    engine: &Engine,
+    log_interface: &str,
+    host: &[(String, String, usize)],
+    dispatch: Arc<Py<PyAny>>,
+    words: Arc<HostWords>,
+) -> wasmtime::Result<Linker<CallData>> {
+    let mut linker: Linker<CallData> = Linker::new(engine);
+    let mut interfaces: Vec<&str> = host.iter().map(|(i, _, _)| i.as_str()).collect();
+    if !interfaces.contains(&log_interface) {
+        interfaces.push(log_interface);
+    }
+    interfaces.sort();
+    interfaces.dedup();
+    for interface in interfaces {
+        let mut instance = linker.instance(interface)?;
+        if interface == log_interface {
+            let words = words.clone();
+            instance.func_new("log", move |mut store, _ty, params, _results| log(store.data_mut(), &words, params))?;
+        }
+        for (_, name, key) in host.iter().filter(|(i, _, _)| i == interface) {
+            let (dispatch, words, key, fname) = (dispatch.clone(), words.clone(), *key, name.clone());
+            instance.func_new(name, move |_store, ty, params, results| {
+                host_callback(&dispatch, &words, key, &fname, &ty, params, results)
+            })?;
+        }
+    }
+    Ok(linker)
+}
+
+fn log(data: &mut CallData, words: &HostWords, params: &[Val]) -> wasmtime::Result<()> {
+    let (level, message) = match params {
+        [Val::Enum(level), Val::String(message)] => (level, message),
+        _ => wasmtime::bail!("{}: log: log takes a level and a message", words.wrong_types),
+    };
+    let level = if words.levels.iter().any(|l| l == level) { level.as_str() } else { "info" };
+    if level == "error" && message.starts_with(&words.oom_marker) {
+        data.oom = true;
+    }
+    // Python keeps the exact budget (after scrubbing); this only bounds what is buffered.
+    if data.log_bytes + message.len() > data.log_keep_bytes {
+        data.logs_dropped += 1;
+        return Ok(());
+    }
+    data.log_bytes += message.len();
+    data.logs.push((level.to_owned(), message.clone()));
+    Ok(())
+}
+
+/// A host function answered by Python: the arguments, converted; Python's answer, converted back.
+///
+/// `dispatch(key, args)` returns (trap, answer, fallback): a trap message when the values are
+/// not of the world's types, else the answer, and what to answer when the answer does not fit
+/// the function's result type (the Python trampoline writes its fallback the same way).
+fn host_callback(
+    dispatch: &Py<PyAny>,
+    words: &HostWords,
+    key: usize,
+    name: &str,
+    ty: &ComponentFunc,
+    params: &[Val],
+    results: &mut [Val],
+) -> wasmtime::Result<()> {
+    let types: Vec<Type> = ty.params().map(|(_, t)| t).collect();
+    let result_types: Vec<Type> = ty.results().collect();
+    Python::attach(|py| -> wasmtime::Result<()> {
+        let wrong = |why: String| wasmtime::format_err!("{}: {name}: {why}", words.wrong_types);
+        let mut args = Vec::with_capacity(params.len());
+        for (value, t) in params.iter().zip(types.iter()) {
+            args.push(to_py(py, value, t).map_err(wrong)?);
+        }
+        let args = PyTuple::new(py, args).map_err(|e| wrong(e.to_string()))?;
+        let answered = dispatch
+            .call1(py, (key, args))
+            .and_then(|r| r.bind(py).extract::<(Option<String>, Py<PyAny>, Py<PyAny>)>().map_err(Into::into));
+        let (trap, answer, fallback) = match answered {
+            Ok(triple) => triple,
+            Err(e) => wasmtime::bail!("host function {name} failed: {e}"),
+        };
+        if let Some(why) = trap {
+            return Err(wrong(why));
+        }
+        if results.len() != result_types.len() {
+            return Err(wrong(format!("returns {} result(s)", results.len())));
+        }
+        for (slot, t) in results.iter_mut().zip(result_types.iter()) {
+            *slot = match from_py(answer.bind(py), t) {
+                Ok(v) => v,
+                Err(_) => from_py(fallback.bind(py), t)
+                    .map_err(|e| wasmtime::format_err!("host function {name}: no answer of its type: {e}"))?,
+            };
+        }
+        Ok(())
+    })
+}
+
+fn to_py(py: Python<'_>, value: &Val, ty: &Type) -> Result<Py<PyAny>, String> {
+    let out: Py<PyAny> = match (value, ty) {
+        (Val::Bool(b), _) => (*b).into_pyobject(py).map_err(|e| e.to_string())?.to_owned().into_any().unbind(),
+        (Val::S8(v), _) => (*v).into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
+        (Val::U8(v), _) => (*v).into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
+        (Val::S16(v), _) => (*v).into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
+        (Val::U16(v), _) => (*v).into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
+        (Val::S32(v), _) => (*v).into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
+        (Val::U32(v), _) => (*v).into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
+        (Val::S64(v), _) => (*v).into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
+        (Val::U64(v), _) => (*v).into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
+        (Val::Float32(v), _) => (*v).into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
+        (Val::Float64(v), _) => (*v).into_pyobject(py).map_err(|e| e.to_string())?.into_any().unbind(),
+        (Val::Char(c), _) => PyString::new(py, &c.to_string()).into_any().unbind(),
+        (Val::String(s), _) => PyString::new(py, s).into_any().unbind(),
+        (Val::Enum(s), _) => PyString::new(py, s).into_any().unbind(),
+        (Val::List(items), Type::List(lt)) => {
+            if matches!(lt.ty(), Type::U8) {
+                let bytes: Vec<u8> =
+                    items.iter().map(|v| if let Val::U8(b) = v { Ok(*b) } else { Err("not u8") }).collect::<Result<_, _>>()?;
+                PyBytes::new(py, &bytes).into_any().unbind()
+            } else {
+                let element = lt.ty();
+                let list = PyList::empty(py);
+                for item in items {
+                    list.append(to_py(py, item, &element)?).map_err(|e| e.to_string())?;
+                }
+                list.into_any().unbind()
+            }
+        }
+        (Val::Record(fields), Type::Record(rt)) => {
+            let dict = PyDict::new(py);
+            for ((name, v), field) in fields.iter().zip(rt.fields()) {
+                dict.set_item(name, to_py(py, v, &field.ty)?).map_err(|e| e.to_string())?;
+            }
+            dict.into_any().unbind()
+        }
+        (Val::Tuple(items), Type::Tuple(tt)) => {
+            let mut out = Vec::new();
+            for (v, t) in items.iter().zip(tt.types()) {
+                out.push(to_py(py, v, &t)?);
+            }
+            PyTuple::new(py, out).map_err(|e| e.to_string())?.into_any().unbind()
+        }
+        (Val::Variant(case, payload), Type::Variant(vt)) => {
+            let case_ty = vt.cases().find(|c| c.name == case.as_str()).and_then(|c| c.ty);
+            let inner = match (payload, case_ty) {
+                (Some(v), Some(t)) => to_py(py, v, &t)?,
+                _ => py.None(),
+            };
+            PyTuple::new(py, [PyString::new(py, case).into_any().unbind(), inner])
+                .map_err(|e| e.to_string())?
+                .into_any()
+                .unbind()
+        }
+        (Val::Option(v), Type::Option(ot)) => match v {
+            Some(v) => to_py(py, v, &ot.ty())?,
+            None => py.None(),
+        },
+        _ => return Err(format!("a value of an unsupported type ({ty:?})")),
+    };
+    Ok(out)
+}
+
+fn from_py(obj: &Bound<'_, PyAny>, ty: &Type) -> Result<Val, String> {
+    let e = |e: PyErr| e.to_string();
+    Ok(match ty {
+        Type::Bool => Val::Bool(obj.extract().map_err(e)?),
+        Type::S8 => Val::S8(obj.extract().map_err(e)?),
+        Type::U8 => Val::U8(obj.extract().map_err(e)?),
+        Type::S16 => Val::S16(obj.extract().map_err(e)?),
+        Type::U16 => Val::U16(obj.extract().map_err(e)?),
+        Type::S32 => Val::S32(obj.extract().map_err(e)?),
+        Type::U32 => Val::U32(obj.extract().map_err(e)?),
+        Type::S64 => Val::S64(obj.extract().map_err(e)?),
+        Type::U64 => Val::U64(obj.extract().map_err(e)?),
+        Type::Float32 => Val::Float32(obj.extract().map_err(e)?),
+        Type::Float64 => Val::Float64(obj.extract().map_err(e)?),
+        Type::Char => Val::Char(obj.extract().map_err(e)?),
+        Type::String => Val::String(obj.extract::<String>().map_err(e)?),
+        Type::Enum(_) => Val::Enum(obj.extract::<String>().map_err(e)?),
+        Type::List(lt) => {
+            let element = lt.ty();
+            if matches!(element, Type::U8) {
+                if let Ok(bytes) = obj.cast::<PyBytes>() {
+                    return Ok(Val::List(bytes.as_bytes().iter().map(|b| Val::U8(*b)).collect()));
+                }
+            }
+            let mut items = Vec::new();
+            for item in obj.try_iter().map_err(e)? {
+                items.push(from_py(&item.map_err(e)?, &element)?);
+            }
+            Val::List(items)
+        }
+        Type::Record(rt) => {
+            let mut fields = Vec::new();
+            for field in rt.fields() {
+                let value = match obj.cast::<PyDict>() {
+                    Ok(d) => d.get_item(field.name).map_err(e)?.ok_or_else(|| format!("no field {}", field.name))?,
+                    Err(_) => obj.getattr(field.name.replace('-', "_").as_str()).map_err(e)?,
+                };
+                fields.push((field.name.to_owned(), from_py(&value, &field.ty)?));
+            }
+            Val::Record(fields)
+        }
+        Type::Tuple(tt) => {
+            let items: Vec<Bound<'_, PyAny>> =
+                obj.try_iter().map_err(e)?.collect::<PyResult<_>>().map_err(e)?;
+            let types: Vec<Type> = tt.types().collect();
+            if items.len() != types.len() {
+                return Err(format!("a tuple of {} values, not {}", types.len(), items.len()));
+            }
+            Val::Tuple(items.iter().zip(types.iter()).map(|(v, t)| from_py(v, t)).collect::<Result<_, _>>()?)
+        }
+        Type::Variant(vt) => {
+            let (tag, payload) = variant_parts(obj)?;
+            let case = vt.cases().find(|c| c.name == tag.as_str()).ok_or_else(|| format!("unknown case {tag:?}"))?;
+            let inner = match case.ty {
+                None => None,
+                Some(Type::String) => Some(Box::new(Val::String(payload.str().map_err(e)?.to_string()))),
+                Some(t) => Some(Box::new(from_py(&payload, &t)?)),
+            };
+            Val::Variant(tag, inner)
+        }
+        Type::Option(ot) => {
+            if obj.is_none() {
+                Val::Option(None)
+            } else {
+                Val::Option(Some(Box::new(from_py(obj, &ot.ty())?)))
+            }
+        }
+        Type::Result(rt) => {
+            // A variant answer (an object with `tag` and `payload`) is the error; anything else is ok.
+            let is_error = obj.hasattr("tag").map_err(e)? && obj.hasattr("payload").map_err(e)?;
+            if is_error {
+                let err = rt.err().ok_or("a result without an error type")?;
+                Val::Result(Err(Some(Box::new(from_py(obj, &err)?))))
+            } else {
+                match rt.ok() {
+                    None => Val::Result(Ok(None)),
+                    Some(t) => Val::Result(Ok(Some(Box::new(from_py(obj, &t)?)))),
+                }
+            }
+        }
+        other => return Err(format!("an answer of an unsupported type ({other:?})")),
+    })
+}
+
+fn variant_parts<'py>(obj: &Bound<'py, PyAny>) -> Result<(String, Bound<'py, PyAny>), String> {
+    let e = |e: PyErr| e.to_string();
+    if obj.hasattr("tag").map_err(e)? {
+        Ok((obj.getattr("tag").map_err(e)?.extract().map_err(e)?, obj.getattr("payload").map_err(e)?))
+    } else {
+        obj.extract::<(String, Bound<'py, PyAny>)>().map_err(e)
+    }
+}
+
+#[pymodule]
+fn glovebox_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeEngine>()?;
+    m.add_class::<NativeComponent>()?;
+    m.add_function(wrap_pyfunction!(compile_file, m)?)?;
+    m.add_function(wrap_pyfunction!(wasmtime_version, m)?)?;
+    Ok(())
+}
