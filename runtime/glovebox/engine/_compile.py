@@ -160,7 +160,7 @@ def _main(src: str, out: str, codegen_json: str, timeout: str, native: str = "")
 
 
 def _main_native(src: str, out: str, codegen_json: str) -> int:
-    import glovebox_native  # type: ignore[import-not-found,unused-ignore]
+    import glovebox_native  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
     try:
         glovebox_native.compile_file(src, out, json.loads(codegen_json))
