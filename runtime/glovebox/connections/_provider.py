@@ -15,12 +15,12 @@ that); when it is due, the host refreshes it (see :mod:`._tokens`).
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import ClassVar
 
 from ..capabilities._providers import SecretProvider, SecretRef, SecretUnavailable
+from ..core._settings import home_dir
 from ._errors import ConnectError
 from ._store import DEFAULT_ACCOUNT, ConnectionStore, check_name
 from ._tokens import REFRESH_SKEW_S, access_token
@@ -53,7 +53,7 @@ class ConnectionProvider(SecretProvider):
             check_name(account, "account")
         except ValueError as exc:
             raise SecretUnavailable(f"{ref}: {exc}") from None
-        where = str(home) if home is not None else os.environ.get("GLOVEBOX_HOME", "")
+        where = str(home_dir(home))
         key, now = (where, name, account), time.monotonic()
         with self._lock:
             kept = self._tokens.get(key)
