@@ -615,3 +615,74 @@ def test_deny_and_cancel_are_destructive_and_behind_a_confirmation(console: Cons
         re.S,
     )
     assert cancel is not None and 'class="danger" aria-label="Cancel run' in cancel.group(1)
+
+
+#: A program that makes one call and then fails.
+FAILING = """export default async function (input, tools) {
+  await tools.call("plain", { q: "made" });
+  throw new Error("the third step never came");
+}"""
+
+
+def test_the_runs_pages_show_each_runs_language_program_digest_and_rollback(console: Console) -> None:
+    result = console.runtime.run(HOSTILE, principal="agent")
+    digest = console.runtime.runs.store.program_digest(result.run_id)
+    assert digest is not None and digest.startswith("sha256:")
+    listed = httpx.get(console.url + "/ui/runs", headers=bearer("agent")).text
+    row = listed[listed.index(f'id="run-{result.run_id}"') :].split("</tr>")[0]
+    assert '<td class="lang">ts</td>' in row and f'title="{digest}"' in row and digest[:19] in row
+    assert '<td class="rollback">\u2014</td>' in row, "never rolled back: a dash"
+    page = httpx.get(console.url + f"/ui/runs/{result.run_id}", headers=bearer("agent")).text
+    assert f'<code id="run-digest">{digest}</code>' in page and 'id="run-lang">ts<' in page
+    assert "never rolled back" in page and "Roll back" not in page, "a run that ran to the end is not rolled back"
+
+
+def test_saving_a_run_as_a_tool_is_the_policys_word_and_refused_without_the_save_scope(console: Console) -> None:
+    result = console.runtime.run(HOSTILE, principal="agent")
+    assert result.status == "done", result.to_dict()
+    url = f"/ui/runs/{result.run_id}/save"
+    with signed_in(console, "agent") as client:
+        page = client.get(f"/ui/runs/{result.run_id}").text
+        assert 'id="save-form"' in page and "glovebox:save" in page
+        token = csrf_of(page)
+        assert client.post(url, data={"name": "hostile"}).status_code == 403, "no CSRF token"
+        refused = client.post(url, data={"csrf": token, "name": "hostile"})
+        assert refused.status_code == 403 and 'id="message"' in refused.text
+        assert "may not save a program as a tool" in refused.text and "glovebox:save" in refused.text
+        with pytest.raises(glovebox.ToolNotFound):
+            console.runtime.tool("hostile")
+        text = console.policy.read_text()
+        console.policy.write_text(text.replace('"agent": {scopes: [run]', '"agent": {scopes: [run, glovebox:save]'))
+        assert console.runtime.reload_policy()
+        assert client.post(url, data={"csrf": token, "name": ""}).status_code == 400
+        saved = client.post(url, data={"csrf": token, "name": "hostile", "review": "on"}, follow_redirects=True)
+        assert saved.status_code == 200 and 'id="run-saved"' in saved.text and "hostile@1.0.0" in saved.text
+        again = client.post(url, data={"csrf": token, "name": "hostile"})
+        assert again.status_code == 409, "the name is taken"
+    info = console.runtime.tool("hostile")
+    assert info.manifest.kind == "program"
+    # Another principal's run stays out of sight: saving it answers as an unknown run.
+    theirs = console.runtime.run(HOSTILE, principal=XSS_PRINCIPAL)
+    other = httpx.post(console.url + f"/ui/runs/{theirs.run_id}/save", data={"name": "x"}, headers=bearer("agent"))
+    assert other.status_code == 404
+
+
+def test_a_failed_run_is_rolled_back_from_its_page_by_its_principal_or_an_approving_auditor(
+    console: Console,
+) -> None:
+    failed = console.runtime.run(FAILING, principal="agent")
+    assert failed.status == "failed", failed.to_dict()
+    with signed_in(console, "agent") as client:
+        page = client.get(f"/ui/runs/{failed.run_id}").text
+        assert 'id="rollback-confirm"' in page and 'id="save-form"' not in page, "a failed run is not saved"
+        url = f"/ui/runs/{failed.run_id}/rollback"
+        assert client.post(url, data={}).status_code == 403
+        done = client.post(url, data={"csrf": csrf_of(page)}, follow_redirects=True)
+        assert done.status_code == 200 and 'id="run-rollback" class="rollback">rolled_back<' in done.text
+    assert console.runtime.runs.store.rollback_status(failed.run_id) == "rolled_back"
+    theirs = console.runtime.run(FAILING, principal=XSS_PRINCIPAL)
+    url = console.url + f"/ui/runs/{theirs.run_id}/rollback"
+    assert httpx.post(url, headers=bearer("agent")).status_code == 404
+    assert console.runtime.runs.store.rollback_status(theirs.run_id) is None
+    assert httpx.post(url, headers=bearer("boss")).status_code == 303
+    assert console.runtime.runs.store.rollback_status(theirs.run_id) == "rolled_back"

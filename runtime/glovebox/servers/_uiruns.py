@@ -1,31 +1,41 @@
-"""The console's code-mode runs: the list, one run with its steps, resume and cancel.
+"""The console's code-mode runs: the list, one run with its steps, resume, cancel, roll back and save.
 
 A viewer sees its own runs, or every principal's with ``glovebox:audit``; it
-may resume or cancel a run of its own, or anyone's with ``glovebox:audit``
-and the approver scope. An unknown run and one the viewer may not see get
-the same 404.
+may resume, cancel or roll back a run of its own, or anyone's with
+``glovebox:audit`` and the approver scope. An unknown run and one the viewer
+may not see get the same 404. Any viewer who sees a run that ran to the end
+may ask to save its program as a tool (:func:`glovebox.save_run`, as the
+viewer): the policy decides (the scope ``glovebox:save``), and a refusal is a
+403 page that says why.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ._refusals import Conflict, Forbidden, NotFound, requires
+from ..core._errors import GloveboxError, PermissionDenied
+from ..runtime._runrollback import rollback_run
+from ..runtime._runsave import SAVE_SCOPE, save_run
+from ..runtime._runtime import Runtime
+from ._refusals import BadRequest, Conflict, Forbidden, NotFound, requires
 from ._uibase import AUDIT_SCOPE, PAGE_ROWS, ConsoleState, clip, int_param, pretty
 
 __all__ = ["RunPages"]
 
 _FINISHED = ("done", "failed", "cancelled")
+#: The longest tool name the save form takes (the manifest checks the rest).
+NAME_CHARS = 64
+T = TypeVar("T")
 
 
 class RunPages:
-    """``/ui/runs``, ``/ui/runs/{id}``, ``/ui/runs/{id}/resume``, ``/ui/runs/{id}/cancel``."""
+    """``/ui/runs``, ``/ui/runs/{id}`` and its forms: ``resume``, ``cancel``, ``rollback``, ``save``."""
 
     def __init__(self, ui: ConsoleState) -> None:
         self.ui = ui
@@ -38,6 +48,8 @@ class RunPages:
             Route("/ui/runs/{run_id}", self.show, methods=["GET"], middleware=viewers),
             Route("/ui/runs/{run_id}/resume", self.resume, methods=["POST"], middleware=forms),
             Route("/ui/runs/{run_id}/cancel", self.cancel, methods=["POST"], middleware=forms),
+            Route("/ui/runs/{run_id}/rollback", self.rollback, methods=["POST"], middleware=forms),
+            Route("/ui/runs/{run_id}/save", self.save, methods=["POST"], middleware=forms),
         ]
 
     @requires()
@@ -49,8 +61,9 @@ class RunPages:
             principal = None if every else request.user.identity
             job = functools.partial(self.runs.list, principal=principal, limit=PAGE_ROWS + 1, offset=offset)
             records = await self.ui.run(job)
+        seals = await self.ui.run(functools.partial(self._seals, records[:PAGE_ROWS]))
         return self.ui.page(
-            request, "runs.html", records=records[:PAGE_ROWS], more=len(records) > PAGE_ROWS,
+            request, "runs.html", records=records[:PAGE_ROWS], seals=seals, more=len(records) > PAGE_ROWS,
             offset=offset, page_rows=PAGE_ROWS, every=every, kept=self.runs is not None,
         )  # fmt: skip
 
@@ -58,8 +71,13 @@ class RunPages:
     async def show(self, request: Request) -> Response:
         record, result = await self._visible(request)
         steps = await self.ui.run(functools.partial(self._steps, record.run_id))
+        [seal] = await self.ui.run(functools.partial(self._seals, [record]))
+        compensations = await self.ui.run(functools.partial(self.runs.store.compensations, record.run_id))
         return self.ui.page(
-            request, "run.html", record=record, result=result, steps=steps,
+            request, "run.html", record=record, result=result, steps=steps, seal=seal,
+            compensations=[compensations[seq] for seq in sorted(compensations, reverse=True)],
+            savable=record.status == "done" and isinstance(self.ui.runtime, Runtime), save_scope=SAVE_SCOPE,
+            saved=request.query_params.get("saved"),
             output=None if result.output is None else clip(pretty(result.output)),
             source=clip(record.source), may_act=self._may_act(request, record.principal),
             finished=record.status in _FINISHED,
@@ -83,6 +101,55 @@ class RunPages:
             raise Conflict(f"run {record.run_id!r} has finished")
         await self.ui.run(functools.partial(self.runs.cancel, record.run_id, by=request.user.identity))
         return RedirectResponse(f"/ui/runs/{record.run_id}", status_code=303)
+
+    @requires()
+    async def rollback(self, request: Request) -> Response:
+        record = await self._actionable(request, "roll back")
+        if record.status not in _FINISHED:
+            raise Conflict(f"run {record.run_id!r} is {record.status}: only a finished run is rolled back")
+        job = functools.partial(rollback_run, self._runtime(), record.run_id, by=request.user.identity)
+        result = await self._refusing(job)
+        if result.status == "busy" and result.error is not None:
+            raise Conflict(result.error.message)
+        return RedirectResponse(f"/ui/runs/{record.run_id}#rollback", status_code=303)
+
+    @requires()
+    async def save(self, request: Request) -> Response:
+        record, _ = await self._visible(request)
+        runtime = self._runtime()
+        form = request.state.form
+        name = form.get("name", "").strip()
+        if not name or len(name) > NAME_CHARS:
+            raise BadRequest(f"a saved program needs a tool name of 1 to {NAME_CHARS} characters")
+        job = functools.partial(
+            save_run, runtime, record.run_id, name, by=request.user.identity, review=form.get("review") == "on"
+        )
+        info = await self._refusing(job)
+        return RedirectResponse(f"/ui/runs/{record.run_id}?saved={info.name}@{info.version}", status_code=303)
+
+    async def _refusing(self, job: functools.partial[T]) -> T:
+        """``job`` on the workers, its refusals as the console renders them (the policy's word shown as it is)."""
+        try:
+            return await self.ui.run(job)
+        except PermissionDenied as exc:
+            raise Forbidden(exc.message) from None
+        except GloveboxError as exc:  # a refused name or schema, a tampered run
+            raise Conflict(f"{exc.code}: {exc.message}") from None
+        except ValueError as exc:  # the run has not finished (or did not run to the end)
+            raise Conflict(str(exc)) from None
+
+    def _runtime(self) -> Runtime:
+        """The backend as the Runtime that owns the home's registry and runs (a ``ProcessPool`` is one)."""
+        if not isinstance(self.ui.runtime, Runtime):
+            raise Conflict("this server's backend keeps no registry of its own: save or roll back where the home is")
+        return self.ui.runtime
+
+    def _seals(self, records: list[Any]) -> list[dict[str, Any]]:
+        """Each run's program digest and how its rollback stands (None: never rolled back)."""
+        store = self.runs.store
+        return [
+            {"digest": store.program_digest(r.run_id), "rollback": store.rollback_status(r.run_id)} for r in records
+        ]
 
     async def _visible(self, request: Request) -> tuple[Any, Any]:
         """The run's record and result when the viewer may see it, else :class:`NotFound`."""
