@@ -8,11 +8,13 @@ import os
 import select
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -251,3 +253,32 @@ def test_input_from_maps_pointers_of_the_call_into_the_compensations_input() -> 
         Compensation(tool="x", input_from={"id": "/output/id"})
     with pytest.raises(ValueError, match="into /input or /output"):
         Compensation(tool="x", input_from={"/id": "/elsewhere"})
+
+
+@pytest.mark.system
+@pytest.mark.parametrize(
+    ("edit", "which"),
+    [
+        ("UPDATE compensations SET state = 'failed' WHERE seq = 1", 1),  # would undo b twice
+        ('UPDATE compensations SET input = \'{"url": "http://elsewhere/"}\' WHERE seq = 0', 0),
+        ("DELETE FROM compensations WHERE seq = 1", None),  # its head sees it gone
+    ],
+)
+def test_an_edited_compensation_record_is_refused_on_rollback_with_journal_tampered(
+    home: tuple[Path, Path], ledger: Ledger, edit: str, which: int | None
+) -> None:
+    run_id = _failed_run(home, ledger)
+    with glovebox.Runtime(home=home[0], policy=home[1]) as rt:
+        assert glovebox.rollback_run(rt, run_id).ok
+    undone = ["/make/a", "/make/b", "/undo/b", "/undo/a"]
+    assert ledger.committed == undone
+    with closing(sqlite3.connect(home[0] / "runs.sqlite")) as db, db:
+        assert db.execute(edit + " AND run_id = ?", (run_id,)).rowcount == 1
+    with glovebox.Runtime(home=home[0], policy=home[1]) as rt:
+        with pytest.raises(glovebox.JournalTampered) as refused:
+            glovebox.rollback_run(rt, run_id)
+        assert rt.runs.store.rollback_status(run_id) == "rolled_back", "a refused rollback claims nothing"
+    assert refused.value.code == "journal_tampered" and refused.value.details["compensation"] == which
+    assert ledger.committed == undone, "no compensation called again"
+    result = CliRunner().invoke(cli, ["--home", str(home[0]), "--policy", str(home[1]), "runs", "rollback", run_id])
+    assert result.exit_code != 0 and "error [journal_tampered]" in result.output, result.output

@@ -10,6 +10,13 @@ trust: a ``done`` compensation is never called again, a ``started`` one (in
 flight at the crash) is called again under the same call id and marked
 ``reran``, a ``failed`` one is tried again. The run keeps how its rollback
 stands (``rollback``: ``rolling_back``, ``rolled_back`` or ``incomplete``).
+
+Each row is sealed when it is written (:func:`._seal.seal_compensation`: a MAC
+with the home's run key over its tool, input, state, call id and result, bound
+to the run and the step it undoes, and the run's head over them all), in the
+same transaction; a rollback checks them before it calls anything, so a row
+edited in ``runs.sqlite`` (a ``failed`` one made ``done`` to skip it, an input
+changed) or dropped is refused with ``journal_tampered``.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from typing import Any
 from ..storage._sqlite import Database
 from ._claims import fenced_update
 from ._records import FINISHED, Lease
+from ._seal import seal_compensation
 
 __all__ = ["Compensation", "begin", "claim", "finish", "forget", "read", "release"]
 
@@ -75,7 +83,9 @@ def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-def begin(database: Database, run_id: str, seq: int, tool: str, input: Any, call_id: str, owner: str) -> None:
+def begin(
+    database: Database, key: bytes, run_id: str, seq: int, tool: str, input: Any, call_id: str, owner: str
+) -> None:
     """Write the compensation of step ``seq`` ``started`` (again: ``reran`` when a crash left it so)."""
     with database.write() as db:
         fenced_update(db, run_id, owner, "updated = updated", ())
@@ -85,9 +95,10 @@ def begin(database: Database, run_id: str, seq: int, tool: str, input: Any, call
             " EXISTS (SELECT 1 FROM compensations WHERE run_id = ? AND seq = ? AND state = 'started'), ?)",
             (run_id, seq, tool, json.dumps(input), call_id, run_id, seq, time.time()),
         )
+        seal_compensation(db, key, run_id, seq)
 
 
-def finish(database: Database, run_id: str, seq: int, envelope: dict[str, Any], owner: str) -> None:
+def finish(database: Database, key: bytes, run_id: str, seq: int, envelope: dict[str, Any], owner: str) -> None:
     """Write the compensation's envelope: ``done`` when it succeeded, else ``failed`` (tried again next time)."""
     state = "done" if envelope.get("ok") else "failed"
     with database.write() as db:
@@ -96,10 +107,12 @@ def finish(database: Database, run_id: str, seq: int, envelope: dict[str, Any], 
             "UPDATE compensations SET state = ?, result = ?, finished = ? WHERE run_id = ? AND seq = ?",
             (state, json.dumps(envelope), time.time(), run_id, seq),
         )
+        seal_compensation(db, key, run_id, seq)
 
 
-def forget(database: Database, run_id: str, seq: int, owner: str) -> None:
+def forget(database: Database, key: bytes, run_id: str, seq: int, owner: str) -> None:
     """Drop the compensation of step ``seq`` (it waits for an approval: the next rollback makes it again)."""
     with database.write() as db:
         fenced_update(db, run_id, owner, "updated = updated", ())
         db.execute("DELETE FROM compensations WHERE run_id = ? AND seq = ?", (run_id, seq))
+        seal_compensation(db, key, run_id, seq)  # the head, without it

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..storage._sqlite import Database
-from ._seal import seal_all
+from ._seal import seal_all, seal_compensations
 
 __all__ = ["open_database"]
 
@@ -71,6 +71,7 @@ CREATE TABLE IF NOT EXISTS compensations (
     reran INTEGER NOT NULL DEFAULT 0,
     started REAL NOT NULL,
     finished REAL,
+    seal TEXT,
     PRIMARY KEY (run_id, seq)
 );
 """
@@ -87,9 +88,11 @@ _ADDED = {
         ("seal", "TEXT"),
         ("journal_head", "TEXT"),
         ("rollback", "TEXT"),
+        ("compensations_head", "TEXT"),
     ),
     # the texts a replay answers from without parsing (NULL in a step written before them)
     "journal": (("asked", "TEXT"), ("answer", "TEXT"), ("summary", "TEXT"), ("seal", "TEXT")),
+    "compensations": (("seal", "TEXT"),),
 }
 
 
@@ -109,12 +112,15 @@ def _upgrade(database: Database, key: bytes) -> None:
     """Give a store made by an earlier glovebox the columns it lacks (its rows stay as they are), and
     seal the runs it holds that have no seal yet (made before the seals)."""
     with database.write() as db:
-        unsealed = False
+        unsealed = compensations_unsealed = False
         for table, added in _ADDED.items():
             columns = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
             for name, kind in added:
                 if name not in columns:
                     db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
-                    unsealed = unsealed or name == "seal"
+                    unsealed = unsealed or (name == "seal" and table != "compensations")
+                    compensations_unsealed = compensations_unsealed or name == "compensations_head"
         if unsealed:  # only the once: a seal dropped later is tampering, never sealed again
             seal_all(db, key)
+        if compensations_unsealed:  # the rollbacks' rows made before their seals, the once too
+            seal_compensations(db, key)

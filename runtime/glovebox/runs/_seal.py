@@ -8,11 +8,16 @@ keeps a MAC over its texts and the MAC before it (the run's seal for step 0),
 so the steps form a chain bound to the run: a step edited, swapped, moved to
 another run, or dropped from the middle breaks it; the run's journal head
 (``journal_head``: a MAC over the number of steps and the last step's MAC)
-sees steps dropped from the end. The MACs are HMAC-SHA256
+sees steps dropped from the end. A rollback's compensation rows
+(:mod:`._compensations`) are sealed the same way: each keeps a MAC over its
+texts, bound to the run and the step it undoes, and the run keeps a head over
+them all (``compensations_head``: each row's step and MAC), so a row edited,
+moved, or dropped (a ``done`` compensation would be called again) is seen.
+The MACs are HMAC-SHA256
 with the home's run key (``HOME/runs.key``, 32 random bytes, mode 0600, made
 on first use); a step's timestamps and ``reran`` mark are not covered.
 
-A resume checks both before anything runs (:func:`check`): a program that is
+A resume (and a rollback, a save, an export) checks them all before anything runs (:func:`check`): a program that is
 not what the run started with is :class:`~glovebox.ProgramChanged`, a journal
 that is not what the runs wrote is :class:`~glovebox.JournalTampered`.
 
@@ -33,13 +38,17 @@ from ..core._canonical import canonical_json, sha256_digest
 from ..core._errors import JournalTampered, ProgramChanged
 
 __all__ = [
+    "COMPENSATION_COLUMNS",
     "KEY_FILE",
     "STEP_COLUMNS",
     "check",
+    "compensation_seal",
     "home_key",
     "program_digest",
     "run_seal",
     "seal_all",
+    "seal_compensation",
+    "seal_compensations",
     "seal_head",
     "seal_run",
     "seal_step",
@@ -139,6 +148,62 @@ def seal_head(db: sqlite3.Connection, key: bytes, run_id: str) -> None:
     db.execute("UPDATE runs SET journal_head = ? WHERE run_id = ?", (_head(key, run_id, steps, last or ""), run_id))
 
 
+#: The compensation columns a compensation's MAC covers, in order (after the run id and the step it undoes).
+COMPENSATION_COLUMNS = "tool, input, state, call_id, result"
+
+
+def compensation_seal(key: bytes, run_id: str, seq: int, texts: tuple[Any, ...]) -> str:
+    """The MAC of the compensation of step ``seq`` (``texts``: its :data:`COMPENSATION_COLUMNS`)."""
+    return _mac(key, ["glovebox-compensation-v1", run_id, seq, *texts])
+
+
+def _compensations_head(key: bytes, run_id: str, seals: list[tuple[int, str | None]]) -> str:
+    return _mac(key, ["glovebox-compensations-v1", run_id, [[seq, seal or ""] for seq, seal in seals]])
+
+
+def seal_compensation(db: sqlite3.Connection, key: bytes, run_id: str, seq: int) -> None:
+    """(Re)write the MAC of step ``seq``'s compensation as it stands now (if any) and the run's head
+    over its compensations, in ``db``'s transaction (after a row is written or dropped)."""
+    row = db.execute(
+        f"SELECT {COMPENSATION_COLUMNS} FROM compensations WHERE run_id = ? AND seq = ?", (run_id, seq)
+    ).fetchone()
+    if row is not None:
+        seal = compensation_seal(key, run_id, seq, tuple(row))
+        db.execute("UPDATE compensations SET seal = ? WHERE run_id = ? AND seq = ?", (seal, run_id, seq))
+    seals = db.execute("SELECT seq, seal FROM compensations WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
+    head = _compensations_head(key, run_id, [(s, m) for s, m in seals])
+    db.execute("UPDATE runs SET compensations_head = ? WHERE run_id = ?", (head, run_id))
+
+
+def seal_compensations(db: sqlite3.Connection, key: bytes) -> None:
+    """Seal every compensation row (a store made before their seals: taken as it stands)."""
+    rows = db.execute("SELECT run_id, seq FROM compensations WHERE seal IS NULL ORDER BY run_id, seq").fetchall()
+    for run_id, seq in rows:
+        seal_compensation(db, key, run_id, seq)
+
+
+def _check_compensations(db: sqlite3.Connection, key: bytes, run_id: str, head: str | None) -> None:
+    rows = db.execute(
+        f"SELECT seq, {COMPENSATION_COLUMNS}, seal FROM compensations WHERE run_id = ? ORDER BY seq", (run_id,)
+    ).fetchall()
+    if head is None and not rows:
+        return  # never rolled back
+    for seq, *texts, stored in rows:
+        if stored is None or not hmac.compare_digest(stored, compensation_seal(key, run_id, seq, tuple(texts))):
+            raise _tampered_compensation(run_id, seq)
+    expected = _compensations_head(key, run_id, [(row[0], row[-1]) for row in rows])
+    if head is None or not hmac.compare_digest(head, expected):
+        raise _tampered_compensation(run_id, None)  # a row dropped or added (or the head forged)
+
+
+def _tampered_compensation(run_id: str, seq: int | None) -> JournalTampered:
+    which = "a compensation was dropped" if seq is None else f"the compensation of step {seq} was changed"
+    return JournalTampered(
+        f"run {run_id!r}: its rollback's record is not what the rollback wrote ({which}); it will not roll back",
+        details={"run_id": run_id, "compensation": seq},
+    )
+
+
 def seal_run(db: sqlite3.Connection, key: bytes, run_id: str) -> None:
     """Seal run ``run_id`` and its whole journal as they stand now (an upgraded store's runs)."""
     row = db.execute("SELECT principal, lang, source, script, input FROM runs WHERE run_id = ?", (run_id,)).fetchone()
@@ -165,15 +230,18 @@ def check(db: sqlite3.Connection, key: bytes, run_id: str) -> None:
     Raises:
         ProgramChanged: the source is not the digest recorded at the run's start, or the run's
             seal does not cover its program, principal, language and input as stored.
-        JournalTampered: a step's MAC does not match its texts and the step before it.
+        JournalTampered: a step's MAC does not match its texts and the step before it, or a
+            compensation's (or the head over them) does not match what the rollback wrote
+            (``details.compensation``: the step it undoes; None when one was dropped).
     """
     row = db.execute(
-        "SELECT principal, lang, source, script, input, program_digest, seal, journal_head FROM runs WHERE run_id = ?",
+        "SELECT principal, lang, source, script, input, program_digest, seal, journal_head, compensations_head"
+        " FROM runs WHERE run_id = ?",
         (run_id,),
     ).fetchone()
     if row is None:
         return
-    principal, lang, source, script, input_text, digest, seal, head = row
+    principal, lang, source, script, input_text, digest, seal, head, compensations = row
     details: dict[str, Any] = {"run_id": run_id, "program_digest": digest}
     if digest is None or program_digest(source) != digest:
         raise ProgramChanged(
@@ -196,6 +264,7 @@ def check(db: sqlite3.Connection, key: bytes, run_id: str) -> None:
         previous, steps = stored, steps + 1
     if head is None or not hmac.compare_digest(head, _head(key, run_id, steps, previous if steps else "")):
         raise _tampered(run_id, steps)  # its end: steps dropped (or the head forged)
+    _check_compensations(db, key, run_id, compensations)
 
 
 def _tampered(run_id: str, step: int) -> JournalTampered:

@@ -253,12 +253,12 @@ class RunStore:
 
     def begin_compensation(self, run_id: str, seq: int, tool: str, input: Any, call_id: str, *, owner: str) -> None:
         """Write the compensation of step ``seq`` ``started`` before it is called."""
-        _compensations.begin(self._db, run_id, seq, tool, input, call_id, owner)
+        _compensations.begin(self._db, self._key, run_id, seq, tool, input, call_id, owner)
 
     def finish_compensation(self, run_id: str, seq: int, envelope: dict[str, Any], *, owner: str) -> None:
         """Write the compensation's envelope once it answered."""
-        _compensations.finish(self._db, run_id, seq, envelope, owner)
+        _compensations.finish(self._db, self._key, run_id, seq, envelope, owner)
 
     def forget_compensation(self, run_id: str, seq: int, *, owner: str) -> None:
         """Drop the compensation of step ``seq`` (it waits for an approval)."""
-        _compensations.forget(self._db, run_id, seq, owner)
+        _compensations.forget(self._db, self._key, run_id, seq, owner)
