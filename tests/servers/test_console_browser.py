@@ -292,6 +292,7 @@ def _busy_home(console: Console) -> dict[str, str]:
     console.request_approval(XSS_PRINCIPAL, XSS_INPUT)
     paused = console.runtime.run(PAUSING, input={"q": "a long enough question to wrap"}, principal="agent")
     done = console.runtime.run('export default async () => ({ "ok": true })', principal="agent")
+    failed = console.runtime.run('export default async () => { throw new Error("no") }', principal="agent")
     board = BreakerBoard(console.runtime.home)
     try:
         board.record("tool", "plain", Breaker(failures=1), True)
@@ -301,7 +302,8 @@ def _busy_home(console: Console) -> dict[str, str]:
     return {
         "approvals": "/ui/approvals", "audit": "/ui/audit", "audit-filtered": "/ui/audit?since=1h&outcome=ok",
         "record-denied": f"/ui/audit/{seq}", "runs": "/ui/runs", "run-paused": f"/ui/runs/{paused.run_id}",
-        "run-done": f"/ui/runs/{done.run_id}", "tools": "/ui/tools", "health": "/ui/health",
+        "run-done": f"/ui/runs/{done.run_id}", "run-failed": f"/ui/runs/{failed.run_id}",
+        "tools": "/ui/tools", "health": "/ui/health",
         "not-found": "/ui/no-such-page",
     }  # fmt: skip
 
