@@ -282,3 +282,24 @@ def test_an_edited_compensation_record_is_refused_on_rollback_with_journal_tampe
     assert ledger.committed == undone, "no compensation called again"
     result = CliRunner().invoke(cli, ["--home", str(home[0]), "--policy", str(home[1]), "runs", "rollback", run_id])
     assert result.exit_code != 0 and "error [journal_tampered]" in result.output, result.output
+
+
+@pytest.mark.system
+def test_compensations_written_before_their_seals_are_sealed_once_as_they_stand(
+    home: tuple[Path, Path], ledger: Ledger
+) -> None:
+    run_id = _failed_run(home, ledger)
+    with glovebox.Runtime(home=home[0], policy=home[1]) as rt:
+        assert glovebox.rollback_run(rt, run_id).ok
+    with closing(sqlite3.connect(home[0] / "runs.sqlite")) as db, db:  # as a glovebox before the seals wrote it
+        db.execute("ALTER TABLE compensations DROP COLUMN seal")
+        db.execute("ALTER TABLE runs DROP COLUMN compensations_head")
+    with glovebox.Runtime(home=home[0], policy=home[1]) as rt:
+        again = glovebox.rollback_run(rt, run_id)  # sealed on open: it stands, and nothing is undone twice
+        assert again.ok and [c["replayed"] for c in again.compensations] == [True, True], again.to_dict()
+    with closing(sqlite3.connect(home[0] / "runs.sqlite")) as db, db:
+        db.execute("UPDATE compensations SET seal = NULL WHERE run_id = ? AND seq = 0", (run_id,))
+    with glovebox.Runtime(home=home[0], policy=home[1]) as rt:  # a seal dropped later is never sealed again
+        with pytest.raises(glovebox.JournalTampered):
+            glovebox.rollback_run(rt, run_id)
+    assert ledger.committed == ["/make/a", "/make/b", "/undo/b", "/undo/a"]

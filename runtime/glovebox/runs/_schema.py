@@ -39,7 +39,8 @@ CREATE TABLE IF NOT EXISTS runs (
     program_digest TEXT,
     seal TEXT,
     journal_head TEXT,
-    rollback TEXT
+    rollback TEXT,
+    compensations_head TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_principal ON runs (principal, created);
 CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status, updated);
