@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import httpx
@@ -686,3 +687,15 @@ def test_a_failed_run_is_rolled_back_from_its_page_by_its_principal_or_an_approv
     assert console.runtime.runs.store.rollback_status(theirs.run_id) is None
     assert httpx.post(url, headers=bearer("boss")).status_code == 303
     assert console.runtime.runs.store.rollback_status(theirs.run_id) == "rolled_back"
+
+
+def test_a_rollback_of_a_tampered_run_is_refused_with_its_code_on_the_page(console: Console) -> None:
+    failed = console.runtime.run(FAILING, principal="agent")
+    assert failed.status == "failed", failed.to_dict()
+    with closing(sqlite3.connect(console.runtime.home / "runs.sqlite")) as db, db:
+        edited = "UPDATE journal SET request = replace(request, 'made', 'edited') WHERE run_id = ? AND seq = 0"
+        assert db.execute(edited, (failed.run_id,)).rowcount == 1
+    refused = httpx.post(console.url + f"/ui/runs/{failed.run_id}/rollback", headers=bearer("agent"))
+    assert refused.status_code == 409 and 'id="message"' in refused.text
+    assert "journal_tampered" in refused.text and "it will not" in refused.text
+    assert console.runtime.runs.store.rollback_status(failed.run_id) is None
