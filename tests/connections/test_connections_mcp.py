@@ -26,6 +26,7 @@ from glovebox.importers import import_mcp
 from ..conftest import _free_port
 from .conftest import Served
 from .oauthserver import AuthServer
+from .test_connections_import import connect_by_name
 
 pytestmark = pytest.mark.system
 
@@ -136,3 +137,8 @@ def test_an_import_lists_and_reads_with_the_runtimes_home_when_glovebox_home_is_
         assert "hello alice" in json.dumps(prompt.output)
         nobody = rt.call("notes-read-resource", {"uri": "notes://me"}, principal="carol")
         assert nobody.code == "upstream_error", "carol has no account: nothing is sent"
+        out = connect_by_name(served, "carol", "carol")  # no --resource: the import's server URL
+        assert out == f"connected notes/carol with {served.url}: connection://notes/carol\n"
+        assert served.store().get("notes", "carol").resource == notes
+        read = rt.call("notes-read-resource", {"uri": "notes://me"}, principal="carol")
+        assert read.ok and read.output["contents"][0]["text"] == "notes of carol", read.to_dict()
