@@ -9,7 +9,7 @@ their state in memory. Access tokens are HS256 JWTs whose ``aud`` is the
 ``resource`` the client asked for (RFC 8707).
 
 The user signs in with a one-field form at ``/authorize`` (a name; approve).
-``/api`` is a protected resource: its RFC 9728 metadata is served at
+``/api`` (and every path under it) is a protected resource: its RFC 9728 metadata is served at
 ``/.well-known/oauth-protected-resource/api`` and a request without a valid
 token answers 401 naming it. ``Hostile`` switches turn the server against its
 client: another ``aud``, another ``iss``, a token endpoint that redirects.
@@ -263,6 +263,7 @@ class AuthServer(AuthorizationServer):  # type: ignore[misc]
                 Route("/device", self.device, methods=["POST"]),
                 Route("/register", self.register, methods=["POST"]),
                 Route("/api", self.api, methods=["GET", "POST"]),
+                Route("/api/{rest:path}", self.api, methods=["GET", "POST"]),  # an imported API's operations
             ]
         )
 

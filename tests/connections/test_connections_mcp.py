@@ -26,6 +26,7 @@ from glovebox.importers import import_mcp
 from ..conftest import _free_port
 from .conftest import Served
 from .oauthserver import AuthServer
+from .test_connections_import import connect_by_name
 
 pytestmark = pytest.mark.system
 
@@ -61,6 +62,17 @@ def notes(served: Served) -> Iterator[str]:
         return {"user": token.subject or "" if token else "", "token": token.token if token else ""}
 
     server.add_tool(whoami, description="Who the token says the caller is (and the token: a hostile echo).")
+
+    @server.resource("notes://me", name="me", description="Whose notes these are", mime_type="text/plain")
+    def me() -> str:
+        token = get_access_token()
+        return f"notes of {token.subject if token else 'nobody'}"
+
+    @server.prompt(name="greet", description="A greeting for the token's user")
+    def greet() -> str:
+        token = get_access_token()
+        return f"hello {token.subject if token else 'nobody'}"
+
     app = uvicorn.Server(uvicorn.Config(server.streamable_http_app(), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=app.run, daemon=True)
     thread.start()
@@ -85,7 +97,8 @@ def test_a_remote_mcp_server_behind_oauth_is_imported_and_called_with_each_princ
     with glovebox.Runtime(home=served.home) as rt:
         secret = ["Authorization=connection://notes/{principal}"]
         imported = import_mcp(rt, notes, name="notes", scopes=[], header_secrets=secret)
-        assert [tool.name for tool in imported.tools] == ["notes-whoami"]
+        names = sorted(tool.name for tool in imported.tools)
+        assert names == ["notes-get-prompt", "notes-read-resource", "notes-whoami"]
         monkeypatch.setenv("GLOVEBOX_HOME", str(tmp_path / "elsewhere"))  # a call reads the Runtime's home
         seen = {}
         for principal in ("alice", "bob"):
@@ -103,3 +116,29 @@ def test_a_remote_mcp_server_behind_oauth_is_imported_and_called_with_each_princ
     assert nobody.code == "upstream_error" and nobody.error is not None
     assert "connection://notes/{principal}" in nobody.error.message, "carol has no connection: nothing is sent"
     assert not any(token in stored for token in tokens)
+
+
+def test_an_import_lists_and_reads_with_the_runtimes_home_when_glovebox_home_is_elsewhere(
+    served: Served, notes: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for user, account in (("admin", "default"), ("alice", "alice")):
+        answer = served.authorize_as(user, served.begin(account=account, name="notes", resource=notes))
+        assert answer.status_code == 200, answer.text
+    monkeypatch.setenv("GLOVEBOX_HOME", str(tmp_path / "elsewhere"))  # no connection there
+    with glovebox.Runtime(home=served.home) as rt:
+        secret = ["Authorization=connection://notes/{principal}"]
+        imported = import_mcp(rt, notes, name="notes", scopes=[], header_secrets=secret)
+        assert "notes-read-resource" in {tool.name for tool in imported.tools}, "listed with the home's default"
+        read = rt.call("notes-read-resource", {"uri": "notes://me"}, principal="alice")
+        assert read.ok, read.to_dict()
+        assert read.output["contents"][0]["text"] == "notes of alice", "alice's own account, from the Runtime's home"
+        prompt = rt.call("notes-get-prompt", {"name": "greet"}, principal="alice")
+        assert prompt.ok, prompt.to_dict()
+        assert "hello alice" in json.dumps(prompt.output)
+        nobody = rt.call("notes-read-resource", {"uri": "notes://me"}, principal="carol")
+        assert nobody.code == "upstream_error", "carol has no account: nothing is sent"
+        out = connect_by_name(served, "carol", "carol")  # no --resource: the import's server URL
+        assert out == f"connected notes/carol with {served.url}: connection://notes/carol\n"
+        assert served.store().get("notes", "carol").resource == notes
+        read = rt.call("notes-read-resource", {"uri": "notes://me"}, principal="carol")
+        assert read.ok and read.output["contents"][0]["text"] == "notes of carol", read.to_dict()

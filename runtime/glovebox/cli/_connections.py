@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 import webbrowser
 from datetime import UTC, datetime
+from pathlib import Path
 
 import click
 
@@ -44,6 +45,41 @@ def _issuers(ctx: click.Context) -> list[str]:
         raise CliError("invalid_policy", str(error)) from None
 
 
+def _imported_resource(home: Path, name: str) -> str | None:
+    """The URL the import named ``name`` calls: a remote MCP server's URL (from its tools' stored
+    descriptors), or an OpenAPI/GraphQL API's base URL (from its operations); None when nothing is imported
+    under that name.
+
+    Raises:
+        click.UsageError: the name's tools call several servers (which one to connect is for --resource).
+    """
+    if not (home / "registry.sqlite").exists():
+        return None
+    from ..registry._registry import Registry
+    from ..remote._proxy import load_descriptor
+
+    registry = Registry(home)
+    urls: set[str] = set()
+    try:
+        for info in registry.entries(include_deprecated=False):
+            operation = info.manifest.operation
+            if operation is not None:
+                if operation.api == name:
+                    urls.add(operation.url)
+            elif info.kind == "mcp-remote" and info.name.startswith(f"{name}-"):
+                try:
+                    descriptor = load_descriptor(registry.descriptor_path(info.digest), info.digest)
+                except GloveboxError:
+                    continue  # gone or changed on disk: names no server
+                if descriptor.command is None:  # a stdio server has no URL to connect
+                    urls.add(descriptor.url)
+    finally:
+        registry.close()
+    if len(urls) > 1:
+        raise click.UsageError(f"the tools of {name!r} call {', '.join(sorted(urls))}; say which with --resource URL")
+    return urls.pop() if urls else None
+
+
 def _settings(name: str, **given: str | None) -> ConnectSettings:
     try:
         return ConnectSettings(name=name, **{k: v for k, v in given.items() if v is not None})
@@ -55,7 +91,8 @@ def _settings(name: str, **given: str | None) -> ConnectSettings:
 @click.argument("name")
 @click.option(
     "--resource",
-    help="URL of the API or remote MCP server; its RFC 9728 metadata names the issuer (default: none, give --issuer).",
+    help="URL of the API or remote MCP server; its RFC 9728 metadata names the issuer (default: the URL the "
+    "import named NAME calls: its server URL, or its API's base URL).",
 )
 @click.option(
     "--issuer", help="The authorization server's issuer URL (default: the one the resource's metadata names)."
@@ -93,11 +130,19 @@ def connect(
 
     The token is then named connection://NAME/ACCOUNT (a policy's secrets, --header-secret).
     """
+    home = home_of(ctx)
+    if resource is None:
+        resource = _imported_resource(home, name)
+        if resource is None and issuer is None:
+            raise click.UsageError(
+                f"{name!r} is not an imported API or remote MCP server of {home}; "
+                "give the URL to connect with --resource URL (or the authorization server with --issuer URL)"
+            )
     settings = _settings(
         name, resource=resource, issuer=issuer, account=account, scope=scope,
         client_id=client_id, client_secret_ref=client_secret_ref,
     )  # fmt: skip
-    store = ConnectionStore(home_of(ctx))
+    store = ConnectionStore(home)
     redirect = None if device else console_url.rstrip("/") + CALLBACK_PATH
     try:
         prepared = prepare(settings, _issuers(ctx), redirect)

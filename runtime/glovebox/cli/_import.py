@@ -288,6 +288,13 @@ def _report(result: ImportResult, policy_out: str | None, as_json: bool) -> None
     for skip in result.skipped:
         click.echo(f"  ! {skip['operation']}: {skip['reason']}")
     for hint in result.secrets:
+        if hint.source.startswith("connection://"):  # an OAuth scheme: a connection per principal
+            value = hint.format.replace("{value}", f"<{hint.source}>")
+            api = hint.source.removeprefix("connection://").partition("/")[0]
+            click.echo(
+                f"secret: glovebox connect {api} --account PRINCIPAL, for each principal ({hint.header}: {value})"
+            )
+            continue
         click.echo(f"secret: set {hint.env} ({hint.header}: {hint.format.replace('{value}', '<' + hint.env + '>')})")
     for note in result.notes:
         click.echo(f"note: {note}", err=True)

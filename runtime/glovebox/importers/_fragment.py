@@ -27,10 +27,14 @@ class SecretHint:
     header: str
     format: str
     scheme: str
+    #: A secret reference the fragment reads instead of the environment variable ``env``: an OAuth
+    #: scheme's ``connection://API/{principal}`` (made by ``glovebox connect API``); empty: ``env``.
+    source: str = ""
 
     def to_dict(self) -> dict[str, str]:
-        """The hint as JSON-ready data."""
-        return {"name": self.name, "env": self.env, "header": self.header, "format": self.format, "scheme": self.scheme}
+        """The hint as JSON-ready data (``source`` only when it is one)."""
+        found = {"name": self.name, "env": self.env, "header": self.header, "format": self.format}
+        return found | {"scheme": self.scheme} | ({"source": self.source} if self.source else {})
 
 
 def policy_fragment(
@@ -47,8 +51,7 @@ def policy_fragment(
         grant["secrets"] = [
             {
                 "name": hint.name,
-                "provider": "env",
-                "source": hint.env,
+                **({"source": hint.source} if hint.source else {"provider": "env", "source": hint.env}),
                 "host": host,
                 "header": hint.header,
                 "format": hint.format,

@@ -138,14 +138,14 @@ def import_mcp(
         headers = parse_header_secrets(url, header_secrets)
         server = Descriptor(url, "", headers=headers)
         say(f"listing the tools of {server.origin}")
-        listing = list_remote(url, headers, LIST_TIMEOUT_S, LIST_BYTES)
+        listing = list_remote(url, headers, LIST_TIMEOUT_S, LIST_BYTES, runtime.home)
         fallback = urlsplit(url).hostname or "remote"
     prefix = name or sanitize(listing.server_name or fallback)
     required = _scopes(scopes, prefix)
     planned = [_planned(server, tool, prefix, required, limits, propagate_trace) for tool in listing.tools]
     if command is None:  # resources, prompts and completions of a server URL
         assert url is not None
-        planned += plan_reads(url, headers, prefix, limits, None if scopes is None else required)
+        planned += plan_reads(url, headers, prefix, limits, None if scopes is None else required, runtime.home)
     _check_unique(planned, server.origin)
     source = Source(
         prefix,

@@ -22,6 +22,7 @@ rules name these tools as any other.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ..model._manifest import Limits, parse_manifest
@@ -42,12 +43,20 @@ _STRINGS = {"type": "object", "additionalProperties": {"type": "string"}}
 
 
 def plan_reads(
-    url: str, headers: HeaderSecrets, prefix: str, limits: Limits, scopes: list[str] | None
+    url: str,
+    headers: HeaderSecrets,
+    prefix: str,
+    limits: Limits,
+    scopes: list[str] | None,
+    home: Path | None = None,
 ) -> list[Planned]:
-    """The read tools of the server at ``url`` (none when it has no resources, prompts or completions)."""
+    """The read tools of the server at ``url`` (none when it has no resources, prompts or completions).
+
+    ``home``: the importing Runtime's home, whose ``default`` connections list the server.
+    """
     from ..remote._proxy import list_catalog
 
-    catalog = list_catalog(url, headers, LIST_TIMEOUT_S, LIST_BYTES)
+    catalog = list_catalog(url, headers, LIST_TIMEOUT_S, LIST_BYTES, home)
     required = [f"{prefix}:read"] if scopes is None else scopes
     plans = []
     if catalog.resources or catalog.templates:

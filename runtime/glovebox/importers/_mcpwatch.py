@@ -98,7 +98,8 @@ async def watch_mcp(
 
     from ..remote._headers import parse_header_secrets, read_secrets
 
-    headers = read_secrets(url, parse_header_secrets(url, settings.get("header_secrets") or ()))[0]
+    secrets = parse_header_secrets(url, settings.get("header_secrets") or ())
+    headers = read_secrets(url, secrets, None, runtime.home)[0]
     changed = anyio.Event()
 
     async def heard(message: Any) -> None:

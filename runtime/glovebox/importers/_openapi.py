@@ -478,7 +478,11 @@ def _security(doc: dict[str, Any], api: str, server: Server, origin: str) -> tup
         env = f"{api}_{name}".upper().replace("-", "_")
         secret = f"{api}-{name}"[:64]
         kind, where = scheme.get("type"), scheme.get("in")
-        if kind == "http" and str(scheme.get("scheme", "")).lower() == "bearer" or kind in ("oauth2", "openIdConnect"):
+        if kind in ("oauth2", "openIdConnect"):  # a connection per principal: glovebox connect API
+            reference = f"connection://{api}/{{principal}}"
+            hints.append(SecretHint(secret, env, "Authorization", "Bearer {value}", server.scheme, reference))
+            notes.append(_connect_note(doc, api, name, scheme, origin, place))
+        elif kind == "http" and str(scheme.get("scheme", "")).lower() == "bearer":
             hints.append(SecretHint(secret, env, "Authorization", "Bearer {value}", server.scheme))
         elif kind == "http" and str(scheme.get("scheme", "")).lower() == "basic":
             hints.append(SecretHint(secret, env, "Authorization", "Basic {value}", server.scheme))
@@ -495,13 +499,39 @@ def _security(doc: dict[str, Any], api: str, server: Server, origin: str) -> tup
     return hints, notes
 
 
-def _used_schemes(doc: dict[str, Any]) -> set[str]:
-    used: set[str] = set()
+def _requirements(doc: dict[str, Any]) -> list[dict[str, Any]]:
     requirements = list(doc.get("security") or [])
     for item in (doc.get("paths") or {}).values():
         for method in METHODS:
             if isinstance(item, dict) and isinstance(item.get(method), dict):
                 requirements += item[method].get("security") or []
-    for requirement in requirements:
-        used.update(requirement or {})
+    return [requirement for requirement in requirements if isinstance(requirement, dict)]
+
+
+def _used_schemes(doc: dict[str, Any]) -> set[str]:
+    used: set[str] = set()
+    for requirement in _requirements(doc):
+        used.update(requirement)
     return used
+
+
+def _connect_note(doc: dict[str, Any], api: str, name: str, scheme: dict[str, Any], origin: str, place: str) -> str:
+    """How an OAuth 2 (or OpenID Connect) scheme's tokens come: ``glovebox connect`` per principal, its scopes."""
+    scopes = sorted(
+        {str(scope) for requirement in _requirements(doc) for scope in (requirement.get(name) or ())}
+    )  # fmt: skip
+    command = f"glovebox connect {api} --account PRINCIPAL" + (f" --scope '{' '.join(scopes)}'" if scopes else "")
+    where = ""
+    if scheme.get("type") == "openIdConnect" and isinstance(scheme.get("openIdConnectUrl"), str):
+        where = f" (its OpenID configuration: {scheme['openIdConnectUrl']})"
+    else:
+        flows = scheme.get("flows")
+        flows = flows if isinstance(flows, dict) else {}
+        urls = [f.get("tokenUrl") or f.get("authorizationUrl") for f in flows.values() if isinstance(f, dict)]
+        found = next((url for url in urls if isinstance(url, str)), None)
+        where = f" (its token URL: {found})" if found else ""
+    return (
+        f"security scheme {name!r} ({scheme.get('type')}, {origin}: {place}) is OAuth: {command} connects each "
+        f"principal's account (the fragment sends connection://{api}/{{principal}}); list the authorization "
+        f"server's issuer{where} in the policy's connections.issuers"
+    )

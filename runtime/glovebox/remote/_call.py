@@ -95,7 +95,7 @@ def list_stdio(pool: SessionPool, descriptor: Descriptor, timeout_s: float, limi
     """
     from ._proxy import MAX_TOOLS, list_all_tools
 
-    values, scrub = read_secrets(descriptor.origin, descriptor.env_secrets)
+    values, scrub = read_secrets(descriptor.origin, descriptor.env_secrets, None, pool.home)
     budget = _Budget(limit_bytes)
 
     async def work(client: Client, extend: Progress) -> tuple[str, list[Any]]:

@@ -393,8 +393,18 @@ def _exchange(
 # -- a call ----------------------------------------------------------------------
 
 
-def call_remote(descriptor: Descriptor, arguments: dict[str, Any], timeout_ms: int, output_bytes: int) -> str:
+def call_remote(
+    descriptor: Descriptor,
+    arguments: dict[str, Any],
+    timeout_ms: int,
+    output_bytes: int,
+    principal: str | None = None,
+    home: Path | None = None,
+) -> str:
     """Call the remote tool; return its output as JSON text (at most ``output_bytes`` of UTF-8).
+
+    ``principal`` and ``home``: whose secrets are sent, read from which home (a connection's tokens;
+    see :func:`~glovebox.remote._headers.read_secrets`; None: the ``default`` account, ``GLOVEBOX_HOME``).
 
     The output is ``structuredContent`` when the server gives it, else the one
     text block (parsed as JSON when it is JSON, else as a string), else
@@ -406,8 +416,8 @@ def call_remote(descriptor: Descriptor, arguments: dict[str, Any], timeout_ms: i
     import mcp_types as types
 
     if descriptor.method != "tools/call":
-        return _call_read(descriptor, arguments, timeout_ms, output_bytes)
-    secrets = read_secrets(descriptor.url, descriptor.headers)
+        return _call_read(descriptor, arguments, timeout_ms, output_bytes, principal, home)
+    secrets = read_secrets(descriptor.url, descriptor.headers, principal, home)
     scrub = secrets[1]
 
     async def work(client: Client) -> types.CallToolResult:
@@ -439,13 +449,20 @@ def output_of(result: Any, descriptor: Descriptor, scrub: Scrubber, output_bytes
     return output
 
 
-def _call_read(descriptor: Descriptor, arguments: dict[str, Any], timeout_ms: int, output_bytes: int) -> str:
+def _call_read(
+    descriptor: Descriptor,
+    arguments: dict[str, Any],
+    timeout_ms: int,
+    output_bytes: int,
+    principal: str | None = None,
+    home: Path | None = None,
+) -> str:
     """A read tool's call (``resources/read``, ``prompts/get``, ``completion/complete``; see
     ``glovebox.remote._resources``): one exchange under the same deadline and caps as a tool call."""
     from ._resources import read_output, read_request
 
     work = read_request(descriptor.method, arguments)
-    secrets = read_secrets(descriptor.url, descriptor.headers)
+    secrets = read_secrets(descriptor.url, descriptor.headers, principal, home)
     result = _exchange(descriptor.url, secrets, output_bytes + PROTOCOL_OVERHEAD_BYTES, timeout_ms / 1000, work)
     return read_output(result, secrets[1], output_bytes, descriptor.origin)
 
@@ -509,15 +526,18 @@ async def list_all_tools(client: Client) -> tuple[str, list[Any]]:
     return (info.name if info is not None else ""), tools
 
 
-def list_remote(url: str, headers: HeaderSecrets, timeout_s: float, limit_bytes: int) -> Listing:
+def list_remote(
+    url: str, headers: HeaderSecrets, timeout_s: float, limit_bytes: int, home: Path | None = None
+) -> Listing:
     """Every tool the server at ``url`` lists (all pages), within one deadline and byte cap, scrubbed.
+
+    ``home``: the importing Runtime's home, whose ``default`` connections are sent (None: ``GLOVEBOX_HOME``).
 
     Raises:
         UpstreamError, CallTimeout, OutputTooLarge: the server cannot be listed.
         InvalidManifest: a tool's name holds a secret sent to the server.
     """
-
-    secrets = read_secrets(url, headers)
+    secrets = read_secrets(url, headers, None, home)
     name, tools = _exchange(url, secrets, limit_bytes, timeout_s, list_all_tools)
     if len(tools) > MAX_TOOLS:
         raise UpstreamError(f"the remote MCP server {origin_of(url)} lists more than {MAX_TOOLS} tools")
@@ -525,16 +545,18 @@ def list_remote(url: str, headers: HeaderSecrets, timeout_s: float, limit_bytes:
     return Listing(scrub.text(name), [_scrubbed(tool, index, scrub, url) for index, tool in enumerate(tools)])
 
 
-def list_catalog(url: str, headers: HeaderSecrets, timeout_s: float, limit_bytes: int) -> Catalog:
+def list_catalog(
+    url: str, headers: HeaderSecrets, timeout_s: float, limit_bytes: int, home: Path | None = None
+) -> Catalog:
     """The resources, templates and prompts the server at ``url`` lists (``glovebox.remote._resources``),
-    within one deadline and byte cap, scrubbed.
+    within one deadline and byte cap, scrubbed. ``home``: as :func:`list_remote`'s.
 
     Raises:
         UpstreamError, CallTimeout, OutputTooLarge: the server cannot be listed.
     """
     from ._resources import checked, listed
 
-    secrets = read_secrets(url, headers)
+    secrets = read_secrets(url, headers, None, home)
     return checked(_exchange(url, secrets, limit_bytes, timeout_s, listed), secrets[1], origin_of(url))
 
 

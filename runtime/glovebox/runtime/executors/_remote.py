@@ -72,7 +72,10 @@ class McpRemoteExecutor(Executor):
         if descriptor.method != "tools/call":  # a read tool (resources, prompts, completions): one exchange
             from ...remote._proxy import call_remote
 
-            read = functools.partial(call_remote, descriptor, call.input, limits.timeout_ms, limits.output_bytes)
+            home = self._registry.home  # the Runtime's home: where a connection's tokens are read
+            read = functools.partial(
+                call_remote, descriptor, call.input, limits.timeout_ms, limits.output_bytes, principal, home
+            )
             with waiting():
                 return read()
         egress: list[dict[str, object]] = []
