@@ -20,7 +20,6 @@ The provider reads the store of ``GLOVEBOX_HOME`` (or the default home).
 from __future__ import annotations
 
 import base64
-import fcntl
 import json
 import os
 import re
@@ -31,6 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..core._settings import home_dir, secrets_key_ref
+from ..storage._private import exclusive, write_private_json
 from ._providers import SecretProvider, SecretRef, SecretUnavailable, get_secret
 
 __all__ = ["KEY_ENV", "EncryptedProvider", "SecretStore"]
@@ -130,21 +130,12 @@ class SecretStore:
         return entries
 
     def _write(self, entries: dict[str, dict[str, str]]) -> None:
-        temporary = self.path.with_suffix(".tmp")
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            json.dump({"version": 1, "entries": entries}, handle, indent=1, sort_keys=True)
-        os.replace(temporary, self.path)
+        write_private_json(self.path, {"version": 1, "entries": entries})
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(self.folder / "store.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with exclusive(self.folder / "store.lock"):
+            yield
 
 
 class EncryptedProvider(SecretProvider):

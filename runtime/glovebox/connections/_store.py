@@ -15,7 +15,6 @@ token due, one refreshes and the other reads the new token.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -29,6 +28,7 @@ from typing import Any
 from ..capabilities._providers import SecretUnavailable
 from ..capabilities._vault import SecretStore
 from ..core._settings import home_dir
+from ..storage._private import exclusive, write_private_json
 from ._errors import ConnectError
 
 __all__ = ["DEFAULT_ACCOUNT", "NAME_PATTERN", "ConnectionRecord", "ConnectionStore", "check_name"]
@@ -142,14 +142,8 @@ class ConnectionStore:
     @contextmanager
     def refreshing(self, name: str, account: str) -> Iterator[None]:
         """Hold the connection's refresh lock (across processes: an ``flock``)."""
-        locks = self.folder / "locks"
-        locks.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(locks / f"{name}.{account}.lock", "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with exclusive(self.folder / "locks" / f"{name}.{account}.lock"):
+            yield
 
     def _record(self, entry: dict[str, Any]) -> ConnectionRecord:
         known = ConnectionRecord.__dataclass_fields__
@@ -166,21 +160,12 @@ class ConnectionStore:
         return entries if isinstance(entries, dict) else {}
 
     def _write(self, entries: dict[str, dict[str, Any]]) -> None:
-        temporary = self.path.with_suffix(".tmp")
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            json.dump({"version": 1, "connections": entries}, handle, indent=1, sort_keys=True)
-        os.replace(temporary, self.path)
+        write_private_json(self.path, {"version": 1, "connections": entries})
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(self.folder / "connections.lock", "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with exclusive(self.folder / "connections.lock"):
+            yield
 
 
 def pending_dir(home: Path) -> Path:
