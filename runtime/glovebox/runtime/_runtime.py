@@ -9,7 +9,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,7 @@ from ..telemetry._tracing import TracedCall, Tracing
 from . import _coderun, handlers
 from ._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED, Admission, mapping_bound
 from ._call import Call, Handler, compose
+from ._callthreads import CallThreads
 from ._gate import PolicyGate
 from ._record import AuditRecorder
 from ._runenv import RuntimeRunEnvironment
@@ -141,7 +142,7 @@ class Runtime:
         )
         self._board: BreakerBoard | None = None
         self._lock = threading.Lock()
-        self._threads: ThreadPoolExecutor | None = None
+        self._threads: CallThreads | None = None
         self._runs: _coderun.Runs | None = None
         self._closed = False
         self._recorder = AuditRecorder(self._audit)
@@ -770,13 +771,11 @@ class Runtime:
         """Calls waiting for an admission slot (or for a live worker) right now (for metrics)."""
         return self._admission.queued if self._workers is None else self._workers.queued
 
-    def _pool(self) -> ThreadPoolExecutor:
+    def _pool(self) -> CallThreads:
         with self._lock:
             self._check_open()
             if self._threads is None:
-                self._threads = ThreadPoolExecutor(
-                    max_workers=self._admission.max_in_flight, thread_name_prefix="glovebox"
-                )
+                self._threads = CallThreads(self._admission.max_in_flight, "glovebox")
             return self._threads
 
     def _build_chain(self, executors: Executors) -> None:
