@@ -33,7 +33,6 @@ from ..telemetry._tracing import TracedCall, Tracing
 from . import _coderun, handlers
 from ._admission import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED, Admission, mapping_bound
 from ._call import Call, Handler, compose
-from ._callthreads import CallThreads
 from ._gate import PolicyGate
 from ._record import AuditRecorder
 from ._runenv import RuntimeRunEnvironment
@@ -45,6 +44,8 @@ from .handlers._validate import SchemaCache
 
 if TYPE_CHECKING:
     import httpx
+
+    from ._callthreads import CallThreads
 
 __all__ = ["Runtime", "load_grants", "resolve_manifest"]
 
@@ -775,6 +776,8 @@ class Runtime:
         with self._lock:
             self._check_open()
             if self._threads is None:
+                from ._callthreads import CallThreads  # on the first acall: `import glovebox` stays light
+
                 self._threads = CallThreads(self._admission.max_in_flight, "glovebox")
             return self._threads
 
