@@ -82,11 +82,34 @@ def cpu_s(pids: tuple[int, ...] = ()) -> float:
     return total
 
 
+#: The longest the event loop went without running its 1 ms heartbeat during the last ``gathered`` burst, s.
+STALL = [0.0]
+
+
 def gathered(rt: Any, api: str, calls: int) -> tuple[float, int]:
-    """``calls`` acalls of the weather tool started at once on ``rt`` (a Runtime or a pool)."""
+    """``calls`` acalls of the weather tool started at once on ``rt`` (a Runtime or a pool).
+
+    A heartbeat task beside them measures the event loop's longest stall (``STALL``).
+    """
+
+    async def beat(done: asyncio.Event) -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            await asyncio.sleep(0.001)
+            now = time.perf_counter()
+            STALL[0] = max(STALL[0], now - last)
+            last = now
 
     async def burst() -> list[Any]:
-        return list(await asyncio.gather(*(rt.acall("weather", {**VALUE, "api": api}) for _ in range(calls))))
+        STALL[0] = 0.0
+        done = asyncio.Event()
+        heart = asyncio.create_task(beat(done))
+        await asyncio.sleep(0)
+        try:
+            return list(await asyncio.gather(*(rt.acall("weather", {**VALUE, "api": api}) for _ in range(calls))))
+        finally:
+            done.set()
+            await heart
 
     started = time.perf_counter()
     results = asyncio.run(burst())
@@ -140,7 +163,9 @@ def main() -> int:
                     wall, errors = gathered(rt, api, args.calls)
                     cpu = (cpu_s() - before) * 1000 / args.calls
                     print(f"first burst on a Runtime (threads made on the way): {wall:.3f} s, {cpu:.2f} ms CPU")
-                    print(f"  per call, errors {errors}, load average {load}")
+                    print(
+                        f"  per call, errors {errors}, load average {load}; longest event-loop stall {STALL[0]:.3f} s"
+                    )
                 if args.cold:
                     print("--cold: the Runtime's and the pool's threads are made during round 1")
                 else:  # steady state: a server's call threads exist after its first burst

@@ -10,6 +10,9 @@ alike; answers are checked before they count.
   ``wasmtime-py`` component call through its public API (a Store with fuel, limits
   and deadline, ``Linker.instantiate``, ``Func.__call__``, ``post_return``); and of a
   bare native instantiate+call (``NativeComponent.call``, no Runtime around it);
+* **CPU per call**: µs of the calling thread's CPU time per call (``time.thread_time``)
+  on each contender, the lowest of alternating 500-call chunks: on a loaded machine
+  a steadier figure than wall time;
 * **throughput**: calls/s of one Runtime from 1 and from 2 threads, on each path;
 * **steps**: what each step of a full call costs on each path (``--steps``): the
   time spent in each handler of the pipeline itself, measured in the same run.
@@ -121,6 +124,20 @@ def latency(contenders: dict[str, Callable[[], Any]], calls: int, chunk: int = 5
                 fn()
                 kept.append((clock() - start) / 1000)
     return {name: {"p50_us": _pct(s, 50), "p99_us": _pct(s, 99)} for name, s in samples.items()}
+
+
+def cpu_per_call(contenders: dict[str, Callable[[], Any]], calls: int, chunk: int = 500) -> dict[str, float]:
+    """CPU µs of the calling thread per call (``time.thread_time``), in alternating chunks, the lowest chunk
+    kept: steadier than wall time on a loaded machine, since time the thread waits for a core does not count."""
+    best: dict[str, float] = {name: float("inf") for name in contenders}
+    clock = time.thread_time_ns
+    for _ in range(max(1, calls // chunk)):
+        for name, fn in contenders.items():
+            start = clock()
+            for _ in range(chunk):
+                fn()
+            best[name] = min(best[name], (clock() - start) / chunk / 1000)
+    return best
 
 
 def throughput(rt: glovebox.Runtime, threads: int, seconds: float) -> float:
@@ -277,6 +294,7 @@ def main() -> None:
         }
         latency(contenders, 500)  # warm
         lat = latency(contenders, args.calls)
+        cpu = cpu_per_call(contenders, args.calls)
         rates: dict[str, list[float]] = {}
         for _ in range(args.rounds):
             for label, rt in (("native", native), ("python", python)):
@@ -292,6 +310,7 @@ def main() -> None:
                 home = Path(tmp) / label
                 profiled[label] = steps(lambda home=home, flag=flag: _runtime(home, wasm, flag), 3000)
     _print(lat, rate, profiled)
+    print("CPU µs per call, this thread (lowest 500-call chunk): " + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items()))
     for lang, found in fresh.items():
         path = "native core" if found["ran_natively"] else "Python path on both (imports WASI)"
         print(f"{lang} echo, fresh call p50: native {found['native']:.0f} µs, python {found['python']:.0f} µs ({path})")
@@ -302,6 +321,7 @@ def main() -> None:
                 "host": {"python": sys.version.split()[0], "machine": platform.machine(), "cpus": os.cpu_count()},
                 "plan": vars(args),
                 "latency": lat,
+                "cpu_us_per_call": cpu,
                 "throughput": rate,
                 "steps_us": profiled,
                 "guests_p50_us": fresh,

@@ -27,19 +27,30 @@ VALUES: list[Any] = [
 ]
 
 
+@pytest.mark.parametrize("check_circular", [True, False])
 @pytest.mark.parametrize("options", OPTIONS)
 @pytest.mark.parametrize("value", VALUES)
-def test_the_same_text_or_the_same_error(options: dict[str, Any], value: Any) -> None:
+def test_the_same_text_or_the_same_error(options: dict[str, Any], value: Any, check_circular: bool) -> None:
     plain = json.JSONEncoder(**options).encode
     try:
         expected: Any = plain(value)
     except (TypeError, ValueError) as exc:
         expected = (type(exc), str(exc))
     try:
-        made: Any = json_encoder(**options)(value)
+        made: Any = json_encoder(**options, check_circular=check_circular)(value)
     except (TypeError, ValueError) as exc:
         made = (type(exc), str(exc))
     assert made == expected
+
+
+def test_without_the_circular_check_a_cycle_ends_in_recursion_error_and_the_encoder_is_still_good() -> None:
+    encode = json_encoder(check_circular=False)
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    with pytest.raises(RecursionError):
+        encode(cycle)
+    shared = [1]
+    assert encode([shared, shared]) == "[[1], [1]]"
 
 
 def test_a_cycle_is_refused_every_time_and_the_encoder_is_still_good() -> None:

@@ -8,6 +8,7 @@ survives, the call leaves exactly one audit row and the chain still verifies.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -275,3 +276,17 @@ def test_hostile_outputs_are_invalid_output_with_one_audit_row(
 def test_output_at_the_limits_is_ok(rt: glovebox.Runtime) -> None:
     assert call_once(rt, "hostile-json", f"deep {MAX_DEPTH}").output == nested(MAX_DEPTH)
     assert call_once(rt, "hostile-json", f"number {MAX_NUMBER_CHARS}").output == int("7" * MAX_NUMBER_CHARS)
+
+
+@pytest.mark.parametrize("text", ['{"a": [1, 2.5, "x"]}', ' {"a": 1}', '{"a": 1}\n', "1", '"s"', "[] ", "\t[]"])
+def test_loads_reads_what_json_reads_with_or_without_whitespace_around(text: str) -> None:
+    assert loads(text) == json.loads(text)
+
+
+@pytest.mark.parametrize("text", ['{"a": 1} x', "1 2", "[1,]", "{", "", " ", "nul"])
+def test_loads_refuses_with_the_words_json_uses(text: str) -> None:
+    with pytest.raises(json.JSONDecodeError) as expected:
+        json.loads(text)
+    words = f"is not JSON: {expected.value.msg} at line 1 column {expected.value.colno}"
+    with pytest.raises(JsonRejected, match=re.escape(words)):
+        loads(text)

@@ -88,8 +88,9 @@ _NO_EGRESS_JSON = _SORTED(_NO_EGRESS)
 _SEQ_PLACE = b',"seq":0,'
 #: Characters of a record's plain JSON past which its journal line is its bounded canonical body.
 RAW_LINE_CHARS = 64 * 1024
-#: ``json.dumps`` with its defaults (ASCII, NaN as ``NaN``), built once.
-_PLAIN = json_encoder()
+#: ``json.dumps`` with its defaults (ASCII, NaN as ``NaN``), built once; a record is the host's own
+#: value (the call's input was refused at the door if it held a cycle), so no circular-reference table.
+_PLAIN = json_encoder(check_circular=False)
 
 
 def redact(value: Any) -> Any:

@@ -42,8 +42,14 @@ def json_encoder(
     separators: tuple[str, str] = (", ", ": "),
     ensure_ascii: bool = True,
     allow_nan: bool = True,
+    check_circular: bool = True,
 ) -> Callable[[Any], str]:
     r"""``json.JSONEncoder(...).encode`` for these options, the same text, with less Python per call.
+
+    ``check_circular=False`` (for values the host built itself, such as an audit
+    record) builds the C encoder once, with no circular-reference table: a
+    cycle then raises ``RecursionError`` instead of ``ValueError``, and a call
+    costs about half as much.
 
     ``JSONEncoder.encode`` builds a closure and looks its options up on every
     call before it hands the value to the C encoder; this builds the C encoder
@@ -60,6 +66,15 @@ def json_encoder(
         return plain.encode
     default = plain.default
     item_separator, key_separator = separators
+    if not check_circular:
+        once = make(None, default, strings, None, key_separator, item_separator, sort_keys, False, allow_nan)
+
+        def encode_once(value: Any) -> str:
+            if isinstance(value, str):
+                return str(strings(value))
+            return "".join(once(value, 0))
+
+        return encode_once
 
     def encode(value: Any) -> str:
         if isinstance(value, str):

@@ -71,7 +71,7 @@ def loads(data: str | bytes) -> Any:
     # read by the C scanner itself instead of a Python hook per integer.
     decoder = _SHORT_DECODER if len(text) <= MAX_NUMBER_CHARS else _DECODER
     try:
-        value = decoder.decode(text)
+        value = _scanned(decoder, text)
     except json.JSONDecodeError as exc:
         raise JsonRejected(f"is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
     except RecursionError as exc:
@@ -147,6 +147,23 @@ def checked_text(value: Any) -> tuple[str, int] | None:
     except UnicodeEncodeError:
         check_value(value)  # a lone surrogate is in one of its strings: this raises
         return None
+
+
+def _scanned(decoder: json.JSONDecoder, text: str) -> Any:
+    """``decoder.decode(text)``: a text with no whitespace around its value goes to the C scanner straight."""
+    if text and text[0] not in _SPACE and text[-1] not in _SPACE:
+        try:
+            value, end = decoder.scan_once(text, 0)  # type: ignore[attr-defined]
+        except StopIteration:
+            pass  # not JSON: ``decode`` says where, in its words
+        else:
+            if end == len(text):
+                return value
+    return decoder.decode(text)
+
+
+#: What ``json`` skips as whitespace around a value.
+_SPACE = frozenset(" \t\n\r")
 
 
 def escape_surrogates(text: str) -> str:

@@ -8,6 +8,7 @@
 - :mod:`._record` — the one place an audit row is written (a call, a refused one, a lost one).
 - :mod:`._gate` — where a call meets the policy (scopes, rules, quotas, approvals).
 - :mod:`._admission` — how many calls run at once and how many wait.
+- :mod:`._callthreads` — the threads `acall` runs admitted calls on, started off the event loop.
 - :mod:`._retry` — the attempts of one call: retries under the policy's guards.
 - :mod:`._checks` — the policy's checks on a successful output.
 - :mod:`._wasmparts` — the engine side of a Runtime, made on first need.

@@ -9,7 +9,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +44,8 @@ from .handlers._validate import SchemaCache
 
 if TYPE_CHECKING:
     import httpx
+
+    from ._callthreads import CallThreads
 
 __all__ = ["Runtime", "load_grants", "resolve_manifest"]
 
@@ -141,7 +143,7 @@ class Runtime:
         )
         self._board: BreakerBoard | None = None
         self._lock = threading.Lock()
-        self._threads: ThreadPoolExecutor | None = None
+        self._threads: CallThreads | None = None
         self._runs: _coderun.Runs | None = None
         self._closed = False
         self._recorder = AuditRecorder(self._audit)
@@ -770,13 +772,13 @@ class Runtime:
         """Calls waiting for an admission slot (or for a live worker) right now (for metrics)."""
         return self._admission.queued if self._workers is None else self._workers.queued
 
-    def _pool(self) -> ThreadPoolExecutor:
+    def _pool(self) -> CallThreads:
         with self._lock:
             self._check_open()
             if self._threads is None:
-                self._threads = ThreadPoolExecutor(
-                    max_workers=self._admission.max_in_flight, thread_name_prefix="glovebox"
-                )
+                from ._callthreads import CallThreads  # on the first acall: `import glovebox` stays light
+
+                self._threads = CallThreads(self._admission.max_in_flight, "glovebox")
             return self._threads
 
     def _build_chain(self, executors: Executors) -> None:
