@@ -21,6 +21,7 @@ import contextlib
 import functools
 import queue
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -68,7 +69,20 @@ class CallThreads:
                 workers = list(state.workers)
             for worker in workers:
                 if worker is not threading.current_thread():
-                    worker.join()
+                    _join(state, worker)
+
+
+def _join(state: _State, worker: threading.Thread) -> None:
+    """Join ``worker``, which the spawner may have counted and not started yet."""
+    while True:
+        try:
+            worker.join()
+            return
+        except RuntimeError:  # counted, its start still under way
+            with state.lock:
+                if worker not in state.workers:
+                    return  # its start failed: nothing to join
+            time.sleep(0.001)
 
 
 class _State:
@@ -110,7 +124,18 @@ class _State:
                 self.jobs.put(None)
         self.wake.set()
         if extra is not None:
-            extra.start()
+            self._start(extra)
+
+    def _start(self, worker: threading.Thread) -> bool:
+        """Start a counted worker; when the system refuses a thread, uncount it (False)."""
+        try:
+            worker.start()
+        except RuntimeError:
+            with self.lock:
+                self.workers.remove(worker)
+                self.idle -= 1
+            return False
+        return True
 
     def spawn(self) -> None:
         """Start the workers the queue needs, whenever ``submit`` finds too few idle."""
@@ -124,7 +149,8 @@ class _State:
                     worker = threading.Thread(target=self.work, name=f"{self.name}-{len(self.workers)}", daemon=False)
                     self.workers.append(worker)
                     self.idle += 1
-                worker.start()
+                if not self._start(worker):
+                    break
             if self.closed:
                 return
 

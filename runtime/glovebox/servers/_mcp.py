@@ -330,7 +330,7 @@ class McpService:
         live = LiveRelay(ctx, self._log_level(ctx))
         try:
             async with live.running():
-                with relaying_client(ctx):
+                with relaying_client(ctx, live.flushed):
                     result = await self.runtime.acall(name, value, principal=principal)
         finally:
             _tracing.detach(token)

@@ -23,7 +23,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import warnings
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import mcp_types as types
@@ -45,9 +45,12 @@ _NEEDS = {
 class ClientRelay:
     """Answers one call's client requests by asking the MCP client of its ``tools/call`` (``ctx``)."""
 
-    def __init__(self, ctx: Any, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, ctx: Any, loop: asyncio.AbstractEventLoop, before: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
         self.ctx = ctx
         self.loop = loop
+        self.before = before  # awaited before each request: the call's log lines and progress go first
 
     def ask(self, method: str, params: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """Send ``method`` to the client and wait for its result (see the module)."""
@@ -68,6 +71,8 @@ class ClientRelay:
 
     async def _send(self, request: Any, method: str, timeout_s: float) -> dict[str, Any]:
         result_type: Any = types.CreateMessageResult if method == "sampling/createMessage" else types.ElicitResult
+        if self.before is not None:
+            await self.before()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", MCPDeprecationWarning)  # sampling: deprecated by 2026-07-28 only
@@ -98,10 +103,11 @@ def _request(method: str, params: dict[str, Any]) -> Any:
 
 
 @contextlib.contextmanager
-def relaying_client(ctx: Any) -> Iterator[None]:
-    """Let the calls made in this block (on this event loop) ask the client of ``ctx``."""
+def relaying_client(ctx: Any, before: Callable[[], Awaitable[None]] | None = None) -> Iterator[None]:
+    """Let the calls made in this block (on this event loop) ask the client of ``ctx``; ``before`` is
+    awaited before each request is sent (what the call said so far reaches the client first)."""
     if ctx is None or getattr(ctx, "session", None) is None:
         yield
         return
-    with asking_client(ClientRelay(ctx, asyncio.get_running_loop())):
+    with asking_client(ClientRelay(ctx, asyncio.get_running_loop(), before)):
         yield

@@ -157,6 +157,12 @@ class LiveRelay:
         self.ctx = ctx
         self.level = level
         self.sent = 0
+        self._queue: asyncio.Queue[tuple[Any, ...] | None] | None = None
+
+    async def flushed(self) -> None:
+        """Wait until every line and report heard so far was sent (a request to the client goes after them)."""
+        if self._queue is not None:
+            await self._queue.join()
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -165,6 +171,7 @@ class LiveRelay:
             return
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[Any, ...] | None] = asyncio.Queue()
+        self._queue = queue
 
         def put(item: tuple[Any, ...]) -> None:
             with contextlib.suppress(RuntimeError):  # the loop is gone: nobody to tell
@@ -179,6 +186,7 @@ class LiveRelay:
                 ):
                     yield
             finally:
+                self._queue = None
                 queue.put_nowait(None)
 
     async def _drain(self, queue: asyncio.Queue[tuple[Any, ...] | None]) -> None:
@@ -190,7 +198,9 @@ class LiveRelay:
                 else:
                     await self.ctx.session.report_progress(*item[1:])
             except Exception:  # a client gone mid-call: the call goes on, its result says the rest
-                continue
+                pass
+            finally:
+                queue.task_done()
 
     async def finish(self, logs: Any) -> None:
         """Send the lines of ``logs`` (``meta.logs``) that were not heard while the call ran."""
