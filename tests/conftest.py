@@ -289,12 +289,17 @@ def server_home(tmp_path: Path, build_example: Callable[[str], Path]) -> tuple[P
     policy.write_text(SERVER_POLICY)
     home = tmp_path / "home"
     with glovebox.Runtime(home=home, policy=policy) as rt:
-        manifest = tomllib.loads((EXAMPLES / "text-stats" / "glovebox.toml").read_text())
-        manifest["required_scopes"] = ["text:read"]
-        rt.register(build_example("text-stats"), manifest)
-        rt.register(build_example("calc"))
+        register_text_tools(rt, build_example)
         rt.register(build_example("stress"))
     return home, policy
+
+
+def register_text_tools(rt: glovebox.Runtime, build_example: Callable[[str], Path]) -> None:
+    """Register text-stats (requiring the scope text:read) and calc, the example tools of the server tests."""
+    manifest = tomllib.loads((EXAMPLES / "text-stats" / "glovebox.toml").read_text())
+    manifest["required_scopes"] = ["text:read"]
+    rt.register(build_example("text-stats"), manifest)
+    rt.register(build_example("calc"))
 
 
 #: What the MCP tests add to SERVER_POLICY: tags (array in, array out) for

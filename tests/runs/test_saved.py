@@ -5,7 +5,6 @@ runtime/executors/_program.py)."""
 from __future__ import annotations
 
 import json
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from click.testing import CliRunner
 import glovebox
 from glovebox.cli._main import cli
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "guest" / "examples"
+from ..conftest import register_text_tools
 
 PROGRAM = """export default async function (input, tools) {
   const stats = await tools.call("text-stats", { text: input.text });
@@ -52,10 +51,7 @@ def home(tmp_path: Path, build_example: Callable[[str], Path]) -> tuple[Path, Pa
     policy.write_text(POLICY)
     home = tmp_path / "home"
     with glovebox.Runtime(home=home, policy=policy) as rt:
-        manifest = tomllib.loads((EXAMPLES / "text-stats" / "glovebox.toml").read_text())
-        manifest["required_scopes"] = ["text:read"]
-        rt.register(build_example("text-stats"), manifest)
-        rt.register(build_example("calc"))
+        register_text_tools(rt, build_example)
     return home, policy
 
 

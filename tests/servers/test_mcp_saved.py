@@ -5,7 +5,6 @@ runtime/executors/_program.py)."""
 from __future__ import annotations
 
 import json
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,17 +12,12 @@ import pytest
 
 import glovebox
 
+from ..conftest import register_text_tools
+from ..runs.test_saved import PROGRAM
 from .test_mcp import envelope, stdio_client
 
 pytestmark = [pytest.mark.anyio, pytest.mark.system]
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "guest" / "examples"
-
-PROGRAM = """export default async function (input, tools) {
-  const stats = await tools.call("text-stats", { text: input.text });
-  const doubled = await tools.call("calc", { expression: `${stats.words} * 2` });
-  return { words: stats.words, doubled: doubled.value };
-}"""
 
 POLICY = """
 version: 1
@@ -52,10 +46,7 @@ def saved(tmp_path: Path, build_example: Callable[[str], Path]) -> tuple[Path, P
     policy.write_text(POLICY)
     home = tmp_path / "home"
     with glovebox.Runtime(home=home, policy=policy) as rt:
-        manifest = tomllib.loads((EXAMPLES / "text-stats" / "glovebox.toml").read_text())
-        manifest["required_scopes"] = ["text:read"]
-        rt.register(build_example("text-stats"), manifest)
-        rt.register(build_example("calc"))
+        register_text_tools(rt, build_example)
         done = rt.run(PROGRAM, input={"text": "one two three"}, principal="author", lang="js")
         assert done.status == "done", done.to_dict()
         glovebox.save_run(rt, done.run_id, "word-total")
