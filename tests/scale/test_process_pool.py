@@ -382,13 +382,14 @@ def _interrupt(signum: int, frame: object) -> None:
 @pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs setitimer")
 def test_a_caller_interrupted_while_it_reads_leaves_the_pool_working(home: Path, build_guest: BuildGuest) -> None:
     with glovebox.Runtime(home=home) as rt:
-        # (10**10 fuel, the most a manifest may ask, lasts this loop ~1.4 s here: the deadline must come first)
-        rt.register(build_guest("loop_forever"), {"name": "loop", "limits": {"timeout_ms": 800, "fuel": 10**10}})
+        # (10**10 fuel, the most a manifest may ask, lasts this loop ~0.7 s on the native core and ~1.4 s on the
+        # Python path: the deadline must come well before either)
+        rt.register(build_guest("loop_forever"), {"name": "loop", "limits": {"timeout_ms": 400, "fuel": 10**10}})
     with glovebox.ProcessPool(processes=1, home=home) as pool:
         assert pool.call("echo", {"n": 1}).ok  # warm: the interrupted call is waiting on the pipe, not the start
         previous = signal.signal(signal.SIGALRM, _interrupt)
         try:
-            signal.setitimer(signal.ITIMER_REAL, 0.3)
+            signal.setitimer(signal.ITIMER_REAL, 0.2)
             with pytest.raises(Interrupted):
                 pool.call("loop", {})
         finally:
