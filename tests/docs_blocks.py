@@ -30,8 +30,10 @@ One rewrite is made, and only in commands: the port ``8080`` becomes a free port
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -142,6 +144,43 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def run_in_group(
+    argv: list[str], block: Block, timeout_s: float, *, cwd: Path, env: dict[str, str], merge: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Run one block in its own process group, and leave nothing of it running.
+
+    A block that outlives ``timeout_s`` (a server a page starts in the foreground) fails with its output, and
+    everything it started is killed with it, not only its shell; so is whatever it left in the background.
+    """
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merge else subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc.pid)
+        stdout, stderr = proc.communicate()
+        message = f"{block.where}: still running after {timeout_s:g} s, so it was stopped:\n{stdout}"
+        raise AssertionError(message) from None
+    finally:
+        _kill_group(proc.pid)
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr or "")
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 class Page:
     """A work directory and the environment a page's blocks share."""
 
@@ -177,15 +216,8 @@ class Page:
         for command in commands:
             script += [command.line.replace(DOC_PORT, port), f"printf '\\n{MARKER} %d\\n' $?"]
         script += [f"export -p > {self.env_file}", "kill $(jobs -p) 2>/dev/null", "wait 2>/dev/null", "true"]
-        proc = subprocess.run(
-            ["/bin/bash", "-c", "\n".join(script)],
-            cwd=self.work,
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=timeout_s,
-            stdin=subprocess.DEVNULL,
+        proc = run_in_group(
+            ["/bin/bash", "-c", "\n".join(script)], block, timeout_s, cwd=self.work, env=self.env, merge=True
         )
         pieces = re.split(rf"\n?{MARKER} (\d+)\n", proc.stdout)
         outputs, codes = pieces[0:-1:2], [int(code) for code in pieces[1::2]]
@@ -204,15 +236,7 @@ class Page:
         script.write_text(block.text, encoding="utf-8")
         env = dict(self.env)
         env.pop("PYTHONPATH", None)
-        proc = subprocess.run(
-            [str(self.bin_dir / "python"), script.name],
-            cwd=self.work,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            stdin=subprocess.DEVNULL,
-        )
+        proc = run_in_group([str(self.bin_dir / "python"), script.name], block, timeout_s, cwd=self.work, env=env)
         assert proc.returncode == 0, f"{block.where}: exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
         if expected is not None:
             lines = expected.text.rstrip("\n").splitlines()

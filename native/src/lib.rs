@@ -23,6 +23,7 @@ use wasmtime::component::types::{ComponentFunc, Type};
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Linker, Val};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder,
+    DEFAULT_INSTANCE_LIMIT, DEFAULT_MEMORY_LIMIT, DEFAULT_TABLE_LIMIT,
 };
 
 /// The wasmtime crate this module is built with (part of the compile-cache key).
@@ -36,6 +37,17 @@ struct CallData {
     log_keep_bytes: usize,
     logs_dropped: u64,
     oom: bool,
+}
+
+/// What a store may hold beyond its memory cap: the largest table, core instances, memories and
+/// tables. A pool bounds these by its slots; allocating on demand, only these bound them (a
+/// guest's `table.grow` would otherwise take host memory no cap counts).
+#[derive(Clone, Copy)]
+struct StoreCaps {
+    table_elements: usize,
+    instances: usize,
+    memories: usize,
+    tables: usize,
 }
 
 /// What the host functions answered here need to know, shared by every call on an engine.
@@ -133,6 +145,7 @@ struct Ticker {
 #[pyclass(frozen, module = "glovebox_native")]
 struct NativeEngine {
     engine: Engine,
+    caps: StoreCaps,
     linker: Arc<Linker<CallData>>,
     ticker: Mutex<Option<Ticker>>,
 }
@@ -141,9 +154,11 @@ struct NativeEngine {
 impl NativeEngine {
     /// `codegen`: `EngineSettings.codegen()`; `pool`: the pool's sizes, or None for on-demand
     /// allocation; `host`: (interface, function, key) of each function Python answers, through
-    /// `dispatch(key, args)`; `log_interface`: where `log` lives (answered here).
+    /// `dispatch(key, args)`; `log_interface`: where `log` lives (answered here); `caps`: (table
+    /// elements, core instances, memories, tables) one store may hold (glovebox always passes them;
+    /// None, for a caller of interface 1, leaves wasmtime's own store defaults).
     #[new]
-    #[pyo3(signature = (codegen, pool, host, dispatch, log_interface, levels, oom_marker, wrong_types))]
+    #[pyo3(signature = (codegen, pool, host, dispatch, log_interface, levels, oom_marker, wrong_types, caps=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         codegen: &Bound<'_, PyDict>,
@@ -154,7 +169,10 @@ impl NativeEngine {
         levels: Vec<String>,
         oom_marker: String,
         wrong_types: String,
+        caps: Option<(usize, usize, usize, usize)>,
     ) -> PyResult<Self> {
+        let (table_elements, instances, memories, tables) = caps.unwrap_or((usize::MAX, DEFAULT_INSTANCE_LIMIT, DEFAULT_MEMORY_LIMIT, DEFAULT_TABLE_LIMIT));
+        let caps = StoreCaps { table_elements, instances, memories, tables };
         let mut cfg = config_from(codegen)?;
         if let Some(pool) = pool {
             cfg.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(pool)?));
@@ -163,7 +181,7 @@ impl NativeEngine {
         let words = Arc::new(HostWords { levels, oom_marker, wrong_types });
         let linker = make_linker(&engine, &log_interface, &host, Arc::new(dispatch), words)
             .map_err(|e| PyRuntimeError::new_err(text(&e)))?;
-        Ok(NativeEngine { engine, linker: Arc::new(linker), ticker: Mutex::new(None) })
+        Ok(NativeEngine { engine, caps, linker: Arc::new(linker), ticker: Mutex::new(None) })
     }
 
     /// Load a component this module serialized (`compile_file`) and pre-link it.
@@ -174,6 +192,7 @@ impl NativeEngine {
         let path = path.to_owned();
         let engine = self.engine.clone();
         let linker = self.linker.clone();
+        let caps = self.caps;
         let loaded = py.detach(move || -> Result<Result<NativeComponent, String>, String> {
             // SAFETY: the file was written by `compile_file` and its SHA-256 checked against the
             // registry's record before it is loaded (glovebox.registry._compiled).
@@ -182,7 +201,7 @@ impl NativeEngine {
                 return Ok(Err("the component does not export `call`".to_owned()));
             };
             match linker.instantiate_pre(&component) {
-                Ok(pre) => Ok(Ok(NativeComponent { pre, export, engine })),
+                Ok(pre) => Ok(Ok(NativeComponent { pre, export, engine, caps })),
                 Err(e) => Ok(Err(text(&e))),
             }
         });
@@ -251,6 +270,7 @@ struct NativeComponent {
     pre: InstancePre<CallData>,
     export: ComponentExportIndex,
     engine: Engine,
+    caps: StoreCaps,
 }
 
 /// How a call ended, before Python judges it.
@@ -297,7 +317,13 @@ impl NativeComponent {
         let input = input.to_owned();
         let (ended, fuel_left, data) = py.detach(|| {
             let data = CallData {
-                limits: StoreLimitsBuilder::new().memory_size(memory_bytes).build(),
+                limits: StoreLimitsBuilder::new()
+                    .memory_size(memory_bytes)
+                    .table_elements(self.caps.table_elements)
+                    .instances(self.caps.instances)
+                    .memories(self.caps.memories)
+                    .tables(self.caps.tables)
+                    .build(),
                 logs: Vec::new(),
                 log_bytes: 0,
                 log_keep_bytes,
@@ -588,5 +614,7 @@ fn glovebox_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeComponent>()?;
     m.add_function(wrap_pyfunction!(compile_file, m)?)?;
     m.add_function(wrap_pyfunction!(wasmtime_version, m)?)?;
+    // The interface with glovebox.sandbox._native (its NATIVE_ABI): raised with every change to it.
+    m.add("ABI", 2)?;
     Ok(())
 }

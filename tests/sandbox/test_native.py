@@ -90,3 +90,46 @@ def test_both_paths_end_a_hostile_guest_alike(
             ends.append((result.code, len(result.meta["logs"]), result.meta.get("logs_dropped")))
             assert _calls(rt) == (before + 1 if flag == "1" else -1)
     assert ends[0] == ends[1]
+
+
+@pytest.mark.parametrize("pooling", [False, True], ids=["on-demand", "pool"])
+def test_a_table_bomb_is_refused_on_both_paths_and_allocations(
+    _isolated_env: Path, tmp_path: Path, sandbox_path: str, pooling: bool
+) -> None:
+    """``table.grow`` by 50 million elements (400 MB of host memory for a few units of fuel) is refused.
+
+    A pool bounds a table by its slot; allocating on demand, only the store's caps do.
+    """
+    from glovebox.engine._settings import EngineSettings
+    from tests.typedguests import wat_component
+
+    guests = Path(__file__).resolve().parents[1] / "guests"
+    wit = Path(__file__).resolve().parents[2] / "guest" / "wit" / "world.wit"
+    wasm = wat_component(wit, "tool", guests / "wat" / "table_bomb.wat", tmp_path / "table_bomb.wasm")
+    engine = EngineSettings(pooling=pooling, total_memories=20, total_component_instances=20)
+    with glovebox.Runtime(home=_isolated_env, engine=engine) as rt:
+        rt.register(wasm, manifest={"name": "table-bomb"})
+        before = _calls(rt)
+        result = rt.call("table-bomb", {})
+        took_native = _calls(rt) == before + 1
+    assert result.code == "guest_error" and result.error is not None, result.to_dict()
+    assert "table.grow refused" in result.error.message
+    assert took_native == (sandbox_path == "native")
+
+
+def test_an_extension_built_for_another_interface_is_not_used(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import sys
+    import types
+
+    from glovebox.sandbox import _native
+
+    stale = types.ModuleType("glovebox_native")
+    stale.ABI = _native.NATIVE_ABI - 1  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "glovebox_native", stale)
+    monkeypatch.setenv("GLOVEBOX_NATIVE", "1")
+    _native._warn_stale.cache_clear()
+    with caplog.at_level("WARNING", logger=_native.logger.name):
+        assert _native.native_extension() is None
+    assert "rebuilt (make native)" in caplog.text

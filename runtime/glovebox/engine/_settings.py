@@ -6,11 +6,11 @@ import hashlib
 import importlib.metadata
 import json
 from dataclasses import dataclass, fields, replace
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 from ..model._manifest import HOST_MAXIMA
 
-__all__ = ["EngineSettings", "WASM_PAGE_BYTES"]
+__all__ = ["EngineSettings", "StoreCaps", "WASM_PAGE_BYTES"]
 
 KIB = 1024
 WASM_PAGE_BYTES = 64 * KIB
@@ -23,6 +23,15 @@ class Codegen(TypedDict):
     memory_guard_bytes: int
     max_wasm_stack_bytes: int
     memory_init_cow: bool
+
+
+class StoreCaps(NamedTuple):
+    """Bounds of one call's store besides its memory cap (``EngineSettings.store_caps``)."""
+
+    table_elements: int
+    instances: int
+    tables: int
+    memories: int
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,16 @@ class EngineSettings:
             total_core_instances=max(self.total_core_instances, 2 * want),
             total_component_instances=max(self.total_component_instances, want),
         )
+
+    def store_caps(self) -> StoreCaps:
+        """What one call's store may hold beyond its memory cap, on both allocation strategies.
+
+        A pool bounds tables, instances and memories by its slots; allocating on demand, a
+        guest's ``table.grow`` would otherwise take host memory that no cap counts (50 million
+        elements are 400 MB for a handful of fuel).
+        """
+        per_component = self.max_core_instances_per_component
+        return StoreCaps(self.table_elements, per_component, per_component, self.max_memories_per_component)
 
     def codegen(self) -> Codegen:
         """The settings that shape compiled code: ``_codegen.compile_config``'s arguments.

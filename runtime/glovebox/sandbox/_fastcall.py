@@ -18,6 +18,8 @@ import wasmtime._bindings as bindings
 import wasmtime._ffi as ffi
 from wasmtime.component import ExportIndex, Func
 
+from ..engine._settings import StoreCaps
+
 __all__ = ["Instantiation", "RawStore", "call_tool", "post_return"]
 
 
@@ -114,10 +116,12 @@ def _check(error: Any) -> None:
 class RawStore:
     """One Store for one invocation, with its limits set; ``close()`` drops it."""
 
-    def __init__(self, engine: wasmtime.Engine, memory_bytes: int, fuel: int, deadline_ticks: int) -> None:
+    def __init__(
+        self, engine: wasmtime.Engine, memory_bytes: int, fuel: int, deadline_ticks: int, caps: StoreCaps
+    ) -> None:
         self._store = _store_new(engine.ptr(), None, _NO_FINALIZER)
         self._context = _store_context(self._store)
-        _store_limiter(self._store, memory_bytes, -1, -1, -1, -1)
+        _store_limiter(self._store, memory_bytes, caps.table_elements, caps.instances, caps.tables, caps.memories)
         _check(_set_fuel(self._context, fuel))
         _set_deadline(self._context, deadline_ticks)
 

@@ -32,6 +32,7 @@ path's. Its epoch ticker is a native thread that runs while the engine has users
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import json
@@ -59,14 +60,34 @@ NATIVE_ENV = "GLOVEBOX_NATIVE"
 _LOG_SLACK_BYTES = 64 * 1024
 
 
+#: The interface between this package and ``glovebox_native`` (the module's ``ABI``): an extension
+#: built from other sources (a checkout updated but not rebuilt) is not used.
+NATIVE_ABI = 2
+
+
 def native_extension() -> ModuleType | None:
-    """The ``glovebox_native`` module, or None when it is absent or ``GLOVEBOX_NATIVE=0``."""
+    """The ``glovebox_native`` module, or None when it is absent, stale or ``GLOVEBOX_NATIVE=0``."""
     if not native_enabled():
         return None
     try:
-        return importlib.import_module("glovebox_native")
+        module = importlib.import_module("glovebox_native")
     except ImportError:
         return None
+    built = getattr(module, "ABI", 1)
+    if built != NATIVE_ABI:
+        _warn_stale(built)
+        return None
+    return module
+
+
+@functools.cache
+def _warn_stale(built: object) -> None:
+    logger.warning(
+        "glovebox_native was built for interface %s, this glovebox needs %s: calls take the Python path "
+        "until it is rebuilt (make native)",
+        built,
+        NATIVE_ABI,
+    )
 
 
 def _strings(values: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -159,9 +180,8 @@ class NativeCore:
                     self._functions.append((function, adapt))
         allocation = plan_allocation(settings, address_space_budget())
         pool = None if allocation == ON_DEMAND else _pool(settings, allocation.memories, allocation.tables)
-        self.engine = extension.NativeEngine(
-            codegen, pool, host, self.dispatch, HOST_INTERFACE, list(LOG_LEVELS), OOM_MARKER, WRONG_TYPES
-        )
+        words = (HOST_INTERFACE, list(LOG_LEVELS), OOM_MARKER, WRONG_TYPES)
+        self.engine = extension.NativeEngine(codegen, pool, host, self.dispatch, *words, _caps(settings))
 
     def start_ticker(self, tick_ms: float) -> None:
         """Start the native engine's epoch thread (with the SharedEngine's ticker)."""
@@ -217,6 +237,11 @@ def _make(extension: ModuleType, settings: EngineSettings) -> NativeCore | None:
     except RuntimeError as exc:
         logger.warning("the native core cannot start (%s); calls take the Python path", exc)
         return None
+
+
+def _caps(settings: EngineSettings) -> tuple[int, int, int, int]:
+    caps = settings.store_caps()
+    return (caps.table_elements, caps.instances, caps.memories, caps.tables)
 
 
 def _pool(settings: EngineSettings, memories: int, tables: int) -> dict[str, int]:

@@ -63,6 +63,7 @@ class Sandbox:
 
     def __init__(self, shared: SharedEngine) -> None:
         self.shared = shared
+        self._caps = shared.settings.store_caps()
         self._linker: Linker = make_linker(shared.engine)
         self._wasi_linker: Linker | None = None
         self._runner_linker: Linker | None = None
@@ -126,7 +127,14 @@ class Sandbox:
         state: CallState | None = None,
     ) -> wasmtime.Store:
         store = wasmtime.Store(self.shared.engine)
-        store.set_limits(memory_size=limits.memory_bytes)
+        caps = self._caps
+        store.set_limits(
+            memory_size=limits.memory_bytes,
+            table_elements=caps.table_elements,
+            instances=caps.instances,
+            tables=caps.tables,
+            memories=caps.memories,
+        )
         store.set_fuel(limits.fuel)
         store.set_epoch_deadline(self.shared.deadline_ticks(limits.timeout_ms))
         if wasi if wasi is not None else self._linker_for(component) is not self._linker:
@@ -294,7 +302,7 @@ class Sandbox:
     def _invoke_raw(self, component: Component, input_text: str, limits: Limits) -> _Ran:
         """The lean path for components without WASI (see ``_fastcall.RawStore``)."""
         ticks = self.shared.deadline_ticks(limits.timeout_ms)
-        store = RawStore(self.shared.engine, limits.memory_bytes, limits.fuel, ticks)
+        store = RawStore(self.shared.engine, limits.memory_bytes, limits.fuel, ticks, self._caps)
         try:
             ran = _Ran(result=store.call(self._linker, component, _export_index(component), input_text))
         except wasmtime.WasmtimeError as exc:
