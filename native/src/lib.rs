@@ -37,6 +37,9 @@ struct CallData {
     log_keep_bytes: usize,
     logs_dropped: u64,
     oom: bool,
+    /// When someone listens to the call's log lines as they come (an MCP client), each line is
+    /// handed to this Python callable at once (with the GIL) instead of being buffered.
+    live: Option<Py<PyAny>>,
 }
 
 /// What a store may hold beyond its memory cap: the largest table, core instances, memories and
@@ -303,8 +306,9 @@ impl NativeComponent {
     ///
     /// Returns (status, payload, fuel_left, logs, logs_dropped, oom_reported, instantiating):
     /// status 0 is the guest's `ok` payload, 1 its `err` payload, 2 a failure whose payload is
-    /// wasmtime's error text.
-    #[pyo3(signature = (input, memory_bytes, fuel, deadline_ticks, log_keep_bytes))]
+    /// wasmtime's error text. `live(level, message)`, when given, takes each log line as the guest
+    /// logs it (then `logs` is empty).
+    #[pyo3(signature = (input, memory_bytes, fuel, deadline_ticks, log_keep_bytes, live=None))]
     fn call<'py>(
         &self,
         py: Python<'py>,
@@ -313,6 +317,7 @@ impl NativeComponent {
         fuel: u64,
         deadline_ticks: u64,
         log_keep_bytes: usize,
+        live: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let input = input.to_owned();
         let (ended, fuel_left, data) = py.detach(|| {
@@ -329,6 +334,7 @@ impl NativeComponent {
                 log_keep_bytes,
                 logs_dropped: 0,
                 oom: false,
+                live,
             };
             let mut store = Store::new(&self.engine, data);
             store.limiter(|data| &mut data.limits);
@@ -391,6 +397,16 @@ fn log(data: &mut CallData, words: &HostWords, params: &[Val]) -> wasmtime::Resu
         _ => wasmtime::bail!("{}: log: log takes a level and a message", words.wrong_types),
     };
     let level = if words.levels.iter().any(|l| l == level) { level.as_str() } else { "info" };
+    if let Some(live) = &data.live {
+        // Python keeps the line (budget, scrubbing, OOM marker) and tells its listener; a failure
+        // there is not the guest's: the line is dropped, the call goes on.
+        return Python::attach(|py| {
+            if live.call1(py, (level, message.as_str())).is_err() {
+                data.logs_dropped += 1;
+            }
+            Ok(())
+        });
+    }
     if level == "error" && message.starts_with(&words.oom_marker) {
         data.oom = true;
     }
@@ -615,6 +631,6 @@ fn glovebox_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compile_file, m)?)?;
     m.add_function(wrap_pyfunction!(wasmtime_version, m)?)?;
     // The interface with glovebox.sandbox._native (its NATIVE_ABI): raised with every change to it.
-    m.add("ABI", 2)?;
+    m.add("ABI", 3)?;
     Ok(())
 }

@@ -40,6 +40,7 @@ __all__ = [
     "clip",
     "current_call",
     "listen_logs",
+    "log_listener",
 ]
 
 #: Entries kept per list (denials, egress, upstream failures) per call.
@@ -58,6 +59,11 @@ _local = threading.local()
 _LOG_LISTENER: contextvars.ContextVar[Callable[[str, str], None] | None] = carried(
     contextvars.ContextVar("glovebox_log_listener", default=None)
 )
+
+
+def log_listener() -> Callable[[str, str], None] | None:
+    """Who listens to the log lines of calls made here (see :func:`listen_logs`), if anyone."""
+    return _LOG_LISTENER.get()
 
 
 @contextmanager

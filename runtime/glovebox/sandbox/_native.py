@@ -46,7 +46,7 @@ from ..core._world import HOST_INTERFACE, LOG_LEVELS, OOM_MARKER, WRONG_TYPES
 from ..engine._allocation import ON_DEMAND, address_space_budget, plan_allocation
 from ..engine._engine import SharedEngine
 from ..engine._settings import EngineSettings
-from ._callstate import CallState, HttpRequest, current_call
+from ._callstate import CallState, HttpRequest, current_call, log_listener
 from ._host import host_functions
 from ._hostabi import WrongShape
 
@@ -62,7 +62,7 @@ _LOG_SLACK_BYTES = 64 * 1024
 
 #: The interface between this package and ``glovebox_native`` (the module's ``ABI``): an extension
 #: built from other sources (a checkout updated but not rebuilt) is not used.
-NATIVE_ABI = 2
+NATIVE_ABI = 3
 
 
 def native_extension() -> ModuleType | None:
@@ -220,7 +220,8 @@ class NativeCore:
         """One invocation of a loaded native component (the GIL released while it runs)."""
         keep = state.log_limit_bytes * 4 + _LOG_SLACK_BYTES
         self.calls += 1
-        return NativeRan(component.call(input_text, memory_bytes, fuel, ticks, keep), state)
+        live = state.add_log if log_listener() is not None else None  # lines relayed as they come
+        return NativeRan(component.call(input_text, memory_bytes, fuel, ticks, keep, live), state)
 
 
 def native_core(shared: SharedEngine) -> NativeCore | None:
