@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo native test test-fast prebuild wrk chromium oci-registry rust-targets bubblewrap lint docs docs-serve bench clean
+.PHONY: demo native test test-fast prebuild wrk chromium oci-registry rust-targets bubblewrap secret-service lint docs docs-serve bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -85,6 +85,17 @@ bubblewrap:
 		|| echo "bubblewrap could not be installed: the sandboxed stdio MCP tests will be skipped"; \
 	else echo "apt-get not found: the sandboxed stdio MCP tests will be skipped (no bubblewrap)"; fi
 
+# A real Secret Service for the keyring:// tests (tests/capabilities/test_secret_service.py): a
+# private D-Bus session bus and gnome-keyring, started by the tests themselves. Installed when missing.
+secret-service:
+	@if command -v gnome-keyring-daemon >/dev/null && command -v dbus-daemon >/dev/null; then :; \
+	elif command -v apt-get >/dev/null; then \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
+			dbus-daemon gnome-keyring \
+		|| echo "gnome-keyring could not be installed: the Secret Service tests will be skipped"; \
+	else echo "apt-get not found: the Secret Service tests will be skipped (no gnome-keyring)"; fi
+
 # The console's browser tests (tests/servers/test_console_browser.py) drive Debian's chromium
 # through Playwright; Playwright's own browser download is never used. Installed when missing.
 chromium:
@@ -120,7 +131,7 @@ prebuild: $(STAMP) rust-targets $(INTEROP_JS_STAMP)
 	$(BIN)/python -m tests.guestcache .pytest_cache/d/glovebox
 
 # Everything: lint, the docs build, then every test (slow and system ones included).
-test: $(STAMP) native $(MCP_TS_STAMP) $(MCP_CONFORMANCE_STAMP) $(MCP_SERVERS_STAMP) $(INTEROP_JS_STAMP) chromium oci-registry rust-targets bubblewrap lint docs prebuild
+test: $(STAMP) native $(MCP_TS_STAMP) $(MCP_CONFORMANCE_STAMP) $(MCP_SERVERS_STAMP) $(INTEROP_JS_STAMP) chromium oci-registry rust-targets bubblewrap secret-service lint docs prebuild
 	$(PYTEST)
 
 # Unit tests only: no guest builds, no servers, nothing slow (tests/conftest.py marks `system`).
