@@ -361,6 +361,37 @@ def test_bearer_and_header_secrets_are_injected_by_the_host(
     assert bad.exit_code == 2 and "expected HEADER=VAR" in bad.output
 
 
+def test_a_bearer_secret_reference_is_read_by_the_host_where_it_points(
+    gql: GraphqlServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    args = ["--home", str(home), "import", "graphql", str(SDL), "--endpoint", endpoint(gql)]
+    out = CliRunner().invoke(
+        cli, [*args, "--bearer-secret", "env://PETS_TOKEN", "--policy-out", str(tmp_path / "f.yaml")]
+    )
+    assert out.exit_code == 0, out.output
+    assert "secret: from env://PETS_TOKEN (Authorization: Bearer <env://PETS_TOKEN>)" in out.output
+    policy = yaml.safe_load((tmp_path / "f.yaml").read_text())
+    [secret] = policy["grants"][0]["secrets"]
+    assert secret["source"] == "env://PETS_TOKEN" and "provider" not in secret
+    policy["principals"] = {"agent": {"scopes": ["petstore:read"]}}
+    monkeypatch.setenv("PETS_TOKEN", "tok-51d0")
+    with glovebox.Runtime(home=home, policy=glovebox.Policy.model_validate(policy)) as rt:
+        result = rt.call("petstore-pet", {"id": "1", "fields": "name"}, principal="agent")
+    assert result.ok and result.output == {"name": "Rex"}, result.to_dict()
+    assert gql.headers[0]["Authorization"] == "Bearer tok-51d0"
+    assert "tok-51d0" not in json.dumps(result.to_dict())
+    # An OAuth connection per principal: the import says how to make it.
+    dry = CliRunner().invoke(cli, [*args, "--dry-run", "--bearer-secret", "connection://petstore/{principal}"])
+    assert dry.exit_code == 0, dry.output
+    assert "secret: glovebox connect petstore --account PRINCIPAL, for each principal" in dry.output
+    # Not a reference, or two bearers: refused, naming the option's value.
+    plain = CliRunner().invoke(cli, [*args, "--bearer-secret", "PETS_TOKEN"])
+    assert plain.exit_code == 2 and "'PETS_TOKEN' is not a secret reference" in plain.output
+    both = CliRunner().invoke(cli, [*args, "--bearer-secret", "env://A", "--bearer-env", "A"])
+    assert both.exit_code == 2 and "--bearer-env or --bearer-secret, not both" in both.output
+
+
 def test_a_tampered_schema_in_the_home_refuses_selections(
     imported: glovebox.Runtime, gql: GraphqlServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

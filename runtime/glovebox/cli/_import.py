@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ..importers import MAX_SPEC_BYTES, ImportResult, import_graphql, import_openapi, import_sql
+from ..importers import MAX_SPEC_BYTES, ImportResult, SecretHint, import_graphql, import_openapi, import_sql
 from ._base import dump, open_runtime, progress_of
 
 __all__ = ["DEFAULT_IMPORTERS", "ENTRY_POINT_GROUP", "ImporterGroup", "import_group"]
@@ -174,6 +174,13 @@ def _renames(values: tuple[str, ...]) -> dict[str, str]:
     help="Send the environment variable VAR as 'Authorization: Bearer <value>' (the host adds it; default: none).",
 )
 @click.option(
+    "--bearer-secret",
+    metavar="REF",
+    help="Send the secret REF as 'Authorization: Bearer <value>' instead of --bearer-env: "
+    "connection://API/{principal} (each principal's OAuth connection), keyring://SERVICE/USER, exec://... "
+    "(default: none).",
+)
+@click.option(
     "--header-env",
     "header_env",
     multiple=True,
@@ -194,6 +201,15 @@ def graphql(ctx: click.Context, /, schema: str, header_env: tuple[str, ...], **o
         if not sep or not header or not env:
             raise click.UsageError(f"--header-env {pair!r}: expected HEADER=VAR")
         headers[header] = env
+    reference = options.get("bearer_secret")
+    if reference is not None and options.get("bearer_env") is not None:
+        raise click.UsageError("give the bearer token once: --bearer-env or --bearer-secret, not both")
+    if reference is not None and "://" not in reference:
+        raise click.BadParameter(
+            f"{reference!r} is not a secret reference (connection://API/{{principal}}, keyring://SERVICE/USER, "
+            "exec://..., env://VAR)",
+            param_hint="--bearer-secret",
+        )
     _import(ctx, import_graphql, schema, header_env=headers, **options)
 
 
@@ -264,6 +280,17 @@ def _import(
     _report(result, policy_out, as_json)
 
 
+def _secret_line(hint: SecretHint) -> str:
+    """What the operator provides for one secret of an import."""
+    if hint.source.startswith("connection://"):  # an OAuth scheme: a connection per principal
+        value = hint.format.replace("{value}", f"<{hint.source}>")
+        api = hint.source.removeprefix("connection://").partition("/")[0]
+        return f"secret: glovebox connect {api} --account PRINCIPAL, for each principal ({hint.header}: {value})"
+    if hint.source:  # another reference: the host reads it where it points
+        return f"secret: from {hint.source} ({hint.header}: {hint.format.replace('{value}', f'<{hint.source}>')})"
+    return f"secret: set {hint.env} ({hint.header}: {hint.format.replace('{value}', '<' + hint.env + '>')})"
+
+
 def _report(result: ImportResult, policy_out: str | None, as_json: bool) -> None:
     """Print what an import did, the same way for every kind: the diff, secrets, notes, the policy fragment."""
     if policy_out is not None:
@@ -288,14 +315,7 @@ def _report(result: ImportResult, policy_out: str | None, as_json: bool) -> None
     for skip in result.skipped:
         click.echo(f"  ! {skip['operation']}: {skip['reason']}")
     for hint in result.secrets:
-        if hint.source.startswith("connection://"):  # an OAuth scheme: a connection per principal
-            value = hint.format.replace("{value}", f"<{hint.source}>")
-            api = hint.source.removeprefix("connection://").partition("/")[0]
-            click.echo(
-                f"secret: glovebox connect {api} --account PRINCIPAL, for each principal ({hint.header}: {value})"
-            )
-            continue
-        click.echo(f"secret: set {hint.env} ({hint.header}: {hint.format.replace('{value}', '<' + hint.env + '>')})")
+        click.echo(_secret_line(hint))
     for note in result.notes:
         click.echo(f"note: {note}", err=True)
     if policy_out is not None:

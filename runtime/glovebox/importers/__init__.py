@@ -135,6 +135,7 @@ def import_graphql(
     max_spec_bytes: int = MAX_SPEC_BYTES,
     bearer_env: str | None = None,
     header_env: Mapping[str, str] | None = None,
+    bearer_secret: str | None = None,
 ) -> ImportResult:
     """Register every Query field (a read) and Mutation field (a write) of a GraphQL schema as a tool.
 
@@ -152,6 +153,9 @@ def import_graphql(
         bearer_env: the environment variable whose value the host sends as
             ``Authorization: Bearer <value>`` (a secret of the policy fragment; the tools never see it).
         header_env: header name -> the environment variable whose value the host sends in that header.
+        bearer_secret: a secret reference the host sends as ``Authorization: Bearer <value>`` instead of
+            ``bearer_env``: ``connection://API/{principal}`` (each principal's OAuth connection, made by
+            ``glovebox connect API``), ``keyring://SERVICE/USER``, ``exec://...``, ``encrypted://NAME``.
 
     A tool whose answer is an object takes ``fields``, a GraphQL selection set checked
     against the schema at call time (the schema is kept in the home); without it, the
@@ -161,7 +165,8 @@ def import_graphql(
     Raises:
         InvalidSpec: the schema does not parse, is over ``max_spec_bytes``, or nests an argument's type too
             deeply; the message names the line and column, or the field and argument.
-        ValueError: ``depth`` is out of range, or a header or variable name is not one.
+        ValueError: ``depth`` is out of range, a header or variable name is not one, or ``bearer_secret``
+            is not a reference (or comes with ``bearer_env``).
         WideningRefused: a re-import widens an operation and ``accept_widening`` is not set.
     """
     from ._graphql import plan_graphql
@@ -176,6 +181,7 @@ def import_graphql(
         max_spec_bytes=max_spec_bytes,
         bearer_env=bearer_env,
         header_env=dict(header_env or {}),
+        bearer_secret=bearer_secret,
     )
     say(f"{len(plan.planned)} fields of {plan.api!r} to compare with the registry")
     if not dry_run:

@@ -84,17 +84,20 @@ def plan_graphql(
     max_spec_bytes: int = MAX_SPEC_BYTES,
     bearer_env: str | None = None,
     header_env: dict[str, str] | None = None,
+    bearer_secret: str | None = None,
 ) -> GraphqlPlan:
     """Plan the tools of a GraphQL schema.
 
     ``bearer_env`` names the environment variable whose value the host sends as
-    ``Authorization: Bearer <value>``; ``header_env`` maps a header to the variable
-    whose value the host sends in it. Both become secrets of the policy fragment.
+    ``Authorization: Bearer <value>``; ``bearer_secret`` is a secret reference sent so
+    instead (``connection://API/{principal}``: each principal's OAuth connection,
+    ``keyring://…``, ``exec://…``); ``header_env`` maps a header to the variable whose
+    value the host sends in it. All become secrets of the policy fragment.
 
     Raises:
         InvalidSpec: the schema does not parse or has nothing to import.
-        ValueError: ``depth`` is below 1 or above :data:`MAX_SELECTION_DEPTH`, or a header or
-            variable name is not one.
+        ValueError: ``depth`` is below 1 or above :data:`MAX_SELECTION_DEPTH`, a header or
+            variable name is not one, ``bearer_secret`` is not a reference, or both bearers are given.
     """
     from graphql import print_schema
 
@@ -122,15 +125,29 @@ def plan_graphql(
             planned.append(plan)
     if not planned:
         raise InvalidSpec(f"{origin}: the schema has no Query or Mutation fields")
-    secrets = _secrets(api, server, bearer_env, header_env or {})
+    secrets = _secrets(api, server, bearer_env, header_env or {}, bearer_secret)
     return GraphqlPlan(api, planned, secrets, notes, text, digest)
 
 
-def _secrets(api: str, server: Server, bearer_env: str | None, header_env: dict[str, str]) -> list[SecretHint]:
+def _secrets(
+    api: str, server: Server, bearer_env: str | None, header_env: dict[str, str], bearer_secret: str | None = None
+) -> list[SecretHint]:
     """The secrets the host injects into every request of the API: a bearer token and named headers."""
     import re
 
     hints = []
+    if bearer_secret is not None:
+        if bearer_env is not None:
+            raise ValueError("give the bearer token once: --bearer-env or --bearer-secret, not both")
+        if "://" not in bearer_secret:
+            raise ValueError(
+                f"{bearer_secret!r} is not a secret reference (connection://API/{{principal}}, keyring://SERVICE/USER, "
+                "exec://..., env://VAR)"
+            )
+        env = f"{api}_AUTHORIZATION".upper().replace("-", "_")
+        hints.append(
+            SecretHint(f"{api}-authorization", env, "Authorization", "Bearer {value}", server.scheme, bearer_secret)
+        )
     wanted = ([("Authorization", bearer_env, "Bearer {value}")] if bearer_env else []) + [
         (header, env, "{value}") for header, env in header_env.items()
     ]
