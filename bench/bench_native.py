@@ -15,7 +15,8 @@ alike; answers are checked before they count.
   a steadier figure than wall time;
 * **throughput**: calls/s of one Runtime from 1 and from 2 threads, on each path;
 * **steps**: what each step of a full call costs on each path (``--steps``): the
-  time spent in each handler of the pipeline itself, measured in the same run.
+  time spent in each handler of the pipeline itself, measured in the same run (the
+  median of 250-call chunks, so that the load of a shared machine moves it less).
 
 Figures go to stdout and ``bench/results/native.json``. Nothing here is a test.
 """
@@ -27,6 +28,7 @@ import functools
 import json
 import os
 import platform
+import statistics
 import sys
 import tempfile
 import threading
@@ -169,7 +171,8 @@ def steps(make: Callable[[], glovebox.Runtime], calls: int) -> dict[str, float]:
     facade (``Runtime.call``: the Call object, the result) is what is left outside
     the first handler. Each step's function is wrapped with a ``perf_counter_ns``
     pair before the Runtime ``make`` gives is made (the pipeline binds them), and put
-    back after the run (≈0.2 µs each).
+    back after the run (≈0.2 µs each). The calls run in chunks of :data:`STEP_CHUNK`;
+    each figure is the median of its chunks.
     """
     from glovebox.runtime import _runtime, handlers
     from glovebox.runtime.executors import _wasm
@@ -190,16 +193,29 @@ def steps(make: Callable[[], glovebox.Runtime], calls: int) -> dict[str, float]:
     originals = [(cls, method, cls.__dict__[method]) for cls, method, _label in targets]
     for cls, method, label in targets:
         setattr(cls, method, _timed(cls.__dict__[method], label, totals))
+    chunks: list[dict[str, float]] = []
     try:
         with make() as rt:
             for _ in range(calls // 5):  # warm
                 rt.call("text-stats", INPUT)
-            totals.update(dict.fromkeys(totals, 0))
-            for _ in range(calls):
-                rt.call("text-stats", INPUT)
+            for _ in range(max(1, calls // STEP_CHUNK)):
+                totals.update(dict.fromkeys(totals, 0))
+                for _ in range(STEP_CHUNK):
+                    rt.call("text-stats", INPUT)
+                chunks.append(_own(totals, STEP_CHUNK))
     finally:
         for cls, method, original in originals:
             setattr(cls, method, original)
+    return {label: statistics.median(chunk[label] for chunk in chunks) for label in chunks[0]}
+
+
+#: Calls per chunk of ``steps``: each step's figure is its median over the chunks, so a chunk the
+#: machine's load preempted (on a shared machine, many) does not move it.
+STEP_CHUNK = 250
+
+
+def _own(totals: dict[str, int], calls: int) -> dict[str, float]:
+    """µs per call of each step itself, from the inclusive totals of one chunk (each step less the next)."""
     nested = sorted(totals.items(), key=lambda item: -item[1])
     found: dict[str, float] = {}
     for (label, inclusive), following in zip(nested, [*nested[1:], ("", 0)], strict=True):

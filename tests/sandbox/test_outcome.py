@@ -15,7 +15,7 @@ import pytest
 import wasmtime
 
 from glovebox import CallError, Limits
-from glovebox.sandbox._outcome import MAX_ERROR_MESSAGE_CHARS, Ending, call_error
+from glovebox.sandbox._outcome import MAX_ERROR_MESSAGE_CHARS, Ending, call_error, returned_error
 
 MIB = 1024 * 1024
 LIMITS = Limits(fuel=5_000, memory_bytes=4 * MIB, timeout_ms=250)
@@ -370,3 +370,25 @@ def test_only_the_guests_own_failures_are_blamed_on_the_host(end: Ending, code: 
         upstream_failures=[UPSTREAM],
     )
     assert classify(blamed).code == code
+
+
+@pytest.mark.parametrize("payload", ["{}", "x" * 2048, "é" * 600])
+@pytest.mark.parametrize("timed_out", [False, True])
+@pytest.mark.parametrize(
+    "seen",
+    [
+        {},
+        {"denials": [{"capability": "http", "reason": "no"}]},
+        {"upstream_failures": [{"url": "https://x", "reason": "down"}]},
+        {"approval": {"approval_id": "a1"}, "guest_reported_oom": True},
+    ],
+)
+def test_an_ok_call_is_judged_alike_without_an_ending(payload: str, timed_out: bool, seen: dict[str, Any]) -> None:
+    """``returned_error`` (the sandbox's quick judgement of a guest that returned ok) answers what
+    ``call_error`` answers for the whole ending: what the host functions saw cannot change an ok call."""
+    limits = Limits(output_bytes=1024, timeout_ms=250)
+    whole = call_error(Ending(limits, guest_result=(True, payload), timed_out_in_host=timed_out, **seen))
+    quick = returned_error((True, payload), limits, timed_out)
+    assert (quick is None) == (whole is None)
+    if quick is not None and whole is not None:
+        assert (quick.code, quick.message, quick.details) == (whole.code, whole.message, whole.details)

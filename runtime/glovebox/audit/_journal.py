@@ -10,7 +10,8 @@ file every :data:`ROTATE_BYTES`, so a long-running writer's folded lines do
 not pile up.
 
 A line is ``<time_ns> r<record>\\n``, the record as the writer gave it in
-plain ASCII JSON (the fold bounds it and puts it in canonical form), or, for a
+plain JSON, UTF-8 (orjson's, or the C encoder's ASCII where orjson would write it
+differently: see ``_rowform.line``; the fold bounds it and puts it in canonical form), or, for a
 record too large for that, ``<time_ns> <body>\\n``, where the body is the
 row's canonical JSON (UTF-8) with ``"seq":0``: the bytes its hash covers once
 its place is known (the only form older releases wrote). JSON escapes every

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..model._capability import registered
+from ..model._capability import Capability, registered
 from ..model._result import CallResult
 from ._rowform import redact
 
@@ -27,6 +27,26 @@ RUN_TOOL = "glovebox:run"
 
 #: The counters of what the host functions dropped, kept in a row's ``egress``.
 _DROPPED = ("denials_dropped", "egress_dropped", "upstream_failures_dropped", "sql_log_dropped", "records_dropped")
+
+
+#: Entries of ``meta`` the row's ``egress`` keeps as they are: a remote tool's facts, the verdict of the
+#: policy's output checks, warnings, secret-shaped values found (kind and path, never the value), the
+#: tool a fallback stands in for, a nested call's run, and the counts of what the host functions dropped.
+_FROM_META = frozenset({"remote", "evaluation", "warnings", "secret_scan", "routed_from", "run", *_DROPPED})
+_parts: tuple[tuple[Capability, ...], tuple[str, ...], tuple[Capability, ...]] | None = None
+
+
+def _egress_parts() -> tuple[tuple[str, ...], tuple[Capability, ...]]:
+    """The registered capabilities split once: those whose record is ``meta[name]`` (the default
+    ``Capability.egress``), by name, and those that make their own."""
+    global _parts
+    capabilities = registered()
+    parts = _parts
+    if parts is None or parts[0] is not capabilities:
+        named = tuple(c.name for c in capabilities if type(c).egress is Capability.egress)
+        own = tuple(c for c in capabilities if type(c).egress is not Capability.egress)
+        parts = _parts = (capabilities, named, own)
+    return parts[1], parts[2]
 
 
 def plain_params(params: list[Any]) -> list[Any]:
@@ -67,26 +87,21 @@ def call_row(
     tool = meta["tool"] if meta.get("version") is None else f"{meta['tool']}@{meta['version']}"
     egress: dict[str, Any] = {"denials": meta.get("denials", [])}
     extras = {"sql": [redact(plain_params(params)) for params in sql_params or ()] if store_inputs else None}
-    for capability in registered():  # each capability's record, under its name (http's from meta.egress)
+    named, own = _egress_parts()
+    for name in named:  # a capability whose record is meta's entry under its name
+        record = meta.get(name)
+        if record is not None:
+            egress[name] = record
+    for capability in own:  # one that makes its own record (http's from meta.egress, sql's with parameters)
         record = capability.egress(meta, store_inputs=store_inputs, extras=extras)
         if record is not None:
             egress[capability.name] = record
-    if "remote" in meta:
-        egress["remote"] = meta["remote"]
-    if "evaluation" in meta:  # the verdict of the policy's output checks
-        egress["evaluation"] = meta["evaluation"]
-    if "warnings" in meta:  # what a check found but did not refuse (output validation under warn)
-        warnings = meta["warnings"]  # a message may quote the output: kept only where outputs are
-        egress["warnings"] = warnings if store_outputs else [_unquoted(warning) for warning in warnings]
-    if "secret_scan" in meta:  # secret-shaped values found: kind and path, never the value
-        egress["secret_scan"] = meta["secret_scan"]
-    if "routed_from" in meta:  # a fallback: the tool, call id and code it stands in for
-        egress["routed_from"] = meta["routed_from"]
-    if "run" in meta:  # a nested call of a run (code mode): its run_id and step
-        egress["run"] = meta["run"]
-    for name in _DROPPED:
-        if meta.get(name):
-            egress[name] = meta[name]
+    for key in _FROM_META.intersection(meta):  # usually none: one set operation finds them
+        if key == "warnings":  # what a check found but did not refuse (output validation under warn)
+            warnings = meta["warnings"]  # a message may quote the output: kept only where outputs are
+            egress["warnings"] = warnings if store_outputs else [_unquoted(warning) for warning in warnings]
+        elif key not in _DROPPED or meta[key]:  # a count of what was dropped, only when some was
+            egress[key] = meta[key]
     if approval is not None:
         egress["approval"] = approval
     row = {

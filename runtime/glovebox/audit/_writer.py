@@ -8,6 +8,7 @@ It never touches the database: the chain (``_fold``) folds the lines in.
 
 from __future__ import annotations
 
+import operator
 import threading
 import time
 from pathlib import Path
@@ -18,6 +19,8 @@ from ._journal import Journal
 from ._rowform import REQUIRED, line
 
 __all__ = ["JournalWriter"]
+
+_required = operator.itemgetter(*REQUIRED)
 
 
 class JournalWriter:
@@ -39,8 +42,12 @@ class JournalWriter:
         """
         if self.closed:
             raise ValueError("this audit log is closed")
-        missing = [name for name in REQUIRED if record.get(name) is None]
-        if missing:
+        try:
+            complete = None not in _required(record)  # one C call for the common, complete record
+        except KeyError:
+            complete = False
+        if not complete:
+            missing = [name for name in REQUIRED if record.get(name) is None]
             raise ValueError(f"an audit record needs {', '.join(missing)}")
         written = line(time.time_ns(), record)
         folder = self.folder or self._start_folder()

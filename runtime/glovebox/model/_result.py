@@ -8,7 +8,7 @@ from typing import Any
 from ..core._errors import CallError, call_error
 from ._manifest import Manifest
 
-__all__ = ["CallResult", "ToolInfo"]
+__all__ = ["CallResult", "ToolInfo", "succeeded"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,17 @@ class CallResult:
         if self.error is not None:
             raise self.error
         return self.output
+
+
+def succeeded(output: Any, meta: dict[str, Any]) -> CallResult:
+    """``CallResult(ok=True, output=output, meta=meta)``, made without the frozen ``__init__``'s four
+    ``object.__setattr__`` calls (every successful call makes one)."""
+    result = _new_result(CallResult)
+    result.__dict__.update(ok=True, output=output, error=None, meta=meta)
+    return result
+
+
+_new_result = object.__new__
 
 
 @dataclass(frozen=True)

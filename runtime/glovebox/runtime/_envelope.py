@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from contextvars import ContextVar
 from typing import Any
 
@@ -34,18 +35,47 @@ logger = logging.getLogger("glovebox")
 RUN_CONTEXT: ContextVar[dict[str, Any] | None] = ContextVar("glovebox_run", default=None)
 
 
+class _RandomBytes(threading.local):
+    """``os.urandom`` bytes drawn :data:`_ID_BATCH` call ids at a time, per thread."""
+
+    def __init__(self) -> None:
+        self.raw = b""
+        self.at = 0
+
+
+#: Call ids drawn per ``os.urandom`` (one system call, not one per call).
+_ID_BATCH = 64
+_random = _RandomBytes()
+
+
+def _forked() -> None:
+    """A child process draws its own bytes: never ids its parent has drawn, or will."""
+    global _random
+    _random = _RandomBytes()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 def new_call_id() -> str:
     """A fresh call id: the 32 hex digits of a random (version 4) UUID, as ``uuid.uuid4().hex`` gives.
 
     The same 122 random bits from ``os.urandom`` and the same version and variant
-    bits, without building a ``uuid.UUID`` on every call.
+    bits, without building a ``uuid.UUID`` on every call. The bytes are drawn for
+    :data:`_ID_BATCH` ids at once by each thread (each id's bytes given once, and a
+    forked child starts afresh), so most calls make no system call.
 
     >>> import uuid
     >>> made = uuid.UUID(hex=new_call_id())
     >>> made.version, made.variant == uuid.RFC_4122
     (4, True)
     """
-    raw = bytearray(os.urandom(16))
+    drawn = _random
+    at = drawn.at
+    if at == 0:
+        drawn.raw = os.urandom(16 * _ID_BATCH)
+    drawn.at = (at + 16) % (16 * _ID_BATCH)
+    raw = bytearray(drawn.raw[at : at + 16])
     raw[6] = raw[6] & 0x0F | 0x40  # version 4
     raw[8] = raw[8] & 0x3F | 0x80  # the RFC 4122 variant
     return raw.hex()

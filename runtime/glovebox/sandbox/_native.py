@@ -152,10 +152,11 @@ class NativeRan:
         status, payload, self.fuel_left, logs, dropped, oom, self.instantiating = answer
         self.result: tuple[bool, str] | None = (status == 0, payload) if status < 2 else None
         self.text: str | None = payload if status == 2 else None
-        for level, message in logs:
-            state.add_log(level, message)
-        state.logs_dropped += dropped
-        state.oom_reported = state.oom_reported or oom
+        if logs or dropped or oom:
+            for level, message in logs:
+                state.add_log(level, message)
+            state.logs_dropped += dropped
+            state.oom_reported = state.oom_reported or oom
 
 
 class NativeCore:

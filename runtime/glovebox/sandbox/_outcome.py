@@ -70,7 +70,7 @@ from ..core._world import WRONG_TYPES
 from ..model._grantrules import sql_kind_phrase
 from ..model._manifest import Limits
 
-__all__ = ["MAX_ERROR_MESSAGE_CHARS", "POOL_RETRY_AFTER_MS", "Ending", "call_error"]
+__all__ = ["MAX_ERROR_MESSAGE_CHARS", "POOL_RETRY_AFTER_MS", "Ending", "call_error", "returned_error"]
 
 logger = logging.getLogger("glovebox")
 
@@ -142,6 +142,18 @@ def call_error(end: Ending) -> CallError | None:
     if error is not None and error.code in _GUEST_FAILURES:
         return _blame(error, end)
     return error
+
+
+def returned_error(result: tuple[bool, str], limits: Limits, timed_out_in_host: bool) -> CallError | None:
+    """:func:`call_error` of a call that raised nothing and whose guest returned ``ok``: the same
+    answer (``output_too_large``, ``timeout`` or None) without gathering an :class:`Ending`.
+
+    Only a failed guest is blamed on a refusal or an upstream failure, so nothing else of the
+    ending can change an ``ok`` call's answer.
+    """
+    if timed_out_in_host:
+        return call_error(Ending(limits, guest_result=result, timed_out_in_host=True))
+    return _guest_error(True, result[1], limits)
 
 
 # -- the guest's own result ---------------------------------------------------------------------

@@ -36,7 +36,7 @@ from ..model._manifest import Limits
 from ._callstate import ActiveCall, CallState, Fetcher, HostCalls, SqlAccess
 from ._fastcall import Instantiation, RawStore, call_tool, post_return
 from ._host import make_linker
-from ._outcome import Ending, call_error
+from ._outcome import Ending, call_error, returned_error
 from ._typed import OutputTooBig, TypedExport, call_typed, export_index, typed_exports
 from ._validate import imports_wasi
 from ._wasi import wasi_config, wasi_http_linker, watch_quota
@@ -198,7 +198,7 @@ class Sandbox:
         finally:
             with self._live_lock:
                 self._live -= 1
-        error = _files_after(bound, state) or call_error(ran.ending(limits, state))
+        error = _files_after(bound, state) or _judged(ran, limits, state)
         output = ran.result[1] if error is None and ran.result is not None else None
         return Outcome(output_text=output, error=error, fuel_used=limits.fuel - ran.fuel_left, state=state)
 
@@ -388,6 +388,14 @@ class _Ran:
             approval=state.approval,
             guest_result=self.result,
         )
+
+
+def _judged(ran: _Ran, limits: Limits, state: CallState) -> CallError | None:
+    """The error of an invocation that ended like ``ran`` (``call_error``), or None."""
+    result = ran.result
+    if ran.exc is None and result is not None and result[0]:  # the guest returned ok: most calls
+        return returned_error(result, limits, state.timed_out)
+    return call_error(ran.ending(limits, state))
 
 
 def _fuel_left(store: wasmtime.Store) -> int:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import httpx
 
     from ...sandbox._callstate import CallState as HostState
+    from ...sandbox._sandbox import Outcome
 
 __all__ = ["WasmExecutor", "record_state"]
 
@@ -64,6 +65,14 @@ class WasmExecutor(Executor):
         else:
             core = parts.sandbox.native_core
             native = None if core is None else parts.compiled.native(info.digest, core)
+            if call.tracer is None:  # most calls: no partial to build
+                try:
+                    outcome = parts.sandbox.run(
+                        component, state.input_text, decision.limits, capabilities, native=native
+                    )
+                finally:
+                    capabilities.close(trace)
+                return self._finish(meta, capabilities, outcome)
             run = functools.partial(parts.sandbox.run, component, state.input_text, native=native)
         if call.tracer is None:
             try:
@@ -79,6 +88,11 @@ class WasmExecutor(Executor):
                 if span is not None:
                     code = None if outcome.error is None else outcome.error.code
                     _tracing.mark(span, code, {"glovebox.fuel_used": outcome.fuel_used})
+        return self._finish(meta, capabilities, outcome)
+
+    @staticmethod
+    def _finish(meta: dict[str, Any], capabilities: BoundCapabilities, outcome: Outcome) -> str:
+        """Put what the invocation recorded into ``meta``; its output text, or raise its error."""
         meta["fuel_used"] = outcome.fuel_used
         record_state(meta, outcome.state)
         capabilities.record(meta, outcome.state)

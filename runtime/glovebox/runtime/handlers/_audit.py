@@ -43,7 +43,8 @@ class Audit(Handler):
             result = failure(tries.run_timeout(error), meta)
         except Exception as error:
             result = failure(error, meta)
-        meta["duration_ms"] = round((time.perf_counter() - call.started) * 1000, 3)
+        # In ms, 3 decimals: the float nearest a whole number of µs (``round(ms, 3)`` at a quarter of the cost).
+        meta["duration_ms"] = round((time.perf_counter() - call.started) * 1_000_000) / 1000
         return self._recorder.record(result, call.input, state.trace)
 
 

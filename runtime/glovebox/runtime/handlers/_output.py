@@ -17,7 +17,7 @@ from typing import Any
 from ...core._errors import CallError, InvalidOutput
 from ...core._jsonlimits import JsonRejected, escape_surrogates
 from ...core._jsonlimits import loads as loads_json
-from ...model._result import CallResult
+from ...model._result import CallResult, succeeded
 from ...telemetry._tracing import step
 from .._call import Call, CallState
 from ..executors._base import Executors
@@ -67,7 +67,7 @@ class Execute:
                     if mode == "enforce":
                         raise _told(exc, state) from None
                     warn(state.meta, exc)
-        return CallResult(ok=True, output=output, meta=state.meta)
+        return succeeded(output, state.meta)
 
 
 def warn(meta: dict[str, Any], error: CallError) -> None:

@@ -37,7 +37,7 @@ class Resolve(Handler):
             visible = [info.name for info in self._visible(meta["principal"])]
             message = not_found_message(call.tool, meta["principal"], visible)
             raise ToolNotFound(message, details=missing.details) from missing
-        meta.update(tool=info.name, version=info.version, digest=info.digest)
+        meta["tool"], meta["version"], meta["digest"] = info.name, info.version, info.digest
         if info.deprecated is not None:
             meta["deprecated"] = info.deprecated
         call.attempts.check_run()

@@ -33,16 +33,20 @@ __all__ = ["SecretScan"]
 DEFAULT_ACTION: SecretScanAction = "redact"
 #: Findings kept in meta and the audit row (the count is always exact).
 MAX_FINDINGS = 32
+#: Pairs of checks whose settings are kept before the cache starts over.
+_MAX_SETTLED = 1024
 
 
 class SecretScan(Handler):
     """Scans what the rest of the chain answered and acts as the tool's checks say."""
 
-    __slots__ = ("_scanners",)
+    __slots__ = ("_scanners", "_settled")
 
     def __init__(self) -> None:
         super().__init__()
         self._scanners: dict[float | None, SecretScanner] = {}
+        #: The settings of each (policy checks, manifest checks) pair, by identity (both held, so never reused).
+        self._settled: dict[tuple[int, int], tuple[Checks | None, Checks | None, SecretScanAction, SecretScanner]] = {}
 
     def handle(self, call: Call) -> CallResult:
         state = call.state
@@ -84,6 +88,18 @@ class SecretScan(Handler):
         return result
 
     def _settings(self, policy: Checks | None, manifest: Checks | None) -> tuple[SecretScanAction, SecretScanner]:
+        """The action and the scanner for these checks (frozen models: worked out once per pair)."""
+        key = (id(policy), id(manifest))
+        kept = self._settled.get(key)
+        if kept is not None and kept[0] is policy and kept[1] is manifest:
+            return kept[2], kept[3]
+        action, scanner = self._work_out(policy, manifest)
+        if len(self._settled) >= _MAX_SETTLED:
+            self._settled = {}
+        self._settled[key] = (policy, manifest, action, scanner)
+        return action, scanner
+
+    def _work_out(self, policy: Checks | None, manifest: Checks | None) -> tuple[SecretScanAction, SecretScanner]:
         said = [c.secret_scan for c in (policy, manifest) if c is not None and c.secret_scan is not None]
         action = max(said, key=SCAN_ORDER.index) if said else DEFAULT_ACTION
         bits = [c.secret_entropy_bits for c in (policy, manifest) if c is not None and c.secret_entropy_bits]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...model._result import CallResult
+from ...telemetry._calllog import log_call
 from ...telemetry._tracing import TracedCall
 from ...telemetry._tracing import Tracing as TracerSource
 from .._call import Call, Handler
@@ -21,7 +22,12 @@ class Tracing(Handler):
 
     def handle(self, call: Call) -> CallResult:
         next = self.next
-        with TracedCall(self._source.tracer()) as traced:
+        tracer = self._source.tracer()
+        if tracer is None:  # tracing is off: the call's log line alone (what ``TracedCall(None)`` does)
+            result = next(call)
+            log_call(result.ok, result.code, result.meta)
+            return result
+        with TracedCall(tracer) as traced:
             if traced.tracer is not None:
                 call = call._replace(tracer=traced.tracer)
             result = traced.finish(next(call))
