@@ -687,6 +687,12 @@ def test_a_failed_run_is_rolled_back_from_its_page_by_its_principal_or_an_approv
     assert console.runtime.runs.store.rollback_status(theirs.run_id) is None
     assert httpx.post(url, headers=bearer("boss")).status_code == 303
     assert console.runtime.runs.store.rollback_status(theirs.run_id) == "rolled_back"
+    # The runs list reads every row's digest and rollback in one query: the same answers.
+    store = console.runtime.runs.store
+    seals = store.seals([failed.run_id, theirs.run_id, "no-such-run"])
+    assert seals == {r: (store.program_digest(r), "rolled_back") for r in (failed.run_id, theirs.run_id)}
+    with signed_in(console, "boss") as client:
+        assert client.get("/ui/runs").text.count(">rolled_back<") >= 2
 
 
 def test_a_rollback_of_a_tampered_run_is_refused_with_its_code_on_the_page(console: Console) -> None:

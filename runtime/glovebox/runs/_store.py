@@ -244,6 +244,17 @@ class RunStore:
         """The run's compensations so far, by the journal step each undoes."""
         return _compensations.read(self._db, run_id)
 
+    def seals(self, run_ids: builtins.list[str]) -> dict[str, tuple[str | None, str | None]]:
+        """Each run's program digest and rollback status (as :meth:`program_digest` and :meth:`rollback_status`)."""
+        found: dict[str, tuple[str | None, str | None]] = {}
+        with self._db.connection() as db:
+            for start in range(0, len(run_ids), 500):  # within SQLite's bound on parameters
+                chunk = run_ids[start : start + 500]
+                marks = ", ".join("?" * len(chunk))
+                query = f"SELECT run_id, program_digest, rollback FROM runs WHERE run_id IN ({marks})"
+                found.update((run_id, (digest, rollback)) for run_id, digest, rollback in db.execute(query, chunk))
+        return found
+
     def rollback_status(self, run_id: str) -> str | None:
         """How the run's rollback stands: None (never rolled back), ``rolling_back``, ``rolled_back``
         or ``incomplete``."""

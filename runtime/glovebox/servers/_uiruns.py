@@ -146,10 +146,8 @@ class RunPages:
 
     def _seals(self, records: list[Any]) -> list[dict[str, Any]]:
         """Each run's program digest and how its rollback stands (None: never rolled back)."""
-        store = self.runs.store
-        return [
-            {"digest": store.program_digest(r.run_id), "rollback": store.rollback_status(r.run_id)} for r in records
-        ]
+        found = self.runs.store.seals([r.run_id for r in records])
+        return [dict(zip(("digest", "rollback"), found.get(r.run_id, (None, None)), strict=True)) for r in records]
 
     async def _visible(self, request: Request) -> tuple[Any, Any]:
         """The run's record and result when the viewer may see it, else :class:`NotFound`."""
