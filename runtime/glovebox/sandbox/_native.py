@@ -7,18 +7,31 @@ instantiation, ``call``, the lifting of its result (post-return included) and th
 Store's drop, without the GIL. ``log`` is buffered natively and replayed into the
 call's state afterwards (the same budget and scrubbing as the Python path). Every
 other built-in host function (``http-fetch``, ``sql``'s ``query``, ``kv``'s ``get``,
-``set`` and ``delete``) is answered by Python: the native callback takes the GIL for
-as long as :meth:`NativeCore.dispatch` runs, which adapts the values, calls the
-capability's ``answer`` for the call on this thread, and hands the answer back to be
-written in the function's result type.
+``set`` and ``delete``, ``client``'s ``sample`` and ``elicit``) is answered by
+Python: the native callback takes the GIL for as long as :meth:`NativeCore.dispatch`
+runs, which adapts the values, calls the capability's ``answer`` for the call on this
+thread, and hands the answer back to be written in the function's result type.
+
+WASI 0.2 is linked natively too (``wasmtime-wasi``, synchronous), granting what the
+Python path's empty ``WasiConfig`` grants (``_wasi``): no arguments, no environment,
+no preopened directory, stdin empty, every socket address refused, no name lookup;
+clocks and randomness. stdout and stderr go into the native log buffer, one entry per
+write (stdout at ``info``, stderr at ``warn``, UTF-8 with replacement, trailing
+newlines cut, empty writes skipped), so they reach the call's logs in order with
+``log`` and under the same budget. A WASI exit comes back as its status and is
+judged as the Python path's ``ExitTrap``.
 
 It is used, per component, when all of these hold (else the call takes the Python
 path, which is the same code as without the extension):
 
 - the extension imports and ``GLOVEBOX_NATIVE`` is not ``0``;
 - the component links with the native linker: it imports nothing but the host
-  functions above (no WASI, which Python and JavaScript tools import; no third-party
-  capability's interface, whose values only its own lift and lower read);
+  functions above and WASI 0.2 (JavaScript and Python tools, Rust and Go components):
+  not ``wasi:http`` (glovebox's own WASI host sends its requests through the HTTP
+  capability, ``_wasihttp``), nor a third-party capability's interface, whose values
+  only its own lift and lower read;
+- the call has no ``files`` capability bound (its directory, read-only or read-write,
+  and the quota watched while the call runs are the Python path's ``_wasi``);
 - the call is a tool call (not the code runner of ``Runtime.run``, nor a typed export).
 
 The native engine is a second wasmtime engine (the ``wasmtime`` crate, 48.x) beside
@@ -27,7 +40,10 @@ stack) and a pool sized like the Python one within what the address space has le
 It compiles each component itself, in the same resource-limited child as the Python
 path (``engine._compile``), into ``HOME/cache/compiled/<digest>-native-<fp>.cwasm``,
 its SHA-256 recorded in the registry and checked before every load, like the Python
-path's. Its epoch ticker is a native thread that runs while the engine has users.
+path's. The file name's fingerprint covers the extension's wasmtime version, what else
+fixes its engine's configuration (``engine_features``: synchronous, WASI linked) and
+the code settings, so a ``.cwasm`` is never offered to an engine configured otherwise.
+Its epoch ticker is a native thread that runs while the engine has users.
 """
 
 from __future__ import annotations
@@ -36,6 +52,8 @@ import hashlib
 import importlib
 import json
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
@@ -119,18 +137,22 @@ _ADAPTERS: dict[tuple[str, str], Callable[[tuple[Any, ...]], tuple[Any, ...]]] =
     ("glovebox:tool/kv@0.1.0", "get"): _strings,
     ("glovebox:tool/kv@0.1.0", "set"): _strings,
     ("glovebox:tool/kv@0.1.0", "delete"): _strings,
+    ("glovebox:tool/client@0.1.0", "sample"): _strings,
+    ("glovebox:tool/client@0.1.0", "elicit"): _strings,
 }
 
 
 class NativeRan:
     """What one native invocation returned (see ``glovebox_native.NativeComponent.call``)."""
 
-    __slots__ = ("fuel_left", "instantiating", "result", "text")
+    __slots__ = ("exit_status", "fuel_left", "instantiating", "result", "text")
 
     def __init__(self, answer: Sequence[Any], state: CallState) -> None:
         status, payload, self.fuel_left, logs, dropped, oom, self.instantiating = answer
         self.result: tuple[bool, str] | None = (status == 0, payload) if status < 2 else None
         self.text: str | None = payload if status == 2 else None
+        #: The guest's WASI exit status when it exited (``wasi:cli/exit``).
+        self.exit_status: int | None = int(payload) if status == 3 else None
         for level, message in logs:
             state.add_log(level, message)
         state.logs_dropped += dropped
@@ -143,12 +165,18 @@ class NativeCore:
     def __init__(self, extension: ModuleType, settings: EngineSettings) -> None:
         self.settings = settings
         codegen = dict(settings.codegen())
-        blob = json.dumps({"native-wasmtime": extension.wasmtime_version(), **codegen}, sort_keys=True)
+        features = getattr(extension, "engine_features", lambda: "")()  # absent from a build without WASI
+        blob = json.dumps(
+            {"native-wasmtime": extension.wasmtime_version(), "native-engine": features, **codegen}, sort_keys=True
+        )
         #: The compile-cache key of its code (never equal to a wasmtime-py fingerprint).
         self.fingerprint = "native-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
         self.extension = extension
         #: Calls run here so far (tests and metrics read it).
         self.calls = 0
+        #: Loaded components by artifact digest, for every home of the process (False: it does not link here).
+        self._loaded: OrderedDict[str, Any] = OrderedDict()
+        self._loaded_lock = threading.Lock()
         self._functions: list[tuple[Any, Callable[[tuple[Any, ...]], tuple[Any, ...]]]] = []
         host: list[tuple[str, str, int]] = []
         for interface, functions in host_functions().items():
@@ -181,6 +209,20 @@ class NativeCore:
         if component is None:
             logger.debug("%s runs on the Python path: %s", path, why)
         return component
+
+    def loaded(self, digest: str) -> Any | None:
+        """The component loaded for the artifact ``digest`` by any home of the process (False: it does not link
+        here), or None when none has loaded it: a second home need not compile it again."""
+        with self._loaded_lock:
+            return self._loaded.get(digest)
+
+    def keep(self, digest: str, component: Any, limit: int) -> None:
+        """Remember what loading the artifact ``digest`` gave (at most ``limit`` artifacts, least recent dropped)."""
+        with self._loaded_lock:
+            self._loaded[digest] = component
+            self._loaded.move_to_end(digest)
+            while len(self._loaded) > limit:
+                self._loaded.popitem(last=False)
 
     def dispatch(self, key: int, args: tuple[Any, ...]) -> tuple[str | None, Any, Any]:
         """Answer one host function for the call on this thread: (trap message, answer, fallback)."""
