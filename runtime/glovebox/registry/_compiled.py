@@ -20,6 +20,7 @@ see the row of a blob already gone).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -43,6 +44,10 @@ if TYPE_CHECKING:
 __all__ = ["CompiledCache", "file_sha256"]
 
 logger = logging.getLogger("glovebox")
+
+
+def _save_native(component: Any, staged: Path) -> None:
+    component.save(str(staged))
 
 
 def file_sha256(path: Path) -> str:
@@ -147,7 +152,7 @@ class CompiledCache:
                 hit = core.loaded(digest)
                 target = self.directory / f"{digest}-{core.fingerprint}.cwasm"
                 if hit and not target.exists():  # loaded for another home: this one gets its copy
-                    self._stage_native(digest, target, core, lambda staged, hit=hit: hit.save(str(staged)))
+                    self._stage_native(digest, target, core, functools.partial(_save_native, hit))
                 elif hit is None or (hit and not self._intact_native(digest, target, core)):
                     hit = self._load_native(digest, core) or False
                     core.keep(digest, hit, MAX_LOADED_COMPONENTS)
