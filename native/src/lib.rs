@@ -228,6 +228,13 @@ fn pooling(pool: &Bound<'_, PyDict>) -> PyResult<PoolingAllocationConfig> {
     pc.max_memory_size(get(pool, "max_memory_size")?);
     pc.linear_memory_keep_resident(get(pool, "keep_resident_bytes")?);
     pc.table_keep_resident(get(pool, "keep_resident_bytes")?);
+    // With PAGEMAP_SCAN (Linux 6.7+), a slot's reset restores only the pages the instance touched, up to
+    // the bytes kept resident, instead of assuming the lowest ones were: absent elsewhere, it stays off.
+    let scan: bool = match pool.get_item("pagemap_scan")? {
+        Some(v) => v.extract()?,
+        None => false,
+    };
+    pc.pagemap_scan(if scan { wasmtime::Enabled::Auto } else { wasmtime::Enabled::No });
     Ok(pc)
 }
 
