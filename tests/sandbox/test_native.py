@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 import glovebox
-from glovebox.sandbox._native import native_extension
+from glovebox.engine._settings import EngineSettings
+from glovebox.sandbox._native import native_extension, native_fingerprint
 from tests.conftest import call_on, runtime_on
 from tests.guestcache import GUESTS
 
@@ -51,6 +52,28 @@ def test_glovebox_native_0_forces_the_python_path(
         rt.register(build_guest("echo"), manifest={"name": "echo"})
         assert rt.call("echo", [1]).output == [1]
         assert rt._wasm().sandbox.native_core is None
+
+
+def test_the_native_cache_key_changes_with_the_engine_configuration() -> None:
+    codegen = dict(EngineSettings().codegen())
+    key = native_fingerprint("48.0.10", "sync;wasi-p2=wasmtime-wasi-48.0.8;wasm-stack=3/2", codegen)
+    assert key.startswith("native-")
+    assert key != native_fingerprint("48.0.10", "async;wasi-p2=wasmtime-wasi-48.0.8;wasm-stack=3/2", codegen)
+    assert key != native_fingerprint("48.0.10", "", codegen)  # a build without WASI
+    assert key != native_fingerprint("48.0.11", "sync;wasi-p2=wasmtime-wasi-48.0.8;wasm-stack=3/2", codegen)
+    assert key != native_fingerprint(
+        "48.0.10", "sync;wasi-p2=wasmtime-wasi-48.0.8;wasm-stack=3/2", {**codegen, "max_wasm_stack_bytes": 1 << 20}
+    )
+
+
+@needs_native
+def test_the_running_core_names_its_files_by_its_engine(runtime: glovebox.Runtime) -> None:
+    extension = native_extension()
+    core = runtime._wasm().sandbox.native_core
+    assert extension is not None and core is not None
+    assert "wasi-p2" in extension.engine_features()
+    codegen = dict(runtime._wasm().shared.settings.codegen())
+    assert core.fingerprint == native_fingerprint(extension.wasmtime_version(), extension.engine_features(), codegen)
 
 
 @needs_native

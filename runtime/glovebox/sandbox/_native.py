@@ -67,7 +67,7 @@ from ._callstate import CallState, HttpRequest, current_call
 from ._host import host_functions
 from ._hostabi import WrongShape
 
-__all__ = ["NATIVE_ENV", "NativeCore", "NativeRan", "native_core", "native_extension"]
+__all__ = ["NATIVE_ENV", "NativeCore", "NativeRan", "native_core", "native_extension", "native_fingerprint"]
 
 logger = logging.getLogger("glovebox")
 
@@ -166,11 +166,8 @@ class NativeCore:
         self.settings = settings
         codegen = dict(settings.codegen())
         features = getattr(extension, "engine_features", lambda: "")()  # absent from a build without WASI
-        blob = json.dumps(
-            {"native-wasmtime": extension.wasmtime_version(), "native-engine": features, **codegen}, sort_keys=True
-        )
         #: The compile-cache key of its code (never equal to a wasmtime-py fingerprint).
-        self.fingerprint = "native-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
+        self.fingerprint = native_fingerprint(extension.wasmtime_version(), features, codegen)
         self.extension = extension
         #: Calls run here so far (tests and metrics read it).
         self.calls = 0
@@ -243,6 +240,19 @@ class NativeCore:
         keep = state.log_limit_bytes * 4 + _LOG_SLACK_BYTES
         self.calls += 1
         return NativeRan(component.call(input_text, memory_bytes, fuel, ticks, keep), state)
+
+
+def native_fingerprint(wasmtime_version: str, engine_features: str, codegen: dict[str, Any]) -> str:
+    """The native compile-cache key: the extension's wasmtime, its engine's configuration and the code settings.
+
+    ``engine_features`` is what the extension says fixes its engine besides the code settings
+    (synchronous or async, WASI linked, its wasm stack): a build that changes any of them
+    names its files differently, so a ``.cwasm`` made for one engine is never offered to another.
+    """
+    blob = json.dumps(
+        {"native-wasmtime": wasmtime_version, "native-engine": engine_features, **codegen}, sort_keys=True
+    )
+    return "native-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def native_core(shared: SharedEngine) -> NativeCore | None:
