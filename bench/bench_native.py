@@ -16,7 +16,10 @@ alike; answers are checked before they count.
 * **throughput**: calls/s of one Runtime from 1 and from 2 threads, on each path;
 * **steps**: what each step of a full call costs on each path (``--steps``): the
   time spent in each handler of the pipeline itself, measured in the same run (the
-  median of 250-call chunks, so that the load of a shared machine moves it less).
+  median of 250-call chunks, so that the load of a shared machine moves it less);
+* **guests** (``--guests``, or ``--guests-only`` for these alone): fresh-call p50/p99 of
+  the JavaScript and Python echo tools on each path, alternating, and of a bare native
+  instantiate+call of each (no Runtime around it), with the path each call took.
 
 Figures go to stdout and ``bench/results/native.json``. Nothing here is a test.
 """
@@ -261,8 +264,30 @@ GUESTS = {"js": BENCH / "echo" / "js" / "tool.js", "python": BENCH / "echo" / "p
 GUEST_LIMITS = {"memory_bytes": 64 * 1024 * 1024, "fuel": 5_000_000_000, "timeout_ms": 10_000}
 
 
+class BareGuest:
+    """One echo tool's ``NativeComponent.call`` alone (its WASI made at its first WASI call, as in a full call)."""
+
+    def __init__(self, rt: glovebox.Runtime, name: str, value: Any) -> None:
+        parts = rt._wasm()
+        core = parts.sandbox.native_core
+        assert core is not None
+        info = rt.tool(name)
+        parts.compiled.get(info.digest)
+        self.component = parts.compiled.native(info.digest, core)
+        if self.component is None:
+            raise SystemExit(f"{name} does not load on the native core")
+        self.input = json.dumps(value)
+        self.ticks = parts.shared.deadline_ticks(GUEST_LIMITS["timeout_ms"])
+
+    def __call__(self) -> None:
+        limits = GUEST_LIMITS
+        status = self.component.call(self.input, limits["memory_bytes"], limits["fuel"], self.ticks, 65536)[0]
+        assert status == 0
+
+
 def guests(tmp: Path, native: glovebox.Runtime, python: glovebox.Runtime, calls: int) -> dict[str, dict[str, Any]]:
-    """Fresh-call p50 of the JavaScript and Python echo tools on each path, alternating, and which path ran them."""
+    """Fresh-call p50/p99 of the JavaScript and Python echo tools on each path, alternating, and which path ran
+    them; and of a bare native instantiate+call of each."""
     figures: dict[str, dict[str, Any]] = {}
     for lang, source in GUESTS.items():
         work = tmp / f"echo-{lang}"
@@ -276,14 +301,30 @@ def guests(tmp: Path, native: glovebox.Runtime, python: glovebox.Runtime, calls:
                 raise SystemExit(f"{lang}: the echo failed")
         core = native._wasm().sandbox.native_core
         before = -1 if core is None else core.calls
-        contenders = {
+        contenders: dict[str, Callable[[], Any]] = {
             "native": functools.partial(native.call, name, value),
             "python": functools.partial(python.call, name, value),
         }
+        if core is not None:
+            contenders["bare native"] = BareGuest(native, name, value)
+        latency(contenders, calls // 5 or 1, 10)  # warm
         lat = latency(contenders, calls, 10)
         ran_natively = core is not None and core.calls > before
-        figures[lang] = {**{k: v["p50_us"] for k, v in lat.items()}, "ran_natively": ran_natively}
+        figures[lang] = {**lat, "ran_natively": ran_natively}
     return figures
+
+
+def _print_guests(fresh: dict[str, dict[str, Any]]) -> None:
+    print(f"load {os.getloadavg()[0]:.1f}")
+    print(f"{'fresh call':22} {'native p50':>11} {'p99':>8} {'python p50':>11} {'p99':>8} {'bare p50':>9}  path")
+    for lang, found in fresh.items():
+        native, python = found["native"], found["python"]
+        bare = found.get("bare native", {}).get("p50_us", float("nan"))
+        path = "native core" if found["ran_natively"] else "Python path on both"
+        print(
+            f"{lang + ' echo, µs':22} {native['p50_us']:11.0f} {native['p99_us']:8.0f} {python['p50_us']:11.0f} "
+            f"{python['p99_us']:8.0f} {bare:9.0f}  {path}"
+        )
 
 
 def main() -> None:
@@ -293,11 +334,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="throughput rounds, alternating (default: 2)")
     parser.add_argument("--steps", action="store_true", help="also time each step of a call")
     parser.add_argument("--guests", action="store_true", help="also the JavaScript and Python echo tools")
+    parser.add_argument("--guests-only", action="store_true", help="only the JavaScript and Python echo tools")
+    parser.add_argument("--guest-calls", type=int, default=400, help="calls per guest contender (default: 400)")
     args = parser.parse_args()
     from glovebox.sandbox._native import native_extension
 
     if native_extension() is None:
         raise SystemExit("glovebox_native is not built (`make native`): nothing to compare")
+    if args.guests_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            wasm = glovebox.build(SOURCE, Path(tmp) / "text-stats.wasm")
+            with _runtime(Path(tmp) / "native", wasm, True) as native, _runtime(Path(tmp) / "py", wasm, False) as py:
+                fresh = guests(Path(tmp), native, py, args.guest_calls)
+        _print_guests(fresh)
+        RESULTS.parent.mkdir(exist_ok=True)
+        RESULTS.with_name("native_guests.json").write_text(json.dumps({"guests_us": fresh}, indent=2))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         wasm = glovebox.build(SOURCE, Path(tmp) / "text-stats.wasm")
         native = _runtime(Path(tmp) / "native", wasm, native=True)
@@ -317,7 +369,7 @@ def main() -> None:
                 for threads in (1, 2):
                     rates.setdefault(f"{label} {threads}T", []).append(throughput(rt, threads, args.seconds))
         rate = {name: max(values) for name, values in rates.items()}
-        fresh = guests(Path(tmp), native, python, 200) if args.guests else {}
+        fresh = guests(Path(tmp), native, python, args.guest_calls) if args.guests else {}
         native.close()
         python.close()
         profiled: dict[str, dict[str, float]] = {}
@@ -327,9 +379,8 @@ def main() -> None:
                 profiled[label] = steps(lambda home=home, flag=flag: _runtime(home, wasm, flag), 3000)
     _print(lat, rate, profiled)
     print("CPU µs per call, this thread (lowest 500-call chunk): " + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items()))
-    for lang, found in fresh.items():
-        path = "native core" if found["ran_natively"] else "Python path on both (imports WASI)"
-        print(f"{lang} echo, fresh call p50: native {found['native']:.0f} µs, python {found['python']:.0f} µs ({path})")
+    if fresh:
+        _print_guests(fresh)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(
         json.dumps(

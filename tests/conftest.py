@@ -469,3 +469,32 @@ def sandbox_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     else:
         monkeypatch.setenv("GLOVEBOX_NATIVE", "0")
     return str(request.param)
+
+
+def runtime_on(path: str, home: Path) -> glovebox.Runtime:
+    """A Runtime whose calls take ``path`` (``"native"`` or ``"python"``), for fixtures that outlive one test.
+
+    ``sandbox_path`` sets ``GLOVEBOX_NATIVE`` for one test; a module-scoped fixture makes its
+    Runtime here instead, the variable set only while the Runtime chooses its path (its
+    sandbox and native core are made at once). Skips the native run when the core is not built.
+    """
+    from glovebox.sandbox._native import native_extension
+
+    if path == "native" and native_extension() is None:
+        pytest.skip("the native core (glovebox_native) is not built: `make native`")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GLOVEBOX_NATIVE", "1" if path == "native" else "0")
+        rt = glovebox.Runtime(home=home)
+        made = rt._wasm().sandbox.native_core
+    assert (made is not None) == (path == "native")
+    return rt
+
+
+def call_on(path: str, rt: glovebox.Runtime, name: str, value: Any) -> glovebox.CallResult:
+    """``rt.call(name, value)``, checking that the call took ``path`` (see ``runtime_on``)."""
+    core = rt._wasm().sandbox.native_core
+    before = -1 if core is None else core.calls
+    result = rt.call(name, value)
+    took = "python" if core is None or core.calls == before else "native"
+    assert took == path, f"{name} ran on the {took} path, not the {path} one"
+    return result

@@ -7,12 +7,23 @@
 //! buffered in the store; every other host function is answered by Python: the callback
 //! takes the GIL for exactly as long as the Python answer runs (see `host_callback`).
 //!
+//! A component that imports WASI 0.2 gets it here too (`wasmtime-wasi`, linked
+//! synchronously), with nothing granted, as on the Python path (a `WasiConfig` left empty):
+//! no arguments, no environment, no preopened directory, stdin empty, every socket address
+//! refused and no name lookup; clocks and randomness work. What the guest writes to stdout
+//! and stderr goes into the same buffer as `log` (stdout at `info`, stderr at `warn`, one
+//! entry per write, as the Python path's writer does; see `LogStream`). A component that
+//! imports `wasi:http` does not link here (the linker has no wasi:http), and a call with a
+//! `files` grant is sent to the Python path by the caller: both keep glovebox's own hosts.
+//!
 //! A failure is returned as wasmtime's own error text (`{:?}`, the text wasmtime's C API
 //! gives wasmtime-py), so that the Python side classifies both paths in one place
-//! (`glovebox.sandbox._outcome`).
+//! (`glovebox.sandbox._outcome`); a WASI exit is returned as its status.
 
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -25,21 +36,77 @@ use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder,
     DEFAULT_INSTANCE_LIMIT, DEFAULT_MEMORY_LIMIT, DEFAULT_TABLE_LIMIT,
 };
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
+use wasmtime_wasi::{I32Exit, ResourceTable, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 /// The wasmtime crate this module is built with (part of the compile-cache key).
 const WASMTIME_VERSION: &str = "48.0.10";
+/// What else decides whether a compiled component fits this module's engine (part of the compile-cache
+/// key with the version and the code settings): the engine is synchronous (no async support) and links
+/// WASI 0.2 from wasmtime-wasi. Change it whenever the engine's configuration changes.
+const ENGINE_FEATURES: &str = "sync;wasi-p2=wasmtime-wasi-48.0.8;wasm-stack=3/2";
+/// The native engine's wasm stack is this many halves of `max_wasm_stack_bytes`. The same guest needs more
+/// machine stack for the same depth here than under wasmtime-py's wasmtime (50.x): at the setting itself a
+/// recursing QuickJS tool ran out of wasm stack (`call stack exhausted`) before its own limit (a JavaScript
+/// `RangeError`, which the Python path reaches); at 5/4 of it, it reached its own limit too.
+const WASM_STACK_HALVES: usize = 3;
+/// The most one write to stdout or stderr may carry (wasmtime-wasi's own stdio streams allow as much):
+/// a longer write is split by the guest's `blocking-write-and-flush` into writes of this size.
+const STDIO_WRITE_BYTES: usize = 8192;
 
-/// What one store holds: its limits and what `log` buffered.
+/// What `log`, stdout and stderr buffered during one call, in the order they came.
+#[derive(Default)]
+struct LogBuf {
+    entries: Vec<(String, String)>,
+    bytes: usize,
+    keep_bytes: usize,
+    dropped: u64,
+    oom: bool,
+    /// When someone listens to the call's lines as they come (an MCP client), each is handed to
+    /// this Python callable at once (taking the GIL) instead of being buffered.
+    live: Option<Py<PyAny>>,
+}
+
+impl LogBuf {
+    /// Keep one entry within the buffer's bound, else count it (Python keeps the exact budget, scrubbed).
+    fn push(&mut self, level: &str, message: String) {
+        if let Some(live) = &self.live {
+            // Python keeps the line (budget, scrubbing, OOM marker) and tells its listener; a failure
+            // there is not the guest's: the line is dropped, the call goes on.
+            let failed = Python::attach(|py| live.call1(py, (level, message.as_str())).is_err());
+            if failed {
+                self.dropped += 1;
+            }
+            return;
+        }
+        if self.bytes + message.len() > self.keep_bytes {
+            self.dropped += 1;
+            return;
+        }
+        self.bytes += message.len();
+        self.entries.push((level.to_owned(), message));
+    }
+
+    /// One write to stdout or stderr: decoded as UTF-8 with replacement, trailing newlines cut, an empty one
+    /// skipped (what the Python path's writer, `glovebox.sandbox._wasi._to_log`, does).
+    fn write(&mut self, level: &str, data: &[u8]) {
+        let text = String::from_utf8_lossy(data);
+        let text = text.trim_end_matches('\n');
+        if !text.is_empty() {
+            self.push(level, text.to_owned());
+        }
+    }
+}
+
+type Logs = Arc<Mutex<LogBuf>>;
+
+/// What one store holds: its limits, what was logged, and WASI (made at the guest's first WASI call).
 struct CallData {
     limits: StoreLimits,
-    logs: Vec<(String, String)>,
-    log_bytes: usize,
-    log_keep_bytes: usize,
-    logs_dropped: u64,
-    oom: bool,
-    /// When someone listens to the call's log lines as they come (an MCP client), each line is
-    /// handed to this Python callable at once (with the GIL) instead of being buffered.
-    live: Option<Py<PyAny>>,
+    logs: Logs,
+    wasi: Option<WasiCtx>,
+    table: ResourceTable,
 }
 
 /// What a store may hold beyond its memory cap: the largest table, core instances, memories and
@@ -51,6 +118,90 @@ struct StoreCaps {
     instances: usize,
     memories: usize,
     tables: usize,
+}
+
+impl WasiView for CallData {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        if self.wasi.is_none() {
+            self.wasi = Some(empty_wasi(&self.logs));
+        }
+        WasiCtxView { ctx: self.wasi.as_mut().expect("made above"), table: &mut self.table }
+    }
+}
+
+/// WASI with nothing granted (wasmtime-wasi's defaults, which inherit nothing): stdio into the logs.
+fn empty_wasi(logs: &Logs) -> WasiCtx {
+    WasiCtxBuilder::new()
+        .stdout(LogStream { logs: logs.clone(), level: "info" })
+        .stderr(LogStream { logs: logs.clone(), level: "warn" })
+        .build()
+}
+
+/// The guest's stdout or stderr: each write becomes one log entry at `level`.
+#[derive(Clone)]
+struct LogStream {
+    logs: Logs,
+    level: &'static str,
+}
+
+impl LogStream {
+    fn take(&self, data: &[u8]) {
+        if let Ok(mut logs) = self.logs.lock() {
+            logs.write(self.level, data);
+        }
+    }
+}
+
+impl IsTerminal for LogStream {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for LogStream {
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(self.clone())
+    }
+
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for LogStream {
+    async fn ready(&mut self) {}
+}
+
+impl OutputStream for LogStream {
+    fn write(&mut self, bytes: bytes::Bytes) -> StreamResult<()> {
+        self.take(&bytes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> StreamResult<()> {
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> StreamResult<usize> {
+        Ok(STDIO_WRITE_BYTES)
+    }
+}
+
+impl tokio::io::AsyncWrite for LogStream {
+    fn poll_write(self: Pin<&mut Self>, _cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let n = buf.len().min(STDIO_WRITE_BYTES);
+        self.take(&buf[..n]);
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
 }
 
 /// What the host functions answered here need to know, shared by every call on an engine.
@@ -70,7 +221,7 @@ fn codegen_config(
     cfg.consume_fuel(true);
     cfg.epoch_interruption(true);
     cfg.wasm_component_model(true);
-    cfg.max_wasm_stack(max_wasm_stack_bytes);
+    cfg.max_wasm_stack(max_wasm_stack_bytes / 2 * WASM_STACK_HALVES);
     cfg.memory_reservation(memory_reservation_bytes);
     cfg.memory_guard_size(memory_guard_bytes);
     cfg.memory_reservation_for_growth(0);
@@ -101,6 +252,13 @@ fn pooling(pool: &Bound<'_, PyDict>) -> PyResult<PoolingAllocationConfig> {
     pc.max_memory_size(get(pool, "max_memory_size")?);
     pc.linear_memory_keep_resident(get(pool, "keep_resident_bytes")?);
     pc.table_keep_resident(get(pool, "keep_resident_bytes")?);
+    // With PAGEMAP_SCAN (Linux 6.7+), a slot's reset restores only the pages the instance touched, up to
+    // the bytes kept resident, instead of assuming the lowest ones were: absent elsewhere, it stays off.
+    let scan: bool = match pool.get_item("pagemap_scan")? {
+        Some(v) => v.extract()?,
+        None => false,
+    };
+    pc.pagemap_scan(if scan { wasmtime::Enabled::Auto } else { wasmtime::Enabled::No });
     Ok(pc)
 }
 
@@ -137,6 +295,12 @@ fn compile_file(py: Python<'_>, src: &str, out: &str, codegen: &Bound<'_, PyDict
 #[pyfunction]
 fn wasmtime_version() -> &'static str {
     WASMTIME_VERSION
+}
+
+/// What besides the version and the code settings decides whether a compiled component fits the engine.
+#[pyfunction]
+fn engine_features() -> &'static str {
+    ENGINE_FEATURES
 }
 
 struct Ticker {
@@ -190,7 +354,7 @@ impl NativeEngine {
     /// Load a component this module serialized (`compile_file`) and pre-link it.
     ///
     /// Returns (component, None), or (None, why) when it does not link here (an import
-    /// this linker does not define, such as WASI): such a component runs on the Python path.
+    /// this linker does not define, such as wasi:http): such a component runs on the Python path.
     fn load(&self, py: Python<'_>, path: &str) -> PyResult<(Option<NativeComponent>, Option<String>)> {
         let path = path.to_owned();
         let engine = self.engine.clone();
@@ -280,13 +444,21 @@ struct NativeComponent {
 enum Ended {
     Returned(Result<String, String>),
     Failed { text: String, instantiating: bool },
+    Exited { status: i32, instantiating: bool },
+}
+
+fn failed(err: &wasmtime::Error, instantiating: bool) -> Ended {
+    match err.downcast_ref::<I32Exit>() {
+        Some(exit) => Ended::Exited { status: exit.0, instantiating },
+        None => Ended::Failed { text: text(err), instantiating },
+    }
 }
 
 impl NativeComponent {
     fn invoke(&self, store: &mut Store<CallData>, input: &str) -> Ended {
         let instance = match self.pre.instantiate(&mut *store) {
             Ok(instance) => instance,
-            Err(e) => return Ended::Failed { text: text(&e), instantiating: true },
+            Err(e) => return failed(&e, true),
         };
         let func = match instance.get_typed_func::<(&str,), (Result<String, String>,)>(&mut *store, &self.export) {
             Ok(func) => func,
@@ -295,19 +467,30 @@ impl NativeComponent {
         // The export's post-return runs inside `call` (wasmtime >= 44): a trap there is a failure too.
         match func.call(&mut *store, (input,)) {
             Ok((result,)) => Ended::Returned(result),
-            Err(e) => Ended::Failed { text: text(&e), instantiating: false },
+            Err(e) => failed(&e, false),
         }
     }
 }
 
 #[pymethods]
 impl NativeComponent {
+    /// Write this compiled component to `path`, serialized as `compile_file` writes it (for another home's cache).
+    fn save(&self, py: Python<'_>, path: &str) -> PyResult<()> {
+        let path = path.to_owned();
+        py.detach(|| -> Result<(), String> {
+            let data = self.pre.component().serialize().map_err(|e| text(&e))?;
+            std::fs::write(&path, data).map_err(|e| e.to_string())
+        })
+        .map_err(PyValueError::new_err)
+    }
+
     /// Call the tool once on a fresh instance; the GIL is released except inside Python host functions.
     ///
     /// Returns (status, payload, fuel_left, logs, logs_dropped, oom_reported, instantiating):
     /// status 0 is the guest's `ok` payload, 1 its `err` payload, 2 a failure whose payload is
-    /// wasmtime's error text. `live(level, message)`, when given, takes each log line as the guest
-    /// logs it (then `logs` is empty).
+    /// wasmtime's error text, 3 a WASI exit whose payload is the exit status (decimal). `logs` holds
+    /// what `log`, stdout and stderr buffered, in order. `live(level, message)`, when given, takes each
+    /// of those lines as the guest writes it (then `logs` is empty).
     #[pyo3(signature = (input, memory_bytes, fuel, deadline_ticks, log_keep_bytes, live=None))]
     fn call<'py>(
         &self,
@@ -320,7 +503,7 @@ impl NativeComponent {
         live: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let input = input.to_owned();
-        let (ended, fuel_left, data) = py.detach(|| {
+        let (ended, fuel_left, buf) = py.detach(|| {
             let data = CallData {
                 limits: StoreLimitsBuilder::new()
                     .memory_size(memory_bytes)
@@ -329,33 +512,36 @@ impl NativeComponent {
                     .memories(self.caps.memories)
                     .tables(self.caps.tables)
                     .build(),
-                logs: Vec::new(),
-                log_bytes: 0,
-                log_keep_bytes,
-                logs_dropped: 0,
-                oom: false,
-                live,
+                logs: Arc::new(Mutex::new(LogBuf { keep_bytes: log_keep_bytes, live, ..LogBuf::default() })),
+                wasi: None,
+                table: ResourceTable::new(),
             };
             let mut store = Store::new(&self.engine, data);
             store.limiter(|data| &mut data.limits);
-            if let Err(e) = store.set_fuel(fuel) {
-                return (Ended::Failed { text: text(&e), instantiating: true }, 0, store.into_data());
-            }
-            store.set_epoch_deadline(deadline_ticks);
-            let ended = self.invoke(&mut store, &input);
-            let fuel_left = store.get_fuel().unwrap_or(0);
-            (ended, fuel_left, store.into_data())
+            let (ended, fuel_left) = match store.set_fuel(fuel) {
+                Err(e) => (Ended::Failed { text: text(&e), instantiating: true }, 0),
+                Ok(()) => {
+                    store.set_epoch_deadline(deadline_ticks);
+                    let ended = self.invoke(&mut store, &input);
+                    (ended, store.get_fuel().unwrap_or(0))
+                }
+            };
+            // The store (and its WASI state, whose streams hold the buffer too) is dropped here.
+            let logs = store.into_data().logs;
+            let buf = std::mem::take(&mut *logs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+            (ended, fuel_left, buf)
         });
         let (status, payload, instantiating) = match ended {
             Ended::Returned(Ok(out)) => (0u8, out, false),
             Ended::Returned(Err(out)) => (1u8, out, false),
             Ended::Failed { text, instantiating } => (2u8, text, instantiating),
+            Ended::Exited { status, instantiating } => (3u8, status.to_string(), instantiating),
         };
         let logs = PyList::empty(py);
-        for (level, message) in data.logs {
+        for (level, message) in buf.entries {
             logs.append((level, message))?;
         }
-        (status, payload, fuel_left, logs, data.logs_dropped, data.oom, instantiating).into_pyobject(py)
+        (status, payload, fuel_left, logs, buf.dropped, buf.oom, instantiating).into_pyobject(py)
     }
 }
 
@@ -369,6 +555,8 @@ fn make_linker(
     words: Arc<HostWords>,
 ) -> wasmtime::Result<Linker<CallData>> {
     let mut linker: Linker<CallData> = Linker::new(engine);
+    // WASI 0.2 with nothing granted (see `empty_wasi`); wasi:http is not linked (the Python path has it).
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
     let mut interfaces: Vec<&str> = host.iter().map(|(i, _, _)| i.as_str()).collect();
     if !interfaces.contains(&log_interface) {
         interfaces.push(log_interface);
@@ -379,7 +567,7 @@ fn make_linker(
         let mut instance = linker.instance(interface)?;
         if interface == log_interface {
             let words = words.clone();
-            instance.func_new("log", move |mut store, _ty, params, _results| log(store.data_mut(), &words, params))?;
+            instance.func_new("log", move |store, _ty, params, _results| log(&store.data().logs, &words, params))?;
         }
         for (_, name, key) in host.iter().filter(|(i, _, _)| i == interface) {
             let (dispatch, words, key, fname) = (dispatch.clone(), words.clone(), *key, name.clone());
@@ -391,32 +579,18 @@ fn make_linker(
     Ok(linker)
 }
 
-fn log(data: &mut CallData, words: &HostWords, params: &[Val]) -> wasmtime::Result<()> {
+fn log(logs: &Logs, words: &HostWords, params: &[Val]) -> wasmtime::Result<()> {
     let (level, message) = match params {
         [Val::Enum(level), Val::String(message)] => (level, message),
         _ => wasmtime::bail!("{}: log: log takes a level and a message", words.wrong_types),
     };
     let level = if words.levels.iter().any(|l| l == level) { level.as_str() } else { "info" };
-    if let Some(live) = &data.live {
-        // Python keeps the line (budget, scrubbing, OOM marker) and tells its listener; a failure
-        // there is not the guest's: the line is dropped, the call goes on.
-        return Python::attach(|py| {
-            if live.call1(py, (level, message.as_str())).is_err() {
-                data.logs_dropped += 1;
-            }
-            Ok(())
-        });
-    }
+    let mut logs = logs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if level == "error" && message.starts_with(&words.oom_marker) {
-        data.oom = true;
+        logs.oom = true;
     }
     // Python keeps the exact budget (after scrubbing); this only bounds what is buffered.
-    if data.log_bytes + message.len() > data.log_keep_bytes {
-        data.logs_dropped += 1;
-        return Ok(());
-    }
-    data.log_bytes += message.len();
-    data.logs.push((level.to_owned(), message.clone()));
+    logs.push(level, message.clone());
     Ok(())
 }
 
@@ -630,7 +804,8 @@ fn glovebox_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeComponent>()?;
     m.add_function(wrap_pyfunction!(compile_file, m)?)?;
     m.add_function(wrap_pyfunction!(wasmtime_version, m)?)?;
+    m.add_function(wrap_pyfunction!(engine_features, m)?)?;
     // The interface with glovebox.sandbox._native (its NATIVE_ABI): raised with every change to it.
-    m.add("ABI", 3)?;
+    m.add("ABI", 4)?;
     Ok(())
 }

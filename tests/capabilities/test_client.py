@@ -19,7 +19,7 @@ import pytest
 import glovebox
 from glovebox.capabilities.client import ClientRequestError, asking_client
 
-pytestmark = pytest.mark.system
+pytestmark = [pytest.mark.system, pytest.mark.usefixtures("sandbox_path")]  # native core and Python path
 
 SAMPLE = json.dumps({"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}], "maxTokens": 50})
 FORM = json.dumps({"message": "Name?", "requestedSchema": {"type": "object", "properties": {}}})

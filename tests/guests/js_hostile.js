@@ -53,6 +53,11 @@ const behaviours = {
       .filter((name) => typeof globalThis[name] !== "undefined"),
   http_denied: async () => (await http.get("https://example.com/")).status,
   clock: () => ({ now: Date.now(), random: Math.random() }),
+  flood: () => {
+    for (let n = 0; n < 20000; n++) console.log(`line ${n}`);
+    return "flooded";
+  },
+  huge: () => "x".repeat(3 << 19),
   log: () => {
     log("warn", "careful", { n: 1 });
     console.log("from console");

@@ -7,6 +7,7 @@ is the boundary.
 
 import importlib
 import os
+import sys
 from typing import Literal
 
 from glovebox_guest import tool
@@ -14,7 +15,9 @@ from glovebox_guest import tool
 
 @tool
 def attack(
-    what: Literal["open", "listdir", "environ", "socket", "connect", "loop", "memory", "exit", "crash"],
+    what: Literal[
+        "open", "listdir", "environ", "socket", "connect", "loop", "memory", "exit", "crash", "stdout", "stderr", "huge"
+    ],
 ) -> object:
     """Try one escape or exhaustion and report what the sandbox let through."""
     if what == "open":
@@ -40,4 +43,20 @@ def attack(
             hoard.append(bytearray(1 << 20))
     if what == "exit":
         raise SystemExit(3)
+    if what in ("stdout", "stderr", "huge"):
+        return _flood(what)
     return 1 // 0
+
+
+def _flood(what: str) -> str:
+    """Output past every budget: stdout lines past the log budget, one long stderr write, a huge result."""
+    if what == "stdout":
+        for n in range(3_000):
+            print(f"line {n}")
+        sys.stdout.flush()
+        return "flooded"
+    if what == "stderr":  # one write longer than one WASI stdio write takes at once
+        sys.stderr.write("é" * 6_000 + "\n")
+        sys.stderr.flush()
+        return "written"
+    return "x" * (4 << 20)

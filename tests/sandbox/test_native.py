@@ -1,9 +1,11 @@
 """The native invocation core (``glovebox_native``): chosen when built, the same answers as the Python path.
 
 The hostile guests of ``test_sandbox.py`` and the capability tests run on both paths
-(the ``sandbox_path`` fixture); these tests show which path a call took, that
-``GLOVEBOX_NATIVE=0`` forces the Python one, and that what the native core cannot run
-(a component importing WASI) still runs, on the Python path.
+(the ``sandbox_path`` fixture), and so do the JavaScript and Python hostile guests of
+``tests/toolchains`` (``runtime_on``); these tests show which path a call took, that
+``GLOVEBOX_NATIVE=0`` forces the Python one, that JavaScript and Python tools (which import
+WASI 0.2) run natively and end every attack exactly as the Python path ends it, and that
+what the native core leaves to the Python path (a ``files`` grant) still runs there.
 """
 
 from __future__ import annotations
@@ -15,9 +17,14 @@ from typing import Any
 import pytest
 
 import glovebox
-from glovebox.sandbox._native import native_extension
+from glovebox.engine._settings import EngineSettings
+from glovebox.sandbox._native import native_extension, native_fingerprint
+from tests.conftest import call_on, runtime_on
+from tests.guestcache import GUESTS
 
 BuildGuest = Callable[[str], Path]
+BuildTool = Callable[[Path], Path]
+MIB = 1024 * 1024
 
 needs_native = pytest.mark.skipif(native_extension() is None, reason="glovebox_native is not built: `make native`")
 
@@ -45,6 +52,28 @@ def test_glovebox_native_0_forces_the_python_path(
         rt.register(build_guest("echo"), manifest={"name": "echo"})
         assert rt.call("echo", [1]).output == [1]
         assert rt._wasm().sandbox.native_core is None
+
+
+def test_the_native_cache_key_changes_with_the_engine_configuration() -> None:
+    codegen = dict(EngineSettings().codegen())
+    key = native_fingerprint("48.0.10", "sync;wasi-p2=wasmtime-wasi-48.0.8;wasm-stack=3/2", codegen)
+    assert key.startswith("native-")
+    assert key != native_fingerprint("48.0.10", "async;wasi-p2=wasmtime-wasi-48.0.8;wasm-stack=3/2", codegen)
+    assert key != native_fingerprint("48.0.10", "", codegen)  # a build without WASI
+    assert key != native_fingerprint("48.0.11", "sync;wasi-p2=wasmtime-wasi-48.0.8;wasm-stack=3/2", codegen)
+    assert key != native_fingerprint(
+        "48.0.10", "sync;wasi-p2=wasmtime-wasi-48.0.8;wasm-stack=3/2", {**codegen, "max_wasm_stack_bytes": 1 << 20}
+    )
+
+
+@needs_native
+def test_the_running_core_names_its_files_by_its_engine(runtime: glovebox.Runtime) -> None:
+    extension = native_extension()
+    core = runtime._wasm().sandbox.native_core
+    assert extension is not None and core is not None
+    assert "wasi-p2" in extension.engine_features()
+    codegen = dict(runtime._wasm().shared.settings.codegen())
+    assert core.fingerprint == native_fingerprint(extension.wasmtime_version(), extension.engine_features(), codegen)
 
 
 @needs_native
@@ -133,3 +162,98 @@ def test_an_extension_built_for_another_interface_is_not_used(
     with caplog.at_level("WARNING", logger=_native.logger.name):
         assert _native.native_extension() is None
     assert "rebuilt (make native)" in caplog.text
+
+
+# -- WASI guests: JavaScript and Python tools -------------------------------------------------------
+
+#: Every hostile case of the JavaScript and Python guests, with the limits that make its ending certain.
+_JS_LIMITS = {"memory_bytes": 24 * MIB, "timeout_ms": 20_000, "fuel": 10_000_000_000}
+_PY_LIMITS = {"memory_bytes": 48 * MIB, "timeout_ms": 500, "fuel": 10_000_000_000}
+WASI_ATTACKS = [
+    ("js", "loop", {**_JS_LIMITS, "timeout_ms": 300}, "timeout"),
+    ("js", "loop", {**_JS_LIMITS, "fuel": 50_000_000}, "fuel_exhausted"),
+    ("js", "bomb", _JS_LIMITS, "memory_limit"),
+    ("js", "recursion", _JS_LIMITS, "guest_error"),
+    ("js", "flood", _JS_LIMITS, None),
+    ("js", "huge", _JS_LIMITS, "output_too_large"),
+    ("js", "http_denied", _JS_LIMITS, "capability_denied"),
+    ("py", "open", _PY_LIMITS, "guest_error"),
+    ("py", "listdir", _PY_LIMITS, "guest_error"),
+    ("py", "environ", _PY_LIMITS, None),
+    ("py", "socket", _PY_LIMITS, "guest_error"),
+    ("py", "connect", _PY_LIMITS, "guest_error"),
+    ("py", "loop", _PY_LIMITS, "timeout"),
+    ("py", "memory", _PY_LIMITS, "memory_limit"),
+    ("py", "exit", _PY_LIMITS, "guest_trap"),
+    ("py", "crash", _PY_LIMITS, "guest_error"),
+    ("py", "stdout", _PY_LIMITS, None),
+    ("py", "stderr", _PY_LIMITS, None),
+    ("py", "huge", _PY_LIMITS, "output_too_large"),
+]
+
+
+@pytest.fixture(scope="module")
+def wasi_hostile(build_js: BuildTool, build_py: BuildTool, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Both hostile WASI guests registered in two Runtimes, one per path."""
+    wasm = {"js": build_js(GUESTS / "js_hostile.js"), "py": build_py(GUESTS / "py_hostile.py")}
+    runtimes = {path: runtime_on(path, tmp_path_factory.mktemp(f"wasi-{path}")) for path in ("native", "python")}
+    names: dict[tuple[str, str, tuple[tuple[str, int], ...]], str] = {}
+
+    def call(path: str, lang: str, what: str, limits: dict[str, int]) -> glovebox.CallResult:
+        rt = runtimes[path]
+        key = (path, lang, tuple(sorted(limits.items())))
+        if key not in names:
+            names[key] = f"{lang}-hostile-{len(names)}"
+            rt.register(wasm[lang], manifest={"name": names[key], "limits": limits})
+        return call_on(path, rt, names[key], {"what": what})
+
+    yield call
+    for rt in runtimes.values():
+        rt.close()
+
+
+@needs_native
+@pytest.mark.parametrize(("lang", "what", "limits", "code"), WASI_ATTACKS)
+def test_wasi_guests_end_every_attack_alike_on_both_paths(
+    wasi_hostile: Any, lang: str, what: str, limits: dict[str, int], code: str | None
+) -> None:
+    ends = []
+    for path in ("native", "python"):
+        result = wasi_hostile(path, lang, what, limits)
+        assert result.code == code, (path, result.to_dict())
+        ends.append((result.code, result.meta["logs"], result.meta.get("logs_dropped")))
+    assert ends[0] == ends[1]
+
+
+@needs_native
+def test_the_guest_sees_no_environment_no_file_and_no_socket_natively(wasi_hostile: Any) -> None:
+    assert wasi_hostile("native", "py", "environ", _PY_LIMITS).output == {"environ": {}, "home": None, "cwd": "/"}
+    opened = wasi_hostile("native", "py", "open", _PY_LIMITS)
+    assert opened.error is not None
+    assert opened.error.message == "FileNotFoundError: [Errno 44] No such file or directory: '/etc/passwd'"
+    for what in ("socket", "connect"):
+        refused = wasi_hostile("native", "py", what, _PY_LIMITS)
+        assert refused.code == "guest_error" and refused.error is not None
+        assert refused.error.message.startswith(("OSError", "PermissionError", "ImportError", "ModuleNotFoundError"))
+
+
+@needs_native
+def test_a_files_grant_keeps_the_python_path(tmp_path: Path, build_py: BuildTool) -> None:
+    policy = glovebox.Policy.model_validate(
+        {
+            "version": 1,
+            "defaults": {"action": "allow"},
+            "grants": [{"tool": "py-files", "files": [{"directory": "work", "access": "read"}]}],
+        }
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GLOVEBOX_NATIVE", "1")
+        rt = glovebox.Runtime(home=tmp_path / "home", policy=policy)
+        assert rt._wasm().sandbox.native_core is not None
+    with rt:
+        manifest = {"name": "py-files", "capabilities": {"files": {"access": "read"}}, "limits": _PY_LIMITS}
+        rt.register(build_py(GUESTS / "py_hostile.py"), manifest=manifest)
+        rt.register(build_py(GUESTS / "py_hostile.py"), manifest={"name": "py-plain", "limits": _PY_LIMITS})
+        (tmp_path / "home" / "files" / "work").mkdir(parents=True, exist_ok=True)
+        assert call_on("python", rt, "py-files", {"what": "environ"}).ok  # its directory: the Python path's
+        assert call_on("native", rt, "py-plain", {"what": "environ"}).ok  # the same artifact without it

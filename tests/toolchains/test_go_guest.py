@@ -25,6 +25,7 @@ BuildProject = Callable[[Path], Path]
 FETCH = EXAMPLES / "go-fetch-json"
 
 
+@pytest.mark.usefixtures("sandbox_path")  # the native core (WASI linked there) and the Python path
 def test_the_tool_fetches_from_a_granted_local_server(tmp_path: Path, build_project: BuildProject) -> None:
     wasm = build_project(FETCH)
     with json_server() as server, granted_runtime(tmp_path / "home", server, wasm) as rt:
@@ -36,6 +37,7 @@ def test_the_tool_fetches_from_a_granted_local_server(tmp_path: Path, build_proj
     assert second.ok and second.output["json"]["path"] == "/b"
 
 
+@pytest.mark.usefixtures("sandbox_path")  # the native core (WASI linked there) and the Python path
 def test_without_the_grant_the_fetch_is_denied(runtime: glovebox.Runtime, build_project: BuildProject) -> None:
     runtime.register(build_project(FETCH))
     result = runtime.call("go-fetch-json", {"url": "http://127.0.0.1:9/x"})

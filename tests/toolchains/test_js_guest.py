@@ -18,6 +18,7 @@ import pytest
 
 import glovebox
 from glovebox.toolchains import _jsbuild, _snapshot
+from tests.conftest import call_on, runtime_on
 
 ROOT = Path(__file__).resolve().parents[2]
 GUESTS = ROOT / "tests" / "guests"
@@ -27,21 +28,23 @@ MIB = 1024 * 1024
 BuildJs = Callable[[Path], Path]  # the session fixture `build_js` (conftest.py)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["native", "python"])
 def hostile(
-    build_js: BuildJs, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, build_js: BuildJs, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Callable[..., glovebox.CallResult]]:
     """Calls of the hostile guest: ``timed`` at the host's fuel maximum (the deadline stops a loop), ``fuel``
-    with little fuel and ``roomy`` with both large (so that only memory stops a bomb, however slow the machine)."""
+    with little fuel and ``roomy`` with both large (so that only memory stops a bomb, however slow the machine).
+    On the native core and on the Python path, each call checked to take it."""
     wasm = build_js(GUESTS / "js_hostile.js")
-    with glovebox.Runtime(home=tmp_path_factory.mktemp("js-hostile-home")) as runtime:
+    path = request.param
+    with runtime_on(path, tmp_path_factory.mktemp("js-hostile-home")) as runtime:
         limits = {"memory_bytes": 24 * MIB, "timeout_ms": 500, "fuel": 10_000_000_000}
         runtime.register(wasm, manifest={"name": "timed", "limits": limits})
         runtime.register(wasm, manifest={"name": "fuel", "limits": {**limits, "fuel": 50_000_000, "timeout_ms": 5000}})
         runtime.register(wasm, manifest={"name": "roomy", "limits": {**limits, "timeout_ms": 20_000}})
 
         def _call(what: str, tool: str = "timed", **more: object) -> glovebox.CallResult:
-            return runtime.call(tool, {"what": what, **more})
+            return call_on(path, runtime, tool, {"what": what, **more})
 
         yield _call
 
@@ -147,6 +150,20 @@ def test_log_and_console_reach_meta_logs(hostile: Callable[..., glovebox.CallRes
         {"level": "warn", "message": 'careful {"n":1}'},
         {"level": "info", "message": "from console"},
     ]
+
+
+def test_a_console_flood_is_kept_within_the_log_budget(hostile: Callable[..., glovebox.CallResult]) -> None:
+    result = hostile("flood", tool="roomy")
+    assert result.output == "flooded"
+    logs = result.meta["logs"]
+    assert logs[:2] == [{"level": "info", "message": "line 0"}, {"level": "info", "message": "line 1"}]
+    assert sum(len(entry["message"].encode()) for entry in logs) <= 16 * 1024  # the default log_bytes
+    assert len(logs) + result.meta["logs_dropped"] == 20_000
+
+
+def test_a_huge_output_is_output_too_large(hostile: Callable[..., glovebox.CallResult]) -> None:
+    result = hostile("huge", tool="roomy")
+    assert error_of(result)[0] == "output_too_large"
 
 
 def test_each_call_starts_from_the_snapshot(tmp_path: Path, build_js: BuildJs) -> None:

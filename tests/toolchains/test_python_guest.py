@@ -23,6 +23,7 @@ import glovebox
 from glovebox.model._manifest import parse_manifest
 from glovebox.toolchains import _pybuild
 from glovebox.toolchains._pyanalyze import analyse
+from tests.conftest import call_on, runtime_on
 
 ROOT = Path(__file__).resolve().parents[2]
 GUESTS = ROOT / "tests" / "guests"
@@ -38,19 +39,21 @@ def slugify(runtime: glovebox.Runtime, build_py: BuildPy) -> str:
     return "py-slugify"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["native", "python"])
 def hostile(
-    build_py: BuildPy, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, build_py: BuildPy, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Callable[..., glovebox.CallResult]]:
-    """Calls of the hostile guest; one runtime for the module (every call is a fresh sandbox anyway)."""
+    """Calls of the hostile guest, on the native core and on the Python path (each call checked to take it);
+    one runtime per path for the module (every call is a fresh sandbox anyway)."""
     wasm = build_py(GUESTS / "py_hostile.py")
     # Fuel at the host maximum, so that the wall-clock deadline is what stops a loop.
     limits = {"memory_bytes": 48 * MIB, "timeout_ms": 500, "fuel": 10_000_000_000}
-    with glovebox.Runtime(home=tmp_path_factory.mktemp("hostile-home")) as runtime:
+    path = request.param
+    with runtime_on(path, tmp_path_factory.mktemp("hostile-home")) as runtime:
         runtime.register(wasm, manifest={"name": "py-hostile", "limits": limits})
 
         def _call(what: str) -> glovebox.CallResult:
-            return runtime.call("py-hostile", {"what": what})
+            return call_on(path, runtime, "py-hostile", {"what": what})
 
         yield _call
 
@@ -394,6 +397,29 @@ def test_exit_is_a_trap(hostile: Callable[..., glovebox.CallResult]) -> None:
     result = hostile("exit")
     assert result.code == "guest_trap"
     assert_reveals_nothing(result)
+
+
+def test_a_stdout_flood_is_kept_within_the_log_budget(hostile: Callable[..., glovebox.CallResult]) -> None:
+    result = hostile("stdout")
+    assert result.output == "flooded"
+    logs = result.meta["logs"]
+    assert logs[:2] == [{"level": "info", "message": "line 0"}, {"level": "info", "message": "line 1"}]
+    assert sum(len(entry["message"].encode()) for entry in logs) <= 16 * 1024  # the default log_bytes
+    assert len(logs) + result.meta["logs_dropped"] == 3_000  # one entry per line written
+
+
+def test_a_long_stderr_write_gives_one_entry_of_one_stdio_write(hostile: Callable[..., glovebox.CallResult]) -> None:
+    # One WASI stdio write takes 8 KiB at most (wasmtime-wasi's stdio, and the native core's streams alike);
+    # CPython's stderr does not write the rest of its 12,001 bytes. The entry keeps whole characters.
+    result = hostile("stderr")
+    assert result.output == "written"
+    assert result.meta["logs"] == [{"level": "warn", "message": "é" * 4096}]
+
+
+def test_a_huge_output_is_output_too_large(hostile: Callable[..., glovebox.CallResult]) -> None:
+    result = hostile("huge")
+    assert result.code == "output_too_large"
+    assert result.error is not None and result.error.details["limit"] == 1024 * 1024
 
 
 def test_uncaught_exception_is_a_guest_error(

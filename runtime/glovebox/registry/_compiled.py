@@ -20,10 +20,12 @@ see the row of a blob already gone).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +44,10 @@ if TYPE_CHECKING:
 __all__ = ["CompiledCache", "file_sha256"]
 
 logger = logging.getLogger("glovebox")
+
+
+def _save_native(component: Any, staged: Path) -> None:
+    component.save(str(staged))
 
 
 def file_sha256(path: Path) -> str:
@@ -131,7 +137,11 @@ class CompiledCache:
 
         Compiled like the Python path's (a limited child, the hash recorded and checked before it is
         loaded) into ``<digest>-<core fingerprint>.cwasm``; a component that does not link
-        natively (WASI, another capability's interface) is remembered as such and takes the Python path.
+        natively (wasi:http, another capability's interface) is remembered as such and takes the Python
+        path. What another home of the process loaded for the same digest (the blob checked here first,
+        by ``get``) is reused, as the Python path shares its components through the engine: a home
+        without the compiled file gets a copy of it (no second compile), and a file a home has is
+        checked and rebuilt when it changed.
         """
         hit = self._native.get(digest)
         if hit is not None:
@@ -139,33 +149,51 @@ class CompiledCache:
         with self._lock:
             hit = self._native.get(digest)
             if hit is None:
-                hit = self._native[digest] = self._load_native(digest, core) or False
+                hit = core.loaded(digest)
+                target = self.directory / f"{digest}-{core.fingerprint}.cwasm"
+                if hit and not target.exists():  # loaded for another home: this one gets its copy
+                    self._stage_native(digest, target, core, functools.partial(_save_native, hit))
+                elif hit is None or (hit and not self._intact_native(digest, target, core)):
+                    hit = self._load_native(digest, core) or False
+                    core.keep(digest, hit, MAX_LOADED_COMPONENTS)
+                self._native[digest] = hit
                 while len(self._native) > MAX_LOADED_COMPONENTS:
                     self._native.popitem(last=False)
         return hit or None
 
-    def _load_native(self, digest: str, core: NativeCore) -> Any | None:
-        target = self.directory / f"{digest}-{core.fingerprint}.cwasm"
+    def _intact_native(self, digest: str, target: Path, core: NativeCore) -> bool:
         expected = self.registry.compiled_hash(digest, core.fingerprint)
         try:
-            intact = expected is not None and file_sha256(target) == expected
+            return expected is not None and file_sha256(target) == expected
         except OSError:
-            intact = False
-        if not intact:
-            with self.registry.staging.shared():
-                staged = target.with_name(target.name + f".{os.getpid()}.{threading.get_ident()}")
-                try:
-                    precompile(self.registry.blob_path(digest), staged, self.shared.settings, digest, native=True)
-                    compiled = CompiledFile(core.fingerprint, file_sha256(staged), staged, target)
-                    adopted = self.registry.adopt_compiled(digest, compiled)
-                except InvalidArtifact as exc:  # compiled by wasmtime-py, refused here: run it there
-                    logger.warning("the native core cannot compile %s (%s); it runs on the Python path", digest, exc)
-                    return None
-                finally:
-                    staged.unlink(missing_ok=True)
-            if not adopted:
-                raise _removed(digest)
+            return False
+
+    def _load_native(self, digest: str, core: NativeCore) -> Any | None:
+        target = self.directory / f"{digest}-{core.fingerprint}.cwasm"
+        if not self._intact_native(digest, target, core):
+            blob, settings = self.registry.blob_path(digest), self.shared.settings
+            try:
+                self._stage_native(
+                    digest, target, core, lambda staged: precompile(blob, staged, settings, digest, native=True)
+                )
+            except InvalidArtifact as exc:  # compiled by wasmtime-py, refused here: run it there
+                logger.warning("the native core cannot compile %s (%s); it runs on the Python path", digest, exc)
+                return None
         return core.load(str(target))
+
+    def _stage_native(self, digest: str, target: Path, core: NativeCore, write: Callable[[Path], object]) -> None:
+        """Write the native compiled file for ``digest`` (``write(staged)``), hash it and move it into the cache."""
+        with self.registry.staging.shared():
+            staged = target.with_name(target.name + f".{os.getpid()}.{threading.get_ident()}")
+            try:
+                write(staged)
+                adopted = self.registry.adopt_compiled(
+                    digest, CompiledFile(core.fingerprint, file_sha256(staged), staged, target)
+                )
+            finally:
+                staged.unlink(missing_ok=True)
+        if not adopted:
+            raise _removed(digest)
 
     def _verify_blob(self, digest: str) -> None:
         blob = self.registry.blob_path(digest)

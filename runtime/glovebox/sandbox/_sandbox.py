@@ -184,7 +184,9 @@ class Sandbox:
             self._live += 1
         try:
             with ActiveCall(state):
-                core = None if native is None or host_calls is not None else self.native_core
+                # A files grant keeps the Python path: its directory and quota watch are ``_wasi``'s.
+                python_only = native is None or host_calls is not None or bound.get("files") is not None
+                core = None if python_only else self.native_core
                 if core is not None:
                     ran = self._invoke_native(core, native, input_text, limits, state)
                 elif host_calls is not None:
@@ -317,7 +319,11 @@ class Sandbox:
         """The native core's call (see ``_native``): its failure text is judged like wasmtime-py's."""
         ticks = self.shared.deadline_ticks(limits.timeout_ms)
         got = core.call(native, input_text, limits.memory_bytes, limits.fuel, ticks, state)
-        if got.text is not None:
+        if got.exit_status is not None:
+            exited = wasmtime.ExitTrap(f"Exited with i32 exit status {got.exit_status}")
+            exited.code = got.exit_status
+            ran = _Ran.failed(exited, got.instantiating)
+        elif got.text is not None:
             exc = Instantiation(got.text) if got.instantiating else wasmtime.WasmtimeError(got.text)
             ran = _Ran.failed(exc, got.instantiating)
         else:
