@@ -35,7 +35,6 @@ import pickle
 import select
 import signal
 import threading
-from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
@@ -87,13 +86,14 @@ class _Turns:
     """``threads + 1`` threads share the pipe; the one that reads a request runs it, and nobody is woken for it.
 
     One thread at a time holds ``reading``: it reads the pipe, and byte 0 of the
-    page shared with the pool is 1 while it holds it. A thread that reads a
-    request runs it when fewer than ``threads`` calls are running, letting go of
-    the pipe (byte 0 back to 0) without waking any other thread; otherwise it
-    leaves the request in ``waiting`` and reads on (the pipe is always drained
-    while a thread holds it), and the next thread to finish a call runs it. A
-    thread that finishes a call takes the pipe back before it sends its answer,
-    when nobody holds it, so the pool's next request finds a reader.
+    page shared with the pool is 1 while it holds it. A thread reads a request
+    only when fewer than ``threads`` calls are running, runs it, and lets go of
+    the pipe without waking any other thread: byte 0 back to 0, or left at 1
+    when that call took the last free thread (nobody reads then: requests wait
+    in the pipe, and no thread is woken for one it could not run). A thread
+    that finishes a call takes the pipe back before it sends its answer, when
+    nobody holds it, so the pool's next request finds a reader; under load, one
+    thread reads, runs, answers and reads again, with no wake-up in between.
 
     Idle threads take turns at ``standby``; the one holding it sleeps on the
     pool's bell and a local nudge. The pool rings the bell when it writes a
@@ -114,7 +114,6 @@ class _Turns:
         self.standby = threading.Lock()
         self.state = threading.Lock()
         self.send_lock = threading.Lock()
-        self.waiting: deque[Request] = deque()
         self.running = 0
         self.idle_threads = 0
         self.stopping = False
@@ -156,49 +155,51 @@ class _Turns:
             with self.state:
                 self.running -= 1
             raise
-        with self.state:
+        with self.state:  # (one step with ``read_turn``'s letting go: a full worker's pipe is always taken back)
             self.running -= 1
-            follow = self.waiting.popleft() if self.waiting and self.running < self.threads else None
-            self.running += follow is not None
-        held = follow is None and not self.stopping and self.reading.acquire(blocking=False)
-        if held:
-            self.page[0] = 1  # before the answer: the caller's next request finds a reader
+            held = not self.stopping and self.reading.acquire(blocking=False)
+            if held:
+                self.page[0] = 1  # before the answer: the caller's next request finds a reader
         _send_answer(self.conn, self.send_lock, request.call_id, answer)
-        if follow is not None:
-            return follow
-        return self.read_turn() if held else self.next()
+        if held and (following := self.read_turn()) is not None:
+            return following
+        return self.next()
 
     def next(self) -> Request | None:
         """The request this thread runs next (counted as running), or None to leave."""
         while True:
-            with self.state:
-                if self.waiting and self.running < self.threads:
-                    self.running += 1
-                    return self.waiting.popleft()
-                if self.stopping:
-                    return None
+            if self.stopping:
+                return None
             if self.reading.acquire(blocking=False):
                 self.page[0] = 1
-                return self.read_turn()
+                if (request := self.read_turn()) is not None:
+                    return request
+                if self.stopping:
+                    continue
             self.idle()
 
     def read_turn(self) -> Request | None:
-        """Read the pipe (``reading`` held) until a request can run; let go of the pipe; that request."""
+        """Read a request (``reading`` held) when a thread is free to run it; let go of the pipe; that request.
+
+        None when stopping, or when every thread runs a call: then nobody reads (a request
+        waits in the pipe, where the kernel holds it) and byte 0 stays 1, so the pool rings
+        no bell; the first thread to finish its call takes the pipe back.
+        """
         request = None
         try:
-            while (request := self.read()) is not None:
-                with self.state:
-                    if self.running < self.threads:
-                        self.running += 1
-                        break
-                    self.waiting.append(request)
+            with self.state:
+                full = self.running >= self.threads
+            if not full and (request := self.read()) is not None:
+                with self.state:  # (still below ``threads``: only the reader adds to ``running``)
+                    self.running += 1
         finally:
-            self.page[0] = 0
-            with self.state:  # (a lock: the flag is stored before the pipe is looked at below)
-                stopping = self.stopping
             buffered = self.frames.buffered()  # (the buffer is only looked at with ``reading`` held)
-            self.reading.release()
-        if stopping or buffered or self.frames.readable():  # a request no ring announced, or the end
+            with self.state:  # one step with ``run``'s taking back
+                stopping = self.stopping
+                full = not stopping and self.running >= self.threads
+                self.page[0] = int(full)  # full: a finishing thread reads next, nobody need be rung
+                self.reading.release()
+        if not full and (stopping or buffered or self.frames.readable()):  # a request no ring announced, or the end
             with contextlib.suppress(BlockingIOError):  # wake the standby thread (full: it is being woken)
                 os.write(self.nudge[1], b"\0")
         return request
