@@ -488,6 +488,42 @@ def test_a_request_sent_while_the_workers_reader_runs_a_call_rings_another_threa
         assert [pool.call("echo", {"n": i}).output for i in range(3)] == [{"n": i} for i in range(3)]
 
 
+def test_a_request_sent_while_every_worker_thread_runs_a_call_waits_for_the_first_to_finish(
+    home: Path, held: Held, build_guest: BuildGuest, tmp_path: Path
+) -> None:
+    """A full worker leaves new requests in the pipe, rings nobody, and the thread that finishes reads them."""
+    port = held.server_address[1]
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(HOLD_POLICY.format(port=port))
+    declared = [{"host": "127.0.0.1", "schemes": ["http"], "ports": [port], "methods": ["GET"], "allow_private": True}]
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        manifest = {"name": "hold", "capabilities": {"http": declared}, "limits": {"timeout_ms": 50_000}}
+        rt.register(build_guest("http_client"), manifest)
+    with glovebox.ProcessPool(
+        processes=1, home=home, policy=policy, threads=1, initializer=_only_the_bell_wakes
+    ) as pool:
+        [worker] = pool._workers._workers
+        assert pool.call("echo", {"n": 0}).ok
+        page = worker.page
+        assert page is not None
+        _until(lambda: (page[0], page[1]) == (1, 1), "one thread at the pipe and one idle")
+        holding, held_answer = _in_thread(lambda: pool.call("hold", {"url": f"http://127.0.0.1:{port}/hold"}))
+        assert held.arrived.acquire(timeout=60)
+        # Its one thread runs the held call: nobody reads the pipe, and the page says so (no bell wanted).
+        assert page[0] == 1
+        echoes = [_in_thread(lambda i=i: pool.call("echo", {"n": i})) for i in (1, 2)]
+        _until(lambda: pool._workers.in_flight == 3, "three calls in flight")
+        assert all(not answers for _, answers in echoes), "an echo ran beside the held call on a one-thread worker"
+        held.gate.set()
+        # The idle thread never wakes unrung here (no standby timer): the finishing thread must read the echoes.
+        holding.join(60)
+        for thread, _ in echoes:
+            thread.join(60)
+        assert held_answer[0].ok and held_answer[0].output["http_status"] == 200
+        assert [answers[0].output for _, answers in echoes] == [{"n": 1}, {"n": 2}]
+        assert pool._workers.in_flight == 0
+
+
 @pytest.mark.parametrize(
     "header",
     [(-5).to_bytes(4, "big", signed=True), b"\xff\xff\xff\xff" + (_procwire.MAX_FRAME + 1).to_bytes(8, "big")],
