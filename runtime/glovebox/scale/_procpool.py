@@ -70,6 +70,10 @@ logger = logging.getLogger("glovebox")
 CLOSE_TIMEOUT_S = 120.0
 #: Longest wait before replacing a worker that died before it was ready.
 MAX_RESTART_DELAY_S = 5.0
+#: Calls queued on a worker (beyond its threads) past which each request rings its bell, so it drains its pipe.
+QUEUED_BEFORE_RING = 16
+#: A request longer than this (bytes) rings the bell, so a full worker reads it before the pipe fills.
+LARGE_REQUEST = 4096
 #: ``_Worker.turn`` while the worker's watcher thread reads its pipe.
 _WATCHER = "watcher"
 
@@ -399,17 +403,26 @@ class PoolWorkers(Workers):
             return worker
 
     def _send(self, worker: _Worker, payload: bytes | None) -> None:
-        """Write to a worker's pipe, and ring its bell when none of its threads holds the pipe;
+        """Write to a worker's pipe, and ring its bell when needed (see ``_procworker._Turns``);
         a dead worker's calls are answered by its watcher."""
         data = payload if payload is not None else _procwire.STOP
+        # Rung when no thread of the worker holds its pipe, and when calls pile up there or a request
+        # is large: a worker whose threads all run calls reads its pipe only when rung, so it never fills.
+        crowded = len(worker.pending) > self._threads + QUEUED_BEFORE_RING or len(data) > LARGE_REQUEST
         try:
             with worker.send_lock:
+                if crowded and worker.page is not None:  # before: the worker reads while this writes
+                    self._ring(worker)
                 worker.conn.send_bytes(data)
-                if worker.page is not None and not worker.page[0]:  # every thread there is running a call
-                    with contextlib.suppress(BlockingIOError):  # full: rung already
-                        os.write(worker.bell, b"\0")
+                if not crowded and worker.page is not None and not worker.page[0]:
+                    self._ring(worker)
         except (OSError, ValueError):
             pass
+
+    @staticmethod
+    def _ring(worker: _Worker) -> None:
+        with contextlib.suppress(BlockingIOError):  # full: rung already
+            os.write(worker.bell, b"\0")
 
     # -- answers -------------------------------------------------------------
 

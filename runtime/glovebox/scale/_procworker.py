@@ -35,6 +35,7 @@ import pickle
 import select
 import signal
 import threading
+from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
@@ -91,9 +92,15 @@ class _Turns:
     the pipe without waking any other thread: byte 0 back to 0, or left at 1
     when that call took the last free thread (nobody reads then: requests wait
     in the pipe, and no thread is woken for one it could not run). A thread
-    that finishes a call takes the pipe back before it sends its answer, when
-    nobody holds it, so the pool's next request finds a reader; under load, one
-    thread reads, runs, answers and reads again, with no wake-up in between.
+    that finishes a call runs the oldest request in ``waiting``, if any, or
+    takes the pipe back before it sends its answer, when nobody holds it, so
+    the pool's next request finds a reader; under load, one thread reads, runs,
+    answers and reads again, with no wake-up in between. A thread that takes
+    the pipe while every thread is busy (rung, nudged or timed out at standby)
+    drains what the pipe holds into ``waiting`` without blocking: the pool rings
+    when its calls queued on this worker pass a bound or a request is large,
+    so a full worker's pipe never fills and the pool's ``write`` never waits
+    for a call to end.
 
     Idle threads take turns at ``standby``; the one holding it sleeps on the
     pool's bell and a local nudge. The pool rings the bell when it writes a
@@ -114,6 +121,8 @@ class _Turns:
         self.standby = threading.Lock()
         self.state = threading.Lock()
         self.send_lock = threading.Lock()
+        self.waiting: deque[Request] = deque()
+        self.rung = False  # the bell woke the standby thread: a request is coming, perhaps not written yet
         self.running = 0
         self.idle_threads = 0
         self.stopping = False
@@ -157,10 +166,14 @@ class _Turns:
             raise
         with self.state:  # (one step with ``read_turn``'s letting go: a full worker's pipe is always taken back)
             self.running -= 1
-            held = not self.stopping and self.reading.acquire(blocking=False)
+            follow = self.waiting.popleft() if self.waiting else None
+            self.running += follow is not None
+            held = follow is None and not self.stopping and self.reading.acquire(blocking=False)
             if held:
                 self.page[0] = 1  # before the answer: the caller's next request finds a reader
         _send_answer(self.conn, self.send_lock, request.call_id, answer)
+        if follow is not None:
+            return follow
         if held and (following := self.read_turn()) is not None:
             return following
         return self.next()
@@ -168,8 +181,12 @@ class _Turns:
     def next(self) -> Request | None:
         """The request this thread runs next (counted as running), or None to leave."""
         while True:
-            if self.stopping:
-                return None
+            with self.state:
+                if self.waiting and self.running < self.threads:
+                    self.running += 1
+                    return self.waiting.popleft()
+                if self.stopping:
+                    return None
             if self.reading.acquire(blocking=False):
                 self.page[0] = 1
                 if (request := self.read_turn()) is not None:
@@ -189,9 +206,15 @@ class _Turns:
         try:
             with self.state:
                 full = self.running >= self.threads
-            if not full and (request := self.read()) is not None:
-                with self.state:  # (still below ``threads``: only the reader adds to ``running``)
-                    self.running += 1
+            if full:
+                self.drain()
+            elif (request := self.read()) is not None:
+                with self.state:
+                    if self.running < self.threads:
+                        self.running += 1
+                    else:  # (a thread took one from ``waiting`` meanwhile)
+                        self.waiting.append(request)
+                        request = None
         finally:
             buffered = self.frames.buffered()  # (the buffer is only looked at with ``reading`` held)
             with self.state:  # one step with ``run``'s taking back
@@ -204,6 +227,17 @@ class _Turns:
                 os.write(self.nudge[1], b"\0")
         return request
 
+    def drain(self) -> None:
+        """Move the requests the pipe holds into ``waiting`` (``reading`` held): after a ring, at least
+        one (the pool may ring before it writes), then what the pipe holds without waiting."""
+        rung, self.rung = self.rung, False
+        while not self.stopping and (rung or self.frames.buffered() or self.frames.readable()):
+            rung = False
+            if (request := self.read()) is None:
+                break
+            with self.state:
+                self.waiting.append(request)
+
     def idle(self) -> None:
         """Sleep until the bell, a nudge, or (while calls run) :data:`STANDBY_MS`, one idle thread at a time."""
         self._count_idle(+1)
@@ -214,6 +248,7 @@ class _Turns:
                 for fd, events in self.sleeper.poll(STANDBY_MS if self.running else IDLE_MS):
                     if events & select.POLLIN:
                         os.read(fd, 4096)
+                        self.rung = self.rung or fd == self.bell
                     elif fd == self.bell:  # the pool is gone (the pipe's end says so to the reader)
                         self.sleeper.unregister(fd)
         finally:
