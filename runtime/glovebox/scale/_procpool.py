@@ -5,10 +5,11 @@ and a native timer, which ``fork`` would not carry over) opens a Runtime with th
 pool's arguments on the same ``GLOVEBOX_HOME``, so the workers share the
 registry, memory-map the same compiled components from ``cache/compiled/``,
 pick up registrations and policy reloads as any Runtime does, and append to the
-one audit chain. Each worker has one pipe; a call goes to the worker with the
-fewest calls in flight (ties in turn).
+one audit chain. Each worker has two one-way pipes, requests out and answers
+back (a pipe costs about half a socket pair per read and write); a call goes to
+the worker with the fewest calls in flight (ties in turn).
 
-Answers come back on the pipe, read by one thread at a time (its ``turn``): a
+Answers come back on the answers pipe, read by one thread at a time (its ``turn``): a
 caller of :meth:`ProcessPool.call` waiting for its answer reads the pipe itself
 when nobody else is, so a call costs no hand-off between threads here; it
 settles every answer it reads, and when its own is in, passes the turn to
@@ -100,7 +101,8 @@ class _Pending:
 @dataclass
 class _Worker:
     process: BaseProcess
-    conn: Connection
+    conn: Connection  # the write end of the worker's requests
+    answers: Connection  # the read end of its answers
     pending: dict[str, _Pending] = field(default_factory=dict)
     send_lock: threading.Lock = field(default_factory=threading.Lock)
     alive: bool = True
@@ -121,7 +123,7 @@ class _Worker:
     bell: int = -1
 
     def __post_init__(self) -> None:
-        self.frames = _procwire.Frames(self.conn.fileno())
+        self.frames = _procwire.Frames(self.answers.fileno())
         os.set_blocking(self.nudge[1], False)
 
     @property
@@ -285,7 +287,9 @@ class PoolWorkers(Workers):
 
         from ._procworker import serve
 
-        ours, theirs = self._context.Pipe()
+        # Two one-way pipes, not a socket pair: a pipe's read and write cost about half a socket's.
+        requests, ours = self._context.Pipe(duplex=False)
+        answers, theirs = self._context.Pipe(duplex=False)
         with tempfile.TemporaryFile() as backing:  # unlinked: the page is only in the two mappings
             os.ftruncate(backing.fileno(), _procwire.FLAG_BYTES)
             page = mmap.mmap(backing.fileno(), _procwire.FLAG_BYTES)
@@ -295,8 +299,8 @@ class PoolWorkers(Workers):
         ring = Connection(bell_read)
         process = self._context.Process(
             target=serve,
-            args=(theirs, self._options, self._threads, *self._init),
-            kwargs={"flag": flag, "bell": ring},
+            args=(requests, self._options, self._threads, *self._init),
+            kwargs={"flag": flag, "bell": ring, "answers": theirs},
             name="glovebox-worker",
             daemon=True,
         )
@@ -305,12 +309,15 @@ class PoolWorkers(Workers):
         except BaseException:
             page.close()
             os.close(bell)
+            ours.close()
+            answers.close()
             raise
         finally:  # the child has its own copies now
+            requests.close()
             theirs.close()
             flag.close()
             ring.close()
-        worker = _Worker(process, ours, page=page, bell=bell)
+        worker = _Worker(process, ours, answers, page=page, bell=bell)
         worker.reader = threading.Thread(target=self._watch, args=(worker,), name="glovebox-pool", daemon=True)
         worker.reader.start()
         return worker
@@ -588,6 +595,7 @@ class PoolWorkers(Workers):
             os.close(fd)
         with worker.send_lock:  # (a sender uses them under it: the descriptors' numbers may be reused)
             worker.conn.close()
+            worker.answers.close()
             os.close(worker.bell)
             worker.bell = -1
             if worker.page is not None:

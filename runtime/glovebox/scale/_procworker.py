@@ -61,18 +61,20 @@ def serve(
     *,
     flag: Connection,
     bell: Connection,
+    answers: Connection,
 ) -> None:
     """Run ``initializer(*initargs)``, then calls read from ``conn`` on a Runtime made from
-    ``options`` until told to stop; ``flag`` (a descriptor of the pool's shared page) and
-    ``bell`` (the read end of its bell pipe) as :class:`_Turns` uses them."""
+    ``options`` until told to stop, answered on ``answers`` (two one-way pipes); ``flag``
+    (a descriptor of the pool's shared page) and ``bell`` (the read end of its bell pipe)
+    as :class:`_Turns` uses them."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if initializer is not None:
         initializer(*initargs)  # one that raises ends the worker before it is ready
     page = mmap.mmap(flag.fileno(), FLAG_BYTES)  # (mmap keeps its own descriptor)
     flag.close()
     with Runtime(**options) as runtime:
-        conn.send(("ready", os.getpid()))
-        _Turns(runtime, conn, threads, page, bell.fileno()).serve()
+        answers.send(("ready", os.getpid()))
+        _Turns(runtime, conn, answers, threads, page, bell.fileno()).serve()
 
 
 #: The exit code of a worker whose turns failed (``os._exit``: no thread may go on holding a request).
@@ -114,8 +116,10 @@ class _Turns:
     turns: requests read before it still run, then every thread leaves.
     """
 
-    def __init__(self, runtime: Runtime, conn: Connection, threads: int, page: mmap.mmap, bell: int) -> None:
-        self.runtime, self.conn, self.threads, self.page = runtime, conn, threads, page
+    def __init__(
+        self, runtime: Runtime, conn: Connection, answers: Connection, threads: int, page: mmap.mmap, bell: int
+    ) -> None:
+        self.runtime, self.answers, self.threads, self.page = runtime, answers, threads, page
         self.frames = Frames(conn.fileno())
         self.reading = threading.Lock()
         self.standby = threading.Lock()
@@ -171,7 +175,7 @@ class _Turns:
             held = follow is None and not self.stopping and self.reading.acquire(blocking=False)
             if held:
                 self.page[0] = 1  # before the answer: the caller's next request finds a reader
-        _send_answer(self.conn, self.send_lock, request.call_id, answer)
+        _send_answer(self.answers, self.send_lock, request.call_id, answer)
         if follow is not None:
             return follow
         if held and (following := self.read_turn()) is not None:
@@ -271,7 +275,7 @@ class _Turns:
             except BadRequest as exc:
                 logger.error("worker %d skips a message that is not a request: %s", os.getpid(), exc)
                 if exc.call_id is not None:
-                    _send(self.conn, self.send_lock, ("failed", exc.call_id))
+                    _send(self.answers, self.send_lock, ("failed", exc.call_id))
                 continue
             if request is not None:
                 return request
