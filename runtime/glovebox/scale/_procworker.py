@@ -170,8 +170,7 @@ class _Turns:
             raise
         with self.state:  # (one step with ``read_turn``'s letting go: a full worker's pipe is always taken back)
             self.running -= 1
-            follow = self.waiting.popleft() if self.waiting else None
-            self.running += follow is not None
+            follow = self._take() if self.waiting else None
             held = follow is None and not self.stopping and self.reading.acquire(blocking=False)
             if held:
                 self.page[0] = 1  # before the answer: the caller's next request finds a reader
@@ -187,17 +186,24 @@ class _Turns:
         while True:
             with self.state:
                 if self.waiting and self.running < self.threads:
-                    self.running += 1
-                    return self.waiting.popleft()
+                    return self._take()
                 if self.stopping:
                     return None
             if self.reading.acquire(blocking=False):
                 self.page[0] = 1
                 if (request := self.read_turn()) is not None:
                     return request
-                if self.stopping:
-                    continue
+                with self.state:  # (a drain may have left requests that a thread is now free to run)
+                    if self.stopping or (self.waiting and self.running < self.threads):
+                        continue
             self.idle()
+
+    def _take(self) -> Request:
+        """The oldest waiting request, counted as running (``state`` held)."""
+        self.running += 1
+        if self.running >= self.threads:
+            self.page[0] = 1  # full: a finishing thread reads next, nobody need be rung
+        return self.waiting.popleft()
 
     def read_turn(self) -> Request | None:
         """Read a request (``reading`` held) when a thread is free to run it; let go of the pipe; that request.
