@@ -72,8 +72,9 @@ CLOSE_TIMEOUT_S = 120.0
 #: Longest wait before replacing a worker that died before it was ready.
 MAX_RESTART_DELAY_S = 5.0
 #: Calls queued on a worker (beyond its threads) past which each request rings its bell, so it drains its pipe.
-QUEUED_BEFORE_RING = 16
+QUEUED_BEFORE_RING = 8
 #: A request longer than this (bytes) rings the bell, so a full worker reads it before the pipe fills.
+#: (Unrung, a full worker's pipe holds at most 8 requests of 4 KiB: half of a pipe's 64 KiB.)
 LARGE_REQUEST = 4096
 #: ``_Worker.turn`` while the worker's watcher thread reads its pipe.
 _WATCHER = "watcher"
