@@ -99,10 +99,11 @@ class _Turns:
     the pool's next request finds a reader; under load, one thread reads, runs,
     answers and reads again, with no wake-up in between. A thread that takes
     the pipe while every thread is busy (rung, nudged or timed out at standby)
-    drains what the pipe holds into ``waiting`` without blocking: the pool rings
-    when its calls queued on this worker pass a bound or a request is large,
-    so a full worker's pipe never fills and the pool's ``write`` never waits
-    for a call to end.
+    drains what the pipe holds into ``waiting`` (after a ring, at least one
+    request, which the pool may still be writing): the pool rings when its
+    calls queued on this worker pass a bound or a request is large, so a full
+    worker's pipe never fills and the pool's ``write`` never waits for a call
+    to end.
 
     Idle threads take turns at ``standby``; the one holding it sleeps on the
     pool's bell and a local nudge. The pool rings the bell when it writes a
