@@ -8,6 +8,8 @@ alternating its own contenders:
 * ``procs``: ``bench_procs.py`` (``Runtime.call`` and ``ProcessPool(1)`` one call at a
   time, alternately; pool-1p and pool-2p throughput; targets pool-1p ≥ 0.8× runtime,
   pool-2p ≥ 1.8× pool-1p);
+* ``pool``: ``bench_pool.py`` (``Runtime.call``, ``ProcessPool(1)`` and ``ProcessPool(2)``
+  throughput, each in a fresh process, rotated, with the CPU per call of each process);
 * ``serve``: ``bench_serve.py`` (``glovebox serve --workers 1`` and ``--workers 2``
   under wrk, alternated; target ≥ 1.8×);
 * ``burst``: ``bench_burst.py`` (1,000 calls on a 200 ms upstream: httpx threads,
@@ -35,7 +37,7 @@ import glovebox
 BENCH = Path(__file__).resolve().parent
 SOURCE = BENCH.parent / "guest" / "examples" / "text-stats" / "tool.c"
 INPUT = {"text": "The quick brown fox jumps over the lazy dog.\nend"}
-PARTS = ("threads", "procs", "serve", "burst", "ray")
+PARTS = ("threads", "procs", "pool", "serve", "burst", "ray")
 
 
 def _load() -> str:
@@ -85,6 +87,7 @@ def main() -> None:
     parts = {
         "threads": lambda: threads(float(seconds), 2 if args.quick else 4),
         "procs": lambda: run("bench_procs.py", "--seconds", seconds, "--paired", "500" if args.quick else "2000"),
+        "pool": lambda: run("bench_pool.py", "--seconds", seconds, "--rounds", "2" if args.quick else "4"),
         "serve": lambda: run("bench_serve.py", "--seconds", seconds, "--rounds", "2" if args.quick else "4"),
         "burst": lambda: run("bench_burst.py", *(["--quick"] if args.quick else ["--rounds", "4"])),
         "ray": lambda: run("bench_ray.py", "--compare", "--rounds", "6" if args.quick else "20"),

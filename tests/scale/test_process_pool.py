@@ -421,6 +421,9 @@ def held() -> Iterator[Held]:
         yield httpd
 
 
+#: Small requests queued on a full worker: more than its pipe holds, so only rings to drain it let them all in.
+QUEUED = 3000
+
 HOLD_POLICY = """
 version: 1
 defaults:
@@ -486,6 +489,78 @@ def test_a_request_sent_while_the_workers_reader_runs_a_call_rings_another_threa
         holding.join(60)
         assert held_answer[0].ok and held_answer[0].output["http_status"] == 200
         assert [pool.call("echo", {"n": i}).output for i in range(3)] == [{"n": i} for i in range(3)]
+
+
+def test_a_request_sent_while_every_worker_thread_runs_a_call_waits_for_the_first_to_finish(
+    home: Path, held: Held, build_guest: BuildGuest, tmp_path: Path
+) -> None:
+    """A full worker leaves new requests in the pipe, rings nobody, and the thread that finishes reads them."""
+    port = held.server_address[1]
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(HOLD_POLICY.format(port=port))
+    declared = [{"host": "127.0.0.1", "schemes": ["http"], "ports": [port], "methods": ["GET"], "allow_private": True}]
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        manifest = {"name": "hold", "capabilities": {"http": declared}, "limits": {"timeout_ms": 50_000}}
+        rt.register(build_guest("http_client"), manifest)
+    with glovebox.ProcessPool(
+        processes=1, home=home, policy=policy, threads=1, initializer=_only_the_bell_wakes
+    ) as pool:
+        [worker] = pool._workers._workers
+        assert pool.call("echo", {"n": 0}).ok
+        page = worker.page
+        assert page is not None
+        _until(lambda: (page[0], page[1]) == (1, 1), "one thread at the pipe and one idle")
+        holding, held_answer = _in_thread(lambda: pool.call("hold", {"url": f"http://127.0.0.1:{port}/hold"}))
+        assert held.arrived.acquire(timeout=60)
+        # Its one thread runs the held call: nobody reads the pipe, and the page says so (no bell wanted).
+        assert page[0] == 1
+        echoes = [_in_thread(lambda i=i: pool.call("echo", {"n": i})) for i in (1, 2)]
+        _until(lambda: pool._workers.in_flight == 3, "three calls in flight")
+        assert all(not answers for _, answers in echoes), "an echo ran beside the held call on a one-thread worker"
+        held.gate.set()
+        # The idle thread never wakes unrung here (no standby timer): the finishing thread must read the echoes.
+        holding.join(60)
+        for thread, _ in echoes:
+            thread.join(60)
+        assert held_answer[0].ok and held_answer[0].output["http_status"] == 200
+        assert [answers[0].output for _, answers in echoes] == [{"n": 1}, {"n": 2}]
+        assert pool._workers.in_flight == 0
+
+
+def test_a_full_worker_is_rung_to_drain_its_pipe_so_sending_never_waits_for_a_call_to_end(
+    home: Path, held: Held, build_guest: BuildGuest, tmp_path: Path
+) -> None:
+    """A request larger than the pipe holds, or one call too many queued, rings a full worker, which drains."""
+    port = held.server_address[1]
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(HOLD_POLICY.format(port=port))
+    declared = [{"host": "127.0.0.1", "schemes": ["http"], "ports": [port], "methods": ["GET"], "allow_private": True}]
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        manifest = {"name": "hold", "capabilities": {"http": declared}, "limits": {"timeout_ms": 50_000}}
+        rt.register(build_guest("http_client"), manifest)
+    with glovebox.ProcessPool(
+        processes=1, home=home, policy=policy, threads=1, initializer=_only_the_bell_wakes
+    ) as pool:
+        workers = pool._workers
+        assert pool.call("echo", {"n": 0}).ok
+        holding, held_answer = _in_thread(lambda: pool.call("hold", {"url": f"http://127.0.0.1:{port}/hold"}))
+        assert held.arrived.acquire(timeout=60)
+        big = {"n": -1, "pad": "x" * 300_000}  # more than the pipe holds: its write ends once the worker reads it
+        queued = [big] + [{"n": i} for i in range(QUEUED)]
+        sent: list[Future[glovebox.CallResult]] = []
+        sending = threading.Thread(
+            target=lambda: sent.extend(
+                workers._submit("echo", v, None, f"q{i}")[1].future for i, v in enumerate(queued)
+            )
+        )
+        sending.start()
+        sending.join(30)
+        assert not sending.is_alive(), "a send waited for the held call: the full worker was not rung to drain"
+        assert all(not future.done() for future in sent)  # queued behind the held call
+        held.gate.set()
+        holding.join(60)
+        assert held_answer[0].ok
+        assert [future.result(60).output for future in sent] == queued
 
 
 @pytest.mark.parametrize(

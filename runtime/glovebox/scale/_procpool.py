@@ -5,10 +5,11 @@ and a native timer, which ``fork`` would not carry over) opens a Runtime with th
 pool's arguments on the same ``GLOVEBOX_HOME``, so the workers share the
 registry, memory-map the same compiled components from ``cache/compiled/``,
 pick up registrations and policy reloads as any Runtime does, and append to the
-one audit chain. Each worker has one pipe; a call goes to the worker with the
-fewest calls in flight (ties in turn).
+one audit chain. Each worker has two one-way pipes, requests out and answers
+back (a pipe costs about half a socket pair per read and write); a call goes to
+the worker with the fewest calls in flight (ties in turn).
 
-Answers come back on the pipe, read by one thread at a time (its ``turn``): a
+Answers come back on the answers pipe, read by one thread at a time (its ``turn``): a
 caller of :meth:`ProcessPool.call` waiting for its answer reads the pipe itself
 when nobody else is, so a call costs no hand-off between threads here; it
 settles every answer it reads, and when its own is in, passes the turn to
@@ -70,6 +71,11 @@ logger = logging.getLogger("glovebox")
 CLOSE_TIMEOUT_S = 120.0
 #: Longest wait before replacing a worker that died before it was ready.
 MAX_RESTART_DELAY_S = 5.0
+#: Calls queued on a worker (beyond its threads) past which each request rings its bell, so it drains its pipe.
+QUEUED_BEFORE_RING = 8
+#: A request longer than this (bytes) rings the bell, so a full worker reads it before the pipe fills.
+#: (Unrung, a full worker's pipe holds at most 8 requests of 4 KiB: half of a pipe's 64 KiB.)
+LARGE_REQUEST = 4096
 #: ``_Worker.turn`` while the worker's watcher thread reads its pipe.
 _WATCHER = "watcher"
 
@@ -96,7 +102,8 @@ class _Pending:
 @dataclass
 class _Worker:
     process: BaseProcess
-    conn: Connection
+    conn: Connection  # the write end of the worker's requests
+    answers: Connection  # the read end of its answers
     pending: dict[str, _Pending] = field(default_factory=dict)
     send_lock: threading.Lock = field(default_factory=threading.Lock)
     alive: bool = True
@@ -117,7 +124,7 @@ class _Worker:
     bell: int = -1
 
     def __post_init__(self) -> None:
-        self.frames = _procwire.Frames(self.conn.fileno())
+        self.frames = _procwire.Frames(self.answers.fileno())
         os.set_blocking(self.nudge[1], False)
 
     @property
@@ -281,7 +288,9 @@ class PoolWorkers(Workers):
 
         from ._procworker import serve
 
-        ours, theirs = self._context.Pipe()
+        # Two one-way pipes, not a socket pair: a pipe's read and write cost about half a socket's.
+        requests, ours = self._context.Pipe(duplex=False)
+        answers, theirs = self._context.Pipe(duplex=False)
         with tempfile.TemporaryFile() as backing:  # unlinked: the page is only in the two mappings
             os.ftruncate(backing.fileno(), _procwire.FLAG_BYTES)
             page = mmap.mmap(backing.fileno(), _procwire.FLAG_BYTES)
@@ -291,8 +300,8 @@ class PoolWorkers(Workers):
         ring = Connection(bell_read)
         process = self._context.Process(
             target=serve,
-            args=(theirs, self._options, self._threads, *self._init),
-            kwargs={"flag": flag, "bell": ring},
+            args=(requests, self._options, self._threads, *self._init),
+            kwargs={"flag": flag, "bell": ring, "answers": theirs},
             name="glovebox-worker",
             daemon=True,
         )
@@ -301,12 +310,15 @@ class PoolWorkers(Workers):
         except BaseException:
             page.close()
             os.close(bell)
+            ours.close()
+            answers.close()
             raise
         finally:  # the child has its own copies now
+            requests.close()
             theirs.close()
             flag.close()
             ring.close()
-        worker = _Worker(process, ours, page=page, bell=bell)
+        worker = _Worker(process, ours, answers, page=page, bell=bell)
         worker.reader = threading.Thread(target=self._watch, args=(worker,), name="glovebox-pool", daemon=True)
         worker.reader.start()
         return worker
@@ -399,17 +411,26 @@ class PoolWorkers(Workers):
             return worker
 
     def _send(self, worker: _Worker, payload: bytes | None) -> None:
-        """Write to a worker's pipe, and ring its bell when none of its threads holds the pipe;
+        """Write to a worker's pipe, and ring its bell when needed (see ``_procworker._Turns``);
         a dead worker's calls are answered by its watcher."""
         data = payload if payload is not None else _procwire.STOP
+        # Rung when no thread of the worker holds its pipe, and when calls pile up there or a request
+        # is large: a worker whose threads all run calls reads its pipe only when rung, so it never fills.
+        crowded = len(worker.pending) > self._threads + QUEUED_BEFORE_RING or len(data) > LARGE_REQUEST
         try:
             with worker.send_lock:
+                if crowded and worker.page is not None:  # before: the worker reads while this writes
+                    self._ring(worker)
                 worker.conn.send_bytes(data)
-                if worker.page is not None and not worker.page[0]:  # every thread there is running a call
-                    with contextlib.suppress(BlockingIOError):  # full: rung already
-                        os.write(worker.bell, b"\0")
+                if not crowded and worker.page is not None and not worker.page[0]:
+                    self._ring(worker)
         except (OSError, ValueError):
             pass
+
+    @staticmethod
+    def _ring(worker: _Worker) -> None:
+        with contextlib.suppress(BlockingIOError):  # full: rung already
+            os.write(worker.bell, b"\0")
 
     # -- answers -------------------------------------------------------------
 
@@ -575,6 +596,7 @@ class PoolWorkers(Workers):
             os.close(fd)
         with worker.send_lock:  # (a sender uses them under it: the descriptors' numbers may be reused)
             worker.conn.close()
+            worker.answers.close()
             os.close(worker.bell)
             worker.bell = -1
             if worker.page is not None:

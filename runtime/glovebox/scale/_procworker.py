@@ -61,18 +61,20 @@ def serve(
     *,
     flag: Connection,
     bell: Connection,
+    answers: Connection,
 ) -> None:
     """Run ``initializer(*initargs)``, then calls read from ``conn`` on a Runtime made from
-    ``options`` until told to stop; ``flag`` (a descriptor of the pool's shared page) and
-    ``bell`` (the read end of its bell pipe) as :class:`_Turns` uses them."""
+    ``options`` until told to stop, answered on ``answers`` (two one-way pipes); ``flag``
+    (a descriptor of the pool's shared page) and ``bell`` (the read end of its bell pipe)
+    as :class:`_Turns` uses them."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if initializer is not None:
         initializer(*initargs)  # one that raises ends the worker before it is ready
     page = mmap.mmap(flag.fileno(), FLAG_BYTES)  # (mmap keeps its own descriptor)
     flag.close()
     with Runtime(**options) as runtime:
-        conn.send(("ready", os.getpid()))
-        _Turns(runtime, conn, threads, page, bell.fileno()).serve()
+        answers.send(("ready", os.getpid()))
+        _Turns(runtime, conn, answers, threads, page, bell.fileno()).serve()
 
 
 #: The exit code of a worker whose turns failed (``os._exit``: no thread may go on holding a request).
@@ -87,13 +89,21 @@ class _Turns:
     """``threads + 1`` threads share the pipe; the one that reads a request runs it, and nobody is woken for it.
 
     One thread at a time holds ``reading``: it reads the pipe, and byte 0 of the
-    page shared with the pool is 1 while it holds it. A thread that reads a
-    request runs it when fewer than ``threads`` calls are running, letting go of
-    the pipe (byte 0 back to 0) without waking any other thread; otherwise it
-    leaves the request in ``waiting`` and reads on (the pipe is always drained
-    while a thread holds it), and the next thread to finish a call runs it. A
-    thread that finishes a call takes the pipe back before it sends its answer,
-    when nobody holds it, so the pool's next request finds a reader.
+    page shared with the pool is 1 while it holds it. A thread reads a request
+    only when fewer than ``threads`` calls are running, runs it, and lets go of
+    the pipe without waking any other thread: byte 0 back to 0, or left at 1
+    when that call took the last free thread (nobody reads then: requests wait
+    in the pipe, and no thread is woken for one it could not run). A thread
+    that finishes a call runs the oldest request in ``waiting``, if any, or
+    takes the pipe back before it sends its answer, when nobody holds it, so
+    the pool's next request finds a reader; under load, one thread reads, runs,
+    answers and reads again, with no wake-up in between. A thread that takes
+    the pipe while every thread is busy (rung, nudged or timed out at standby)
+    drains what the pipe holds into ``waiting`` (after a ring, at least one
+    request, which the pool may still be writing): the pool rings when its
+    calls queued on this worker pass a bound or a request is large, so a full
+    worker's pipe never fills and the pool's ``write`` never waits for a call
+    to end.
 
     Idle threads take turns at ``standby``; the one holding it sleeps on the
     pool's bell and a local nudge. The pool rings the bell when it writes a
@@ -107,14 +117,17 @@ class _Turns:
     turns: requests read before it still run, then every thread leaves.
     """
 
-    def __init__(self, runtime: Runtime, conn: Connection, threads: int, page: mmap.mmap, bell: int) -> None:
-        self.runtime, self.conn, self.threads, self.page = runtime, conn, threads, page
+    def __init__(
+        self, runtime: Runtime, conn: Connection, answers: Connection, threads: int, page: mmap.mmap, bell: int
+    ) -> None:
+        self.runtime, self.answers, self.threads, self.page = runtime, answers, threads, page
         self.frames = Frames(conn.fileno())
         self.reading = threading.Lock()
         self.standby = threading.Lock()
         self.state = threading.Lock()
         self.send_lock = threading.Lock()
         self.waiting: deque[Request] = deque()
+        self.rung = False  # the bell woke the standby thread: a request is coming, perhaps not written yet
         self.running = 0
         self.idle_threads = 0
         self.stopping = False
@@ -156,52 +169,85 @@ class _Turns:
             with self.state:
                 self.running -= 1
             raise
-        with self.state:
+        with self.state:  # (one step with ``read_turn``'s letting go: a full worker's pipe is always taken back)
             self.running -= 1
-            follow = self.waiting.popleft() if self.waiting and self.running < self.threads else None
-            self.running += follow is not None
-        held = follow is None and not self.stopping and self.reading.acquire(blocking=False)
-        if held:
-            self.page[0] = 1  # before the answer: the caller's next request finds a reader
-        _send_answer(self.conn, self.send_lock, request.call_id, answer)
+            follow = self._take() if self.waiting else None
+            held = follow is None and not self.stopping and self.reading.acquire(blocking=False)
+            if held:
+                self.page[0] = 1  # before the answer: the caller's next request finds a reader
+        _send_answer(self.answers, self.send_lock, request.call_id, answer)
         if follow is not None:
             return follow
-        return self.read_turn() if held else self.next()
+        if held and (following := self.read_turn()) is not None:
+            return following
+        return self.next()
 
     def next(self) -> Request | None:
         """The request this thread runs next (counted as running), or None to leave."""
         while True:
             with self.state:
                 if self.waiting and self.running < self.threads:
-                    self.running += 1
-                    return self.waiting.popleft()
+                    return self._take()
                 if self.stopping:
                     return None
             if self.reading.acquire(blocking=False):
                 self.page[0] = 1
-                return self.read_turn()
+                if (request := self.read_turn()) is not None:
+                    return request
+                with self.state:  # (a drain may have left requests that a thread is now free to run)
+                    if self.stopping or (self.waiting and self.running < self.threads):
+                        continue
             self.idle()
 
+    def _take(self) -> Request:
+        """The oldest waiting request, counted as running (``state`` held)."""
+        self.running += 1
+        if self.running >= self.threads:
+            self.page[0] = 1  # full: a finishing thread reads next, nobody need be rung
+        return self.waiting.popleft()
+
     def read_turn(self) -> Request | None:
-        """Read the pipe (``reading`` held) until a request can run; let go of the pipe; that request."""
+        """Read a request (``reading`` held) when a thread is free to run it; let go of the pipe; that request.
+
+        None when stopping, or when every thread runs a call: then nobody reads (a request
+        waits in the pipe, where the kernel holds it) and byte 0 stays 1, so the pool rings
+        no bell; the first thread to finish its call takes the pipe back.
+        """
         request = None
         try:
-            while (request := self.read()) is not None:
+            with self.state:
+                full = self.running >= self.threads
+            if full:
+                self.drain()
+            elif (request := self.read()) is not None:
                 with self.state:
                     if self.running < self.threads:
                         self.running += 1
-                        break
-                    self.waiting.append(request)
+                    else:  # (a thread took one from ``waiting`` meanwhile)
+                        self.waiting.append(request)
+                        request = None
         finally:
-            self.page[0] = 0
-            with self.state:  # (a lock: the flag is stored before the pipe is looked at below)
-                stopping = self.stopping
             buffered = self.frames.buffered()  # (the buffer is only looked at with ``reading`` held)
-            self.reading.release()
-        if stopping or buffered or self.frames.readable():  # a request no ring announced, or the end
+            with self.state:  # one step with ``run``'s taking back
+                stopping = self.stopping
+                full = not stopping and self.running >= self.threads
+                self.page[0] = int(full)  # full: a finishing thread reads next, nobody need be rung
+                self.reading.release()
+        if not full and (stopping or buffered or self.frames.readable()):  # a request no ring announced, or the end
             with contextlib.suppress(BlockingIOError):  # wake the standby thread (full: it is being woken)
                 os.write(self.nudge[1], b"\0")
         return request
+
+    def drain(self) -> None:
+        """Move the requests the pipe holds into ``waiting`` (``reading`` held): after a ring, at least
+        one (the pool may ring before it writes), then what the pipe holds without waiting."""
+        rung, self.rung = self.rung, False
+        while not self.stopping and (rung or self.frames.buffered() or self.frames.readable()):
+            rung = False
+            if (request := self.read()) is None:
+                break
+            with self.state:
+                self.waiting.append(request)
 
     def idle(self) -> None:
         """Sleep until the bell, a nudge, or (while calls run) :data:`STANDBY_MS`, one idle thread at a time."""
@@ -213,6 +259,7 @@ class _Turns:
                 for fd, events in self.sleeper.poll(STANDBY_MS if self.running else IDLE_MS):
                     if events & select.POLLIN:
                         os.read(fd, 4096)
+                        self.rung = self.rung or fd == self.bell
                     elif fd == self.bell:  # the pool is gone (the pipe's end says so to the reader)
                         self.sleeper.unregister(fd)
         finally:
@@ -235,7 +282,7 @@ class _Turns:
             except BadRequest as exc:
                 logger.error("worker %d skips a message that is not a request: %s", os.getpid(), exc)
                 if exc.call_id is not None:
-                    _send(self.conn, self.send_lock, ("failed", exc.call_id))
+                    _send(self.answers, self.send_lock, ("failed", exc.call_id))
                 continue
             if request is not None:
                 return request
