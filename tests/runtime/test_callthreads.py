@@ -42,30 +42,6 @@ def test_submit_starts_no_worker_on_the_callers_thread() -> None:
     assert not any(t.is_alive() for t in started if t.name != "cts-spawner")
 
 
-def test_new_workers_start_workers_and_a_burst_gets_one_worker_per_job_exactly(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    starters: dict[str, str] = {}  # worker name -> the name of the thread that started it
-    start = threading.Thread.start
-
-    def recorded(thread: threading.Thread) -> None:
-        if thread.name.startswith("grow-"):
-            starters[thread.name] = threading.current_thread().name
-        start(thread)
-
-    monkeypatch.setattr(threading.Thread, "start", recorded)
-    pool = CallThreads(100, "grow")
-    together = threading.Barrier(48, timeout=20)  # every job waits for all the others: 48 must run at once
-    futures = [pool.submit(together.wait) for _ in range(48)]
-    assert sorted(f.result(timeout=30) for f in futures) == list(range(48))
-    assert pool.threads == 48  # never more than the burst needed
-    workers = {name: by for name, by in starters.items() if name != "grow-spawner"}
-    assert len(workers) == 48
-    assert any(by != "grow-spawner" for by in workers.values())  # grown by workers too, not one start at a time
-    assert all(by.startswith("grow-") for by in workers.values())  # never on the submitting thread
-    pool.shutdown()
-
-
 def test_max_threads_bounds_the_workers_and_queued_jobs_still_run() -> None:
     pool = CallThreads(2)
     futures = [pool.submit(lambda: time.sleep(0.01) or threading.current_thread().name) for _ in range(20)]

@@ -9,14 +9,6 @@ own starts the workers the queue needs (up to ``max_threads``), so the event
 loop never waits for a thread to start. Idle workers are kept, as the
 executor's are, so a server's later bursts find them ready.
 
-Growth is not one thread at a time: each new worker, before it takes its first
-job, starts one more worker when the queue still needs one and fewer than
-``STARTERS`` starts are under way. ``Thread.start`` waits for the new thread to
-get the GIL (milliseconds each while calls hold it), so one spawner alone took
-a thousand of those waits in a row on a fresh Runtime's first burst; here up to
-``STARTERS`` of them overlap. The bound keeps the event loop's thread from
-competing with hundreds of new threads for the GIL at once.
-
 Jobs run in submission order; a job's ``Future`` is cancelled (and its
 ``done`` callbacks called) when it is cancelled before a worker takes it, as
 with ``ThreadPoolExecutor``. On ``shutdown``, at interpreter exit, or when the
@@ -40,9 +32,6 @@ __all__ = ["CallThreads"]
 T = TypeVar("T")
 
 _Job = tuple[Future[Any], Callable[[], Any]] | None  # None: a worker's signal to stop
-
-#: Worker starts under way at once (the spawner's and those of new workers).
-STARTERS = 4
 
 
 class CallThreads:
@@ -107,7 +96,6 @@ class _State:
         self.wake = threading.Event()
         self.workers: list[threading.Thread] = []
         self.idle = 0  # workers not running a job (starting, or waiting for one)
-        self.starting = 0  # `Thread.start` calls under way (see STARTERS)
         self.closed = False
         self.spawner: threading.Thread | None = None
 
@@ -154,28 +142,17 @@ class _State:
         while True:
             self.wake.wait()
             self.wake.clear()
-            while self._grow(STARTERS + 1):  # never held back by the bound: the starter of last resort
-                pass
+            while True:
+                with self.lock:
+                    if self.closed or len(self.workers) >= self.max or self.jobs.qsize() <= self.idle:
+                        break
+                    worker = threading.Thread(target=self.work, name=f"{self.name}-{len(self.workers)}", daemon=False)
+                    self.workers.append(worker)
+                    self.idle += 1
+                if not self._start(worker):
+                    break
             if self.closed:
                 return
-
-    def _grow(self, starters: int = STARTERS) -> bool:
-        """Start one worker when the queue needs one and fewer than ``starters`` starts are under way.
-
-        False when none was started (none needed, too many starting, or the system refused a thread).
-        """
-        with self.lock:
-            if self.closed or len(self.workers) >= self.max or self.jobs.qsize() <= self.idle:
-                return False
-            if self.starting >= starters:
-                return False
-            worker = self._worker()
-            self.starting += 1
-        try:
-            return self._start(worker)
-        finally:
-            with self.lock:
-                self.starting -= 1
 
     def _worker(self) -> threading.Thread:
         """A new worker, counted (the lock held); the caller starts it."""
@@ -185,7 +162,6 @@ class _State:
         return worker
 
     def work(self) -> None:
-        self._grow()  # a burst still short of workers: this one starts the next (see the module docstring)
         jobs, lock = self.jobs, self.lock
         while True:
             job = jobs.get()
