@@ -1,6 +1,6 @@
 """The I/O burst: 1,000 calls of an HTTP tool waiting on a 200 ms upstream, three ways, alternated.
 
-Run ``python bench/bench_burst.py [--quick] [--calls N] [--rounds N] [--processes N] [--cold]``.
+Run ``python bench/bench_burst.py [--quick] [--calls N] [--rounds N] [--processes N] [--cold] [--fresh]``.
 The upstream is bench_density's asyncio process on 127.0.0.1 (``/d200/...``
 answers after 200 ms, ``Connection: close``). Each round times, one after the
 other and in a rotating order (so load drifts hit every contender alike):
@@ -20,6 +20,12 @@ The rounds time the steady state: before them, one full burst on the Runtime
 the GIL from the calls already running) and one on the pool have grown their
 thread pools to the burst's size, as a server's are after its first burst;
 ``--cold`` skips both, so round 1 makes the threads as before.
+
+``--fresh`` times the other case, a Runtime's very first burst: each round, the
+threads' burst and the first burst of a new Runtime opened on the home (no call
+before it: it loads the component, imports the HTTP capability, opens the audit
+log and starts its call threads on the way), alternately. The threads' baseline
+starts a new thread per request every round, so both sides pay thread starts.
 
 Prints each round's wall times with the load average beside them, and the CPU
 time each burst cost per call (this process, plus the pool's workers for the
@@ -117,6 +123,48 @@ def gathered(rt: Any, api: str, calls: int) -> tuple[float, int]:
     return wall, sum(1 for r in results if not (r.ok and r.output == EXPECTED))
 
 
+def fresh_bursts(url: str, api: str, manifest: Any, grants: Any, calls: int, rounds: int) -> int:
+    """Each round: ``calls`` plain threads, and the very first burst of a new Runtime (no call before it).
+
+    The tool is registered once, in a Runtime that is then closed; each round's
+    Runtime opens that home, so its first burst pays every first-call cost
+    (engine, component load, audit and registry first reads, its call threads).
+    The threads' baseline starts its ``calls`` threads each round too.
+    """
+    import glovebox
+
+    walls: dict[str, list[float]] = {"threads": [], "fresh": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp) / "home"
+        wasm = glovebox.build(EXAMPLE / "tool.c", Path(tmp) / "weather.wasm")
+        with glovebox.Runtime(home=home, grants=grants) as rt:
+            rt.register(wasm, manifest=manifest)
+        httpx_threads(url, 100)
+
+        def fresh() -> tuple[float, int]:
+            with glovebox.Runtime(home=home, grants=grants, max_in_flight=calls) as rt:
+                return gathered(rt, api, calls)
+
+        print(f"{calls} calls, each waiting 200 ms upstream, all at once: a new Runtime's first burst vs threads")
+        heads = f"{'round':<7}{'contender':<10}{'wall s':>9}{'CPU ms/call':>13}{'errors':>8}{'stall s':>9}"
+        print(f"{heads}   load average")
+        for r in range(rounds):
+            for name in ["threads", "fresh"] if r % 2 == 0 else ["fresh", "threads"]:
+                load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+                before = cpu_s()
+                wall, errors = httpx_threads(url, calls) if name == "threads" else fresh()
+                cpu = (cpu_s() - before) * 1000 / calls
+                walls[name].append(wall)
+                stall = f"{STALL[0]:>9.3f}" if name == "fresh" else f"{'':>9}"
+                print(f"{r + 1:<7}{name:<10}{wall:>9.3f}{cpu:>13.2f}{errors:>8}{stall}   {load}", flush=True)
+    per_round = [f / t for f, t in zip(walls["fresh"], walls["threads"], strict=True)]
+    ratio = statistics.median(walls["fresh"]) / statistics.median(walls["threads"])
+    verdict = "met" if ratio <= 1.5 else "MISSED"
+    rounds_text = ", ".join(f"{x:.2f}" for x in per_round)
+    print(f"first burst ÷ threads: {ratio:.2f}× (per round {rounds_text}; target ≤ 1.5×: {verdict})")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="two rounds")
@@ -125,6 +173,9 @@ def main() -> int:
     parser.add_argument("--processes", type=int, default=2, help="ProcessPool size")
     parser.add_argument("--only", choices=["threads", "runtime", "pool"], action="append", default=[])
     parser.add_argument("--cold", action="store_true", help="warm with 100 calls only (threads made in round 1)")
+    parser.add_argument(
+        "--fresh", action="store_true", help="first bursts: each round a new Runtime's very first burst against threads"
+    )
     args = parser.parse_args()
     rounds = args.rounds or (2 if args.quick else 5)
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -136,6 +187,11 @@ def main() -> int:
     api = f"{upstream.base}/d200"
     url = f"{api}/v1/forecast?latitude=52.52&longitude=13.405&current_weather=true"
     manifest, grants = _setup(upstream.port)
+    if args.fresh:
+        try:
+            return fresh_bursts(url, api, manifest, grants, args.calls, rounds)
+        finally:
+            upstream.close()
     names = args.only or ["threads", "runtime", "pool"]
     walls: dict[str, list[float]] = {name: [] for name in names}
     cpus: dict[str, list[float]] = {name: [] for name in names}
