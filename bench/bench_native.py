@@ -113,7 +113,7 @@ class RawNative:
         self.ticks = parts.shared.deadline_ticks(1000)
 
     def __call__(self) -> None:
-        status = self.component.call(INPUT_TEXT, 16 * 1024 * 1024, 100_000_000, self.ticks, 65536)[0]
+        status = self.component.call(INPUT_TEXT, 16 * 1024 * 1024, 100_000_000, self.ticks, 1000.0, 65536)[0]
         assert status == 0
 
 
@@ -281,7 +281,10 @@ class BareGuest:
 
     def __call__(self) -> None:
         limits = GUEST_LIMITS
-        status = self.component.call(self.input, limits["memory_bytes"], limits["fuel"], self.ticks, 65536)[0]
+        timeout_ms = float(limits["timeout_ms"])
+        status = self.component.call(self.input, limits["memory_bytes"], limits["fuel"], self.ticks, timeout_ms, 65536)[
+            0
+        ]
         assert status == 0
 
 

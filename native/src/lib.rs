@@ -16,6 +16,13 @@
 //! imports `wasi:http` does not link here (the linker has no wasi:http), and a call with a
 //! `files` grant is sent to the Python path by the caller: both keep glovebox's own hosts.
 //!
+//! No wait on a WASI clock outlives the call's deadline (epoch interruption fires only in wasm code, and a
+//! clock wait blocks in the host): `wasi:clocks/monotonic-clock` is linked again over wasmtime-wasi's with
+//! `subscribe-duration` and `subscribe-instant` clamped to the time left before the deadline, and
+//! `wasi:io/poll` with `poll` and `pollable.block` ending the call as the epoch does (an `interrupt` trap)
+//! once they return at or past it (see `CallClock` and `CallPoll`). Clocks are the only pollables a guest
+//! can wait on here (stdout and stderr are always ready; no file, socket or stdin blocks).
+//!
 //! A failure is returned as wasmtime's own error text (`{:?}`, the text wasmtime's C API
 //! gives wasmtime-py), so that the Python side classifies both paths in one place
 //! (`glovebox.sandbox._outcome`); a WASI exit is returned as its status.
@@ -25,19 +32,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use wasmtime::component::types::{ComponentFunc, Type};
-use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Linker, Val};
+use wasmtime::component::{Component, ComponentExportIndex, HasData, InstancePre, Linker, Resource, Val};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder,
     DEFAULT_INSTANCE_LIMIT, DEFAULT_MEMORY_LIMIT, DEFAULT_TABLE_LIMIT,
 };
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
-use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
+use wasmtime_wasi::clocks::{WasiClocksCtxView, WasiClocksView};
+use wasmtime_wasi::p2::bindings::clocks::monotonic_clock;
+use wasmtime_wasi::p2::bindings::sync::io::poll as sync_poll;
+use wasmtime_wasi::p2::{DynPollable, OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{I32Exit, ResourceTable, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 /// The wasmtime crate this module is built with (part of the compile-cache key).
@@ -104,6 +114,8 @@ type Logs = Arc<Mutex<LogBuf>>;
 /// What one store holds: its limits, what was logged, and WASI (made at the guest's first WASI call).
 struct CallData {
     limits: StoreLimits,
+    /// The call's wall-clock deadline: no WASI clock wait ends later (see `CallClock`).
+    deadline: Instant,
     logs: Logs,
     wasi: Option<WasiCtx>,
     table: ResourceTable,
@@ -201,6 +213,102 @@ impl tokio::io::AsyncWrite for LogStream {
 
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Poll::Ready(Ok(()))
+    }
+}
+
+// -- the call's deadline in WASI waits --------------------------------------------------------
+
+/// `wasi:clocks/monotonic-clock` for one call: wasmtime-wasi's own, but no clock pollable is ready later
+/// than the call's deadline (a longer wait is cut there; `poll` then ends the call, see `CallPoll`).
+struct CallClock;
+
+impl HasData for CallClock {
+    type Data<'a> = CallClockView<'a>;
+}
+
+struct CallClockView<'a> {
+    clocks: WasiClocksCtxView<'a>,
+    deadline: Instant,
+}
+
+fn call_clock(data: &mut CallData) -> CallClockView<'_> {
+    let deadline = data.deadline;
+    CallClockView { clocks: data.clocks(), deadline }
+}
+
+/// Nanoseconds left before `deadline` (0 once it has passed).
+fn nanos_left(deadline: Instant) -> u64 {
+    u64::try_from(deadline.saturating_duration_since(Instant::now()).as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl monotonic_clock::Host for CallClockView<'_> {
+    fn now(&mut self) -> wasmtime::Result<monotonic_clock::Instant> {
+        monotonic_clock::Host::now(&mut self.clocks)
+    }
+
+    fn resolution(&mut self) -> wasmtime::Result<monotonic_clock::Duration> {
+        monotonic_clock::Host::resolution(&mut self.clocks)
+    }
+
+    fn subscribe_duration(&mut self, duration: monotonic_clock::Duration) -> wasmtime::Result<Resource<DynPollable>> {
+        let duration = duration.min(nanos_left(self.deadline));
+        monotonic_clock::Host::subscribe_duration(&mut self.clocks, duration)
+    }
+
+    fn subscribe_instant(&mut self, when: monotonic_clock::Instant) -> wasmtime::Result<Resource<DynPollable>> {
+        // The guest's instants are on this clock's scale (its `now`), not `std::time::Instant`'s.
+        let latest = monotonic_clock::Host::now(&mut self.clocks)?.saturating_add(nanos_left(self.deadline));
+        monotonic_clock::Host::subscribe_instant(&mut self.clocks, when.min(latest))
+    }
+}
+
+/// `wasi:io/poll` for one call: wasmtime-wasi's own, but a wait that returns at or past the call's deadline
+/// ends the call there, as the epoch would at the guest's next check (wasmtime's `interrupt` trap), so that a
+/// guest whose sleep was cut by the deadline (`CallClock`) never goes on as if it had slept.
+struct CallPoll;
+
+impl HasData for CallPoll {
+    type Data<'a> = CallPollView<'a>;
+}
+
+struct CallPollView<'a> {
+    table: &'a mut ResourceTable,
+    deadline: Instant,
+}
+
+fn call_poll(data: &mut CallData) -> CallPollView<'_> {
+    CallPollView { table: &mut data.table, deadline: data.deadline }
+}
+
+impl CallPollView<'_> {
+    fn within_deadline(&self) -> wasmtime::Result<()> {
+        if Instant::now() >= self.deadline {
+            return Err(wasmtime::Trap::Interrupt.into());
+        }
+        Ok(())
+    }
+}
+
+impl sync_poll::Host for CallPollView<'_> {
+    fn poll(&mut self, pollables: Vec<Resource<DynPollable>>) -> wasmtime::Result<Vec<u32>> {
+        let ready = sync_poll::Host::poll(&mut *self.table, pollables)?;
+        self.within_deadline()?;
+        Ok(ready)
+    }
+}
+
+impl sync_poll::HostPollable for CallPollView<'_> {
+    fn ready(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<bool> {
+        sync_poll::HostPollable::ready(&mut *self.table, pollable)
+    }
+
+    fn block(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {
+        sync_poll::HostPollable::block(&mut *self.table, pollable)?;
+        self.within_deadline()
+    }
+
+    fn drop(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {
+        sync_poll::HostPollable::drop(&mut *self.table, pollable)
     }
 }
 
@@ -487,11 +595,14 @@ impl NativeComponent {
     /// Call the tool once on a fresh instance; the GIL is released except inside Python host functions.
     ///
     /// Returns (status, payload, fuel_left, logs, logs_dropped, oom_reported, instantiating):
+    /// `deadline_ms` is the time left before the call's wall-clock deadline: no WASI clock wait ends later
+    /// (see `CallClock`), where `deadline_ticks` ends the guest's own code.
     /// status 0 is the guest's `ok` payload, 1 its `err` payload, 2 a failure whose payload is
     /// wasmtime's error text, 3 a WASI exit whose payload is the exit status (decimal). `logs` holds
     /// what `log`, stdout and stderr buffered, in order. `live(level, message)`, when given, takes each
     /// of those lines as the guest writes it (then `logs` is empty).
-    #[pyo3(signature = (input, memory_bytes, fuel, deadline_ticks, log_keep_bytes, live=None))]
+    #[pyo3(signature = (input, memory_bytes, fuel, deadline_ticks, deadline_ms, log_keep_bytes, live=None))]
+    #[allow(clippy::too_many_arguments)]
     fn call<'py>(
         &self,
         py: Python<'py>,
@@ -499,12 +610,15 @@ impl NativeComponent {
         memory_bytes: usize,
         fuel: u64,
         deadline_ticks: u64,
+        deadline_ms: f64,
         log_keep_bytes: usize,
         live: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let input = input.to_owned();
+        let deadline = deadline_after(deadline_ms);
         let (ended, fuel_left, buf) = py.detach(|| {
             let data = CallData {
+                deadline,
                 limits: StoreLimitsBuilder::new()
                     .memory_size(memory_bytes)
                     .table_elements(self.caps.table_elements)
@@ -545,6 +659,14 @@ impl NativeComponent {
     }
 }
 
+/// The instant `ms` milliseconds from now (now when `ms` is not positive, a year on when it is too large).
+fn deadline_after(ms: f64) -> Instant {
+    let now = Instant::now();
+    let year = Duration::from_secs(365 * 24 * 3600);
+    let left = Duration::try_from_secs_f64(ms.max(0.0) / 1000.0).unwrap_or(year).min(year);
+    now.checked_add(left).unwrap_or(now)
+}
+
 // -- the linker: `log` here, every other host function through Python --------------------------
 
 fn make_linker(
@@ -557,6 +679,11 @@ fn make_linker(
     let mut linker: Linker<CallData> = Linker::new(engine);
     // WASI 0.2 with nothing granted (see `empty_wasi`); wasi:http is not linked (the Python path has it).
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+    // The same interfaces again, over wasmtime-wasi's: clock waits end by the call's deadline.
+    linker.allow_shadowing(true);
+    monotonic_clock::add_to_linker::<CallData, CallClock>(&mut linker, call_clock)?;
+    sync_poll::add_to_linker::<CallData, CallPoll>(&mut linker, call_poll)?;
+    linker.allow_shadowing(false);
     let mut interfaces: Vec<&str> = host.iter().map(|(i, _, _)| i.as_str()).collect();
     if !interfaces.contains(&log_interface) {
         interfaces.push(log_interface);
@@ -806,6 +933,6 @@ fn glovebox_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(wasmtime_version, m)?)?;
     m.add_function(wrap_pyfunction!(engine_features, m)?)?;
     // The interface with glovebox.sandbox._native (its NATIVE_ABI): raised with every change to it.
-    m.add("ABI", 4)?;
+    m.add("ABI", 5)?;
     Ok(())
 }

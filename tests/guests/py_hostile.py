@@ -8,6 +8,7 @@ is the boundary.
 import importlib
 import os
 import sys
+import time
 from typing import Literal
 
 from glovebox_guest import tool
@@ -16,10 +17,23 @@ from glovebox_guest import tool
 @tool
 def attack(
     what: Literal[
-        "open", "listdir", "environ", "socket", "connect", "loop", "memory", "exit", "crash", "stdout", "stderr", "huge"
+        "open",
+        "listdir",
+        "environ",
+        "socket",
+        "connect",
+        "loop",
+        "memory",
+        "exit",
+        "crash",
+        "stdout",
+        "stderr",
+        "huge",
+        "sleep",
     ],
+    seconds: float = 30.0,
 ) -> object:
-    """Try one escape or exhaustion and report what the sandbox let through."""
+    """Try one escape or exhaustion and report what the sandbox let through (``sleep``: for ``seconds``)."""
     if what == "open":
         with open("/etc/passwd") as handle:
             return handle.read()
@@ -37,6 +51,9 @@ def attack(
         n = 0
         while True:
             n += 1
+    if what == "sleep":  # a WASI clock wait: it blocks in the host, where no epoch check runs
+        time.sleep(seconds)
+        return "slept"
     if what == "memory":
         hoard = []
         while True:

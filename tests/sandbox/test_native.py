@@ -6,11 +6,15 @@ The hostile guests of ``test_sandbox.py`` and the capability tests run on both p
 ``GLOVEBOX_NATIVE=0`` forces the Python one, that JavaScript and Python tools (which import
 WASI 0.2) run natively and end every attack exactly as the Python path ends it, and that
 what the native core leaves to the Python path (a ``files`` grant) still runs there.
+A guest that sleeps (a WASI clock wait, which blocks in the host) ends at its deadline
+natively, and on the Python path only when its sleep ends (the documented limit).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -257,3 +261,69 @@ def test_a_files_grant_keeps_the_python_path(tmp_path: Path, build_py: BuildTool
         (tmp_path / "home" / "files" / "work").mkdir(parents=True, exist_ok=True)
         assert call_on("python", rt, "py-files", {"what": "environ"}).ok  # its directory: the Python path's
         assert call_on("native", rt, "py-plain", {"what": "environ"}).ok  # the same artifact without it
+
+
+# -- a guest that sleeps: a WASI clock wait blocks in the host, where no epoch check runs ----------------
+
+_SLEEP_LIMITS = {**_PY_LIMITS, "timeout_ms": 300}
+
+
+@pytest.fixture(scope="module")
+def sleeper(build_py: BuildTool, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, glovebox.Runtime]]:
+    """The hostile Python guest under a 300 ms timeout, in one Runtime per path."""
+    wasm = build_py(GUESTS / "py_hostile.py")
+    runtimes = {path: runtime_on(path, tmp_path_factory.mktemp(f"sleep-{path}")) for path in ("native", "python")}
+    for path, rt in runtimes.items():
+        rt.register(wasm, manifest={"name": "py-sleeper", "limits": _SLEEP_LIMITS})
+        assert call_on(path, rt, "py-sleeper", {"what": "environ"}).ok  # compiled and loaded before any clock runs
+    yield runtimes
+    for rt in runtimes.values():
+        rt.close()
+
+
+def _sleep_in_a_thread(path: str, rt: glovebox.Runtime, seconds: float, bound_s: float) -> tuple[Any, float]:
+    """Call the guest's ``sleep`` on a thread of its own; (its result, seconds taken), or a failure when the
+    thread is still held after ``bound_s``."""
+    got: list[glovebox.CallResult] = []
+    value = {"what": "sleep", "seconds": seconds}
+    started = time.monotonic()
+    caller = threading.Thread(target=lambda: got.append(call_on(path, rt, "py-sleeper", value)), daemon=True)
+    caller.start()
+    caller.join(bound_s)
+    assert not caller.is_alive(), f"a {seconds} s sleep under a 300 ms timeout held its thread past {bound_s} s"
+    return got[0], time.monotonic() - started
+
+
+@needs_native
+@pytest.mark.parametrize("seconds", [30, 10**9])
+def test_a_sleep_past_the_deadline_ends_timeout_at_the_deadline_natively(
+    sleeper: dict[str, glovebox.Runtime], seconds: float
+) -> None:
+    rt = sleeper["native"]
+    # A liveness bound, not a benchmark: the sleep is cut at the 300 ms deadline, far before its end.
+    result, took = _sleep_in_a_thread("native", rt, seconds, bound_s=10.0)
+    assert result.code == "timeout", result.to_dict()
+    assert result.error is not None and result.error.details == {"timeout_ms": 300}
+    assert took >= 0.3  # never before the deadline
+    assert rt.live_instances == 0  # the instance is gone with the call
+    assert call_on("native", rt, "py-sleeper", {"what": "environ"}).ok  # and the host goes on
+
+
+@needs_native
+@pytest.mark.parametrize("path", ["native", "python"])
+def test_a_sleep_within_the_deadline_sleeps_its_whole_time(sleeper: dict[str, glovebox.Runtime], path: str) -> None:
+    result, took = _sleep_in_a_thread(path, sleeper[path], 0.1, bound_s=10.0)
+    assert result.ok, result.to_dict()
+    assert result.output == "slept"
+    assert took >= 0.1
+
+
+@needs_native
+def test_a_sleep_holds_its_call_to_its_end_on_the_python_path(sleeper: dict[str, glovebox.Runtime]) -> None:
+    # The documented limit (docs/reference/limits.md): wasmtime-py's WASI waits in the host, where neither the
+    # epoch nor glovebox can cut the wait; the call ends `timeout` only when the sleep is over.
+    rt = sleeper["python"]
+    result, took = _sleep_in_a_thread("python", rt, 1.5, bound_s=30.0)
+    assert result.code == "timeout", result.to_dict()
+    assert took >= 1.5
+    assert rt.live_instances == 0

@@ -19,7 +19,11 @@ clocks and randomness. stdout and stderr go into the native log buffer, one entr
 write (stdout at ``info``, stderr at ``warn``, UTF-8 with replacement, trailing
 newlines cut, empty writes skipped), so they reach the call's logs in order with
 ``log`` and under the same budget. A WASI exit comes back as its status and is
-judged as the Python path's ``ExitTrap``.
+judged as the Python path's ``ExitTrap``. A WASI clock wait (``time.sleep``,
+``std::thread::sleep``) blocks in the host, where the epoch never interrupts it:
+here none ends later than the call's deadline, and a wait that reaches it ends
+the call ``timeout`` at once (wasmtime-py's WASI, on the Python path, has no such
+bound: see docs/reference/limits.md).
 
 It is used, per component, when all of these hold (else the call takes the Python
 path, which is the same code as without the extension):
@@ -54,6 +58,7 @@ import importlib
 import json
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from types import ModuleType
@@ -80,7 +85,7 @@ _LOG_SLACK_BYTES = 64 * 1024
 
 #: The interface between this package and ``glovebox_native`` (the module's ``ABI``): an extension
 #: built from other sources (a checkout updated but not rebuilt) is not used.
-NATIVE_ABI = 4
+NATIVE_ABI = 5
 
 
 def native_extension() -> ModuleType | None:
@@ -257,11 +262,16 @@ class NativeCore:
         return None, answer, function.fallback
 
     def call(self, component: Any, input_text: str, memory_bytes: int, fuel: int, ticks: int, state: CallState) -> Any:
-        """One invocation of a loaded native component (the GIL released while it runs)."""
+        """One invocation of a loaded native component (the GIL released while it runs).
+
+        ``ticks`` is the epoch deadline of the guest's code; the call's deadline (``state.deadline``) also
+        ends every WASI clock wait, which blocks in the host where no epoch check runs.
+        """
         keep = state.log_limit_bytes * 4 + _LOG_SLACK_BYTES
         self.calls += 1
         live = state.add_log if log_listener() is not None else None  # lines relayed as they come
-        return NativeRan(component.call(input_text, memory_bytes, fuel, ticks, keep, live), state)
+        left_ms = (state.deadline - time.monotonic()) * 1000.0
+        return NativeRan(component.call(input_text, memory_bytes, fuel, ticks, left_ms, keep, live), state)
 
 
 def native_fingerprint(wasmtime_version: str, engine_features: str, codegen: dict[str, Any]) -> str:
