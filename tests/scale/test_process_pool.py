@@ -454,18 +454,26 @@ def _in_thread(call: Callable[[], glovebox.CallResult]) -> tuple[threading.Threa
     return thread, answers
 
 
+def _hold_tool(home: Path, port: int, build_guest: BuildGuest, tmp_path: Path) -> Path:
+    """Register ``hold`` (an HTTP client granted the held server); answer the policy's path.
+
+    Its deadline (50 s) outlasts every wait of these tests: the held call still runs when they look.
+    """
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(HOLD_POLICY.format(port=port))
+    declared = [{"host": "127.0.0.1", "schemes": ["http"], "ports": [port], "methods": ["GET"], "allow_private": True}]
+    with glovebox.Runtime(home=home, policy=policy) as rt:
+        manifest = {"name": "hold", "capabilities": {"http": declared}, "limits": {"timeout_ms": 50_000}}
+        rt.register(build_guest("http_client"), manifest)
+    return policy
+
+
 def test_a_request_sent_while_the_workers_reader_runs_a_call_rings_another_thread_in(
     home: Path, held: Held, build_guest: BuildGuest, tmp_path: Path
 ) -> None:
     """The thread that read the held call runs it and leaves the pipe; only the bell brings the idle one."""
     port = held.server_address[1]
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(HOLD_POLICY.format(port=port))
-    declared = [{"host": "127.0.0.1", "schemes": ["http"], "ports": [port], "methods": ["GET"], "allow_private": True}]
-    with glovebox.Runtime(home=home, policy=policy) as rt:
-        # Its deadline outlasts the echo's wait below: the held call must still run when the echo is answered.
-        manifest = {"name": "hold", "capabilities": {"http": declared}, "limits": {"timeout_ms": 50_000}}
-        rt.register(build_guest("http_client"), manifest)
+    policy = _hold_tool(home, port, build_guest, tmp_path)
     with glovebox.ProcessPool(
         processes=1, home=home, policy=policy, threads=2, initializer=_only_the_bell_wakes
     ) as pool:
@@ -496,12 +504,7 @@ def test_a_request_sent_while_every_worker_thread_runs_a_call_waits_for_the_firs
 ) -> None:
     """A full worker leaves new requests in the pipe, rings nobody, and the thread that finishes reads them."""
     port = held.server_address[1]
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(HOLD_POLICY.format(port=port))
-    declared = [{"host": "127.0.0.1", "schemes": ["http"], "ports": [port], "methods": ["GET"], "allow_private": True}]
-    with glovebox.Runtime(home=home, policy=policy) as rt:
-        manifest = {"name": "hold", "capabilities": {"http": declared}, "limits": {"timeout_ms": 50_000}}
-        rt.register(build_guest("http_client"), manifest)
+    policy = _hold_tool(home, port, build_guest, tmp_path)
     with glovebox.ProcessPool(
         processes=1, home=home, policy=policy, threads=1, initializer=_only_the_bell_wakes
     ) as pool:
