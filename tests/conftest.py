@@ -171,15 +171,20 @@ def build_js(cache_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Call
     return _build
 
 
+#: ``GLOVEBOX_NATIVE=0 pytest``: the whole run on the pure-Python path, as on a host without the
+#: extension (``make test-fallback``); read once, before any test clears the environment.
+PYTHON_PATH_ONLY = os.environ.get("GLOVEBOX_NATIVE") == "0"
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Path:
-    """No GLOVEBOX_* variable leaks in; GLOVEBOX_HOME is a fresh tmp dir.
+    """No GLOVEBOX_* variable leaks in (but a run's ``GLOVEBOX_NATIVE=0``); GLOVEBOX_HOME is a fresh tmp dir.
 
     GLOVEBOX_TOOLCHAINS points every test at one toolchain cache in pytest's cache
     directory: QuickJS-NG is compiled once per checkout, not once per test.
     """
     for key in list(os.environ):
-        if key.startswith("GLOVEBOX_"):
+        if key.startswith("GLOVEBOX_") and not (PYTHON_PATH_ONLY and key == "GLOVEBOX_NATIVE"):
             monkeypatch.delenv(key)
     home = tmp_path / "home"
     monkeypatch.setenv("GLOVEBOX_HOME", str(home))
