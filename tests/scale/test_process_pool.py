@@ -468,22 +468,35 @@ def _hold_tool(home: Path, port: int, build_guest: BuildGuest, tmp_path: Path) -
     return policy
 
 
-def test_a_request_sent_while_the_workers_reader_runs_a_call_rings_another_thread_in(
-    home: Path, held: Held, build_guest: BuildGuest, tmp_path: Path
-) -> None:
-    """The thread that read the held call runs it and leaves the pipe; only the bell brings the idle one."""
+@contextmanager
+def _holding_pool(
+    home: Path, held: Held, build_guest: BuildGuest, tmp_path: Path, *, threads: int
+) -> Iterator[tuple[glovebox.ProcessPool, Any, threading.Thread, list[glovebox.CallResult]]]:
+    """A one-worker pool of ``threads`` threads (woken by the bell only) whose reader runs a held call.
+
+    Yields the pool, its worker's shared page, the thread making the held call and its answers (empty
+    until the held server's gate opens).
+    """
     port = held.server_address[1]
     policy = _hold_tool(home, port, build_guest, tmp_path)
     with glovebox.ProcessPool(
-        processes=1, home=home, policy=policy, threads=2, initializer=_only_the_bell_wakes
+        processes=1, home=home, policy=policy, threads=threads, initializer=_only_the_bell_wakes
     ) as pool:
         [worker] = pool._workers._workers
         assert pool.call("echo", {"n": 0}).ok
         page = worker.page
         assert page is not None
-        _until(lambda: (page[0], page[1]) == (1, 2), "one thread at the pipe and two idle")
+        _until(lambda: (page[0], page[1]) == (1, threads), f"one thread at the pipe and {threads} idle")
         holding, held_answer = _in_thread(lambda: pool.call("hold", {"url": f"http://127.0.0.1:{port}/hold"}))
         assert held.arrived.acquire(timeout=60)
+        yield pool, page, holding, held_answer
+
+
+def test_a_request_sent_while_the_workers_reader_runs_a_call_rings_another_thread_in(
+    home: Path, held: Held, build_guest: BuildGuest, tmp_path: Path
+) -> None:
+    """The thread that read the held call runs it and leaves the pipe; only the bell brings the idle one."""
+    with _holding_pool(home, held, build_guest, tmp_path, threads=2) as (pool, _, holding, held_answer):
         # The worker's reader now runs the held call, and its idle threads sleep with no standby timer:
         # only a ring brings one to the pipe, either the echo's own or one the pool sent with the held
         # call because the reader had already let go of the pipe when it looked (so which thread takes
@@ -503,18 +516,7 @@ def test_a_request_sent_while_every_worker_thread_runs_a_call_waits_for_the_firs
     home: Path, held: Held, build_guest: BuildGuest, tmp_path: Path
 ) -> None:
     """A full worker leaves new requests in the pipe, rings nobody, and the thread that finishes reads them."""
-    port = held.server_address[1]
-    policy = _hold_tool(home, port, build_guest, tmp_path)
-    with glovebox.ProcessPool(
-        processes=1, home=home, policy=policy, threads=1, initializer=_only_the_bell_wakes
-    ) as pool:
-        [worker] = pool._workers._workers
-        assert pool.call("echo", {"n": 0}).ok
-        page = worker.page
-        assert page is not None
-        _until(lambda: (page[0], page[1]) == (1, 1), "one thread at the pipe and one idle")
-        holding, held_answer = _in_thread(lambda: pool.call("hold", {"url": f"http://127.0.0.1:{port}/hold"}))
-        assert held.arrived.acquire(timeout=60)
+    with _holding_pool(home, held, build_guest, tmp_path, threads=1) as (pool, page, holding, held_answer):
         # Its one thread runs the held call: nobody reads the pipe, and the page says so (no bell wanted).
         assert page[0] == 1
         echoes = [_in_thread(lambda i=i: pool.call("echo", {"n": i})) for i in (1, 2)]
