@@ -192,9 +192,8 @@ class NativeCore:
     def __init__(self, extension: ModuleType, settings: EngineSettings) -> None:
         self.settings = settings
         codegen = dict(settings.codegen())
-        features = getattr(extension, "engine_features", lambda: "")()  # absent from a build without WASI
         #: The compile-cache key of its code (never equal to a wasmtime-py fingerprint).
-        self.fingerprint = native_fingerprint(extension.wasmtime_version(), features, codegen)
+        self.fingerprint = native_fingerprint(extension.wasmtime_version(), extension.engine_features(), codegen)
         self.extension = extension
         #: Calls run here so far (tests and metrics read it).
         self.calls = 0
