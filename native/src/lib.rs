@@ -594,9 +594,10 @@ impl NativeComponent {
 
     /// Call the tool once on a fresh instance; the GIL is released except inside Python host functions.
     ///
-    /// Returns (status, payload, fuel_left, logs, logs_dropped, oom_reported, instantiating):
     /// `deadline_ms` is the time left before the call's wall-clock deadline: no WASI clock wait ends later
     /// (see `CallClock`), where `deadline_ticks` ends the guest's own code.
+    ///
+    /// Returns (status, payload, fuel_left, logs, logs_dropped, oom_reported, instantiating):
     /// status 0 is the guest's `ok` payload, 1 its `err` payload, 2 a failure whose payload is
     /// wasmtime's error text, 3 a WASI exit whose payload is the exit status (decimal). `logs` holds
     /// what `log`, stdout and stderr buffered, in order. `live(level, message)`, when given, takes each
