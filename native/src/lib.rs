@@ -41,7 +41,6 @@ use wasmtime::component::types::{ComponentFunc, Type};
 use wasmtime::component::{Component, ComponentExportIndex, HasData, InstancePre, Linker, Resource, Val};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder,
-    DEFAULT_INSTANCE_LIMIT, DEFAULT_MEMORY_LIMIT, DEFAULT_TABLE_LIMIT,
 };
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::clocks::{WasiClocksCtxView, WasiClocksView};
@@ -128,8 +127,8 @@ struct CallData {
 struct StoreCaps {
     table_elements: usize,
     instances: usize,
-    memories: usize,
     tables: usize,
+    memories: usize,
 }
 
 impl WasiView for CallData {
@@ -430,10 +429,9 @@ impl NativeEngine {
     /// `codegen`: `EngineSettings.codegen()`; `pool`: the pool's sizes, or None for on-demand
     /// allocation; `host`: (interface, function, key) of each function Python answers, through
     /// `dispatch(key, args)`; `log_interface`: where `log` lives (answered here); `caps`: (table
-    /// elements, core instances, memories, tables) one store may hold (glovebox always passes them;
-    /// None, for a caller of interface 1, leaves wasmtime's own store defaults).
+    /// elements, core instances, tables, memories) one store may hold, in `EngineSettings.store_caps()`'s order.
     #[new]
-    #[pyo3(signature = (codegen, pool, host, dispatch, log_interface, levels, oom_marker, wrong_types, caps=None))]
+    #[pyo3(signature = (codegen, pool, host, dispatch, log_interface, levels, oom_marker, wrong_types, caps))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         codegen: &Bound<'_, PyDict>,
@@ -444,10 +442,10 @@ impl NativeEngine {
         levels: Vec<String>,
         oom_marker: String,
         wrong_types: String,
-        caps: Option<(usize, usize, usize, usize)>,
+        caps: (usize, usize, usize, usize),
     ) -> PyResult<Self> {
-        let (table_elements, instances, memories, tables) = caps.unwrap_or((usize::MAX, DEFAULT_INSTANCE_LIMIT, DEFAULT_MEMORY_LIMIT, DEFAULT_TABLE_LIMIT));
-        let caps = StoreCaps { table_elements, instances, memories, tables };
+        let (table_elements, instances, tables, memories) = caps;
+        let caps = StoreCaps { table_elements, instances, tables, memories };
         let mut cfg = config_from(codegen)?;
         if let Some(pool) = pool {
             cfg.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(pool)?));
@@ -934,6 +932,6 @@ fn glovebox_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(wasmtime_version, m)?)?;
     m.add_function(wrap_pyfunction!(engine_features, m)?)?;
     // The interface with glovebox.sandbox._native (its NATIVE_ABI): raised with every change to it.
-    m.add("ABI", 5)?;
+    m.add("ABI", 6)?;
     Ok(())
 }

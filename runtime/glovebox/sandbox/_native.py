@@ -85,7 +85,7 @@ _LOG_SLACK_BYTES = 64 * 1024
 
 #: The interface between this package and ``glovebox_native`` (the module's ``ABI``): an extension
 #: built from other sources (a checkout updated but not rebuilt) is not used.
-NATIVE_ABI = 5
+NATIVE_ABI = 6
 
 
 def native_extension() -> ModuleType | None:
@@ -211,7 +211,7 @@ class NativeCore:
         allocation = plan_allocation(settings, address_space_budget())
         pool = None if allocation == ON_DEMAND else _pool(settings, allocation.memories, allocation.tables)
         words = (HOST_INTERFACE, list(LOG_LEVELS), OOM_MARKER, WRONG_TYPES)
-        self.engine = extension.NativeEngine(codegen, pool, host, self.dispatch, *words, _caps(settings))
+        self.engine = extension.NativeEngine(codegen, pool, host, self.dispatch, *words, settings.store_caps())
 
     def start_ticker(self, tick_ms: float) -> None:
         """Start the native engine's epoch thread (with the SharedEngine's ticker)."""
@@ -300,11 +300,6 @@ def _make(extension: ModuleType, settings: EngineSettings) -> NativeCore | None:
     except RuntimeError as exc:
         logger.warning("the native core cannot start (%s); calls take the Python path", exc)
         return None
-
-
-def _caps(settings: EngineSettings) -> tuple[int, int, int, int]:
-    caps = settings.store_caps()
-    return (caps.table_elements, caps.instances, caps.memories, caps.tables)
 
 
 def _pool(settings: EngineSettings, memories: int, tables: int) -> dict[str, int]:
