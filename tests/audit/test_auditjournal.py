@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 import glovebox
@@ -59,7 +60,11 @@ def record(call_id: str, **extra: Any) -> dict[str, Any]:
     ],
 )
 def test_the_hash_cut_around_seq_is_the_row_hash(extra: dict[str, Any]) -> None:
-    pending = _audit.prepare(record("c1", **extra))
+    given = {"time": "2026-12-05T00:00:00.000001+00:00", **record("c1", **extra)}
+    pending = _audit.prepare(given)
+    # The row prepared is the row its canonical JSON reads back as (the fold no longer reads it back).
+    read_back = _audit._pending(_audit.body(given)).row
+    assert repr(sorted(pending.row.items())) == repr(sorted(read_back.items()))
     got = pending.chain(7, "f" * 64)
     assert pending.row["seq"] == 7 and pending.row["prev_hash"] == "f" * 64
     assert got == _audit.row_hash("f" * 64, pending.row)
@@ -86,8 +91,30 @@ def test_a_line_reads_back_as_the_record_the_c_encoder_would_give(extra: dict[st
     written = _audit.line(5, given)
     assert written.startswith(b"5 r") and written.endswith(b"\n") and b"\n" not in written[:-1]
     read = json.loads(written[3:])
-    assert repr(read) == repr(json.loads(_audit._PLAIN(given)))  # repr: NaN == NaN, -0.0 and 1 vs 1.0 told apart
-    assert _audit.from_line(5, written[2:-1]).head == _audit.prepare(json.loads(_audit._PLAIN(given))).head
+    expected = json.loads(_audit._PLAIN(given))
+    assert repr(read) == repr(expected)  # repr: NaN == NaN, -0.0 and 1 vs 1.0 told apart
+    # The fold reads the record with orjson where orjson wrote it (the line's JSON then ends with a space).
+    assert repr(_audit._read_record(written[3:-1])) == repr(expected)
+    assert _audit.from_line(5, written[2:-1]).head == _audit.prepare(expected).head
+
+
+@pytest.mark.parametrize(
+    ("text", "orjson_reads"),
+    [
+        (b'{"fuel_used": 1} ', True),
+        (b'{"fuel_used": 36893488147419103232}', False),  # the C encoder's line: the integer, exactly
+        (b'{"duration_ms": NaN} ', False),  # orjson refuses it: json reads it
+        (b'{"principal": "p\\ud800"} ', False),  # a lone surrogate's escape: json reads it
+    ],
+)
+def test_the_fold_reads_with_orjson_only_the_lines_orjson_wrote(text: bytes, orjson_reads: bool) -> None:
+    """A line without the mark (the C encoder's, or a glovebox before it) is read by ``json``, exactly."""
+    got = _audit._read_record(text)
+    expected = json.loads(text)
+    if orjson_reads:
+        assert got == orjson.loads(text)
+    else:
+        assert repr(got) == repr(expected)
 
 
 def stored_audit(home: Path) -> list[str]:

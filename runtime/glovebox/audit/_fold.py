@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import operator
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -40,6 +41,8 @@ YIELD_ROWS = 8
 FOLD_BYTES = 4 * 1024 * 1024
 #: Rows :meth:`Chain.pages` reads per query.
 PAGE_ROWS = 500
+#: The fields of a row that must not be None (each row has every field: ``KeyError`` if not).
+_required = operator.itemgetter(*REQUIRED)
 #: What a database refusing a row raises: its own errors, or a number too large for an INTEGER.
 _REFUSED = (sqlite3.DatabaseError, OverflowError)
 
@@ -63,8 +66,11 @@ class Chain:
         self.journal_dir = journal_dir
         self._swept = False
 
-    def fold(self) -> int:
+    def fold(self, *, alone: bool = False) -> int:
         """Chain every complete journal line (of every writer) into the log; return how many rows.
+
+        Every :data:`YIELD_ROWS` rows prepared, the fold lets another thread take the GIL,
+        unless ``alone`` (no thread of this process runs calls: the fold process).
 
         Raises:
             sqlite3.Error: the database refused the rows; they stay in the journal.
@@ -72,12 +78,12 @@ class Chain:
         """
         total = 0
         while True:
-            added, more = self._fold_once()
+            added, more = self._fold_once(0 if alone else YIELD_ROWS)
             total += added
             if not more:
                 return total
 
-    def _fold_once(self) -> tuple[int, bool]:
+    def _fold_once(self, yield_rows: int) -> tuple[int, bool]:
         """One transaction: up to ``FOLD_BYTES`` of each journal file; whether more is left."""
         if not self._swept:  # once per log: a writer dies between creating and naming its file only rarely
             self._swept = remove_dead_staging(self.journal_dir)
@@ -88,7 +94,7 @@ class Chain:
                 unfolded = read_unfolded(path, folded.get(path.name, 0), FOLD_BYTES)
                 if unfolded is not None:
                     files.append(unfolded)
-            rows = list(_in_order(files))
+            rows = list(_in_order(files, yield_rows))
             if rows:  # a fold with nothing to chain reads no head: a broken one is for verify to name
                 _catch_up(db)
             added = _chain(db, rows)
@@ -225,24 +231,25 @@ def _savepoint(db: sqlite3.Connection) -> Iterator[None]:
     db.execute("RELEASE fold")
 
 
-def _in_order(files: list[Unfolded]) -> Iterator[Pending]:
-    """The rows of every file, merged by the time they were written (each file keeps its own order)."""
-    streams = [_parsed(unfolded) for unfolded in files if unfolded.lines]
+def _in_order(files: list[Unfolded], yield_rows: int) -> Iterator[Pending]:
+    """The rows of every file, merged by the time they were written (each file keeps its own order);
+    every ``yield_rows`` rows of a file (0: never), the GIL is offered to another thread."""
+    streams = [_parsed(unfolded, yield_rows) for unfolded in files if unfolded.lines]
     for _, pending in heapq.merge(*streams, key=lambda entry: entry[0]):
         yield pending
 
 
-def _parsed(unfolded: Unfolded) -> Iterator[tuple[int, Pending]]:
+def _parsed(unfolded: Unfolded, yield_rows: int) -> Iterator[tuple[int, Pending]]:
     for index, line in enumerate(unfolded.lines, 1):
-        if index % YIELD_ROWS == 0:
+        if yield_rows and index % yield_rows == 0:
             time.sleep(0)  # give the GIL to the calls running meanwhile: a batch must not stall them
         try:
             written, _, body = line.partition(b" ")
             pending = from_line(int(written), body)
-            if any(pending.row.get(name) is None for name in REQUIRED):
+            if None in _required(pending.row):
                 raise ValueError("a required field is missing")
             yield int(written), pending
-        except (ValueError, TypeError, AttributeError):  # not written by ``append``: kept out of the chain
+        except (ValueError, TypeError, AttributeError, KeyError):  # not written by ``append``: kept out of the chain
             logger.error("skipping an unreadable line of %s: %.200r", unfolded.path, line)
 
 

@@ -56,7 +56,7 @@ def _fold_until_idle(log: AuditLog, quiet_s: float) -> int:
             return 0  # rows that stay (an idle writer's, or unfoldable): the next append starts a folder
         if sizes is not None and sizes != seen:
             try:
-                log.fold()
+                log._fold_alone()
             except Exception:  # the rows stay in the journal; try again, less often
                 logging.getLogger("glovebox.audit").warning("cannot fold the audit journal yet", exc_info=True)
                 pause = min(pause * 2, IDLE_POLL_S * 4)

@@ -156,6 +156,10 @@ class AuditLog:
         """
         return self._chain.fold()
 
+    def _fold_alone(self) -> int:
+        """:meth:`fold` in a process where no thread runs calls (the fold process): it never pauses for one."""
+        return self._chain.fold(alone=True)
+
     def records(self, *, after: int = 0) -> Iterator[dict[str, Any]]:
         """Every record in chain order (with ``prev_hash`` and ``hash``), the journal folded first.
 

@@ -91,6 +91,8 @@ RAW_LINE_CHARS = 64 * 1024
 #: ``json.dumps`` with its defaults (ASCII, NaN as ``NaN``), built once; a record is the host's own
 #: value (the call's input was refused at the door if it held a cycle), so no circular-reference table.
 _PLAIN = json_encoder(check_circular=False)
+#: orjson's decoder (imported with the first line read), False without it.
+_FAST_LOADS: Any = None
 #: orjson's encoder (imported with the first line, not with glovebox), False without it.
 _FAST: Any = None
 #: Every type json refuses, and every subclass of a JSON type, goes to ``default`` (which refuses it).
@@ -124,6 +126,11 @@ def body(record: dict[str, Any]) -> bytes:
 
     With its real ``seq`` in place, it is exactly the body :func:`row_hash` hashes.
     """
+    return _row_body(record)[1]
+
+
+def _row_body(record: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    """The row of ``record`` (bounded, escaped, ``seq`` 0) and its canonical JSON (see :func:`body`)."""
     row = {k: record.get(k) for k in STORED}
     for name in ("attempt", "first_call_id"):
         if record.get(name):
@@ -137,7 +144,7 @@ def body(record: dict[str, Any]) -> bytes:
     row["seq"] = 0
     if truncated:
         row["truncated"] = truncated
-    return _CANONICAL(row).encode("utf-8")
+    return row, _CANONICAL(row).encode("utf-8")
 
 
 def line(written: int, record: dict[str, Any]) -> bytes:
@@ -149,8 +156,9 @@ def line(written: int, record: dict[str, Any]) -> bytes:
     non-finite float (orjson writes ``null``) is looked for first, and a value
     orjson refuses (a lone surrogate, an integer past 64 bits, a key that is
     not a string, a subclass of a JSON type, a date or a dataclass) sends the
-    record to the C encoder's ASCII JSON, as before. Either reads back (the fold's
-    ``json.loads``) as the same record, so the row and its hash are the same.
+    record to the C encoder's ASCII JSON, as before. Either reads back (``json.loads``)
+    as the same record, so the row and its hash are the same; orjson's line ends
+    with a space after the JSON, and the fold reads those with orjson (:func:`from_line`).
     A record whose plain JSON is longer than :data:`RAW_LINE_CHARS` (an input or
     output stored whole) is written as its bounded canonical body instead, so a
     line never holds much more than the row will.
@@ -163,7 +171,7 @@ def line(written: int, record: dict[str, Any]) -> bytes:
             pass
         else:
             if len(fast) <= RAW_LINE_CHARS:
-                return b"%d r%s\n" % (written, fast)
+                return b"%d r%s \n" % (written, fast)  # the space: orjson's, so orjson reads it back
     raw = _PLAIN(record)  # ASCII: a lone surrogate is escaped, never a raw newline
     if len(raw) > RAW_LINE_CHARS:
         return b"%d %s\n" % (written, body(record))
@@ -205,7 +213,7 @@ def from_line(written: int, content: bytes) -> Pending:
     """The row of one journal line: a plain record (``r...``, see :func:`line`) or a canonical body."""
     if not content.startswith(b"r"):
         return _pending(content)
-    record = json.loads(content[1:])
+    record = _read_record(content[1:])
     if not isinstance(record, dict):
         raise ValueError("a journal record is not an object")
     if not record.get("time"):  # the time it was journaled, as ``body`` would have given it then
@@ -213,6 +221,31 @@ def from_line(written: int, content: bytes) -> Pending:
         when = datetime.fromtimestamp(seconds, UTC).replace(microsecond=nanos // 1000)
         record["time"] = when.isoformat(timespec="microseconds")
     return prepare(record)
+
+
+def _read_record(text: bytes) -> Any:
+    """A journal record's JSON, as ``json.loads`` reads it.
+
+    orjson reads it (a fifth of the time) when orjson wrote it, which :func:`line`
+    marks with a space after the JSON (any reader of JSON skips it): orjson reads
+    its own JSON back as written, where it reads an integer past 64 bits (which it
+    never writes) as a float. What the C encoder wrote, or a glovebox before this
+    mark, is read by ``json``, and so is what orjson refuses.
+    """
+    global _FAST_LOADS
+    if _FAST_LOADS is None:
+        try:
+            import orjson
+        except ImportError:  # pragma: no cover - a dependency; json reads every line then
+            _FAST_LOADS = False
+        else:
+            _FAST_LOADS = orjson.loads
+    if _FAST_LOADS and text.endswith(b" "):
+        try:
+            return _FAST_LOADS(text)
+        except ValueError:  # orjson.JSONDecodeError
+            pass
+    return json.loads(text)
 
 
 def _pending(content: bytes) -> Pending:
@@ -229,8 +262,17 @@ def _pending(content: bytes) -> Pending:
 
 
 def prepare(record: dict[str, Any]) -> Pending:
-    """The row of ``record``, ready to be chained."""
-    return _pending(body(record))
+    """The row of ``record``, ready to be chained.
+
+    The row is the one its canonical JSON was made from, not that JSON read back:
+    every value in it is a JSON value (a record comes from a journal line or the
+    host's own facts), which its canonical JSON gives back equal.
+    """
+    row, content = _row_body(record)
+    cut = content.index(_SEQ_PLACE)
+    for name in OPTIONAL:
+        row.setdefault(name, None)
+    return Pending(row, content[:cut] + b',"seq":', content[cut + len(_SEQ_PLACE) - 1 :])
 
 
 def bare(row: dict[str, Any]) -> dict[str, Any]:
@@ -252,6 +294,8 @@ def _bound(row: dict[str, Any]) -> str:
             continue
         if not value.isascii():
             value = row[key] = escape_surrogates(value)
+        if len(value) <= MAX_NAME_CHARS:  # the shorter limit: most fields stop here
+            continue
         limit = MAX_TEXT_CHARS if key in JSON_FIELDS else MAX_NAME_CHARS
         if len(value) > limit:
             cut.append(key)
