@@ -16,6 +16,7 @@ shared, so ``Runtime.gc`` never removes them.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import warnings
@@ -47,6 +48,8 @@ from ._exports import package_docs, typed_manifests
 from ._registry import Registry, version_key
 
 __all__ = ["ManifestSource", "Registrar", "resolve_manifest"]
+
+logger = logging.getLogger("glovebox")
 
 ManifestSource = Manifest | dict[str, Any] | str | os.PathLike[str] | None
 
@@ -159,9 +162,29 @@ class Registrar:
             blob = self._registry.stage_blob(data)
             try:
                 docs = package_docs(data) if typed else None
-                return self._store(path, manifests, digest, blob, signer, deprecate, docs)
+                infos = self._store(path, manifests, digest, blob, signer, deprecate, docs)
             finally:
                 blob.unlink(missing_ok=True)
+        self._compile_native(digest, infos)
+        return infos
+
+    def _compile_native(self, digest: str, infos: list[ToolInfo]) -> None:
+        """Compile the artifact for the native core now, so that the first call does not.
+
+        Only where a call would run there (a core is built, and a tool of the artifact
+        calls ``glovebox:tool``'s export, not a typed one). The registration stands
+        whatever happens: an artifact the core cannot link is remembered as such and
+        runs on the Python path, and a compile that fails otherwise is tried again by
+        the first call (which then says why).
+        """
+        core = self._sandbox.native_core
+        if core is None or all(info.manifest.export is not None for info in infos):
+            return
+        try:
+            self._compiled.get(digest)
+            self._compiled.native(digest, core)
+        except Exception as exc:
+            logger.warning("the native core could not compile %s yet (%s); its first call will", digest, exc)
 
     def _store(
         self,
