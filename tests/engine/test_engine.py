@@ -321,7 +321,7 @@ def test_the_engine_fits_the_limit(tmp_path: Path, build_example: BuildGuest, ki
 
 
 def test_a_component_compiled_for_the_pool_runs_on_demand(stats_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The wasmtime-py compile cache; the native core compiles at a tool's first call (tests/sandbox/test_native.py).
+    # The wasmtime-py compile cache; the native core's is tests/sandbox/test_native.py's.
     monkeypatch.setenv("GLOVEBOX_NATIVE", "0")
 
     def no_compile(*args: object) -> None:
@@ -343,7 +343,7 @@ def test_the_cache_key_covers_copy_on_write_images() -> None:
 def test_a_cache_made_under_another_key_is_compiled_again(
     tmp_path: Path, build_example: BuildGuest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The wasmtime-py compile cache; the native core compiles at a tool's first call (tests/sandbox/test_native.py).
+    # The wasmtime-py compile cache; the native core's is tests/sandbox/test_native.py's.
     monkeypatch.setenv("GLOVEBOX_NATIVE", "0")
     home = tmp_path / "home"
     # Pool sizes no other test uses: a fresh engine holds no component in memory.
