@@ -26,37 +26,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
-SOURCE = BENCH.parent / "guest" / "examples" / "text-stats" / "tool.c"
-INPUT = {"text": "The quick brown fox jumps over the lazy dog.\nend"}
-EXPECTED = {"characters": 48, "words": 10, "lines": 2, "bytes": 48}
+sys.path.insert(0, str(BENCH))
+from bench_procs import EXPECTED, INPUT, SOURCE, drive  # noqa: E402  (one timed loop for the pool benches)
+
 CONTENDERS = ("runtime", "pool-1p", "pool-2p")
-
-
-def _cpu_s(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:  # it ended
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _folders(home: str) -> list[int]:
-    """The pids of the home's audit fold process."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            argv = cmdline.read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if any(b"_foldmain" in arg for arg in argv) and home.encode() in argv:
-            found.append(int(cmdline.parent.name))
-    return found
 
 
 def contender(name: str, home: str, seconds: float) -> dict[str, float]:
@@ -74,30 +51,14 @@ def contender(name: str, home: str, seconds: float) -> dict[str, float]:
             if target.call("text-stats", INPUT).output != EXPECTED:
                 raise SystemExit("wrong answer")
         workers = [] if processes == 0 else target.pids
-        folders = _folders(home)
-        cpu = time.process_time(), sum(map(_cpu_s, workers)), sum(map(_cpu_s, folders))
-        done = [0] * max(1, 4 * processes)
-        end = time.perf_counter() + seconds
-
-        def client(i: int) -> None:
-            while time.perf_counter() < end:
-                target.call("text-stats", INPUT)
-                done[i] += 1
-
-        callers = [threading.Thread(target=client, args=(i,)) for i in range(len(done))]
-        for caller in callers:
-            caller.start()
-        for caller in callers:
-            caller.join()
-        n = sum(done)
-        born = [pid for pid in _folders(home) if pid not in folders]  # a fold process started in the window
-        return {
-            "calls_s": n / seconds,
-            "front_us": (time.process_time() - cpu[0]) / n * 1e6,
-            "workers_us": (sum(map(_cpu_s, workers)) - cpu[1]) / n * 1e6,
-            "fold_us": (sum(map(_cpu_s, folders)) - cpu[2] + sum(map(_cpu_s, born))) / n * 1e6,
-            "load": os.getloadavg()[0],
-        }
+        made, spent = drive(target, max(1, 4 * processes), seconds, home, workers)
+    return {
+        "calls_s": made / seconds,
+        "front_us": spent["front"],
+        "workers_us": spent["workers"],
+        "fold_us": spent["fold"],
+        "load": os.getloadavg()[0],
+    }
 
 
 def _run(tree: str | None, name: str, home: str, seconds: float) -> dict[str, float]:

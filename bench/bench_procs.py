@@ -133,29 +133,41 @@ def pool(
     with package.ProcessPool(processes=processes, home=home, threads=1) as calls:
         for _ in range(8 * processes):
             _check(calls.call("text-stats", INPUT))  # every worker warm
-        done = [0] * (4 * processes)
-        proc = Path("/proc/self/stat").exists()
-        workers, folders = (calls.pids, _folders(home)) if proc else ([], [])
-        cpu = (time.process_time(), _cpu_of(workers), _cpu_of(folders)) if proc else (0.0, 0.0, 0.0)
-        end = time.perf_counter() + seconds
+        made, spent = drive(calls, 4 * processes, seconds, home, calls.pids)
+    if shares is not None:
+        shares.update(spent)
+    return made / seconds
 
-        def client(i: int) -> None:
-            while time.perf_counter() < end:
-                calls.call("text-stats", INPUT)
-                done[i] += 1
 
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(len(done))]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if proc and shares is not None:
-            n = sum(done)
-            born = [pid for pid in _folders(home) if pid not in folders]  # a folder started in the window
-            shares["front"] = (time.process_time() - cpu[0]) / n * 1e6
-            shares["workers"] = (_cpu_of(workers) - cpu[1]) / n * 1e6
-            shares["fold"] = (_cpu_of(folders) - cpu[2] + _cpu_of(born)) / n * 1e6
-    return sum(done) / seconds
+def drive(target: Any, callers: int, seconds: float, home: str, workers: list[int]) -> tuple[int, dict[str, float]]:
+    """Call text-stats on ``target`` from ``callers`` threads for ``seconds``: the calls made, and (on
+    Linux) the CPU µs per call of this process (``front``), of ``workers`` and of the home's fold
+    process (``fold``, one started in the window included) over that window."""
+    proc = Path("/proc/self/stat").exists()
+    folders = _folders(home) if proc else []
+    cpu = (time.process_time(), _cpu_of(workers), _cpu_of(folders)) if proc else (0.0, 0.0, 0.0)
+    done = [0] * callers
+    end = time.perf_counter() + seconds
+
+    def client(i: int) -> None:
+        while time.perf_counter() < end:
+            target.call("text-stats", INPUT)
+            done[i] += 1
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(callers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    made = sum(done)
+    if not proc or not made:
+        return made, {}
+    born = [pid for pid in _folders(home) if pid not in folders]  # a folder started in the window
+    return made, {
+        "front": (time.process_time() - cpu[0]) / made * 1e6,
+        "workers": (_cpu_of(workers) - cpu[1]) / made * 1e6,
+        "fold": (_cpu_of(folders) - cpu[2] + _cpu_of(born)) / made * 1e6,
+    }
 
 
 def against(package_dir: Path, tmp: Path) -> ModuleType:
