@@ -537,12 +537,7 @@ def test_a_full_worker_is_rung_to_drain_its_pipe_so_sending_never_waits_for_a_ca
 ) -> None:
     """A request larger than the pipe holds, or one call too many queued, rings a full worker, which drains."""
     port = held.server_address[1]
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(HOLD_POLICY.format(port=port))
-    declared = [{"host": "127.0.0.1", "schemes": ["http"], "ports": [port], "methods": ["GET"], "allow_private": True}]
-    with glovebox.Runtime(home=home, policy=policy) as rt:
-        manifest = {"name": "hold", "capabilities": {"http": declared}, "limits": {"timeout_ms": 50_000}}
-        rt.register(build_guest("http_client"), manifest)
+    policy = _hold_tool(home, port, build_guest, tmp_path)
     with glovebox.ProcessPool(
         processes=1, home=home, policy=policy, threads=1, initializer=_only_the_bell_wakes
     ) as pool:
