@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import heapq
 import logging
-import operator
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -30,7 +29,7 @@ from typing import Any
 from ..storage._sqlite import Database
 from ._chain import GENESIS, NotKept, Pending, append_rows, read_head, write_head
 from ._journal import Unfolded, journal_files, read_unfolded, remove_dead_staging
-from ._rowform import COLUMNS, REQUIRED, bare, from_line, prepare, row_hash
+from ._rowform import COLUMNS, bare, from_line, prepare, required_values, row_hash
 
 __all__ = ["FOLD_BYTES", "PAGE_ROWS", "YIELD_ROWS", "AuditVerification", "Chain"]
 
@@ -41,8 +40,6 @@ YIELD_ROWS = 8
 FOLD_BYTES = 4 * 1024 * 1024
 #: Rows :meth:`Chain.pages` reads per query.
 PAGE_ROWS = 500
-#: The fields of a row that must not be None (each row has every field: ``KeyError`` if not).
-_required = operator.itemgetter(*REQUIRED)
 #: What a database refusing a row raises: its own errors, or a number too large for an INTEGER.
 _REFUSED = (sqlite3.DatabaseError, OverflowError)
 
@@ -246,7 +243,7 @@ def _parsed(unfolded: Unfolded, yield_rows: int) -> Iterator[tuple[int, Pending]
         try:
             written, _, body = line.partition(b" ")
             pending = from_line(int(written), body)
-            if None in _required(pending.row):
+            if None in required_values(pending.row):
                 raise ValueError("a required field is missing")
             yield int(written), pending
         except (ValueError, TypeError, AttributeError, KeyError):  # not written by ``append``: kept out of the chain

@@ -15,6 +15,7 @@ are hashed only when set, so rows without them, old or new, hash as they always 
 from __future__ import annotations
 
 import json
+import operator
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -41,6 +42,7 @@ __all__ = [
     "prepare",
     "record_json",
     "redact",
+    "required_values",
     "row_hash",
     "text",
 ]
@@ -63,6 +65,8 @@ FIELDS = (
 )
 #: Fields a record must have (not None): the table refuses a row without them.
 REQUIRED = ("call_id", "principal", "tool", "outcome", "fuel_used", "duration_ms", "egress")
+#: The values of a record's required fields, in one C call (``KeyError`` when one is absent).
+required_values = operator.itemgetter(*REQUIRED)
 _SECRET_KEY = re.compile(
     r"pass(word|wd|phrase)?|token|secret|api[-_]?key|authori[sz]ation|cookie|credential|private[-_]?key|session",
     re.IGNORECASE,
@@ -91,10 +95,9 @@ RAW_LINE_CHARS = 64 * 1024
 #: ``json.dumps`` with its defaults (ASCII, NaN as ``NaN``), built once; a record is the host's own
 #: value (the call's input was refused at the door if it held a cycle), so no circular-reference table.
 _PLAIN = json_encoder(check_circular=False)
-#: orjson's decoder (imported with the first line read), False without it.
-_FAST_LOADS: Any = None
-#: orjson's encoder (imported with the first line, not with glovebox), False without it.
+#: orjson's encoder and decoder (imported with the first line written or read, not with glovebox), False without it.
 _FAST: Any = None
+_FAST_LOADS: Any = None
 #: Every type json refuses, and every subclass of a JSON type, goes to ``default`` (which refuses it).
 _FAST_OPTIONS = 0
 
@@ -179,14 +182,15 @@ def line(written: int, record: dict[str, Any]) -> bytes:
 
 
 def _load_fast() -> Any:
-    global _FAST, _FAST_OPTIONS
+    """Import orjson once, for both directions; its encoder (False without it: ``json`` then writes and reads)."""
+    global _FAST, _FAST_OPTIONS, _FAST_LOADS
     try:
         import orjson
     except ImportError:  # pragma: no cover - a dependency; the C encoder writes every line then
-        _FAST = False
+        _FAST = _FAST_LOADS = False
         return _FAST
     _FAST_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
-    _FAST = orjson.dumps
+    _FAST, _FAST_LOADS = orjson.dumps, orjson.loads
     return _FAST
 
 
@@ -232,14 +236,8 @@ def _read_record(text: bytes) -> Any:
     never writes) as a float. What the C encoder wrote, or a glovebox before this
     mark, is read by ``json``, and so is what orjson refuses.
     """
-    global _FAST_LOADS
     if _FAST_LOADS is None:
-        try:
-            import orjson
-        except ImportError:  # pragma: no cover - a dependency; json reads every line then
-            _FAST_LOADS = False
-        else:
-            _FAST_LOADS = orjson.loads
+        _load_fast()
     if _FAST_LOADS and text.endswith(b" "):
         try:
             return _FAST_LOADS(text)

@@ -8,7 +8,6 @@ It never touches the database: the chain (``_fold``) folds the lines in.
 
 from __future__ import annotations
 
-import operator
 import threading
 import time
 from pathlib import Path
@@ -16,11 +15,9 @@ from typing import Any
 
 from ._foldproc import FoldSupervisor
 from ._journal import Journal
-from ._rowform import REQUIRED, line
+from ._rowform import REQUIRED, line, required_values
 
 __all__ = ["JournalWriter"]
-
-_required = operator.itemgetter(*REQUIRED)
 
 
 class JournalWriter:
@@ -43,7 +40,7 @@ class JournalWriter:
         if self.closed:
             raise ValueError("this audit log is closed")
         try:
-            complete = None not in _required(record)  # one C call for the common, complete record
+            complete = None not in required_values(record)  # one C call for the common, complete record
         except KeyError:
             complete = False
         if not complete:
