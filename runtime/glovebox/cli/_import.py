@@ -201,15 +201,12 @@ def graphql(ctx: click.Context, /, schema: str, header_env: tuple[str, ...], **o
         if not sep or not header or not env:
             raise click.UsageError(f"--header-env {pair!r}: expected HEADER=VAR")
         headers[header] = env
-    reference = options.get("bearer_secret")
-    if reference is not None and options.get("bearer_env") is not None:
-        raise click.UsageError("give the bearer token once: --bearer-env or --bearer-secret, not both")
-    if reference is not None and "://" not in reference:
-        raise click.BadParameter(
-            f"{reference!r} is not a secret reference (connection://API/{{principal}}, keyring://SERVICE/USER, "
-            "exec://..., env://VAR)",
-            param_hint="--bearer-secret",
-        )
+    from ..importers._graphql import check_bearer
+
+    try:  # before the home is opened: a usage error
+        check_bearer(options.get("bearer_env"), options.get("bearer_secret"))
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     _import(ctx, import_graphql, schema, header_env=headers, **options)
 
 

@@ -46,7 +46,7 @@ from ._common import (
     tool_name,
 )
 
-__all__ = ["MAX_INPUT_DEPTH", "MAX_SELECTION_DEPTH", "GraphqlPlan", "plan_graphql"]
+__all__ = ["MAX_INPUT_DEPTH", "MAX_SELECTION_DEPTH", "GraphqlPlan", "check_bearer", "plan_graphql"]
 
 #: Levels of lists and input objects an argument's type may nest (an input is at most 64 levels deep).
 MAX_INPUT_DEPTH = 64
@@ -129,6 +129,23 @@ def plan_graphql(
     return GraphqlPlan(api, planned, secrets, notes, text, digest)
 
 
+def check_bearer(bearer_env: str | None, bearer_secret: str | None) -> None:
+    """Refuse a bearer secret that is not a reference, or one given beside ``bearer_env``.
+
+    Raises:
+        ValueError: naming what is wrong (the command line says it as a usage error).
+    """
+    if bearer_secret is None:
+        return
+    if bearer_env is not None:
+        raise ValueError("give the bearer token once: --bearer-env or --bearer-secret, not both")
+    if "://" not in bearer_secret:
+        raise ValueError(
+            f"{bearer_secret!r} is not a secret reference (connection://API/{{principal}}, keyring://SERVICE/USER, "
+            "exec://..., env://VAR)"
+        )
+
+
 def _secrets(
     api: str, server: Server, bearer_env: str | None, header_env: dict[str, str], bearer_secret: str | None = None
 ) -> list[SecretHint]:
@@ -136,14 +153,8 @@ def _secrets(
     import re
 
     hints = []
+    check_bearer(bearer_env, bearer_secret)
     if bearer_secret is not None:
-        if bearer_env is not None:
-            raise ValueError("give the bearer token once: --bearer-env or --bearer-secret, not both")
-        if "://" not in bearer_secret:
-            raise ValueError(
-                f"{bearer_secret!r} is not a secret reference (connection://API/{{principal}}, keyring://SERVICE/USER, "
-                "exec://..., env://VAR)"
-            )
         env = f"{api}_AUTHORIZATION".upper().replace("-", "_")
         hints.append(
             SecretHint(f"{api}-authorization", env, "Authorization", "Bearer {value}", server.scheme, bearer_secret)

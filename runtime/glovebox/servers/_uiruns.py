@@ -147,7 +147,8 @@ class RunPages:
     def _seals(self, records: list[Any]) -> list[dict[str, Any]]:
         """Each run's program digest and how its rollback stands (None: never rolled back)."""
         found = self.runs.store.seals([r.run_id for r in records])
-        return [dict(zip(("digest", "rollback"), found.get(r.run_id, (None, None)), strict=True)) for r in records]
+        seals = [found.get(r.run_id, (None, None)) for r in records]
+        return [{"digest": digest, "rollback": rollback} for digest, rollback in seals]
 
     async def _visible(self, request: Request) -> tuple[Any, Any]:
         """The run's record and result when the viewer may see it, else :class:`NotFound`."""
