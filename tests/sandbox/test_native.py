@@ -154,7 +154,6 @@ def test_a_table_bomb_is_refused_on_both_paths_and_allocations(
 
     A pool bounds a table by its slot; allocating on demand, only the store's caps do.
     """
-    from glovebox.engine._settings import EngineSettings
     from tests.typedguests import wat_component
 
     guests = Path(__file__).resolve().parents[1] / "guests"
