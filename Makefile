@@ -22,16 +22,18 @@ demo: $(STAMP) native
 # The native invocation core (native/, the Python module glovebox_native): a Rust crate built by
 # maturin into .venv in release mode, again only when its sources change. Without cargo it is
 # skipped and every call takes the pure-Python path (GLOVEBOX_NATIVE=0 forces that path too).
-# The build is niced and uses at most two jobs; a cold build compiles wasmtime (minutes).
+# The build is niced and uses at most two jobs; a cold build compiles wasmtime (minutes), the
+# published crate with one change that native/vendor.py makes in native/vendor/ first.
 NATIVE_STAMP := $(VENV)/.native-built
-NATIVE_SOURCES := $(wildcard native/src/*.rs) native/Cargo.toml native/Cargo.lock native/pyproject.toml
+NATIVE_SOURCES := $(wildcard native/src/*.rs) native/Cargo.toml native/Cargo.lock native/pyproject.toml native/vendor.py
 native: $(STAMP)
 	@if ! command -v cargo >/dev/null; then \
 		echo "cargo not found: the native core is not built; calls take the pure-Python path"; \
 	elif [ -f $(NATIVE_STAMP) ] && [ -z "$$(find $(NATIVE_SOURCES) -newer $(NATIVE_STAMP) 2>/dev/null)" ] \
 		&& $(BIN)/python -c "import glovebox_native" 2>/dev/null; then :; \
 	else \
-		VIRTUAL_ENV=$(abspath $(VENV)) CARGO_BUILD_JOBS=$${CARGO_BUILD_JOBS:-2} nice -n 10 \
+		$(BIN)/python native/vendor.py \
+		&& VIRTUAL_ENV=$(abspath $(VENV)) CARGO_BUILD_JOBS=$${CARGO_BUILD_JOBS:-2} nice -n 10 \
 			$(BIN)/maturin develop --release --manifest-path native/Cargo.toml \
 		&& touch $(NATIVE_STAMP) \
 		|| echo "the native core did not build: calls take the pure-Python path"; \

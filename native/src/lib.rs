@@ -357,16 +357,72 @@ fn pooling(pool: &Bound<'_, PyDict>) -> PyResult<PoolingAllocationConfig> {
     pc.max_memories_per_component(get(pool, "max_memories_per_component")?);
     pc.table_elements(get(pool, "table_elements")?);
     pc.max_memory_size(get(pool, "max_memory_size")?);
-    pc.linear_memory_keep_resident(get(pool, "keep_resident_bytes")?);
     pc.table_keep_resident(get(pool, "keep_resident_bytes")?);
-    // With PAGEMAP_SCAN (Linux 6.7+), a slot's reset restores only the pages the instance touched, up to
-    // the bytes kept resident, instead of assuming the lowest ones were: absent elsewhere, it stays off.
+    // With PAGEMAP_SCAN (Linux 6.7+), a slot's reset restores in place only the pages the instance wrote, up
+    // to the bytes kept resident, and returns the rest to the kernel; a page kept is not faulted in again by
+    // the next instance, so the memory's bytes kept are `scan_resident_bytes` there. Without the scan, the
+    // first bytes kept are `memset` on every reset, whatever was written: `keep_resident_bytes` stays small.
     let scan: bool = match pool.get_item("pagemap_scan")? {
         Some(v) => v.extract()?,
         None => false,
     };
-    pc.pagemap_scan(if scan { wasmtime::Enabled::Auto } else { wasmtime::Enabled::No });
+    let scanning = scan && pagemap_scan();
+    pc.pagemap_scan(if scanning { wasmtime::Enabled::Auto } else { wasmtime::Enabled::No });
+    pc.linear_memory_keep_resident(get(pool, if scanning { "scan_resident_bytes" } else { "keep_resident_bytes" })?);
     Ok(pc)
+}
+
+/// Whether this host's kernel answers `PAGEMAP_SCAN` on `/proc/self/pagemap` (Linux 6.7+), asked as
+/// wasmtime asks it: one page of an empty range.
+#[pyfunction]
+fn pagemap_scan() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        /// `struct pm_scan_arg` of `linux/fs.h`.
+        #[repr(C)]
+        struct PmScanArg {
+            size: u64,
+            flags: u64,
+            start: u64,
+            end: u64,
+            walk_end: u64,
+            vec: u64,
+            vec_len: u64,
+            max_pages: u64,
+            category_inverted: u64,
+            category_mask: u64,
+            category_anyof_mask: u64,
+            return_mask: u64,
+        }
+        /// `_IOWR('f', 16, struct pm_scan_arg)`.
+        const PAGEMAP_SCAN: u64 =
+            (3 << 30) | ((std::mem::size_of::<PmScanArg>() as u64) << 16) | ((b'f' as u64) << 8) | 16;
+        let Ok(file) = std::fs::File::open("/proc/self/pagemap") else {
+            return false;
+        };
+        let mut region = [0u64; 3];
+        let mut arg = PmScanArg {
+            size: std::mem::size_of::<PmScanArg>() as u64,
+            flags: 0,
+            start: 0,
+            end: 0,
+            walk_end: 0,
+            vec: region.as_mut_ptr() as u64,
+            vec_len: 1,
+            max_pages: 1,
+            category_inverted: 0,
+            category_mask: 0xff,
+            category_anyof_mask: 0,
+            return_mask: 0,
+        };
+        // SAFETY: the argument is a `pm_scan_arg` whose output vector (one region) outlives the call.
+        unsafe { libc::ioctl(file.as_raw_fd(), PAGEMAP_SCAN as _, &mut arg as *mut PmScanArg) == 0 }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
 }
 
 fn config_from(codegen: &Bound<'_, PyDict>) -> PyResult<Config> {
@@ -931,7 +987,8 @@ fn glovebox_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compile_file, m)?)?;
     m.add_function(wrap_pyfunction!(wasmtime_version, m)?)?;
     m.add_function(wrap_pyfunction!(engine_features, m)?)?;
+    m.add_function(wrap_pyfunction!(pagemap_scan, m)?)?;
     // The interface with glovebox.sandbox._native (its NATIVE_ABI): raised with every change to it.
-    m.add("ABI", 6)?;
+    m.add("ABI", 7)?;
     Ok(())
 }

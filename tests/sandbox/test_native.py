@@ -170,6 +170,36 @@ def test_a_table_bomb_is_refused_on_both_paths_and_allocations(
     assert took_native == (sandbox_path == "native")
 
 
+#: Generous for the residue guest: its check reads 5 MiB byte by byte.
+RESIDUE_LIMITS = {"memory_bytes": 16 * MIB, "fuel": 2_000_000_000, "timeout_ms": 20_000}
+
+
+@pytest.mark.parametrize(
+    ("flag", "kept"),
+    [("1", 64 * 1024), ("1", None), ("1", 16 * MIB), ("0", None)],
+    ids=["native-kept-64k", "native-kept-default", "native-kept-16m", "python-path"],
+)
+def test_a_reused_slot_holds_nothing_an_earlier_call_wrote(
+    _isolated_env: Path, build_guest: BuildGuest, monkeypatch: pytest.MonkeyPatch, flag: str, kept: int | None
+) -> None:
+    """A call that writes hundreds of separate runs of pages, in the memory image and past it, leaves
+    nothing for the next call in the same slot: whether the reset restores a page in place (the kernel's
+    page scan, in batches, up to ``scan_resident_bytes``) or returns it to the kernel."""
+    if flag == "1" and native_extension() is None:
+        pytest.skip("glovebox_native is not built: `make native`")
+    monkeypatch.setenv("GLOVEBOX_NATIVE", flag)
+    engine = EngineSettings() if kept is None else EngineSettings(scan_resident_bytes=kept)
+    with glovebox.Runtime(home=_isolated_env, engine=engine) as rt:
+        rt.register(build_guest("residue"), manifest={"name": "residue", "limits": RESIDUE_LIMITS})
+        before = _calls(rt)
+        for _ in range(6):
+            wrote = rt.call("residue", "dirty")
+            assert wrote.ok and wrote.output == {"wrote": 640, "seen": 640}, wrote.to_dict()
+            checked = rt.call("residue", "check")
+            assert checked.ok and checked.output == {"residue": 0}, checked.to_dict()
+        assert _calls(rt) == (before + 12 if flag == "1" else -1)
+
+
 def test_an_extension_built_for_another_interface_is_not_used(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

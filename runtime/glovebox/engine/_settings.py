@@ -13,6 +13,7 @@ from ..model._manifest import HOST_MAXIMA
 __all__ = ["EngineSettings", "StoreCaps", "WASM_PAGE_BYTES"]
 
 KIB = 1024
+MIB = 1024 * KIB
 WASM_PAGE_BYTES = 64 * KIB
 
 
@@ -60,6 +61,12 @@ class EngineSettings:
         max_wasm_stack_bytes: the largest wasm stack before ``call stack exhausted``.
         keep_resident_bytes: bytes of a reused memory or table slot reset with
             ``memset`` rather than returned to the kernel.
+        scan_resident_bytes: on the native core where Linux answers
+            ``PAGEMAP_SCAN`` (6.7+): of the pages a call wrote in a memory, how many
+            bytes its reused slot restores in place and keeps, rather than returning
+            them to the kernel for the next call to fault in again (``keep_resident_bytes``
+            applies where the scan is unavailable, and on the Python path). A warm slot
+            holds at most this much of what its calls wrote.
         epoch_tick_ms: the epoch ticker's period; deadlines are counted in ticks.
         pooling: False allocates every instance on demand (no pool at all).
     """
@@ -80,6 +87,7 @@ class EngineSettings:
     max_memories_per_component: int = 8
     max_wasm_stack_bytes: int = 512 * KIB
     keep_resident_bytes: int = 256 * KIB
+    scan_resident_bytes: int = 4 * MIB
     epoch_tick_ms: float = 1.0
     pooling: bool = True
 

@@ -85,7 +85,7 @@ _LOG_SLACK_BYTES = 64 * 1024
 
 #: The interface between this package and ``glovebox_native`` (the module's ``ABI``): an extension
 #: built from other sources (a checkout updated but not rebuilt) is not used.
-NATIVE_ABI = 6
+NATIVE_ABI = 7
 
 
 def native_extension() -> ModuleType | None:
@@ -313,7 +313,10 @@ def _pool(settings: EngineSettings, memories: int, tables: int) -> dict[str, int
         "table_elements": settings.table_elements,
         "max_memory_size": settings.memory_slot_bytes,
         "keep_resident_bytes": settings.keep_resident_bytes,
-        # Reset only the pages a call touched (Linux 6.7+, else off): a Python tool's call dirties a few
-        # MiB of CPython's heap image; measured 1,110 -> 960 µs per bare Python-tool call (bench/README.md).
+        "scan_resident_bytes": settings.scan_resident_bytes,
+        # Reset only the pages a call wrote (Linux 6.7+, else off), restoring them in place up to
+        # scan_resident_bytes: a Python tool's call writes ~0.5 MiB of CPython's heap image; measured
+        # 1,110 -> 960 µs per bare Python-tool call with the scan, 913 -> 560 µs with the pages kept
+        # (bench/README.md).
         "pagemap_scan": True,
     }
