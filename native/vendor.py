@@ -193,6 +193,19 @@ def _crate() -> bytes:
     return data
 
 
+def _extract(archive: tarfile.TarFile, into: Path) -> None:
+    """Unpack regular files and directories only, each inside ``into`` (the ``data`` filter, or its checks
+    where this Python predates it)."""
+    if hasattr(tarfile, "data_filter"):
+        archive.extractall(into, filter="data")
+        return
+    for member in archive.getmembers():
+        inside = (into / member.name).resolve().is_relative_to(into.resolve())
+        if not inside or not (member.isfile() or member.isdir()):
+            raise SystemExit(f"vendor.py: {CRATE}-{VERSION}.crate holds {member.name!r}, which is not unpacked")
+    archive.extractall(into)  # noqa: S202 (every member checked above)
+
+
 def main() -> None:
     target = VENDOR / CRATE
     stamp = target / ".glovebox-vendored"
@@ -203,7 +216,7 @@ def main() -> None:
     VENDOR.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=VENDOR) as tmp:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-            archive.extractall(tmp, filter="data")
+            _extract(archive, Path(tmp))
         unpacked = Path(tmp) / f"{CRATE}-{VERSION}"
         for path, before, after in EDITS:
             file = unpacked / path
