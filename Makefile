@@ -23,7 +23,7 @@ demo: $(STAMP) native
 # maturin into .venv in release mode, again only when its sources change. Without cargo it is
 # skipped and every call takes the pure-Python path (GLOVEBOX_NATIVE=0 forces that path too).
 # The build is niced and uses at most two jobs; a cold build compiles wasmtime (minutes), the
-# published crate with one change that native/vendor.py makes in native/vendor/ first.
+# published crate with two changes that native/vendor.py makes in native/vendor/ first.
 NATIVE_STAMP := $(VENV)/.native-built
 NATIVE_SOURCES := $(wildcard native/src/*.rs) native/Cargo.toml native/Cargo.lock native/pyproject.toml native/vendor.py
 native: $(STAMP)

@@ -1,11 +1,11 @@
-"""Make ``native/vendor/wasmtime``: the wasmtime crate of ``Cargo.lock``, checked, with glovebox's one change.
+"""Make ``native/vendor/wasmtime``: the wasmtime crate of ``Cargo.lock``, checked, with glovebox's two changes.
 
 Run by ``make native`` before maturin (``Cargo.toml`` patches crates.io's wasmtime with this
 directory). The crate comes from cargo's own download cache when it holds it, else from
 crates.io; its SHA-256 must be the checksum ``Cargo.lock`` recorded for it before the patch
 (kept below), or nothing is written.
 
-The change (to ``src/runtime/vm/sys/unix/pagemap.rs``): when a pooled slot is reset, wasmtime
+The first change (to ``src/runtime/vm/sys/unix/pagemap.rs``): when a pooled slot is reset, wasmtime
 asks Linux's ``PAGEMAP_SCAN`` which pages the instance wrote, restores those in place (from the
 image, or to zero) up to the bytes kept resident, and returns the rest to the kernel. It asked
 once, for at most 32 runs of written pages, and returned everything past the 32nd run to the
@@ -13,6 +13,14 @@ kernel. A Python tool's call writes a few hundred pages of CPython's heap image 
 than that, so every call faulted ~120 of them in again (copy-on-write, ~2 µs each). Here the
 scan goes on from where a full answer stopped until it reaches the end of the slot or the
 bytes kept resident, so every written page within the bytes kept is restored in place.
+
+The second (to ``src/runtime/instantiate.rs``): each ``ref.func`` a guest runs asks for its
+function's two code ranges (body and array-to-wasm trampoline), each a binary search over
+the component's function table. A Python tool's start code runs ~5,700 of them at every
+instantiation (CPython's loader filling the function table): half of a bare call. Here
+each module reads the two ranges of every defined function once, when it loads, into a
+vector that ``function_range`` answers those two keys from; any other key, and any
+function without a location, still goes through the search.
 
 Idempotent: a stamp holding the digest of the crate and of the edits says the directory is
 current; anything else is rebuilt from the crate. Nothing here needs more than the standard
@@ -39,6 +47,7 @@ CRATE, VERSION = "wasmtime", "48.0.10"
 SHA256 = "8f47e5ae0d077a8415d626b028a1701fd4d4b3ed4d57e21a0b5daefe99ae81f1"
 URL = f"https://static.crates.io/crates/{CRATE}/{CRATE}-{VERSION}.crate"
 PAGEMAP = "src/runtime/vm/sys/unix/pagemap.rs"
+INSTANTIATE = "src/runtime/instantiate.rs"
 
 _SCAN_BEFORE = """    // For now use a fixed set of regions on the stack, but in the future this
     // may want to use a dynamically allocated vector for more regions for
@@ -149,8 +158,83 @@ _RESULT_AFTER = """        Err(err) if start == ptr => unsafe {
     }
 }
 """
+_FIELDS_BEFORE = """    /// Sorted list, by function index, of names we have for this module.
+    func_names: Vec<FunctionName>,
+}
+"""
+_FIELDS_AFTER = """    /// Sorted list, by function index, of names we have for this module.
+    func_names: Vec<FunctionName>,
+    /// glovebox: per defined function (by `DefinedFuncIndex`), the `(start, length)` in the text
+    /// section of its body and of its array-to-wasm trampoline (`u32::MAX` where it has none), read
+    /// once from `index` when the module loads: `function_range` answers these two keys from here.
+    defined_locs: Vec<[(u32, u32); 2]>,
+}
+"""
+_MADE_BEFORE = """            index,
+            func_names: info.func_names,
+        };
+        ret.register_profiling(profiler)?;
+"""
+_MADE_AFTER = """            index,
+            func_names: info.func_names,
+            defined_locs: Vec::new(),
+        };
+        ret.defined_locs = ret.find_defined_locs();
+        ret.register_profiling(profiler)?;
+"""
+_INDEX_BEFORE = """    fn module_index(&self) -> StaticModuleIndex {
+        self.module.module_index
+    }
+"""
+_INDEX_AFTER = """    fn module_index(&self) -> StaticModuleIndex {
+        self.module.module_index
+    }
+
+    /// glovebox: see `defined_locs`.
+    fn find_defined_locs(&self) -> Vec<[(u32, u32); 2]> {
+        let module = self.module_index();
+        let at = |key| self.index.func_loc(key).map_or((u32::MAX, 0), |loc| (loc.start, loc.length));
+        self.module
+            .defined_func_indices()
+            .map(|i| {
+                [
+                    at(FuncKey::DefinedWasmFunction(module, i)),
+                    at(FuncKey::ArrayToWasmTrampoline(module, i)),
+                ]
+            })
+            .collect()
+    }
+"""
+_RANGE_BEFORE = """    pub fn function_range(&self, key: FuncKey) -> Range<usize> {
+        let loc = self.func_loc(key);
+"""
+_RANGE_AFTER = """    pub fn function_range(&self, key: FuncKey) -> Range<usize> {
+        // glovebox: a funcref's two keys from `defined_locs` (each made with the same `func_loc`
+        // below); any other key, or one with no location, goes the published way.
+        let found = match key {
+            FuncKey::DefinedWasmFunction(module, i) if module == self.module_index() => {
+                self.defined_locs.get(i.as_u32() as usize).map(|locs| locs[0])
+            }
+            FuncKey::ArrayToWasmTrampoline(module, i) if module == self.module_index() => {
+                self.defined_locs.get(i.as_u32() as usize).map(|locs| locs[1])
+            }
+            _ => None,
+        };
+        if let Some((start, length)) = found.filter(|&(start, _)| start != u32::MAX) {
+            let start = usize::try_from(start).unwrap();
+            return start..start + usize::try_from(length).unwrap();
+        }
+        let loc = self.func_loc(key);
+"""
 #: (file, text as published, text here): each published text must occur exactly once.
-EDITS = [(PAGEMAP, _SCAN_BEFORE, _SCAN_AFTER), (PAGEMAP, _RESULT_BEFORE, _RESULT_AFTER)]
+EDITS = [
+    (PAGEMAP, _SCAN_BEFORE, _SCAN_AFTER),
+    (PAGEMAP, _RESULT_BEFORE, _RESULT_AFTER),
+    (INSTANTIATE, _FIELDS_BEFORE, _FIELDS_AFTER),
+    (INSTANTIATE, _MADE_BEFORE, _MADE_AFTER),
+    (INSTANTIATE, _INDEX_BEFORE, _INDEX_AFTER),
+    (INSTANTIATE, _RANGE_BEFORE, _RANGE_AFTER),
+]
 
 
 def _digest() -> str:
@@ -229,7 +313,7 @@ def main() -> None:
             shutil.rmtree(target)
         unpacked.rename(target)
     where = target.relative_to(NATIVE.parent)
-    print(f"vendor.py: {where} is {CRATE} {VERSION} with glovebox's change", file=sys.stderr)
+    print(f"vendor.py: {where} is {CRATE} {VERSION} with glovebox's changes", file=sys.stderr)
 
 
 if __name__ == "__main__":
