@@ -72,52 +72,19 @@ _SCAN_AFTER = """    // Regions come back in batches of `MAX_REGIONS` (glovebox:
     let scan_arg = PageMapScanBuilder::new(ptr::slice_from_raw_parts(start, end.addr() - start.addr()))
         .max_pages(pages_left)
 """
-_RESULT_BEFORE = """        Err(err) => unsafe {
-            log::warn!("failed pagemap scan {err}");
-            return crate::runtime::vm::pagemap_disabled::reset_with_pagemap(
-                None,
-                ptr,
-                len,
-                keep_resident,
-                reset_manually,
-                decommit,
-            );
-        },
+_FAILED_BEFORE = """        Err(err) => unsafe {
+"""
+_FAILED_AFTER = """        Err(err) if start == ptr => unsafe {
+"""
+_LATER_BEFORE = """        },
     };
 
     // For all regions that were written in the scan reset them manually, then
     // afterwards decommit everything else.
     let mut bytes_resident = 0;
     for region in result.regions() {
-        // SAFETY: we're relying on Linux to pass in valid region ranges within
-        // the `ptr/len` we specified to the original syscall.
-        unsafe {
-            reset_manually(&mut *region.region().cast_mut());
-        }
-        bytes_resident += region.len();
-    }
-
-    // Report everything after `walk_end` to the end of memory as memory that
-    // must be decommitted as the scan didn't reach it. Note that if `walk_end`
-    // is already at the end of memory then the byte size of the decommitted
-    // memory here will be 0 meaning that this is a noop.
-    let scan_size = result.walk_end().addr() - ptr.addr();
-    decommit(result.walk_end().cast_mut(), len.byte_count() - scan_size);
-
-    bytes_resident
-}
 """
-_RESULT_AFTER = """        Err(err) if start == ptr => unsafe {
-            log::warn!("failed pagemap scan {err}");
-            return crate::runtime::vm::pagemap_disabled::reset_with_pagemap(
-                None,
-                ptr,
-                len,
-                keep_resident,
-                reset_manually,
-                decommit,
-            );
-        },
+_LATER_AFTER = """        },
 
         // A later batch failed: what it would have covered is decommitted.
         Err(err) => {
@@ -131,12 +98,21 @@ _RESULT_AFTER = """        Err(err) if start == ptr => unsafe {
     // afterwards decommit everything else.
     let full = result.regions().len() == MAX_REGIONS;
     for region in result.regions() {
-        // SAFETY: we're relying on Linux to pass in valid region ranges within
-        // the `ptr/len` we specified to the original syscall.
-        unsafe {
-            reset_manually(&mut *region.region().cast_mut());
-        }
-        bytes_resident += region.len();
+"""
+_REST_BEFORE = """        bytes_resident += region.len();
+    }
+
+    // Report everything after `walk_end` to the end of memory as memory that
+    // must be decommitted as the scan didn't reach it. Note that if `walk_end`
+    // is already at the end of memory then the byte size of the decommitted
+    // memory here will be 0 meaning that this is a noop.
+    let scan_size = result.walk_end().addr() - ptr.addr();
+    decommit(result.walk_end().cast_mut(), len.byte_count() - scan_size);
+
+    bytes_resident
+}
+"""
+_REST_AFTER = """        bytes_resident += region.len();
         pages_left = pages_left.saturating_sub(region.len() / host_page_size);
     }
 
@@ -229,7 +205,9 @@ _RANGE_AFTER = """    pub fn function_range(&self, key: FuncKey) -> Range<usize>
 #: (file, text as published, text here): each published text must occur exactly once.
 EDITS = [
     (PAGEMAP, _SCAN_BEFORE, _SCAN_AFTER),
-    (PAGEMAP, _RESULT_BEFORE, _RESULT_AFTER),
+    (PAGEMAP, _FAILED_BEFORE, _FAILED_AFTER),
+    (PAGEMAP, _LATER_BEFORE, _LATER_AFTER),
+    (PAGEMAP, _REST_BEFORE, _REST_AFTER),
     (INSTANTIATE, _FIELDS_BEFORE, _FIELDS_AFTER),
     (INSTANTIATE, _MADE_BEFORE, _MADE_AFTER),
     (INSTANTIATE, _INDEX_BEFORE, _INDEX_AFTER),
