@@ -34,7 +34,6 @@ import platform
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,6 +45,9 @@ from wasmtime.component import Component, Linker
 import glovebox
 
 BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+from bench_procs import timed_calls  # noqa: E402  (the benches' one timed caller loop)
+
 SOURCE = BENCH.parent / "guest" / "examples" / "text-stats" / "tool.c"
 RESULTS = BENCH / "results" / "native.json"
 INPUT = {"text": "The quick brown fox jumps over the lazy dog.\nend"}
@@ -147,22 +149,7 @@ def cpu_per_call(contenders: dict[str, Callable[[], Any]], calls: int, chunk: in
 
 def throughput(rt: glovebox.Runtime, threads: int, seconds: float) -> float:
     """Calls/s of ``threads`` threads calling one Runtime for ``seconds``."""
-    counts = [0] * threads
-    stop = time.perf_counter() + seconds
-
-    def loop(slot: int) -> None:
-        done = 0
-        while time.perf_counter() < stop:
-            rt.call("text-stats", INPUT)
-            done += 1
-        counts[slot] = done
-
-    workers = [threading.Thread(target=loop, args=(i,)) for i in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    return sum(counts) / seconds
+    return timed_calls(lambda: rt.call("text-stats", INPUT), threads, seconds) / seconds
 
 
 def steps(make: Callable[[], glovebox.Runtime], calls: int) -> dict[str, float]:

@@ -139,6 +139,27 @@ def pool(
     return made / seconds
 
 
+def timed_calls(call: Callable[[], Any], threads: int, seconds: float) -> int:
+    """Run ``call`` in a loop on each of ``threads`` threads until ``seconds`` have passed: the calls made.
+
+    The one timed caller loop of the benches (``drive`` here, ``bench_native``, ``bench_scale``,
+    ``bench_ray``); ``call`` checks its own answer."""
+    done = [0] * threads
+    end = time.perf_counter() + seconds
+
+    def client(i: int) -> None:
+        while time.perf_counter() < end:
+            call()
+            done[i] += 1
+
+    workers = [threading.Thread(target=client, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return sum(done)
+
+
 def drive(target: Any, callers: int, seconds: float, home: str, workers: list[int]) -> tuple[int, dict[str, float]]:
     """Call text-stats on ``target`` from ``callers`` threads for ``seconds``: the calls made, and (on
     Linux) the CPU µs per call of this process (``front``), of ``workers`` and of the home's fold
@@ -146,20 +167,7 @@ def drive(target: Any, callers: int, seconds: float, home: str, workers: list[in
     proc = Path("/proc/self/stat").exists()
     folders = _folders(home) if proc else []
     cpu = (time.process_time(), _cpu_of(workers), _cpu_of(folders)) if proc else (0.0, 0.0, 0.0)
-    done = [0] * callers
-    end = time.perf_counter() + seconds
-
-    def client(i: int) -> None:
-        while time.perf_counter() < end:
-            target.call("text-stats", INPUT)
-            done[i] += 1
-
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(callers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    made = sum(done)
+    made = timed_calls(lambda: target.call("text-stats", INPUT), callers, seconds)
     if not proc or not made:
         return made, {}
     born = [pid for pid in _folders(home) if pid not in folders]  # a folder started in the window

@@ -29,6 +29,7 @@ import contextlib
 import json
 import os
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -40,6 +41,9 @@ from typing import Any
 import glovebox
 
 BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+from bench_procs import timed_calls  # noqa: E402  (the benches' one timed caller loop)
+
 ROOT = BENCH.parent
 RESULTS = BENCH / "results" / "ray.json"
 TINY = {"text": "The quick brown fox jumps over the lazy dog.\nend"}
@@ -90,20 +94,7 @@ def latency(call: Call, tool: str, value: Any, samples: int) -> tuple[float, flo
 
 def throughput(call: Call, tool: str, value: Any, threads: int, seconds: float) -> float:
     """Calls per second with ``threads`` callers for ``seconds``."""
-    done = [0] * threads
-    end = time.perf_counter() + seconds
-
-    def client(i: int) -> None:
-        while time.perf_counter() < end:
-            _ok(call(tool, value))
-            done[i] += 1
-
-    workers = [threading.Thread(target=client, args=(i,)) for i in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    return sum(done) / seconds
+    return timed_calls(lambda: _ok(call(tool, value)), threads, seconds) / seconds
 
 
 def measure(call: Call, slow_input: Any, seconds: float) -> dict[str, float]:

@@ -28,13 +28,14 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 import glovebox
 
 BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+from bench_procs import timed_calls  # noqa: E402  (the benches' one timed caller loop)
+
 SOURCE = BENCH.parent / "guest" / "examples" / "text-stats" / "tool.c"
 INPUT = {"text": "The quick brown fox jumps over the lazy dog.\nend"}
 PARTS = ("threads", "procs", "pool", "serve", "burst", "ray")
@@ -55,20 +56,7 @@ def threads(seconds: float, rounds: int) -> None:
             rates: dict[int, list[float]] = {1: [], 2: []}
             for r in range(rounds):
                 for n in (1, 2) if r % 2 == 0 else (2, 1):
-                    done = [0] * n
-                    end = time.perf_counter() + seconds
-
-                    def loop(i: int, end: float = end, done: list[int] = done) -> None:
-                        while time.perf_counter() < end:
-                            rt.call("text-stats", INPUT)
-                            done[i] += 1
-
-                    workers = [threading.Thread(target=loop, args=(i,)) for i in range(n)]
-                    for worker in workers:
-                        worker.start()
-                    for worker in workers:
-                        worker.join()
-                    rates[n].append(sum(done) / seconds)
+                    rates[n].append(timed_calls(lambda: rt.call("text-stats", INPUT), n, seconds) / seconds)
                     print(f"  round {r + 1} {n} thread(s): {rates[n][-1]:8,.0f} calls/s  ({_load()})", flush=True)
     one, two = sorted(rates[1])[len(rates[1]) // 2], sorted(rates[2])[len(rates[2]) // 2]
     print(f"  median: 1T {one:,.0f}/s, 2T {two:,.0f}/s, 2T / 1T {two / one:.2f}x (target >= 1.8x)")
